@@ -1,0 +1,26 @@
+# The two commands of the README's quick start: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test bench regen-golden
+
+$(BIN)/agentgen: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(BIN)/agentgen
+
+setup: $(BIN)/agentgen
+
+demo: setup
+	$(BIN)/python examples/demo.py
+
+test: setup
+	$(BIN)/pytest -q -n 2
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+regen-golden: setup
+	$(BIN)/python tests/regen_golden.py

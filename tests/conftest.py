@@ -1,0 +1,31 @@
+"""Shared fixtures. Keep additions small; one fixture per shared input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = (REPO / ".." / "shared").resolve()
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_acp() -> Path:
+    """The upstream ACP schemas (read-only, never copied into the repo)."""
+    path = SHARED / "acp"
+    assert path.is_dir(), f"upstream schemas not found at {path}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_agntcy() -> Path:
+    """The two real AGNTCY manifests."""
+    path = SHARED / "agntcy"
+    assert path.is_dir(), f"AGNTCY manifests not found at {path}"
+    return path

@@ -1,0 +1,260 @@
+"""Which user handlers a regenerated dispatcher breaks, found with `ast` (nothing runs).
+
+The dispatcher's base classes (`AgentBase`, `ClientBase`, any class named `*Base`)
+have one method per protocol method, annotated with the model classes of its params
+and result. A user class that derives from one of them and defines a method of the
+same name is a handler. Comparing the old and the new dispatcher and models:
+
+- the handler's method is gone from the new base: the protocol dropped the method;
+- its signature changed (parameters, annotations, return annotation);
+- a model in its signature lost a field, or gained a required one: the handler is
+  named, and so is every line of it that uses the lost field (as `name=`, `.name` or
+  the wire name as a string).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Signature:
+    params: tuple[str, ...]  # "name: annotation" after self
+    returns: str
+    models: frozenset[str]  # names used in the annotations
+
+    def text(self) -> str:
+        return f"({', '.join(self.params)}) -> {self.returns}"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # python attribute
+    wire: str  # JSON name (alias)
+    required: bool
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def _names(node: ast.AST | None) -> set[str]:
+    out: set[str] = set()
+    if node is None:
+        return out
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            out.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            out.add(sub.attr)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            # string annotations ("PromptRequest")
+            try:
+                out |= _names(ast.parse(sub.value, mode="eval"))
+            except SyntaxError:
+                pass
+    return out
+
+
+def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature:
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args][1:]  # drop self
+    params = [
+        f"{a.arg}: {ast.unparse(a.annotation)}" if a.annotation else a.arg
+        for a in [*positional, *args.kwonlyargs]
+    ]
+    if args.vararg:
+        params.append("*" + args.vararg.arg)
+    if args.kwarg:
+        params.append("**" + args.kwarg.arg)
+    models: set[str] = set()
+    for a in [*positional, *args.kwonlyargs]:
+        models |= _names(a.annotation)
+    models |= _names(fn.returns)
+    returns = ast.unparse(fn.returns) if fn.returns else "None"
+    return Signature(tuple(params), returns, frozenset(models))
+
+
+def base_methods(dispatcher_src: str) -> dict[str, dict[str, Signature]]:
+    """`{base class: {method: signature}}` for the dispatcher's `*Base` classes."""
+    tree = ast.parse(dispatcher_src)
+    out: dict[str, dict[str, Signature]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Base"):
+            out[node.name] = {
+                fn.name: _signature(fn)
+                for fn in node.body
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+                and not fn.name.startswith("_")
+            }
+    return out
+
+
+def _field_info(value: ast.expr | None, annotation: ast.expr) -> tuple[str | None, bool]:
+    """(alias, required) from `x: T = Field(...)` or `x: Annotated[T, Field(...)]`."""
+    alias: str | None = None
+    required = value is None
+    calls: list[ast.Call] = []
+    if isinstance(value, ast.Call):
+        calls.append(value)
+    if isinstance(annotation, ast.Subscript) and "Annotated" in _names(annotation.value):
+        for sub in ast.walk(annotation.slice):
+            if isinstance(sub, ast.Call):
+                calls.append(sub)
+    for call in calls:
+        if "Field" not in _names(call.func):
+            continue
+        for kw in call.keywords:
+            if kw.arg in ("alias", "validation_alias") and isinstance(kw.value, ast.Constant):
+                alias = str(kw.value.value)
+        if call is value:
+            has_default = any(kw.arg in ("default", "default_factory") for kw in call.keywords)
+            first = call.args[0] if call.args else None
+            required = not has_default and (
+                first is None or (isinstance(first, ast.Constant) and first.value is Ellipsis)
+            )
+    return alias, required
+
+
+def model_fields(models_src: str) -> dict[str, dict[str, Field]]:
+    """`{class: {wire name: Field}}` for every class of a generated models module."""
+    tree = ast.parse(models_src)
+    out: dict[str, dict[str, Field]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields: dict[str, Field] = {}
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                name = stmt.target.id
+                if name == "model_config" or name.startswith("_"):
+                    continue
+                alias, required = _field_info(stmt.value, stmt.annotation)
+                fields[alias or name] = Field(name, alias or name, required)
+        out[node.name] = fields
+    return out
+
+
+@dataclass(frozen=True)
+class UserMethod:
+    path: Path
+    cls: str
+    base: str
+    name: str
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
+    """Methods of user classes deriving from one of `bases`, outside `_generated/`."""
+    found: list[UserMethod] = []
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir)
+        if rel.parts[0] == "_generated" or "__pycache__" in rel.parts:
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # not ours to judge; their own tools will say
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            base_names = {n for b in node.bases for n in _names(b)} & bases
+            if not base_names:
+                continue
+            base = min(base_names)
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found.append(UserMethod(path, node.name, base, fn.name, fn))
+    return found
+
+
+def _uses(fn: ast.AST, field: Field) -> list[int]:
+    lines: set[int] = set()
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.keyword) and sub.arg == field.name:
+            lines.add(sub.value.lineno)
+        elif (isinstance(sub, ast.Attribute) and sub.attr == field.name) or (
+            isinstance(sub, ast.Constant) and sub.value == field.wire
+        ):
+            lines.add(sub.lineno)
+    return sorted(lines)
+
+
+def find_breakage(
+    *,
+    package_dir: Path,
+    root: Path,
+    old_dispatcher: str,
+    new_dispatcher: str,
+    old_models: str,
+    new_models: str,
+) -> list[Finding]:
+    old_bases = base_methods(old_dispatcher)
+    new_bases = base_methods(new_dispatcher)
+    old_fields = model_fields(old_models)
+    new_fields = model_fields(new_models)
+    findings: list[Finding] = []
+
+    def rel(path: Path) -> str:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    for um in user_methods(package_dir, set(old_bases) | set(new_bases)):
+        old_sig = old_bases.get(um.base, {}).get(um.name)
+        new_sig = new_bases.get(um.base, {}).get(um.name)
+        where = rel(um.path)
+        label = f"{um.cls}.{um.name}"
+        if old_sig is None:
+            continue  # the user's own helper, or a method new in this revision
+        if new_sig is None:
+            findings.append(
+                Finding(
+                    where,
+                    um.node.lineno,
+                    f"{label}: {um.base}.{um.name} is gone from the new dispatcher "
+                    "(the protocol revision removed this method)",
+                )
+            )
+            continue
+        if old_sig.params != new_sig.params or old_sig.returns != new_sig.returns:
+            findings.append(
+                Finding(
+                    where,
+                    um.node.lineno,
+                    f"{label}: signature changed from {old_sig.text()} to {new_sig.text()}",
+                )
+            )
+        for model in sorted(old_sig.models | new_sig.models):
+            before = old_fields.get(model)
+            after = new_fields.get(model)
+            if before is None or after is None:
+                continue
+            for wire, field in sorted(before.items()):
+                if wire not in after:
+                    findings.append(
+                        Finding(where, um.node.lineno, f"{label}: {model} lost field {wire!r}")
+                    )
+                    for line in _uses(um.node, field):
+                        findings.append(
+                            Finding(where, line, f"{label}: uses {model}.{wire}, which is gone")
+                        )
+            for wire, field in sorted(after.items()):
+                if field.required and (wire not in before or not before[wire].required):
+                    findings.append(
+                        Finding(
+                            where,
+                            um.node.lineno,
+                            f"{label}: {model} has a new required field {wire!r}",
+                        )
+                    )
+    return sorted(set(findings), key=lambda f: (f.path, f.line, f.message))

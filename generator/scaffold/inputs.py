@@ -1,0 +1,90 @@
+"""The scaffold's calls into the rest of agentgen, in one place.
+
+Schemas and meta tables come from `generator.sources`, manifests from
+`generator.manifest.load`, the `_generated/` files from `generator.render`, and the
+revision report from `generator.protocol.diff`. Each function here adapts one call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentgenError
+
+_REMOTE = re.compile(r"^(https?://|npm:)")
+
+
+def is_local(spec: str) -> bool:
+    return not _REMOTE.match(spec)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    data: Any
+    origin: str
+    sha256: str
+    revision: dict[str, Any] = field(default_factory=dict)
+
+
+def load_schema(spec: str | None) -> Loaded:
+    """A protocol schema (None: agentgen's locked default)."""
+    from .. import sources
+
+    src = sources.load_schema(spec)
+    return _loaded(src)
+
+
+def load_meta(spec: str) -> Loaded:
+    from .. import sources
+
+    return _loaded(sources.load_meta(spec))
+
+
+def _loaded(src: Any) -> Loaded:
+    revision = getattr(src, "revision", None) or {}
+    return Loaded(data=src.data, origin=str(src.origin), sha256=src.sha256, revision=dict(revision))
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    from ..manifest.load import load_manifest as _load
+
+    if not path.is_file():
+        raise AgentgenError("manifest not found", source=str(path))
+    loaded = _load(path)
+    data = getattr(loaded, "data", loaded)
+    if not isinstance(data, dict):
+        raise AgentgenError("the manifest is not a mapping", source=str(path))
+    return data
+
+
+def render_generated(
+    *, schema: Any, meta: Any, manifest: dict[str, Any], role: str, transport: str, package: str
+) -> dict[str, str]:
+    from ..render import render_generated as _render
+
+    return dict(
+        _render(
+            schema=schema,
+            meta=meta,
+            manifest=manifest,
+            role=role,
+            transport=transport,
+            package=package,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Report:
+    text: str
+    breaking: bool
+
+
+def revision_report(old: Loaded, new: Loaded) -> Report:
+    from ..protocol import diff
+
+    rep = diff.diff_schemas(old.data, new.data)
+    return Report(text=diff.format_text(rep), breaking=bool(getattr(rep, "breaking", False)))

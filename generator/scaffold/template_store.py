@@ -1,0 +1,140 @@
+"""A git store of copier template snapshots, so that `copier update` can 3-way merge.
+
+copier only updates projects made from a git-tracked template whose old revision it
+can check out again; a folder inside agentgen's own tree is neither (copier needs the
+template at a repository root, and an installed agentgen is no repository at all).
+So every template that `new` or `update` uses is first committed to a small local
+repository, the *store*, as its own root commit:
+
+- the tree holds the template's files (mode 100644, sorted, no caches);
+- author, committer and dates are fixed, the message names role and version,
+  so the commit id depends only on the template bytes and the agentgen version;
+- the tag is `<agentgen version>+<role>.<tree id[:12]>`: copier records it as the
+  project's `_commit`, and reads its PEP 440 public part as the template version
+  (an older agentgen is a downgrade, which copier refuses; the same version with
+  other template bytes is an update).
+
+The store lives in `$AGENTGEN_TEMPLATE_STORE`, else `$XDG_CACHE_HOME/agentgen/templates`
+(default `~/.cache/...`). It is recorded in `.copier-answers.yml` as `_src_path`, in
+`~/` form when it is under the home directory, so the file does not name the user.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import AgentgenError
+
+
+def copier_errors() -> tuple[type[BaseException], ...]:
+    from copier.errors import CopierError
+    from plumbum import ProcessExecutionError
+
+    return (CopierError, ProcessExecutionError, OSError, ValueError)
+
+
+TEMPLATES_ROOT = Path(__file__).resolve().parents[2] / "templates"
+_SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+_FIXED_ENV = {
+    "GIT_AUTHOR_NAME": "agentgen",
+    "GIT_AUTHOR_EMAIL": "agentgen@localhost",
+    "GIT_COMMITTER_NAME": "agentgen",
+    "GIT_COMMITTER_EMAIL": "agentgen@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    src_path: str  # what copier gets as src_path and records as `_src_path`
+    tag: str  # what copier checks out and records as `_commit`
+
+
+def templates_root() -> Path:
+    """Where the role templates are read from (`$AGENTGEN_TEMPLATES` overrides it)."""
+    override = os.environ.get("AGENTGEN_TEMPLATES")
+    return Path(override).resolve() if override else TEMPLATES_ROOT
+
+
+def store_path() -> Path:
+    override = os.environ.get("AGENTGEN_TEMPLATE_STORE")
+    if override:
+        return Path(override).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return (Path(cache).expanduser() / "agentgen" / "templates").resolve()
+
+
+def _label(path: Path) -> str:
+    home = Path.home().resolve()
+    try:
+        return "~/" + path.relative_to(home).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _git(
+    repo: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> str:
+    full_env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", **(env or {})}
+    full_env.pop("GIT_DIR", None)
+    full_env.pop("GIT_WORK_TREE", None)
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            check=False,
+        )
+    except OSError as exc:
+        raise AgentgenError(f"cannot run git: {exc}", hint="install git") from None
+    if done.returncode != 0:
+        raise AgentgenError(
+            f"git {args[0]} failed in the template store: {done.stderr.strip()}",
+            source=str(repo),
+        )
+    return done.stdout
+
+
+def _files(template_dir: Path) -> list[Path]:
+    found: list[Path] = []
+    for root, dirs, names in os.walk(template_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(names):
+            if not name.endswith((".pyc", ".pyo")):
+                found.append(Path(root) / name)
+    return sorted(found, key=lambda p: p.relative_to(template_dir).as_posix())
+
+
+def snapshot(role: str, version: str) -> Snapshot:
+    """Commit the current template for `role` to the store; return where copier finds it."""
+    template_dir = templates_root() / role
+    if not (template_dir / "copier.yml").is_file():
+        raise AgentgenError(f"no copier template for role {role!r}", source=str(template_dir))
+    store = store_path()
+    if not (store / ".git").is_dir():
+        store.mkdir(parents=True, exist_ok=True)
+        _git(store, "init", "-q")
+    files = _files(template_dir)
+    shas = _git(store, "hash-object", "-w", "--", *(str(f) for f in files)).split()
+    index = store / ".git" / f"agentgen-index-{os.getpid()}"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        info = "".join(
+            f"100644 {sha}\t{f.relative_to(template_dir).as_posix()}\n"
+            for sha, f in zip(shas, files, strict=True)
+        )
+        _git(store, "update-index", "--add", "--index-info", stdin=info, env=env)
+        tree = _git(store, "write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    tag = f"{version}+{role}.{tree[:12]}"
+    message = f"agentgen {role} template {version}\n"
+    commit = _git(store, "commit-tree", tree, stdin=message, env=_FIXED_ENV).strip()
+    _git(store, "update-ref", f"refs/tags/{tag}", commit)
+    return Snapshot(src_path=_label(store), tag=tag)

@@ -110,6 +110,8 @@ def run_new(
     manifest_path = Path(manifest)
     data = inputs.load_manifest(manifest_path)
     package = project.package_name(data.get("name"), source=str(manifest_path))
+    if role == "client":  # installable beside the agent it talks to
+        package += "_client"
     suffix = manifest_path.suffix.lower()
     manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
     # Resolve inputs before anything is written: a bad schema fails here.

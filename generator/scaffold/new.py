@@ -58,9 +58,9 @@ def _check_target(directory: Path) -> Path:
 
 
 def copier_answers(
-    manifest: dict[str, Any], *, package: str, transport: str, manifest_file: str
+    manifest: dict[str, Any], *, role: str, package: str, transport: str, manifest_file: str
 ) -> dict[str, str]:
-    name = manifest["name"]
+    name = manifest["name"] + ("-client" if role == "client" else "")
     title = manifest.get("title")
     return {
         "project_name": name,
@@ -114,7 +114,7 @@ def run_new(
         package += "_client"
     suffix = manifest_path.suffix.lower()
     manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
-    # Resolve inputs before anything is written: a bad schema fails here.
+    # Local inputs as absolute paths: the build runs in a staging directory.
     schema_spec = (
         str(Path(schema).expanduser().resolve()) if schema and inputs.is_local(schema) else schema
     )
@@ -124,7 +124,7 @@ def run_new(
     try:
         build = staging / "project"
         answers = copier_answers(
-            data, package=package, transport=transport, manifest_file=manifest_file
+            data, role=role, package=package, transport=transport, manifest_file=manifest_file
         )
         run_copier_copy(build, role, answers)
         shutil.copyfile(manifest_path, build / manifest_file)

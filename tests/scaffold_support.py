@@ -82,12 +82,18 @@ def write_fake_schema(path: Path, methods: dict[str, list[str]],
     return path
 
 
+def _fake_report(old: inputs.Loaded, new: inputs.Loaded) -> inputs.Report:
+    gone = sorted(set(old.data["methods"]) - set(new.data["methods"]))
+    return inputs.Report("\n".join(f"removed method {m}" for m in gone), bool(gone))
+
+
 @pytest.fixture
 def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(inputs, "load_schema", _fake_schema)
     monkeypatch.setattr(inputs, "load_manifest",
                         lambda p: yaml.safe_load(Path(p).read_text(encoding="utf-8")))
     monkeypatch.setattr(inputs, "render_generated", _fake_render)
+    monkeypatch.setattr(inputs, "revision_report", _fake_report)
 
 
 @pytest.fixture

@@ -261,3 +261,45 @@ class TestUpdate:
         _new(tmp_path, target)
         code, out = invoke("update", "--project", str(target))
         assert code == 2 and "git" in out
+
+
+@pytest.mark.usefixtures("fake_pipeline", "store")
+class TestRegen:
+    USER = (
+        "\n\nclass Extra(Agent):\n"
+        "    async def session_prompt(self, params, ctx):\n"
+        "        return {'stopReason': 'end_turn'}\n"
+    )
+
+    def test_removed_method_named_and_user_code_kept(self, tmp_path: Path) -> None:
+        target = tmp_path / "proj"
+        _new(tmp_path, target)
+        handlers = target / "research_agent/handlers.py"
+        handlers.write_text(handlers.read_text() + self.USER)
+        before = {k: v for k, v in tree_bytes(target).items() if "_generated" not in k}
+        gen_before = {k: v for k, v in tree_bytes(target).items() if "_generated" in k}
+        s2 = write_fake_schema(tmp_path / "s2.json",
+                               {"initialize": ["InitializeRequest", "InitializeResponse"]})
+
+        code, out = invoke("regen", "--project", str(target), "--schema", str(s2), "--dry-run")
+        assert code == 1, out
+        assert "removed method session_prompt" in out
+        line = handlers.read_text().splitlines().index("    async def session_prompt(self, params, ctx):") + 1
+        assert f"research_agent/handlers.py:{line}: Extra.session_prompt: AgentBase.session_prompt is gone" in out
+        assert tree_bytes(target) == {**before, **gen_before}  # dry run: nothing touched
+
+        code, out = invoke("regen", "--project", str(target), "--schema", str(s2))
+        assert code == 1
+        after = tree_bytes(target)
+        assert {k: v for k, v in after.items() if "_generated" not in k} == before
+        source = json.loads(after["research_agent/_generated/SOURCE.json"])
+        assert source["schema"]["origin"] == "../s2.json"
+        assert invoke("check", "--project", str(target))[0] == 0
+
+    def test_regen_without_changes(self, tmp_path: Path) -> None:
+        target = tmp_path / "proj"
+        _new(tmp_path, target)
+        before = tree_bytes(target)
+        code, out = invoke("regen", "--project", str(target))
+        assert code == 0 and "is up to date" in out
+        assert tree_bytes(target) == before

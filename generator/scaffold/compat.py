@@ -153,8 +153,9 @@ class UserMethod:
 
 
 def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
-    """Methods of user classes deriving from one of `bases`, outside `_generated/`."""
-    found: list[UserMethod] = []
+    """Methods of user classes deriving (at any depth) from one of `bases`,
+    in the package's modules outside `_generated/`."""
+    classes: list[tuple[Path, ast.ClassDef, set[str]]] = []
     for path in sorted(package_dir.rglob("*.py")):
         rel = path.relative_to(package_dir)
         if rel.parts[0] == "_generated" or "__pycache__" in rel.parts:
@@ -164,15 +165,29 @@ def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # not ours to judge; their own tools will say
         for node in ast.walk(tree):
-            if not isinstance(node, ast.ClassDef):
+            if isinstance(node, ast.ClassDef):
+                classes.append((path, node, {n for b in node.bases for n in _names(b)}))
+    # which dispatcher base each class ends up deriving from, by class name
+    root_of: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for _, node, names in classes:
+            if node.name in root_of:
                 continue
-            base_names = {n for b in node.bases for n in _names(b)} & bases
-            if not base_names:
-                continue
-            base = min(base_names)
-            for fn in node.body:
-                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-                    found.append(UserMethod(path, node.name, base, fn.name, fn))
+            direct = sorted(names & bases)
+            inherited = sorted(root_of[n] for n in names if n in root_of)
+            if direct or inherited:
+                root_of[node.name] = (direct or inherited)[0]
+                changed = True
+    found: list[UserMethod] = []
+    for path, node, _ in classes:
+        base = root_of.get(node.name)
+        if base is None:
+            continue
+        for fn in node.body:
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append(UserMethod(path, node.name, base, fn.name, fn))
     return found
 
 

@@ -303,3 +303,17 @@ class TestRegen:
         code, out = invoke("regen", "--project", str(target))
         assert code == 0 and "is up to date" in out
         assert tree_bytes(target) == before
+
+
+@pytest.mark.usefixtures("fake_pipeline", "store")
+def test_update_follows_the_manifest(tmp_path: Path) -> None:
+    target = tmp_path / "proj"
+    _new(tmp_path, target)
+    git(target, "init", "-q")
+    git_commit_all(target, "generated")
+    manifest = target / "agent.yaml"
+    manifest.write_text(manifest.read_text().replace("Finds papers.", "Finds {{ more }} papers."))
+    git_commit_all(target, "manifest edit")
+    code, out = invoke("update", "--project", str(target))
+    assert code == 0, out
+    assert "Finds {{ more }} papers." in (target / "README.md").read_text()

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 from ..errors import AgentgenError
-from . import project, template_store
+from . import inputs, project, template_store
+from .new import copier_answers
 
 _MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 
@@ -93,6 +94,14 @@ def run_update(project_dir: Path) -> int:
             source=str(root),
             hint="commit or stash them first, so the update can be reviewed and undone",
         )
+    # The answers follow the manifest as it is now (title, summary, version).
+    data = copier_answers(
+        inputs.load_manifest(proj.manifest_path),
+        role=proj.source["role"],
+        package=proj.package,
+        transport=proj.source["transport"],
+        manifest_file=proj.source["manifest"]["path"],
+    )
     snap = template_store.snapshot(proj.source["role"], project.agentgen_version())
     recorded = _recorded_src(answers)
     if recorded != snap.src_path:
@@ -105,6 +114,7 @@ def run_update(project_dir: Path) -> int:
     try:
         copier.run_update(
             root,
+            data=data,
             vcs_ref=snap.tag,
             defaults=True,
             overwrite=True,

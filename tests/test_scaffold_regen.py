@@ -1,0 +1,129 @@
+"""Issue 6, end to end on the real pipeline: scaffold on the legacy ACP schema, add
+user code and a user test, regenerate on v1 (user code byte-identical, the project's
+tests pass), then on v2 (the report names the real breaking changes, the affected
+handlers are listed as file:line, exit non-zero, nothing of the user's lost)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scaffold_support import store, tree_bytes  # noqa: F401 - fixture
+from typer.testing import CliRunner
+
+from generator.cli import app
+
+MANIFEST = """\
+name: paper-scout
+version: 0.1.0
+title: Paper Scout
+description: Finds papers. {{ not_a_template }}
+"""
+
+USER_HANDLERS = '''
+
+def summarize(text: str) -> str:
+    """User code: the first sentence."""
+    return text.split(". ")[0].rstrip(".") + "."
+
+
+class ScoutAgent(Agent):
+    async def session_prompt(self, *args: object, **kwargs: object) -> object:
+        from ._generated import models
+
+        return models.PromptResponse(stop_reason="end_turn")
+
+    async def session_set_mode(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    async def authenticate(self, *args: object, **kwargs: object) -> object:
+        return None
+'''
+
+USER_TEST = '''
+from paper_scout.handlers import summarize
+
+
+def test_summarize() -> None:
+    assert summarize("One. Two.") == "One."
+'''
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def run_project_tests(project: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def user_files(project: Path) -> dict[str, bytes]:
+    return {k: v for k, v in tree_bytes(project).items() if "/_generated/" not in k}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("store")
+def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text(MANIFEST)
+    project = tmp_path / "scout"
+    code, out = invoke("new", str(project), "--manifest", str(manifest),
+                       "--schema", str(shared_acp / "legacy/schema.json"))
+    assert code == 0, out
+    first = run_project_tests(project)
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    handlers = project / "paper_scout/handlers.py"
+    handlers.write_text(handlers.read_text() + USER_HANDLERS)
+    (project / "tests/test_user.py").write_text(USER_TEST)
+    mine = user_files(project)
+
+    # legacy -> v1: compatible for this user code
+    code, out = invoke("regen", "--project", str(project),
+                       "--schema", str(shared_acp / "v1/schema.json"))
+    assert code == 0, out
+    assert user_files(project) == mine
+    done = run_project_tests(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout or "passed" in done.stdout
+    assert invoke("check", "--project", str(project))[0] == 0
+
+    # v1 -> v2: breaking
+    v1_generated = {k: v for k, v in tree_bytes(project).items() if "/_generated/" in k}
+    code, out = invoke("regen", "--project", str(project),
+                       "--schema", str(shared_acp / "v2/schema.json"), "--dry-run")
+    assert code == 1, out
+    assert {k: v for k, v in tree_bytes(project).items() if "/_generated/" in k} == v1_generated
+
+    code, out = invoke("regen", "--project", str(project),
+                       "--schema", str(shared_acp / "v2/schema.json"))
+    assert code == 1, out
+    # the revision report names what really changed between v1 and v2
+    assert "session/set_mode" in out
+    assert "authenticate" in out
+    assert "stopReason" in out
+    # and the user's handlers it breaks, with file:line
+    lines = handlers.read_text().splitlines()
+
+    def line_of(text: str) -> int:
+        return lines.index(text) + 1
+
+    prompt = line_of("    async def session_prompt(self, *args: object, **kwargs: object) -> object:")
+    set_mode = line_of("    async def session_set_mode(self, *args: object, **kwargs: object) -> None:")
+    auth = line_of("    async def authenticate(self, *args: object, **kwargs: object) -> object:")
+    use = line_of('        return models.PromptResponse(stop_reason="end_turn")')
+    assert f"paper_scout/handlers.py:{set_mode}: ScoutAgent.session_set_mode" in out
+    assert f"paper_scout/handlers.py:{auth}: ScoutAgent.authenticate" in out
+    assert f"paper_scout/handlers.py:{prompt}: ScoutAgent.session_prompt: PromptResponse lost field 'stopReason'" in out
+    assert f"paper_scout/handlers.py:{use}: ScoutAgent.session_prompt: uses PromptResponse.stopReason" in out
+    # nothing of the user's lost; _generated/ is the v2 one and consistent
+    assert user_files(project) == mine
+    assert invoke("check", "--project", str(project))[0] == 0

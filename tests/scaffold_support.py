@@ -41,8 +41,7 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(root).parts
-        and "__pycache__" not in p.parts
+        if p.is_file() and ".git" not in p.relative_to(root).parts and "__pycache__" not in p.parts
     }
 
 
@@ -54,8 +53,9 @@ def _fake_schema(spec: str | None) -> inputs.Loaded:
     return inputs.Loaded(json.loads(raw), spec, hashlib.sha256(raw).hexdigest(), {})
 
 
-def _fake_render(*, schema: Any, meta: Any, manifest: dict[str, Any], role: str,
-                 transport: str, package: str) -> dict[str, str]:
+def _fake_render(
+    *, schema: Any, meta: Any, manifest: dict[str, Any], role: str, transport: str, package: str
+) -> dict[str, str]:
     """One method per entry of `schema["methods"]`: `{attr: [params, result]}`."""
     base = "AgentBase" if role == "agent" else "ClientBase"
     lines = [f"class {base}:"]
@@ -76,8 +76,9 @@ def _fake_render(*, schema: Any, meta: Any, manifest: dict[str, Any], role: str,
     }
 
 
-def write_fake_schema(path: Path, methods: dict[str, list[str]],
-                      models: dict[str, list[list[str]]] | None = None) -> Path:
+def write_fake_schema(
+    path: Path, methods: dict[str, list[str]], models: dict[str, list[list[str]]] | None = None
+) -> Path:
     path.write_text(json.dumps({"methods": methods, "models": models or {}}))
     return path
 
@@ -90,8 +91,9 @@ def _fake_report(old: inputs.Loaded, new: inputs.Loaded) -> inputs.Report:
 @pytest.fixture
 def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(inputs, "load_schema", _fake_schema)
-    monkeypatch.setattr(inputs, "load_manifest",
-                        lambda p: yaml.safe_load(Path(p).read_text(encoding="utf-8")))
+    monkeypatch.setattr(
+        inputs, "load_manifest", lambda p: yaml.safe_load(Path(p).read_text(encoding="utf-8"))
+    )
     monkeypatch.setattr(inputs, "render_generated", _fake_render)
     monkeypatch.setattr(inputs, "revision_report", _fake_report)
 

@@ -7,33 +7,33 @@ from pathlib import Path
 
 from generator.scaffold import compat
 
-OLD_DISPATCHER = '''
+OLD_DISPATCHER = """
 class AgentBase:
     async def session_prompt(self, params: PromptRequest, ctx: Context) -> PromptResponse: ...
     async def session_load(self, params: LoadSessionRequest, ctx: Context) -> LoadSessionResponse: ...
     async def session_set_mode(self, params: SetModeRequest, ctx: Context) -> None: ...
     async def _internal(self) -> None: ...
-'''
-NEW_DISPATCHER = '''
+"""
+NEW_DISPATCHER = """
 class AgentBase:
     async def session_prompt(self, params: PromptRequest, ctx: Context) -> PromptResponse: ...
     async def session_set_mode(self, params: SetModeParams, ctx: Context) -> None: ...
-'''
-OLD_MODELS = '''
+"""
+OLD_MODELS = """
 class PromptResponse(Base):
     stop_reason: Annotated[StopReason, Field(alias="stopReason")]
     meta: dict | None = Field(None, alias="_meta")
 class PromptRequest(Base):
     session_id: str = Field(..., alias="sessionId")
-'''
-NEW_MODELS = '''
+"""
+NEW_MODELS = """
 class PromptResponse(Base):
     meta: dict | None = Field(None, alias="_meta")
     user_message_id: str = Field(alias="userMessageId")
 class PromptRequest(Base):
     session_id: str = Field(..., alias="sessionId")
-'''
-USER = '''
+"""
+USER = """
 from ._generated.dispatcher import AgentBase
 from ._generated import models as m
 
@@ -56,7 +56,7 @@ class Mine(AgentBase):
 class Unrelated:
     async def session_load(self):
         return None
-'''
+"""
 
 
 def test_find_breakage(tmp_path: Path) -> None:
@@ -76,14 +76,14 @@ def test_find_breakage(tmp_path: Path) -> None:
         )
     ]
     assert found == [
-        "pkg/handlers.py:7: Mine.session_prompt: PromptResponse has a new required field "
-        "'userMessageId'",
+        ("pkg/handlers.py:7: Mine.session_prompt: PromptResponse has a new required field "
+        "'userMessageId'"),
         "pkg/handlers.py:7: Mine.session_prompt: PromptResponse lost field 'stopReason'",
         "pkg/handlers.py:9: Mine.session_prompt: uses PromptResponse.stopReason, which is gone",
-        "pkg/handlers.py:11: Mine.session_load: AgentBase.session_load is gone from the new "
-        "dispatcher (the protocol revision removed this method)",
-        "pkg/handlers.py:14: Mine.session_set_mode: signature changed from (params: "
-        "SetModeRequest, ctx: Context) -> None to (params: SetModeParams, ctx: Context) -> None",
+        ("pkg/handlers.py:11: Mine.session_load: AgentBase.session_load is gone from the new "
+        "dispatcher (the protocol revision removed this method)"),
+        ("pkg/handlers.py:14: Mine.session_set_mode: signature changed from (params: "
+        "SetModeRequest, ctx: Context) -> None to (params: SetModeParams, ctx: Context) -> None"),
     ]
 
 
@@ -93,8 +93,12 @@ def test_no_change_no_findings(tmp_path: Path) -> None:
     (pkg / "handlers.py").write_text(textwrap.dedent(USER))
     assert (
         compat.find_breakage(
-            package_dir=pkg, root=tmp_path, old_dispatcher=OLD_DISPATCHER,
-            new_dispatcher=OLD_DISPATCHER, old_models=OLD_MODELS, new_models=OLD_MODELS,
+            package_dir=pkg,
+            root=tmp_path,
+            old_dispatcher=OLD_DISPATCHER,
+            new_dispatcher=OLD_DISPATCHER,
+            old_models=OLD_MODELS,
+            new_models=OLD_MODELS,
         )
         == []
     )

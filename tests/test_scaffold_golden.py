@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import regen_golden  # noqa: E402
+import regen_golden
 
 BIN = Path(sys.executable).parent
 
@@ -37,16 +37,31 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case) -
     assert root.is_dir(), f"missing {root}"
     pkg = next(p.parent.parent.name for p in root.glob("*/_generated/SOURCE.json"))
     env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
-    fmt = subprocess.run([str(BIN / "ruff"), "format", "--check", "--no-cache", pkg, "tests"],
-                         cwd=root, capture_output=True, text=True, check=False)
+    fmt = subprocess.run(
+        [str(BIN / "ruff"), "format", "--check", "--no-cache", pkg, "tests"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
     typed = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull, pkg],
-        cwd=root, env=env, capture_output=True, text=True, check=False, timeout=600,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=root, env=env, capture_output=True, text=True, check=False, timeout=600,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr

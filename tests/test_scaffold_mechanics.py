@@ -22,7 +22,7 @@ from generator.errors import AgentgenError
 from generator.scaffold import project
 from generator.scaffold.new import run_new
 
-INJECTION = "{{ 7*7 }} {% raw %}x{% endraw %} {%- if true %}IF{% endif %} {# c #} \"q\" \\ end"
+INJECTION = '{{ 7*7 }} {% raw %}x{% endraw %} {%- if true %}IF{% endif %} {# c #} "q" \\ end'
 
 
 def _manifest(tmp: Path, name: str = "research-agent", description: str = "Finds papers.") -> Path:
@@ -38,8 +38,10 @@ def _manifest(tmp: Path, name: str = "research-agent", description: str = "Finds
 def _schema(tmp: Path, name: str = "s1.json") -> Path:
     return write_fake_schema(
         tmp / name,
-        {"initialize": ["InitializeRequest", "InitializeResponse"],
-         "session_prompt": ["PromptRequest", "PromptResponse"]},
+        {
+            "initialize": ["InitializeRequest", "InitializeResponse"],
+            "session_prompt": ["PromptRequest", "PromptResponse"],
+        },
         {"PromptResponse": [["stop_reason", "stopReason"]]},
     )
 
@@ -60,10 +62,17 @@ class TestNew:
         assert _new(tmp_path, target) == 0
         files = set(tree_bytes(target))
         for rel in (
-            "pyproject.toml", "README.md", "agent.yaml", ".copier-answers.yml",
-            ".pre-commit-config.yaml", ".gitignore", "research_agent/__init__.py",
-            "research_agent/__main__.py", "research_agent/handlers.py",
-            "research_agent/_generated/SOURCE.json", "research_agent/_generated/dispatcher.py",
+            "pyproject.toml",
+            "README.md",
+            "agent.yaml",
+            ".copier-answers.yml",
+            ".pre-commit-config.yaml",
+            ".gitignore",
+            "research_agent/__init__.py",
+            "research_agent/__main__.py",
+            "research_agent/handlers.py",
+            "research_agent/_generated/SOURCE.json",
+            "research_agent/_generated/dispatcher.py",
             "tests/test_research_agent.py",
         ):
             assert rel in files, rel
@@ -86,13 +95,20 @@ class TestNew:
 
     def test_client_role(self, tmp_path: Path) -> None:
         target = tmp_path / "c"
-        code = run_new(target, manifest=_manifest(tmp_path), role="client",
-                       transport="http", schema=str(_schema(tmp_path)))
+        code = run_new(
+            target,
+            manifest=_manifest(tmp_path),
+            role="client",
+            transport="http",
+            schema=str(_schema(tmp_path)),
+        )
         assert code == 0
         assert (target / "research_agent_client/handlers.py").read_text().count("ClientBase") >= 2
         assert '"starlette' in (target / "pyproject.toml").read_text()
-        assert 'research-agent-client = "research_agent_client.__main__:main"' in (
-            target / "pyproject.toml").read_text()
+        assert (
+            'research-agent-client = "research_agent_client.__main__:main"'
+            in (target / "pyproject.toml").read_text()
+        )
 
     def test_template_injection_is_inert(self, tmp_path: Path) -> None:
         import tomllib
@@ -127,8 +143,9 @@ class TestNew:
             _new(tmp_path, tmp_path / "x" / ".." / "proj")
         assert not (tmp_path / "proj").exists()
 
-    @pytest.mark.parametrize("name", ["../evil", "a/../../b", "Bad", "9lives", "json", "import",
-                                      "tests", "x_y", ""])
+    @pytest.mark.parametrize(
+        "name", ["../evil", "a/../../b", "Bad", "9lives", "json", "import", "tests", "x_y", ""]
+    )
     def test_refuses_bad_names(self, tmp_path: Path, name: str) -> None:
         with pytest.raises(AgentgenError) as err:
             _new(tmp_path, tmp_path / "proj", name=name)
@@ -138,8 +155,11 @@ class TestNew:
 
     def test_failure_leaves_nothing(self, tmp_path: Path) -> None:
         with pytest.raises(AgentgenError):
-            run_new(tmp_path / "proj", manifest=_manifest(tmp_path),
-                    schema=str(tmp_path / "missing.json"))
+            run_new(
+                tmp_path / "proj",
+                manifest=_manifest(tmp_path),
+                schema=str(tmp_path / "missing.json"),
+            )
         assert not (tmp_path / "proj").exists()
         assert list(tmp_path.glob(".proj.agentgen-*")) == []
 
@@ -201,8 +221,11 @@ class TestUpdate:
         import shutil
 
         templates = tmp_path / "templates"
-        shutil.copytree(project.Path(__file__).resolve().parents[1] / "templates", templates,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            project.Path(__file__).resolve().parents[1] / "templates",
+            templates,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
         monkeypatch.setenv("AGENTGEN_TEMPLATES", str(templates))
         target = tmp_path / "proj"
         _new(tmp_path, target)
@@ -234,8 +257,9 @@ class TestUpdate:
         assert "version two of the template" in merged
         assert "<<<<<<<" in merged
 
-    def test_clean_update_keeps_user_code(self, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_clean_update_keeps_user_code(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         templates, target = self._project(tmp_path, monkeypatch)
         handlers = target / "research_agent/handlers.py"
         handlers.write_text(handlers.read_text() + "\n\ndef helper() -> int:\n    return 1\n")
@@ -278,14 +302,23 @@ class TestRegen:
         handlers.write_text(handlers.read_text() + self.USER)
         before = {k: v for k, v in tree_bytes(target).items() if "_generated" not in k}
         gen_before = {k: v for k, v in tree_bytes(target).items() if "_generated" in k}
-        s2 = write_fake_schema(tmp_path / "s2.json",
-                               {"initialize": ["InitializeRequest", "InitializeResponse"]})
+        s2 = write_fake_schema(
+            tmp_path / "s2.json", {"initialize": ["InitializeRequest", "InitializeResponse"]}
+        )
 
         code, out = invoke("regen", "--project", str(target), "--schema", str(s2), "--dry-run")
         assert code == 1, out
         assert "removed method session_prompt" in out
-        line = handlers.read_text().splitlines().index("    async def session_prompt(self, params, ctx):") + 1
-        assert f"research_agent/handlers.py:{line}: Extra.session_prompt: AgentBase.session_prompt is gone" in out
+        line = (
+            handlers.read_text()
+            .splitlines()
+            .index("    async def session_prompt(self, params, ctx):")
+            + 1
+        )
+        assert (
+            f"research_agent/handlers.py:{line}: Extra.session_prompt: AgentBase.session_prompt is gone"
+            in out
+        )
         assert tree_bytes(target) == {**before, **gen_before}  # dry run: nothing touched
 
         code, out = invoke("regen", "--project", str(target), "--schema", str(s2))

@@ -43,13 +43,13 @@ class ScoutAgent(Agent):
         return None
 '''
 
-USER_TEST = '''
+USER_TEST = """
 from paper_scout.handlers import summarize
 
 
 def test_summarize() -> None:
     assert summarize("One. Two.") == "One."
-'''
+"""
 
 
 def invoke(*args: str) -> tuple[int, str]:
@@ -61,7 +61,12 @@ def run_project_tests(project: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -75,8 +80,14 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     manifest = tmp_path / "agent.yaml"
     manifest.write_text(MANIFEST)
     project = tmp_path / "scout"
-    code, out = invoke("new", str(project), "--manifest", str(manifest),
-                       "--schema", str(shared_acp / "legacy/schema.json"))
+    code, out = invoke(
+        "new",
+        str(project),
+        "--manifest",
+        str(manifest),
+        "--schema",
+        str(shared_acp / "legacy/schema.json"),
+    )
     assert code == 0, out
     first = run_project_tests(project)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -87,8 +98,9 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     mine = user_files(project)
 
     # legacy -> v1: compatible for this user code
-    code, out = invoke("regen", "--project", str(project),
-                       "--schema", str(shared_acp / "v1/schema.json"))
+    code, out = invoke(
+        "regen", "--project", str(project), "--schema", str(shared_acp / "v1/schema.json")
+    )
     assert code == 0, out
     assert user_files(project) == mine
     done = run_project_tests(project)
@@ -98,13 +110,20 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
 
     # v1 -> v2: breaking
     v1_generated = {k: v for k, v in tree_bytes(project).items() if "/_generated/" in k}
-    code, out = invoke("regen", "--project", str(project),
-                       "--schema", str(shared_acp / "v2/schema.json"), "--dry-run")
+    code, out = invoke(
+        "regen",
+        "--project",
+        str(project),
+        "--schema",
+        str(shared_acp / "v2/schema.json"),
+        "--dry-run",
+    )
     assert code == 1, out
     assert {k: v for k, v in tree_bytes(project).items() if "/_generated/" in k} == v1_generated
 
-    code, out = invoke("regen", "--project", str(project),
-                       "--schema", str(shared_acp / "v2/schema.json"))
+    code, out = invoke(
+        "regen", "--project", str(project), "--schema", str(shared_acp / "v2/schema.json")
+    )
     assert code == 1, out
     # the revision report names what really changed between v1 and v2
     assert "session/set_mode" in out
@@ -116,14 +135,24 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     def line_of(text: str) -> int:
         return lines.index(text) + 1
 
-    prompt = line_of("    async def session_prompt(self, *args: object, **kwargs: object) -> object:")
-    set_mode = line_of("    async def session_set_mode(self, *args: object, **kwargs: object) -> None:")
+    prompt = line_of(
+        "    async def session_prompt(self, *args: object, **kwargs: object) -> object:"
+    )
+    set_mode = line_of(
+        "    async def session_set_mode(self, *args: object, **kwargs: object) -> None:"
+    )
     auth = line_of("    async def authenticate(self, *args: object, **kwargs: object) -> object:")
     use = line_of('        return models.PromptResponse(stop_reason="end_turn")')
     assert f"paper_scout/handlers.py:{set_mode}: ScoutAgent.session_set_mode" in out
     assert f"paper_scout/handlers.py:{auth}: ScoutAgent.authenticate" in out
-    assert f"paper_scout/handlers.py:{prompt}: ScoutAgent.session_prompt: PromptResponse lost field 'stopReason'" in out
-    assert f"paper_scout/handlers.py:{use}: ScoutAgent.session_prompt: uses PromptResponse.stopReason" in out
+    assert (
+        f"paper_scout/handlers.py:{prompt}: ScoutAgent.session_prompt: PromptResponse lost field 'stopReason'"
+        in out
+    )
+    assert (
+        f"paper_scout/handlers.py:{use}: ScoutAgent.session_prompt: uses PromptResponse.stopReason"
+        in out
+    )
     # nothing of the user's lost; _generated/ is the v2 one and consistent
     assert user_files(project) == mine
     assert invoke("check", "--project", str(project))[0] == 0

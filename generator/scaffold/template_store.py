@@ -121,7 +121,7 @@ def snapshot(role: str, version: str) -> Snapshot:
         store.mkdir(parents=True, exist_ok=True)
         _git(store, "init", "-q")
     files = _files(template_dir)
-    shas = _git(store, "hash-object", "-w", "--", *(str(f) for f in files)).split()
+    shas = _git(store, "hash-object", "-w", "--no-filters", "--", *(str(f) for f in files)).split()
     index = store / ".git" / f"agentgen-index-{os.getpid()}"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
@@ -135,6 +135,8 @@ def snapshot(role: str, version: str) -> Snapshot:
         index.unlink(missing_ok=True)
     tag = f"{version}+{role}.{tree[:12]}"
     message = f"agentgen {role} template {version}\n"
-    commit = _git(store, "commit-tree", tree, stdin=message, env=_FIXED_ENV).strip()
+    commit = _git(
+        store, "commit-tree", "--no-gpg-sign", tree, stdin=message, env=_FIXED_ENV
+    ).strip()
     _git(store, "update-ref", f"refs/tags/{tag}", commit)
     return Snapshot(src_path=_label(store), tag=tag)

@@ -1,0 +1,481 @@
+"""ACP remote transport, agent side: Streamable HTTP (POST + SSE) and WebSocket on `/acp`.
+
+Usage from a generated project (``--transport http``)::
+
+    from .runtime.http_server import serve
+    serve(connection_factory, host="127.0.0.1", port=8000,
+          auth=Auth.from_manifest(manifest), well_known=agent_document(manifest))
+
+``connection_factory(sink)`` returns an object with the runtime core's seam
+(``jsonrpc.Connection``): ``feed(frame: bytes)``, ``too_large(size)``,
+``max_message_size`` and ``async close()``; ``sink`` is the async callable the core
+calls with ``[(frame_bytes, session_id | None), ...]`` in wire order.  The same
+dispatcher and handlers as stdio run behind it: one ``Connection`` per ACP connection.
+``create_app(...)`` returns the ASGI app (for mounting or tests).
+
+Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the RFD):
+
+* ``POST /acp`` with ``Content-Type: application/json`` (else 415).  A JSON array
+  (batch) is refused with 501, a non-object with 400.  ``initialize`` (a request)
+  mints a connection and answers ``200`` with the JSON-RPC response as the body and
+  the ``Acp-Connection-Id`` header (504 if the agent does not answer in 30 s).
+  Every other POST needs ``Acp-Connection-Id`` (missing: 400, unknown: 404) and is
+  answered ``202`` with an empty body; ``session/prompt``, ``session/cancel``,
+  ``session/set_mode``, ``session/set_config_option`` and ``session/close`` also need
+  ``Acp-Session-Id`` (missing: 400); a session id the connection does not know: 404.
+  Error bodies here are JSON-RPC error objects (``{"jsonrpc":"2.0","id":null,
+  "error":{code,message}}``) where the SDK uses ``{"error": "..."}``: both carry the
+  status code, which is what the SDK client looks at.  Malformed JSON: 400 with code
+  -32700.  A body over the size limit: 413.
+* ``GET /acp`` with ``Accept: text/event-stream`` (or ``*/*``; else 406) and
+  ``Acp-Connection-Id`` opens the connection-scoped SSE stream; with
+  ``Acp-Session-Id`` too, that session's stream.  Frames are ``data: <json>\\n\\n``;
+  ``: keepalive\\n\\n`` every 15 s when idle.  Routing: responses to ``session/new``
+  (and to load/resume before the session is known on the connection) go to the
+  connection stream; responses to session-scoped requests and agent messages whose
+  params carry a known ``sessionId`` go to that session's stream; the rest to the
+  connection stream.  A session becomes known when a result carries its
+  ``sessionId`` or a ``session/load``/``session/resume`` for it succeeds.
+* ``DELETE /acp`` with ``Acp-Connection-Id`` ends the connection (202; 400/404).
+* WebSocket on ``/acp`` (``GET`` + ``Upgrade: websocket``): no subprotocol; the
+  accept carries ``Acp-Connection-Id``; JSON-RPC as text frames both ways (binary
+  frames ignored), every agent message multiplexed on the one socket; the client
+  sends ``initialize`` first like on any stream.  Closing the socket ends the
+  connection.
+* ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas) and
+  ``GET /health`` are never behind auth; everything else is when auth is configured.
+
+Slow readers: each stream has a bounded buffer (``stream_buffer_bytes``, 8 MiB by
+default).  When it is full the sink waits (backpressure reaches the handler through
+the core's ``drain()``); nothing is dropped.  If a buffer stays full for
+``stall_timeout`` seconds with no reader draining it, the connection is ended (its
+work cancelled) rather than growing memory or silently losing messages.  A stream
+whose reader goes away keeps its buffered messages for the next GET of the same
+stream: closing a stream cancels nothing the session still needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .auth import Auth
+
+log = logging.getLogger("acp.runtime.http")
+
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
+ENDPOINT = "/acp"
+KEEPALIVE_SECONDS = 15.0
+INITIALIZE_TIMEOUT = 30.0
+DEFAULT_MAX_BODY = 50 * 1024 * 1024
+DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
+DEFAULT_STALL_TIMEOUT = 60.0
+
+SESSION_SCOPED = frozenset(
+    {"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"}
+)
+_ATTACHING = frozenset({"session/load", "session/resume"})
+
+Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
+
+
+class CoreConnection(Protocol):
+    max_message_size: int
+
+    def feed(self, frame: bytes | str) -> None: ...
+    def too_large(self, size: int) -> None: ...
+    async def close(self) -> None: ...
+
+
+ConnectionFactory = Callable[[Sink], CoreConnection]
+
+
+def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+
+def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(rpc_error_body(code, message), status_code=status, media_type="application/json", headers=headers)
+
+
+class Stall(Exception):
+    pass
+
+
+class OutStream:
+    """A bounded byte buffer of SSE-ready frames for one stream (see module doc)."""
+
+    def __init__(self, limit: int, stall_timeout: float) -> None:
+        self._frames: deque[bytes] = deque()
+        self._bytes = 0
+        self._limit = limit
+        self._stall = stall_timeout
+        self._data = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.closed = False
+        self.reader: object | None = None
+
+    async def put(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        if self._bytes >= self._limit:
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), self._stall)
+            except TimeoutError:
+                raise Stall() from None
+            if self.closed:
+                return
+        self._frames.append(frame)
+        self._bytes += len(frame)
+        self._data.set()
+
+    def take_all(self) -> list[bytes]:
+        out = list(self._frames)
+        self._frames.clear()
+        self._bytes = 0
+        self._data.clear()
+        self._room.set()
+        return out
+
+    def unread(self, frames: list[bytes]) -> None:
+        """Put back frames a departed reader did not get to send."""
+        for f in reversed(frames):
+            self._frames.appendleft(f)
+            self._bytes += len(f)
+        if frames:
+            self._data.set()
+
+    async def wait(self, timeout: float) -> bool:
+        if self._frames or self.closed:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._data.wait(), timeout)
+        return bool(self._frames) or self.closed
+
+    def close(self) -> None:
+        self.closed = True
+        self._data.set()
+        self._room.set()
+
+
+class HttpConnection:
+    """One ACP connection: a runtime core plus its SSE streams (or one WebSocket)."""
+
+    def __init__(self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None) -> None:
+        self.id = uuid.uuid4().hex
+        self.server = server
+        self.ws_send = ws_send
+        self.core = server.factory(self._sink)
+        self.main = OutStream(server.stream_buffer, server.stall_timeout)
+        self.sessions: dict[str, OutStream] = {}
+        self.waiters: dict[Any, asyncio.Future[bytes]] = {}
+        self.attaching: dict[Any, str] = {}
+        self.closed = False
+
+    def session_stream(self, sid: str) -> OutStream:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = OutStream(self.server.stream_buffer, self.server.stall_timeout)
+        return s
+
+    async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        if self.ws_send is not None:
+            for frame, _sid in batch:
+                await self.ws_send(frame)
+            return
+        for frame, sid in batch:
+            if self.waiters or self.attaching or sid is None:
+                # only responses need a look inside: initialize capture, session birth
+                if await self._route_special(frame):
+                    continue
+            target = self.sessions.get(sid) if sid is not None else None
+            try:
+                await (target or self.main).put(b"data: " + frame + b"\n\n")
+            except Stall:
+                log.warning("connection %s: stream buffer full with no reader; ending the connection", self.id[:8])
+                asyncio.get_running_loop().create_task(self.server.remove(self.id))
+                raise
+
+    async def _route_special(self, frame: bytes) -> bool:
+        if b'"result"' not in frame and b'"error"' not in frame:
+            return False
+        try:
+            msg = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return False
+        if type(msg) is not dict or "method" in msg or "id" not in msg:
+            return False
+        rid = msg["id"]
+        fut = self.waiters.pop(rid, None)
+        if fut is not None:
+            if not fut.done():
+                fut.set_result(frame)
+            return True
+        result = msg.get("result")
+        born = result.get("sessionId") if type(result) is dict else None
+        attached = self.attaching.pop(rid, None)
+        if type(born) is str:
+            self.session_stream(born)
+        elif attached is not None and "result" in msg:
+            self.session_stream(attached)
+        if type(born) is str or attached is not None:
+            await self.main.put(b"data: " + frame + b"\n\n")
+            return True
+        return False
+
+    async def initialize(self, body: bytes, rid: Any) -> bytes:
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waiters[rid] = fut
+        self.core.feed(body)
+        return await asyncio.wait_for(fut, INITIALIZE_TIMEOUT)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(Exception):
+            await self.core.close()
+        self.main.close()
+        for s in self.sessions.values():
+            s.close()
+
+
+class AcpHttpServer:
+    def __init__(
+        self,
+        factory: ConnectionFactory,
+        *,
+        auth: Auth | None = None,
+        well_known: dict[str, Any] | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        stream_buffer: int = DEFAULT_STREAM_BUFFER,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        keepalive: float = KEEPALIVE_SECONDS,
+    ) -> None:
+        self.factory = factory
+        self.auth = auth or Auth([])
+        self.well_known = well_known or {}
+        self.max_body = max_body
+        self.stream_buffer = stream_buffer
+        self.stall_timeout = stall_timeout
+        self.keepalive = keepalive
+        self.connections: dict[str, HttpConnection] = {}
+
+    async def remove(self, cid: str) -> None:
+        conn = self.connections.pop(cid, None)
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        for cid in list(self.connections):
+            await self.remove(cid)
+
+    # ---- HTTP -------------------------------------------------------------------
+    async def _read_body(self, request: Request) -> bytes | None:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def post(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        ctype = request.headers.get("content-type", "")
+        if not ctype.lower().startswith("application/json"):
+            return _error(415, -32600, "Content-Type must be application/json")
+        body = await self._read_body(request)
+        if body is None:
+            return _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+        try:
+            msg = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return _error(400, -32700, "parse error: invalid JSON")
+        if type(msg) is list:
+            return _error(501, -32600, "batch requests are not supported")
+        if type(msg) is not dict:
+            return _error(400, -32600, "invalid request: expected a JSON object")
+        method = msg.get("method")
+        if method == "initialize" and "id" in msg:
+            conn = HttpConnection(self)
+            self.connections[conn.id] = conn
+            try:
+                answer = await conn.initialize(body, msg["id"])
+            except TimeoutError:
+                await self.remove(conn.id)
+                return _error(504, -32603, "initialize timed out")
+            return Response(
+                answer, status_code=200, media_type="application/json", headers={CONNECTION_ID_HEADER: conn.id}
+            )
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        conn = self.connections.get(cid)
+        if conn is None:
+            return _error(404, -32600, "unknown connection id")
+        sid = request.headers.get(SESSION_ID_HEADER)
+        if sid is None and method in SESSION_SCOPED:
+            return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
+        if sid is not None and sid not in conn.sessions:
+            return _error(404, -32600, "unknown session id")
+        if method in _ATTACHING and "id" in msg:
+            params = msg.get("params")
+            target = params.get("sessionId") if type(params) is dict else None
+            if type(target) is str:
+                conn.attaching[msg["id"]] = target
+        conn.core.feed(body)
+        return Response(status_code=202)
+
+    async def get(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        accept = request.headers.get("accept", "")
+        if "text/event-stream" not in accept and "*/*" not in accept:
+            return _error(406, -32600, "Accept must include text/event-stream")
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        conn = self.connections.get(cid)
+        if conn is None:
+            return _error(404, -32600, "unknown connection id")
+        sid = request.headers.get(SESSION_ID_HEADER)
+        if sid is not None and sid not in conn.sessions:
+            return _error(404, -32600, "unknown session id")
+        stream = conn.sessions[sid] if sid is not None else conn.main
+        token = object()
+        stream.reader = token  # a newer GET of the same stream takes over
+        return StreamingResponse(
+            self._sse(stream, token),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "Connection": "keep-alive"},
+        )
+
+    async def _sse(self, stream: OutStream, token: object) -> AsyncIterator[bytes]:
+        pending: list[bytes] = []
+        try:
+            while stream.reader is token:
+                if not await stream.wait(self.keepalive):
+                    yield b": keepalive\n\n"
+                    continue
+                pending = stream.take_all()
+                if not pending:
+                    if stream.closed:
+                        return
+                    continue
+                chunk = b"".join(pending)
+                yield chunk
+                pending = []
+        finally:
+            if pending:  # the reader left mid-write: keep the messages for the next GET
+                stream.unread(pending)
+
+    async def delete(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        if cid not in self.connections:
+            return _error(404, -32600, "unknown connection id")
+        await self.remove(cid)
+        return Response(status_code=202)
+
+    async def endpoint(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self.post(request)
+        if request.method == "GET":
+            if request.headers.get("upgrade", "").lower() == "websocket":
+                return _error(400, -32600, "WebSocket upgrade was not completed")
+            return await self.get(request)
+        if request.method == "DELETE":
+            return await self.delete(request)
+        return _error(405, -32600, "method not allowed")
+
+    # ---- WebSocket --------------------------------------------------------------
+    async def websocket(self, ws: WebSocket) -> None:
+        denied = self.auth.check(ws.headers)
+        if denied is not None:
+            await ws.close(code=1008, reason="unauthorized")
+            return
+        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
+        self.connections[conn.id] = conn
+        await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
+        try:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    continue  # binary frames are ignored, like the SDK
+                data = text.encode()
+                if len(data) > conn.core.max_message_size:
+                    conn.core.too_large(len(data))
+                    continue
+                conn.core.feed(data)
+        except WebSocketDisconnect:
+            return
+        finally:
+            await self.remove(conn.id)
+
+    # ---- info -------------------------------------------------------------------
+    async def agent_json(self, request: Request) -> Response:
+        return Response(orjson.dumps(self.well_known), media_type="application/json")
+
+    async def health(self, request: Request) -> Response:
+        return Response(
+            orjson.dumps({"status": "ok", "connections": len(self.connections)}), media_type="application/json"
+        )
+
+
+def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
+    """The ASGI app; ``options`` are those of :class:`AcpHttpServer`."""
+    server = AcpHttpServer(factory, **options)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await server.close()
+
+    app = Starlette(
+        routes=[
+            Route(ENDPOINT, server.endpoint, methods=["GET", "POST", "DELETE"]),
+            WebSocketRoute(ENDPOINT, server.websocket),
+            Route("/.well-known/agent.json", server.agent_json, methods=["GET"]),
+            Route("/health", server.health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.acp = server
+    return app
+
+
+def serve(factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
+    import uvicorn
+
+    uvicorn.run(create_app(factory, **options), host=host, port=port, log_level="warning", ws="websockets")

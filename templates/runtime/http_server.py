@@ -478,4 +478,4 @@ def serve(factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000,
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
     import uvicorn
 
-    uvicorn.run(create_app(factory, **options), host=host, port=port, log_level="warning", ws="websockets")
+    uvicorn.run(create_app(factory, **options), host=host, port=port, log_level="warning", ws="websockets-sansio")

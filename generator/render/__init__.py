@@ -1,0 +1,244 @@
+"""Render a project's `_generated/` package (contract 4).
+
+`render_generated(...)` returns `{path relative to _generated/: text}`: dispatcher.py
+(from the Jinja template beside this module), models.py (contract 2),
+manifest_models.py, manifest.json, __init__.py and runtime/ (copied verbatim from
+templates/runtime).  SOURCE.json is written by the scaffold, which knows the origins;
+pass `source=` to have it rendered here.  Deterministic: same inputs, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentgenError
+
+HERE = Path(__file__).resolve().parent
+RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
+
+__all__ = ["render_generated", "runtime_files", "profile_for"]
+
+
+def runtime_files() -> dict[str, str]:
+    """The runtime package, copied verbatim (sorted, .py only)."""
+    out: dict[str, str] = {}
+    for path in sorted(RUNTIME_DIR.glob("*.py")):
+        out[f"runtime/{path.name}"] = path.read_text(encoding="utf-8")
+    return out
+
+
+def _defs(schema: dict[str, Any]) -> dict[str, Any]:
+    d = schema.get("$defs") or schema.get("definitions") or {}
+    return d if isinstance(d, dict) else {}
+
+
+def profile_for(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the runtime must know about the protocol revision, read from the schema."""
+    defs = _defs(schema)
+    init = (defs.get("InitializeResponse") or {}).get("properties") or {}
+    v2_init = "agentInfo" not in init and "info" in init
+    prompt_resp = (defs.get("PromptResponse") or {}).get("properties") or {}
+    lifecycle = "v1" if "stopReason" in prompt_resp else "v2"
+    caps = (defs.get("AgentCapabilities") or {}).get("properties") or {}
+    prov = caps.get("providers")
+    providers = prov is not None
+    prov_cap: Any = {}
+    if isinstance(prov, dict) and prov.get("type") == "boolean":
+        prov_cap = True
+    version = (meta or {}).get("version")
+    if not isinstance(version, int):
+        version = 2 if lifecycle == "v2" else 1
+    return {
+        "init_shape": "v2" if v2_init else "v1",
+        "lifecycle": lifecycle,
+        "protocol_version": version,
+        "providers": providers,
+        "providers_capability": prov_cap,
+        "elicitation": any(
+            isinstance(v, dict) and v.get("x-method") == "elicitation/create" for v in defs.values()
+        ),
+    }
+
+
+def _snake(name: str) -> str:
+    s = re.sub(r"[^0-9a-zA-Z]+", "_", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower().strip("_")
+    if not s or s[0].isdigit() or keyword.iskeyword(s):
+        s = "m_" + s
+    return s
+
+
+def _method_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Contract 1's table as dicts (from generator.protocol.methods)."""
+    try:
+        from ..protocol.methods import method_table
+    except ImportError:  # pragma: no cover - until the protocol module lands
+        return _fallback_table(schema, meta)
+    table = method_table(schema, meta)
+    return [
+        {
+            "name": m.name,
+            "side": m.side,
+            "kind": m.kind,
+            "params": m.params,
+            "result": m.result,
+            "unstable": m.unstable,
+            "attr": m.attr,
+        }
+        for m in table.methods
+    ]
+
+
+def _fallback_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[dict[str, Any]]:
+    defs = _defs(schema)
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in sorted(defs):
+        d = defs[name]
+        if not isinstance(d, dict) or not isinstance(d.get("x-method"), str):
+            continue
+        method, side = d["x-method"], str(d.get("x-side") or "agent")
+        sides = ["agent", "client"] if side == "both" else [side]
+        for sd in sides:
+            e = found.setdefault(
+                (sd, method),
+                {"name": method, "side": sd, "kind": "notification", "params": None, "result": None},
+            )
+            if name.endswith("Response"):
+                e["result"], e["kind"] = name, "request"
+            elif e["params"] is None:
+                e["params"] = name
+    out = []
+    for (side, method), e in sorted(found.items()):
+        e["unstable"] = "UNSTABLE" in str((defs.get(e["params"] or "") or {}).get("description", ""))
+        e["attr"] = _snake(method.replace("$/", ""))
+        if side == "protocol":
+            continue
+        out.append(e)
+    return out
+
+
+def _ptype(cls: str | None, has_models: bool, model_names: set[str]) -> str:
+    if cls and has_models and cls in model_names:
+        return f"models.{cls}"
+    return "dict[str, Any]"
+
+
+def _model_names(src: str) -> set[str]:
+    return set(re.findall(r"^class (\w+)\(", src, flags=re.M)) | set(
+        re.findall(r"^(\w+) = ", src, flags=re.M)
+    )
+
+
+def ruff_format(source: str, filename: str = "generated.py") -> str:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    proc = subprocess.run(
+        [ruff, "format", "--line-length", "100", "--stdin-filename", filename, "-"],
+        input=source.encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AgentgenError(f"ruff could not format {filename}: {proc.stderr.decode(errors='replace')[:500]}")
+    return proc.stdout.decode()
+
+
+def _models_source(schema: dict[str, Any], meta: Any, label: str) -> str:
+    try:
+        from ..protocol.models import generate_models
+    except ImportError:  # pragma: no cover - until the protocol module lands
+        return (
+            f'"""Protocol models from {label}: not generated (generator.protocol.models missing)."""\n'
+        )
+    return str(generate_models(schema, meta=meta, source_label=label))
+
+
+def _manifest_models_source(manifest: dict[str, Any], label: str) -> str:
+    try:
+        from ..manifest.models import generate_manifest_models
+    except ImportError:  # pragma: no cover - until the manifest module lands
+        return f'"""Manifest models from {label}: not generated (generator.manifest.models missing)."""\n'
+    return str(generate_manifest_models(manifest, source_label=label))
+
+
+def render_generated(
+    *,
+    schema: dict[str, Any],
+    meta: dict[str, Any] | None,
+    manifest: dict[str, Any],
+    role: str,
+    transport: str,
+    package: str = "agent",
+    source_label: str | None = None,
+    source: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Every file of `_generated/`, keyed by path relative to it."""
+    import jinja2
+
+    if role not in ("agent", "client"):
+        raise AgentgenError(f"unknown role {role!r} (agent or client)")
+    if transport not in ("stdio", "http"):
+        raise AgentgenError(f"unknown transport {transport!r} (stdio or http)")
+    label = source_label or "the ACP schema"
+    files: dict[str, str] = {}
+    models_src = _models_source(schema, meta, label)
+    files["models.py"] = models_src
+    mm_src = _manifest_models_source(manifest, "agent.yaml")
+    files["manifest_models.py"] = mm_src
+    names = _model_names(models_src)
+    has_models = bool(names)
+    mm_names = _model_names(mm_src)
+    table = _method_table(schema, meta)
+    for m in table:
+        m["params_type"] = _ptype(m["params"], has_models, names)
+        m["result_type"] = (
+            "None" if m["kind"] == "notification" else _ptype(m["result"], has_models, names)
+        )
+    agent_methods = [m for m in table if m["side"] == "agent"]
+    client_methods = [m for m in table if m["side"] in ("client", "both")]
+    has_mm = bool(mm_names)
+    input_type = (
+        "manifest_models.Input"
+        if manifest.get("input") and "Input" in mm_names
+        else ("Any" if manifest.get("input") else "list[dict[str, Any]]")
+    )
+    output_type = (
+        "manifest_models.Output | None"
+        if manifest.get("output") and "Output" in mm_names
+        else "Any"
+    )
+    profile = profile_for(schema, meta)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(HERE / "templates")),
+        autoescape=False,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["pyrepr"] = lambda v: json.dumps(v) if isinstance(v, str) else repr(v)
+    ctx = {
+        "source_label": label.replace('"""', "'''"),
+        "agent_methods": agent_methods,
+        "client_methods": client_methods,
+        "profile_repr": repr(dict(sorted(profile.items()))),
+        "has_models": has_models,
+        "has_manifest_models": has_mm,
+        "input_type": input_type,
+        "output_type": output_type,
+    }
+    files["dispatcher.py"] = ruff_format(
+        env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"
+    )
+    files["__init__.py"] = ruff_format(env.get_template("init.py.jinja").render(**ctx), "__init__.py")
+    files["manifest.json"] = (
+        json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+    )
+    files.update(runtime_files())
+    if source is not None:
+        files["SOURCE.json"] = json.dumps(source, indent=2, sort_keys=True) + "\n"
+    return dict(sorted(files.items()))

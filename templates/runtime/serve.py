@@ -67,3 +67,40 @@ def run_agent(agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, t
     except KeyboardInterrupt:
         pass
     sys.exit(0)
+
+
+def run_client(
+    client_cls: type[Any], proxy_cls: type[Any], argv: list[str] | None = None, *, transport: str = "stdio"
+) -> None:
+    """Start the agent command, open a session, send each stdin line as a prompt."""
+    ap = argparse.ArgumentParser()
+    if transport == "http":
+        ap.add_argument("--url", required=True)
+    ap.add_argument("command", nargs="*")
+    args = ap.parse_args(argv)
+    stderr_logging()
+    if transport == "http":
+        from .http_client import run_http_client  # type: ignore[import-not-found]  # provided by the HTTP transport
+
+        run_http_client(client_cls, proxy_cls, args.url)
+        return
+    if not args.command:
+        ap.error("give the agent command after --")
+    asyncio.run(_client_repl(client_cls(), proxy_cls, args.command))
+
+
+async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) -> None:
+    from .client import spawn_agent
+
+    async with spawn_agent(client, proxy_cls, *command) as agent:
+        await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "client", "version": "0"}})
+        sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            result = await agent.call(
+                "session/prompt", {"sessionId": sess["sessionId"], "prompt": [{"type": "text", "text": line.rstrip("\n")}]}
+            )
+            print(result, file=sys.stderr)

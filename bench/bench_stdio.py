@@ -122,14 +122,18 @@ def main() -> int:
         print(f"{'load':<16}{'generated/s':>14}{'sdk/s':>12}{'ratio':>8}")
         for label, args in LOADS:
             if opts.quick:
-                args = [str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
-                        for prev, a in zip([""] + args, args)]
+                args = [
+                    str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
+                    for prev, a in zip([""] + args, args)
+                ]
             a = acpbench(args, ours, env)
             b = acpbench(args, sdk, env)
             print(f"{label:<16}{a:>14.1f}{b:>12.1f}{a / b:>8.2f}x")
         gen = import_time("import echo_bench.handlers", env)
         acp_t = import_time("import acp", env)
-        print(f"import: generated agent {gen:.3f}s, `import acp` {acp_t:.3f}s, ratio {acp_t / gen:.2f}x faster")
+        print(
+            f"import: generated agent {gen:.3f}s, `import acp` {acp_t:.3f}s, ratio {acp_t / gen:.2f}x faster"
+        )
     return 0
 
 

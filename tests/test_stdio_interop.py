@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SECRET = "sk-test-SECRET-9f8e7d"
 
-HANDLERS = '''
+HANDLERS = """
 from __future__ import annotations
 
 import asyncio
@@ -61,7 +61,7 @@ class Agent(AgentBase):
             if block.get("type") == "text":
                 await turn.send_text(block["text"])
         return None
-'''
+"""
 
 MANIFEST: dict[str, Any] = {
     "name": "test-agent",
@@ -71,7 +71,13 @@ MANIFEST: dict[str, Any] = {
     "config": {
         "schema": {"type": "object", "properties": {"model": {"type": "string"}}},
         "options": [
-            {"id": "model", "name": "Model", "type": "choice", "default": "small", "values": ["small", "large"]},
+            {
+                "id": "model",
+                "name": "Model",
+                "type": "choice",
+                "default": "small",
+                "values": ["small", "large"],
+            },
             {"id": "verbose", "name": "Verbose", "type": "boolean", "default": False},
         ],
     },
@@ -80,7 +86,9 @@ MANIFEST: dict[str, Any] = {
             "name": "approval",
             "description": "approve the action",
             "payload": {"schema": {"type": "object"}},
-            "resume": {"schema": {"type": "object", "properties": {"approved": {"type": "boolean"}}}},
+            "resume": {
+                "schema": {"type": "object", "properties": {"approved": {"type": "boolean"}}}
+            },
         }
     ],
     "errors": [{"code": 1001, "name": "QuotaExceeded", "description": "quota", "transient": True}],
@@ -96,7 +104,13 @@ MANIFEST: dict[str, Any] = {
 }
 
 
-def build_agent(tmp: Path, shared_acp: Path, rev: str = "v1", unstable: bool = True, manifest: dict | None = None) -> dict[str, str]:
+def build_agent(
+    tmp: Path,
+    shared_acp: Path,
+    rev: str = "v1",
+    unstable: bool = True,
+    manifest: dict | None = None,
+) -> dict[str, str]:
     sys.path.insert(0, str(REPO))
     from generator.render import render_generated
 
@@ -105,7 +119,12 @@ def build_agent(tmp: Path, shared_acp: Path, rev: str = "v1", unstable: bool = T
     meta_path = shared_acp / rev / f"meta{suffix}.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
     files = render_generated(
-        schema=schema, meta=meta, manifest=manifest or MANIFEST, role="agent", transport="stdio", package="tagent"
+        schema=schema,
+        meta=meta,
+        manifest=manifest or MANIFEST,
+        role="agent",
+        transport="stdio",
+        package="tagent",
     )
     pkg = tmp / "tagent"
     for rel, text in files.items():
@@ -114,7 +133,9 @@ def build_agent(tmp: Path, shared_acp: Path, rev: str = "v1", unstable: bool = T
         p.write_text(text)
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(HANDLERS)
-    (pkg / "__main__.py").write_text("from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n")
+    (pkg / "__main__.py").write_text(
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    )
     return {**os.environ, "PYTHONPATH": str(tmp)}
 
 
@@ -129,7 +150,14 @@ class Raw:
     @classmethod
     async def start(cls, env: dict[str, str], *extra: str) -> Raw:
         proc = await asyncio.create_subprocess_exec(
-            PY, "-m", "tagent", *extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            PY,
+            "-m",
+            "tagent",
+            *extra,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
             limit=64 * 1024 * 1024,
         )
         return cls(proc)
@@ -148,7 +176,9 @@ class Raw:
     async def recv(self, timeout: float = 10) -> dict[str, Any]:
         return await asyncio.wait_for(self.lines.get(), timeout)
 
-    async def until_id(self, rid: Any, timeout: float = 10) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def until_id(
+        self, rid: Any, timeout: float = 10
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         seen = []
         while True:
             msg = await self.recv(timeout)
@@ -195,10 +225,15 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
             return acp.AcceptElicitationResponse(action="accept", content={"approved": True})
 
     async def main() -> None:
-        async with acp.spawn_agent_process(C(), PY, "-m", "tagent", env=env, use_unstable_protocol=True) as (conn, proc):
+        async with acp.spawn_agent_process(
+            C(), PY, "-m", "tagent", env=env, use_unstable_protocol=True
+        ) as (conn, _proc):
             init = await conn.initialize(protocol_version=1)
             assert init.agent_info is not None and init.agent_info.name == "test-agent"
-            assert init.agent_capabilities is not None and init.agent_capabilities.providers is not None
+            assert (
+                init.agent_capabilities is not None
+                and init.agent_capabilities.providers is not None
+            )
             new = await conn.new_session(cwd="/tmp", mcp_servers=[])
             sid = new.session_id
             opts = {o.root.id if hasattr(o, "root") else o.id for o in (new.config_options or [])}
@@ -207,7 +242,11 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
             blocks = [acp.text_block(f"part {i};") for i in range(20)]
             resp = await conn.prompt(session_id=sid, prompt=blocks)
             assert resp.stop_reason == "end_turn"
-            texts = [u.content.text for s, u in updates if s == sid and u.session_update == "agent_message_chunk"]
+            texts = [
+                u.content.text
+                for s, u in updates
+                if s == sid and u.session_update == "agent_message_chunk"
+            ]
             assert texts == [f"part {i};" for i in range(20)]
 
             # interrupt through elicitation/create, answer handed back to the handler
@@ -231,7 +270,12 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
             assert {p["providerId"] for p in listed["providers"]} == {"main", "aux"}
             await raw.send_request(
                 "providers/set",
-                {"providerId": "main", "apiType": "anthropic", "baseUrl": "https://proxy.example", "headers": {"Authorization": SECRET}},
+                {
+                    "providerId": "main",
+                    "apiType": "anthropic",
+                    "baseUrl": "https://proxy.example",
+                    "headers": {"Authorization": SECRET},
+                },
             )
             listed = await raw.send_request("providers/list", {})
             main = next(p for p in listed["providers"] if p["providerId"] == "main")
@@ -242,8 +286,24 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
             shown = updates[0][1].content.text
             assert "proxy.example" in shown and SECRET not in shown
             for params, what in [
-                ({"providerId": "nope", "apiType": "openai", "baseUrl": "x", "headers": {"k": SECRET}}, "unknown id"),
-                ({"providerId": "aux", "apiType": "anthropic", "baseUrl": "x", "headers": {"k": SECRET}}, "unsupported"),
+                (
+                    {
+                        "providerId": "nope",
+                        "apiType": "openai",
+                        "baseUrl": "x",
+                        "headers": {"k": SECRET},
+                    },
+                    "unknown id",
+                ),
+                (
+                    {
+                        "providerId": "aux",
+                        "apiType": "anthropic",
+                        "baseUrl": "x",
+                        "headers": {"k": SECRET},
+                    },
+                    "unsupported",
+                ),
             ]:
                 with pytest.raises(RequestError) as ei:
                     await raw.send_request("providers/set", params)
@@ -255,7 +315,9 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
             assert await raw.send_request("providers/disable", {"providerId": "ghost"}) == {}
             await raw.send_request("providers/disable", {"providerId": "aux"})
             listed = await raw.send_request("providers/list", {})
-            assert next(p for p in listed["providers"] if p["providerId"] == "aux")["current"] is None
+            assert (
+                next(p for p in listed["providers"] if p["providerId"] == "aux")["current"] is None
+            )
 
             info = await conn.ext_method("agent/info", {})
             assert info["name"] == "test-agent" and "schemas" in info
@@ -281,44 +343,94 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         assert m["id"] == 7 and m["error"]["code"] == -32600
         assert (await raw.call(8, "no/such"))["error"]["code"] == -32601
         m = await raw.call(9, "session/new", {"mcpServers": []})
-        assert m["error"]["code"] == -32602 and m["error"]["data"]["errors"][0]["loc"] == ["params", "cwd"]
+        assert m["error"]["code"] == -32602 and m["error"]["data"]["errors"][0]["loc"] == [
+            "params",
+            "cwd",
+        ]
         m = await raw.call(10, "session/prompt", {"sessionId": "ghost", "prompt": []})
         assert m["error"]["code"] == -32602 and "unknown session" in m["error"]["message"]
         m = await raw.call(11, "session/prompt", {"sessionId": sid, "prompt": [{"text": "x"}]})
         assert m["error"]["data"]["errors"][0]["loc"] == ["params", "prompt", 0]
-        m = await raw.call(12, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "boom"}]})
+        m = await raw.call(
+            12, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "boom"}]}
+        )
         assert m["error"] == {"code": -32603, "message": "internal error"}
-        m = await raw.call(13, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "quota"}]})
+        m = await raw.call(
+            13, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "quota"}]}
+        )
         assert m["error"]["code"] == 1001
-        assert m["error"]["data"] == {"name": "QuotaExceeded", "transient": True, "details": {"retry_after": 3}}
+        assert m["error"]["data"] == {
+            "name": "QuotaExceeded",
+            "transient": True,
+            "details": {"retry_after": 3},
+        }
         # oversized message: an error, and the connection lives on
-        await raw.send({"jsonrpc": "2.0", "id": 14, "method": "initialize", "params": {"pad": "x" * 200000}})
+        await raw.send(
+            {"jsonrpc": "2.0", "id": 14, "method": "initialize", "params": {"pad": "x" * 200000}}
+        )
         m = await raw.recv()
-        assert m["id"] is None and m["error"]["code"] == -32600 and "too large" in m["error"]["message"]
-        m = await raw.call(15, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "print"}]})
+        assert (
+            m["id"] is None
+            and m["error"]["code"] == -32600
+            and "too large" in m["error"]["message"]
+        )
+        m = await raw.call(
+            15, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "print"}]}
+        )
         assert m["result"] == {"stopReason": "end_turn"}
         # $/cancel_request cancels that request: -32800
-        await raw.send({"jsonrpc": "2.0", "id": 16, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]}})
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 16,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]},
+            }
+        )
         first = await raw.recv()
         assert first["method"] == "session/update"
         # the state machine refuses a second prompt while the turn runs
-        m = await raw.call(17, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
+        m = await raw.call(
+            17, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        )
         assert m["error"]["code"] == -32002 and "running" in m["error"]["message"]
         assert m["error"]["data"]["state"] == "running"
-        await raw.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 16}})
+        await raw.send(
+            {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 16}}
+        )
         m, _ = await raw.until_id(16)
         assert m["error"]["code"] == -32800
         # config: invalid _meta.config -> -32602 with the location
-        m = await raw.call(18, "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "huge"})
+        m = await raw.call(
+            18,
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": "huge"},
+        )
         assert m["error"]["code"] == -32602
-        m = await raw.call(19, "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "large"})
-        assert any(o["id"] == "model" and o["currentValue"] == "large" for o in m["result"]["configOptions"])
+        m = await raw.call(
+            19,
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": "large"},
+        )
+        assert any(
+            o["id"] == "model" and o["currentValue"] == "large"
+            for o in m["result"]["configOptions"]
+        )
         # EOF with a turn in flight: clean exit
-        await raw.send({"jsonrpc": "2.0", "id": 20, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]}})
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 20,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]},
+            }
+        )
         rc, err = await raw.stop()
         assert rc == 0
         assert b"stray output" in err
-        assert b"SECRET_IN_EXC" not in err or b"Traceback" in err  # logged to stderr only, never on the wire
+        assert (
+            b"SECRET_IN_EXC" not in err or b"Traceback" in err
+        )  # logged to stderr only, never on the wire
 
     asyncio.run(main())
 
@@ -328,33 +440,78 @@ def test_v2_lifecycle(tmp_path: Path, shared_acp: Path) -> None:
 
     async def main() -> None:
         raw = await Raw.start(env)
-        r = await raw.call(1, "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "1"}})
+        r = await raw.call(
+            1, "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "1"}}
+        )
         assert r["result"]["info"]["name"] == "test-agent"
         sid = (await raw.call(2, "session/new", {"cwd": "/tmp"}))["result"]["sessionId"]
-        await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}})
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "session/prompt",
+                "params": {
+                    "sessionId": sid,
+                    "prompt": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                },
+            }
+        )
         answer = await raw.recv()
         assert answer == {"jsonrpc": "2.0", "id": 3, "result": {}}
         kinds = []
         while True:
             u = (await raw.recv())["params"]["update"]
-            kinds.append((u["sessionUpdate"], u.get("state"), u.get("text") or (u.get("content") or {}).get("text") if isinstance(u.get("content"), dict) else None))
+            kinds.append(
+                (
+                    u["sessionUpdate"],
+                    u.get("state"),
+                    u.get("text") or (u.get("content") or {}).get("text")
+                    if isinstance(u.get("content"), dict)
+                    else None,
+                )
+            )
             if u["sessionUpdate"] == "state_update" and u["state"] == "idle":
                 assert u["stopReason"] == "end_turn"
                 break
             if u["sessionUpdate"] == "user_message":
                 assert u["messageId"]
-        assert [k[0] for k in kinds] == ["user_message", "state_update", "agent_message_chunk", "agent_message_chunk", "state_update"]
+        assert [k[0] for k in kinds] == [
+            "user_message",
+            "state_update",
+            "agent_message_chunk",
+            "agent_message_chunk",
+            "state_update",
+        ]
         await raw.stop()
 
     asyncio.run(main())
 
 
 def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path) -> None:
-    env = build_agent(tmp_path, shared_acp, unstable=False, manifest={"name": "echo", "version": "0.1.0"})
+    env = build_agent(
+        tmp_path, shared_acp, unstable=False, manifest={"name": "echo", "version": "0.1.0"}
+    )
     tool = shared_acp.parent / "tools" / "acpbench.py"
     r = subprocess.run(
-        [PY, str(tool), "--prompts", "40", "--sessions", "2", "--blocks", "7", "--", PY, "-m", "tagent"],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            PY,
+            str(tool),
+            "--prompts",
+            "40",
+            "--sessions",
+            "2",
+            "--blocks",
+            "7",
+            "--",
+            PY,
+            "-m",
+            "tagent",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert r.returncode == 0, r.stdout
     assert "failures=0 bad_lines=0" in r.stdout
@@ -366,14 +523,22 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
 
     schema = json.loads((shared_acp / "v1" / "schema.json").read_text())
     meta = json.loads((shared_acp / "v1" / "meta.json").read_text())
-    files = render_generated(schema=schema, meta=meta, manifest={"name": "c", "version": "1"}, role="client", transport="stdio", package="tclient")
+    files = render_generated(
+        schema=schema,
+        meta=meta,
+        manifest={"name": "c", "version": "1"},
+        role="client",
+        transport="stdio",
+        package="tclient",
+    )
     for rel, text in files.items():
         p = tmp_path / "tclient" / "_generated" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     (tmp_path / "tclient" / "__init__.py").write_text("")
     driver = tmp_path / "drive.py"
-    driver.write_text(textwrap.dedent(f'''
+    driver.write_text(
+        textwrap.dedent(f"""
         import asyncio, json, sys
         from tclient._generated.dispatcher import AgentConnection, ClientBase
         from tclient._generated.runtime.client import spawn_agent
@@ -398,8 +563,16 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
                 print(json.dumps({{"stop": stop, "chunks": client.chunks}}))
 
         asyncio.run(main())
-    '''))
-    r = subprocess.run([PY, str(driver)], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    """)
+    )
+    r = subprocess.run(
+        [PY, str(driver)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"stop": "end_turn", "chunks": [f"x{i}" for i in range(10)]}

@@ -26,7 +26,9 @@ class EchoAgent:
         self._conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=1, agent_info=Implementation(name="sdk-echo", version="1"))
+        return InitializeResponse(
+            protocol_version=1, agent_info=Implementation(name="sdk-echo", version="1")
+        )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         return NewSessionResponse(session_id=uuid.uuid4().hex)

@@ -23,7 +23,7 @@ from ..errors import AgentgenError
 HERE = Path(__file__).resolve().parent
 RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
 
-__all__ = ["render_generated", "runtime_files", "profile_for"]
+__all__ = ["profile_for", "render_generated", "runtime_files"]
 
 
 def runtime_files() -> dict[str, str]:
@@ -108,7 +108,13 @@ def _fallback_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list
         for sd in sides:
             e = found.setdefault(
                 (sd, method),
-                {"name": method, "side": sd, "kind": "notification", "params": None, "result": None},
+                {
+                    "name": method,
+                    "side": sd,
+                    "kind": "notification",
+                    "params": None,
+                    "result": None,
+                },
             )
             if name.endswith("Response"):
                 e["result"], e["kind"] = name, "request"
@@ -116,7 +122,9 @@ def _fallback_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list
                 e["params"] = name
     out = []
     for (side, method), e in sorted(found.items()):
-        e["unstable"] = "UNSTABLE" in str((defs.get(e["params"] or "") or {}).get("description", ""))
+        e["unstable"] = "UNSTABLE" in str(
+            (defs.get(e["params"] or "") or {}).get("description", "")
+        )
         e["attr"] = _snake(method.replace("$/", ""))
         if side == "protocol":
             continue
@@ -131,8 +139,8 @@ def _ptype(cls: str | None, has_models: bool, model_names: set[str]) -> str:
 
 
 def _model_names(src: str) -> set[str]:
-    return set(re.findall(r"^class (\w+)\(", src, flags=re.M)) | set(
-        re.findall(r"^(\w+) = ", src, flags=re.M)
+    return set(re.findall(r"^class (\w+)\(", src, flags=re.MULTILINE)) | set(
+        re.findall(r"^(\w+) = ", src, flags=re.MULTILINE)
     )
 
 
@@ -145,7 +153,9 @@ def ruff_format(source: str, filename: str = "generated.py") -> str:
         check=False,
     )
     if proc.returncode != 0:
-        raise AgentgenError(f"ruff could not format {filename}: {proc.stderr.decode(errors='replace')[:500]}")
+        raise AgentgenError(
+            f"ruff could not format {filename}: {proc.stderr.decode(errors='replace')[:500]}"
+        )
     return proc.stdout.decode()
 
 
@@ -153,9 +163,7 @@ def _models_source(schema: dict[str, Any], meta: Any, label: str) -> str:
     try:
         from ..protocol.models import generate_models
     except ImportError:  # pragma: no cover - until the protocol module lands
-        return (
-            f'"""Protocol models from {label}: not generated (generator.protocol.models missing)."""\n'
-        )
+        return f'"""Protocol models from {label}: not generated (generator.protocol.models missing)."""\n'
     return str(generate_models(schema, meta=meta, source_label=label))
 
 
@@ -234,7 +242,9 @@ def render_generated(
     files["dispatcher.py"] = ruff_format(
         env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"
     )
-    files["__init__.py"] = ruff_format(env.get_template("init.py.jinja").render(**ctx), "__init__.py")
+    files["__init__.py"] = ruff_format(
+        env.get_template("init.py.jinja").render(**ctx), "__init__.py"
+    )
     files["manifest.json"] = (
         json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
     )

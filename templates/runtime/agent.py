@@ -33,9 +33,13 @@ _dumps = orjson.dumps
 
 def _need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "params") -> Any:
     if type(params) is not dict:
-        raise invalid_params(f"{where} must be an object", [{"loc": [where], "msg": "expected an object"}])
+        raise invalid_params(
+            f"{where} must be an object", [{"loc": [where], "msg": "expected an object"}]
+        )
     if key not in params:
-        raise invalid_params(f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}])
+        raise invalid_params(
+            f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}]
+        )
     val = params[key]
     if not isinstance(val, typ) or isinstance(val, bool) and typ is int:
         name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
@@ -49,7 +53,7 @@ def _need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "par
 class ProviderRoute:
     """The current routing of one LLM provider (headers never shown in repr)."""
 
-    __slots__ = ("provider_id", "api_type", "base_url", "headers")
+    __slots__ = ("api_type", "base_url", "headers", "provider_id")
 
     def __init__(self, provider_id: str, api_type: str, base_url: str, headers: dict[str, str]):
         self.provider_id = provider_id
@@ -91,7 +95,9 @@ class StateMachine:
         }
         self.initial: str = spec.get("initial") or "idle"
         self.rules: dict[str, list[dict[str, Any]]] = dict(spec.get("states") or {})
-        self.known = {(r.get("party"), r.get("type")) for rules in self.rules.values() for r in rules}
+        self.known = {
+            (r.get("party"), r.get("type")) for rules in self.rules.values() for r in rules
+        }
 
     def allowed(self, state: str) -> list[str]:
         return [f"{r.get('party')} {r.get('type')}" for r in self.rules.get(state, [])]
@@ -107,7 +113,7 @@ class StateMachine:
 
 
 class Session:
-    __slots__ = ("id", "config", "config_raw", "state", "task", "cancel_requested", "turns")
+    __slots__ = ("cancel_requested", "config", "config_raw", "id", "state", "task", "turns")
 
     def __init__(self, sid: str, config: Any, config_raw: dict[str, Any], state: str) -> None:
         self.id = sid
@@ -122,7 +128,7 @@ class Session:
 class Turn:
     """One prompt turn: what the handler uses to stream, interrupt and read config."""
 
-    __slots__ = ("session", "_rt", "_conn", "_prefix", "stop_reason", "message_id", "usage")
+    __slots__ = ("_conn", "_prefix", "_rt", "message_id", "session", "stop_reason", "usage")
 
     def __init__(self, rt: AgentRuntime, conn: Connection, session: Session) -> None:
         self._rt = rt
@@ -260,7 +266,7 @@ class AgentRuntime:
     def _resolve(self, method: str) -> Any:
         entry = self.METHODS.get(method)
         attr = entry[0] if entry else None
-        if attr is not None and self._overridden(attr):
+        if entry is not None and attr is not None and self._overridden(attr):
             return self._typed_caller(method, attr, entry)
         rt = getattr(self, "_rt_" + method.replace("/", "_").replace("$", "").lstrip("_"), None)
         if rt is not None and (entry is not None or method.startswith("_")):
@@ -282,7 +288,7 @@ class AgentRuntime:
 
     def _typed_caller(self, method: str, attr: str, entry: tuple[Any, ...]) -> Any:
         bound = getattr(self, attr)
-        params_cls_name, result_cls_name = entry[2], entry[3]
+        params_cls_name = entry[2]
 
         async def call(params: Any, ctx: Any) -> Any:
             pm = self._protocol_models()
@@ -297,7 +303,11 @@ class AgentRuntime:
             else:
                 typed = params
             result = await bound(typed)
-            return _model_dump(result) if result is not None else ({} if entry[1] == "request" else None)
+            return (
+                _model_dump(result)
+                if result is not None
+                else ({} if entry[1] == "request" else None)
+            )
 
         return call
 
@@ -367,7 +377,8 @@ class AgentRuntime:
         mid = _need(params, "methodId", str)
         if mid not in {a["id"] for a in self._auth_methods()}:
             raise invalid_params(
-                "unknown auth method", [{"loc": ["params", "methodId"], "msg": "unknown auth method"}]
+                "unknown auth method",
+                [{"loc": ["params", "methodId"], "msg": "unknown auth method"}],
             )
         return {}
 
@@ -401,7 +412,11 @@ class AgentRuntime:
                 ],
             },
             "providers": [
-                {"providerId": p["id"], "supported": list(p.get("supported") or ()), "required": bool(p.get("required"))}
+                {
+                    "providerId": p["id"],
+                    "supported": list(p.get("supported") or ()),
+                    "required": bool(p.get("required")),
+                }
                 for p in m.get("providers") or ()
             ],
             "configOptions": self._config_options({}),
@@ -422,7 +437,9 @@ class AgentRuntime:
                     "providerId": pid,
                     "supported": list(p.get("supported") or ()),
                     "required": bool(p.get("required")),
-                    "current": {"apiType": route.api_type, "baseUrl": route.base_url} if route else None,
+                    "current": {"apiType": route.api_type, "baseUrl": route.base_url}
+                    if route
+                    else None,
                 }
             )
         return {"providers": out}
@@ -432,7 +449,9 @@ class AgentRuntime:
         api = _need(params, "apiType", str)
         base = _need(params, "baseUrl", str)
         headers = params.get("headers") or {}
-        if type(headers) is not dict or any(type(k) is not str or type(v) is not str for k, v in headers.items()):
+        if type(headers) is not dict or any(
+            type(k) is not str or type(v) is not str for k, v in headers.items()
+        ):
             raise invalid_params(
                 "params.headers: expected an object of strings",
                 [{"loc": ["params", "headers"], "msg": "expected an object of strings"}],
@@ -440,12 +459,19 @@ class AgentRuntime:
         p = self._providers.get(pid)
         if p is None:
             raise invalid_params(
-                f"unknown provider {pid!r}", [{"loc": ["params", "providerId"], "msg": "unknown provider"}]
+                f"unknown provider {pid!r}",
+                [{"loc": ["params", "providerId"], "msg": "unknown provider"}],
             )
         if api not in (p.get("supported") or ()):
             raise invalid_params(
                 f"provider {pid!r} does not support apiType {api!r}",
-                [{"loc": ["params", "apiType"], "msg": "unsupported apiType", "supported": list(p["supported"])}],
+                [
+                    {
+                        "loc": ["params", "apiType"],
+                        "msg": "unsupported apiType",
+                        "supported": list(p["supported"]),
+                    }
+                ],
             )
         self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
         return {}
@@ -510,7 +536,8 @@ class AgentRuntime:
         s = self.sessions.get(sid)
         if s is None:
             raise invalid_params(
-                f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
+                f"unknown session {sid!r}",
+                [{"loc": ["params", "sessionId"], "msg": "unknown session"}],
             )
         return s
 
@@ -518,7 +545,8 @@ class AgentRuntime:
         _need(params, "cwd", str)
         if "mcpServers" in params and type(params["mcpServers"]) is not list:
             raise invalid_params(
-                "params.mcpServers: expected an array", [{"loc": ["params", "mcpServers"], "msg": "expected an array"}]
+                "params.mcpServers: expected an array",
+                [{"loc": ["params", "mcpServers"], "msg": "expected an array"}],
             )
         meta = params.get("_meta") or {}
         given = meta.get("config") if type(meta) is dict else None
@@ -541,11 +569,22 @@ class AgentRuntime:
         s = self._session(params)
         cid = _need(params, "configId", str)
         if "value" not in params:
-            raise invalid_params("params.value: field required", [{"loc": ["params", "value"], "msg": "field required"}])
-        opt = next((o for o in (self._acp_manifest.get("config") or {}).get("options") or () if o["id"] == cid), None)
+            raise invalid_params(
+                "params.value: field required",
+                [{"loc": ["params", "value"], "msg": "field required"}],
+            )
+        opt = next(
+            (
+                o
+                for o in (self._acp_manifest.get("config") or {}).get("options") or ()
+                if o["id"] == cid
+            ),
+            None,
+        )
         if opt is None:
             raise invalid_params(
-                f"unknown config option {cid!r}", [{"loc": ["params", "configId"], "msg": "unknown config option"}]
+                f"unknown config option {cid!r}",
+                [{"loc": ["params", "configId"], "msg": "unknown config option"}],
             )
         value = params["value"]
         if opt.get("values"):
@@ -572,7 +611,9 @@ class AgentRuntime:
                     f"{party} {mtype} is not allowed in state {s.state!r}; allowed: {', '.join(allowed) or 'nothing'}",
                     {"state": s.state, "message": f"{party} {mtype}", "allowed": allowed},
                 )
-            log.warning("agent %s in state %s does not follow the manifest's states", mtype, s.state)
+            log.warning(
+                "agent %s in state %s does not follow the manifest's states", mtype, s.state
+            )
             return
         s.state = nxt
 
@@ -582,7 +623,12 @@ class AgentRuntime:
             if type(b) is not dict or type(b.get("type")) is not str:
                 raise invalid_params(
                     f"params.prompt[{i}]: expected a content block",
-                    [{"loc": ["params", "prompt", i], "msg": "expected a content block with a type"}],
+                    [
+                        {
+                            "loc": ["params", "prompt", i],
+                            "msg": "expected a content block with a type",
+                        }
+                    ],
                 )
         if not self._acp_manifest.get("input"):
             return prompt
@@ -595,7 +641,9 @@ class AgentRuntime:
                     doc, found = res["text"], True
                     break
         if not found:
-            texts = [b.get("text") for b in prompt if b["type"] == "text" and type(b.get("text")) is str]
+            texts = [
+                b.get("text") for b in prompt if b["type"] == "text" and type(b.get("text")) is str
+            ]
             doc = "".join(texts)
         try:
             data = orjson.loads(doc) if doc else None
@@ -606,7 +654,8 @@ class AgentRuntime:
             ) from None
         if data is None:
             raise invalid_params(
-                "the prompt carries no input", [{"loc": ["params", "prompt"], "msg": "no JSON input found"}]
+                "the prompt carries no input",
+                [{"loc": ["params", "prompt"], "msg": "no JSON input found"}],
             )
         cls = self._mclass("Input")
         if cls is None:
@@ -628,7 +677,9 @@ class AgentRuntime:
         except Exception as exc:
             if hasattr(exc, "errors"):
                 err = from_validation_error(exc, ("output",))
-                raise RpcError(-32603, "the agent's output does not match its output schema", err.data) from None
+                raise RpcError(
+                    -32603, "the agent's output does not match its output schema", err.data
+                ) from None
             raise
 
     def _agent_error(self, exc: BaseException) -> RpcError | None:
@@ -641,14 +692,20 @@ class AgentRuntime:
                 return r
         code = getattr(type(exc), "code", None)
         if isinstance(code, int) and not isinstance(code, bool):
-            name = getattr(type(exc), "error_name", None) or getattr(type(exc), "name", None) or type(exc).__name__
+            name = (
+                getattr(type(exc), "error_name", None)
+                or getattr(type(exc), "name", None)
+                or type(exc).__name__
+            )
             return RpcError(
                 code,
                 str(exc) or str(name),
                 {
                     "name": str(name),
                     "transient": bool(getattr(type(exc), "transient", False)),
-                    "details": _model_dump(getattr(exc, "details", None) or getattr(exc, "data", None)),
+                    "details": _model_dump(
+                        getattr(exc, "details", None) or getattr(exc, "data", None)
+                    ),
                 },
             )
         return None
@@ -667,7 +724,7 @@ class AgentRuntime:
             raise
         except InterruptDeclined:
             return "cancelled"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - user code: mapped to a JSON-RPC error below
             err = self._agent_error(exc)
             if err is None:
                 log.error("prompt handler failed: %s", type(exc).__name__, exc_info=exc)
@@ -689,9 +746,9 @@ class AgentRuntime:
         assert conn is not None
         turn = Turn(self, conn, s)
         if self.PROFILE.get("lifecycle") == "v2":
-            turn.message_id = (params.get("messageId") if type(params.get("messageId")) is str else None) or str(
-                uuid.uuid4()
-            )
+            turn.message_id = (
+                params.get("messageId") if type(params.get("messageId")) is str else None
+            ) or str(uuid.uuid4())
             s.task = asyncio.get_running_loop().create_task(self._v2_turn(s, turn, input, prompt))
             return {}
         s.task = asyncio.current_task()
@@ -714,9 +771,19 @@ class AgentRuntime:
         await asyncio.sleep(0)  # the prompt's answer is queued first
         conn.notify(
             "session/update",
-            {"sessionId": s.id, "update": {"sessionUpdate": "user_message", "messageId": turn.message_id, "content": prompt}},
+            {
+                "sessionId": s.id,
+                "update": {
+                    "sessionUpdate": "user_message",
+                    "messageId": turn.message_id,
+                    "content": prompt,
+                },
+            },
         )
-        conn.notify("session/update", {"sessionId": s.id, "update": {"sessionUpdate": "state_update", "state": "running"}})
+        conn.notify(
+            "session/update",
+            {"sessionId": s.id, "update": {"sessionUpdate": "state_update", "state": "running"}},
+        )
         idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
         try:
             idle["stopReason"] = await self._run_turn(s, turn, input)
@@ -746,14 +813,19 @@ class AgentRuntime:
 
     # ---- interrupts ------------------------------------------------------------------
     async def _interrupt(self, turn: Turn, name: str, payload: Any) -> Any:
-        spec = next((i for i in self._acp_manifest.get("interrupts") or () if i["name"] == name), None)
+        spec = next(
+            (i for i in self._acp_manifest.get("interrupts") or () if i["name"] == name), None
+        )
         if spec is None:
             raise ValueError(f"the manifest declares no interrupt named {name!r}")
         conn = self.connection
         assert conn is not None
         s = turn.session
         self._transition(s, "agent", "interrupt")
-        resume_schema = (spec.get("resume") or {}).get("schema") or {"type": "object", "properties": {}}
+        resume_schema = (spec.get("resume") or {}).get("schema") or {
+            "type": "object",
+            "properties": {},
+        }
         req = {
             "sessionId": s.id,
             "mode": "form",

@@ -118,9 +118,13 @@ async def spawn_agent(
         stdin.write(b"\n".join([f for f, _ in batch]) + b"\n")
         await stdin.drain()
 
-    conn = Connection(sink, client.handle_request, client.handle_notification, max_message_size=max_message_size)
+    conn = Connection(
+        sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
+    )
     client.connection = conn
-    reader = asyncio.get_running_loop().create_task(read_frames(proc.stdout, conn, max_message_size))
+    reader = asyncio.get_running_loop().create_task(
+        read_frames(proc.stdout, conn, max_message_size)
+    )
     try:
         yield proxy_cls(conn)
     finally:
@@ -129,7 +133,7 @@ async def spawn_agent(
             stdin.close()
         try:
             await asyncio.wait_for(proc.wait(), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
         reader.cancel()

@@ -63,7 +63,7 @@ def _session_of(params: Any) -> str | None:
 class RequestContext:
     """What a request handler knows about the request it serves."""
 
-    __slots__ = ("id", "method", "session_id", "connection")
+    __slots__ = ("connection", "id", "method", "session_id")
 
     def __init__(self, rid: Any, method: str, session_id: str | None, connection: Connection):
         self.id = rid
@@ -126,7 +126,7 @@ class Connection:
                 self._out_bytes = 0
                 try:
                     await self._sink(batch)
-                except Exception as exc:  # the peer went away: nothing more can be sent
+                except Exception as exc:  # noqa: BLE001 - the peer went away: nothing more can be sent
                     log.warning("transport write failed: %s", type(exc).__name__)
                     self._out = []
                     self._drained.set()
@@ -219,14 +219,19 @@ class Connection:
         has_id = "id" in msg
         rid = msg.get("id")
         if has_id and not (rid is None or type(rid) in (int, str)):
-            self._error(None, RpcError(INVALID_REQUEST, "invalid request: id must be a string, integer or null"))
+            self._error(
+                None,
+                RpcError(INVALID_REQUEST, "invalid request: id must be a string, integer or null"),
+            )
             return
         method = msg.get("method")
         if msg.get("jsonrpc") != "2.0":
             if method is None and ("result" in msg or "error" in msg):
                 pass  # lenient with responses; still matched below
             else:
-                self._error(rid, RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"'))
+                self._error(
+                    rid, RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"')
+                )
                 return
         if method is None:
             if "result" in msg or "error" in msg:
@@ -235,18 +240,30 @@ class Connection:
             self._error(rid, RpcError(INVALID_REQUEST, 'invalid request: missing "method"'))
             return
         if type(method) is not str:
-            self._error(rid, RpcError(INVALID_REQUEST, 'invalid request: "method" must be a string'))
+            self._error(
+                rid, RpcError(INVALID_REQUEST, 'invalid request: "method" must be a string')
+            )
             return
         params = msg.get("params")
         if params is not None and type(params) not in (dict, list):
             if has_id:
-                self._error(rid, RpcError(INVALID_REQUEST, 'invalid request: "params" must be an object or array'))
+                self._error(
+                    rid,
+                    RpcError(
+                        INVALID_REQUEST, 'invalid request: "params" must be an object or array'
+                    ),
+                )
             return
         if not has_id:
             self._notification(method, params)
             return
         if rid in self._incoming:
-            self._error(rid, RpcError(INVALID_REQUEST, "invalid request: id already in use by a request in flight"))
+            self._error(
+                rid,
+                RpcError(
+                    INVALID_REQUEST, "invalid request: id already in use by a request in flight"
+                ),
+            )
             return
         sid = _session_of(params)
         task = asyncio.get_running_loop().create_task(self._run_request(rid, method, params, sid))

@@ -17,7 +17,9 @@ from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
 from .stdio import claim_stdout, open_stdio, read_frames
 
 
-def agent_connection(agent: AgentRuntime, sink: Any, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Connection:
+def agent_connection(
+    agent: AgentRuntime, sink: Any, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> Connection:
     """A connection whose incoming messages go to `agent` (any transport)."""
     conn = Connection(
         sink,
@@ -30,7 +32,9 @@ def agent_connection(agent: AgentRuntime, sink: Any, max_message_size: int = DEF
     return conn
 
 
-async def serve_agent_stdio(agent: AgentRuntime, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+async def serve_agent_stdio(
+    agent: AgentRuntime, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> None:
     out_fd = claim_stdout()
     reader, sink = await open_stdio(out_fd)
     conn = agent_connection(agent, sink, max_message_size)
@@ -38,6 +42,31 @@ async def serve_agent_stdio(agent: AgentRuntime, *, max_message_size: int = DEFA
         await read_frames(reader, conn, max_message_size)
     finally:
         await conn.close()
+
+
+def serve_agent_http(
+    agent_cls: type[AgentRuntime],
+    *,
+    host: str,
+    port: int,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> None:
+    """HTTP/SSE/WebSocket: one agent instance and one `Connection` per ACP connection."""
+    from .auth import Auth
+    from .http_server import serve
+
+    async def well_known() -> dict[str, Any]:
+        info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
+        return info
+
+    serve(
+        lambda sink: agent_connection(agent_cls(), sink, max_message_size),
+        host=host,
+        port=port,
+        auth=Auth.from_manifest(agent_cls._acp_manifest),
+        well_known=well_known,
+        max_body=max_message_size,
+    )
 
 
 def _max_size() -> int:
@@ -48,7 +77,9 @@ def _max_size() -> int:
         return DEFAULT_MAX_MESSAGE_SIZE
 
 
-def run_agent(agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio") -> None:
+def run_agent(
+    agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio"
+) -> None:
     """The generated project's console script."""
     ap = argparse.ArgumentParser(prog=getattr(agent_cls, "_acp_manifest", {}).get("name", "agent"))
     ap.add_argument("--max-message-size", type=int, default=_max_size())
@@ -58,9 +89,9 @@ def run_agent(agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, t
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
-        from .http_server import serve_http  # type: ignore[import-not-found]  # provided by the HTTP transport
-
-        serve_http(agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size)
+        serve_agent_http(
+            agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size
+        )
         return
     try:
         asyncio.run(serve_agent_stdio(agent_cls(), max_message_size=args.max_message_size))
@@ -70,7 +101,11 @@ def run_agent(agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, t
 
 
 def run_client(
-    client_cls: type[Any], proxy_cls: type[Any], argv: list[str] | None = None, *, transport: str = "stdio"
+    client_cls: type[Any],
+    proxy_cls: type[Any],
+    argv: list[str] | None = None,
+    *,
+    transport: str = "stdio",
 ) -> None:
     """Start the agent command, open a session, send each stdin line as a prompt."""
     ap = argparse.ArgumentParser()
@@ -93,7 +128,14 @@ async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) ->
     from .client import spawn_agent
 
     async with spawn_agent(client, proxy_cls, *command) as agent:
-        await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "client", "version": "0"}})
+        await agent.call(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {},
+                "clientInfo": {"name": "client", "version": "0"},
+            },
+        )
         sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
         loop = asyncio.get_running_loop()
         while True:
@@ -101,6 +143,10 @@ async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) ->
             if not line:
                 break
             result = await agent.call(
-                "session/prompt", {"sessionId": sess["sessionId"], "prompt": [{"type": "text", "text": line.rstrip("\n")}]}
+                "session/prompt",
+                {
+                    "sessionId": sess["sessionId"],
+                    "prompt": [{"type": "text", "text": line.rstrip("\n")}],
+                },
             )
             print(result, file=sys.stderr)

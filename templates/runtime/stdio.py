@@ -72,13 +72,15 @@ async def read_frames(
         conn.feed(bytes(buf))
 
 
-async def open_stdio(out_fd: int) -> tuple[asyncio.StreamReader, Callable[[list[tuple[bytes, Any]]], Any]]:
+async def open_stdio(
+    out_fd: int,
+) -> tuple[asyncio.StreamReader, Callable[[list[tuple[bytes, Any]]], Any]]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK * 2)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     except (ValueError, OSError):  # a regular file or tty: read in a thread
-        stdin = sys.stdin.buffer
+        stdin: Any = sys.stdin.buffer
 
         def pump() -> None:
             try:

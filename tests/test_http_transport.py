@@ -23,15 +23,14 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
-from runtime.auth import Auth  # noqa: E402
-from runtime.errors import RpcError  # noqa: E402
-from runtime.http_server import create_app  # noqa: E402
-from runtime.jsonrpc import Connection  # noqa: E402
-
-import acp  # noqa: E402
-from acp import schema as S  # noqa: E402
-from acp.http.client import create_http_stream  # noqa: E402
-from acp.ws.client import create_websocket_stream  # noqa: E402
+import acp
+from acp import schema as S
+from acp.http.client import create_http_stream
+from acp.ws.client import create_websocket_stream
+from runtime.auth import Auth
+from runtime.errors import RpcError
+from runtime.http_server import create_app
+from runtime.jsonrpc import Connection
 
 
 def echo_factory(sink):
@@ -41,7 +40,11 @@ def echo_factory(sink):
 
     async def on_request(method: str, params: Any, ctx: Any) -> Any:
         if method == "initialize":
-            return {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "echo", "version": "1"}}
+            return {
+                "protocolVersion": 1,
+                "agentCapabilities": {},
+                "agentInfo": {"name": "echo", "version": "1"},
+            }
         if method == "session/new":
             sid = f"s{len(sessions) + 1}"
             sessions[sid] = []
@@ -55,11 +58,27 @@ def echo_factory(sink):
                     for i in range(200):
                         if stop.is_set():
                             return {"stopReason": "cancelled"}
-                        conn.notify("session/update", {"sessionId": sid, "update": {
-                            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": str(i)}}})
+                        conn.notify(
+                            "session/update",
+                            {
+                                "sessionId": sid,
+                                "update": {
+                                    "sessionUpdate": "agent_message_chunk",
+                                    "content": {"type": "text", "text": str(i)},
+                                },
+                            },
+                        )
                         await asyncio.sleep(0.01)
-                conn.notify("session/update", {"sessionId": sid, "update": {
-                    "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
+                conn.notify(
+                    "session/update",
+                    {
+                        "sessionId": sid,
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": text},
+                        },
+                    },
+                )
             return {"stopReason": "end_turn"}
         raise RpcError(-32601, f"method not found: {method}")
 
@@ -69,7 +88,9 @@ def echo_factory(sink):
             if ev:
                 ev.set()
 
-    conn = Connection(sink, on_request, on_notification, immediate_notifications=frozenset({"session/cancel"}))
+    conn = Connection(
+        sink, on_request, on_notification, immediate_notifications=frozenset({"session/cancel"})
+    )
     return conn
 
 
@@ -82,7 +103,11 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(app):
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
+        )
+    )
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     deadline = time.monotonic() + 10
@@ -119,7 +144,11 @@ async def drive(transport) -> None:
     # every update of the turn arrived before the answer, in order
     assert [u.content.text for u in client.updates] == [f"b{i}" for i in range(20)]
     client.updates.clear()
-    task = asyncio.ensure_future(conn.prompt(session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="slow")]))
+    task = asyncio.ensure_future(
+        conn.prompt(
+            session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="slow")]
+        )
+    )
     for _ in range(500):
         if client.updates:
             break
@@ -132,7 +161,9 @@ async def drive(transport) -> None:
 
 def test_sdk_client_over_sse() -> None:
     with running_server(create_app(echo_factory)) as addr:
-        asyncio.run(drive(create_http_stream(f"http://{addr}/acp", client=httpx.AsyncClient(timeout=None))))
+        asyncio.run(
+            drive(create_http_stream(f"http://{addr}/acp", client=httpx.AsyncClient(timeout=None)))
+        )
 
 
 def test_sdk_client_over_websocket() -> None:
@@ -146,7 +177,10 @@ def test_sdk_client_over_websocket() -> None:
 
 def test_bad_input_and_auth(caplog: pytest.LogCaptureFixture) -> None:
     secret = "s3cr3t-token-value"
-    auth = Auth([{"type": "bearer", "env": "T"}, {"type": "basic", "env": "B"}], {"T": secret, "B": "u:pw-xyz"})
+    auth = Auth(
+        [{"type": "bearer", "env": "T"}, {"type": "basic", "env": "B"}],
+        {"T": secret, "B": "u:pw-xyz"},
+    )
     caplog.set_level(logging.DEBUG)
     app = create_app(echo_factory, auth=auth, well_known={"name": "echo"}, max_body=1000)
     with running_server(app) as addr:
@@ -155,28 +189,70 @@ def test_bad_input_and_auth(caplog: pytest.LogCaptureFixture) -> None:
         with httpx.Client(timeout=10) as c:
             assert c.get(f"http://{addr}/.well-known/agent.json").json() == {"name": "echo"}
             assert c.get(f"http://{addr}/health").status_code == 200
-            for bad in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {secret}"},
-                        {"Authorization": "Basic !!!"}, {"Authorization": f"Token {secret}"}):
-                r = c.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, headers=bad)
+            for bad in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": f"Basic {secret}"},
+                {"Authorization": "Basic !!!"},
+                {"Authorization": f"Token {secret}"},
+            ):
+                r = c.post(
+                    url,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                    headers=bad,
+                )
                 assert r.status_code == 401 and "WWW-Authenticate" in r.headers
                 assert secret not in r.text
             basic = {"Authorization": "Basic " + base64.b64encode(b"u:pw-xyz").decode()}
-            r = c.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, headers=basic)
+            r = c.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                headers=basic,
+            )
             assert r.status_code == 200
             cid = r.headers["Acp-Connection-Id"]
-            r = c.post(url, content=b"{nope", headers={**good, "Content-Type": "application/json", "Acp-Connection-Id": cid})
+            r = c.post(
+                url,
+                content=b"{nope",
+                headers={**good, "Content-Type": "application/json", "Acp-Connection-Id": cid},
+            )
             assert r.status_code == 400 and r.json()["error"]["code"] == -32700
-            r = c.post(url, content=b"x" * 2000, headers={**good, "Content-Type": "application/json"})
+            r = c.post(
+                url, content=b"x" * 2000, headers={**good, "Content-Type": "application/json"}
+            )
             assert r.status_code == 413
-            r = c.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {}}, headers=good)
+            r = c.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {}},
+                headers=good,
+            )
             assert r.status_code == 400
-            r = c.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {}},
-                       headers={**good, "Acp-Connection-Id": "nope"})
+            r = c.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {}},
+                headers={**good, "Acp-Connection-Id": "nope"},
+            )
             assert r.status_code == 404 and r.json()["error"]["code"] == -32600
-            r = c.post(url, json={"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": "s1"}},
-                       headers={**good, "Acp-Connection-Id": cid})
+            r = c.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "session/prompt",
+                    "params": {"sessionId": "s1"},
+                },
+                headers={**good, "Acp-Connection-Id": cid},
+            )
             assert r.status_code == 400
-            r = c.get(url, headers={**good, "Accept": "text/event-stream", "Acp-Connection-Id": cid, "Acp-Session-Id": "zz"})
+            r = c.get(
+                url,
+                headers={
+                    **good,
+                    "Accept": "text/event-stream",
+                    "Acp-Connection-Id": cid,
+                    "Acp-Session-Id": "zz",
+                },
+            )
             assert r.status_code == 404
             assert c.delete(url, headers={**good, "Acp-Connection-Id": cid}).status_code == 202
             assert c.delete(url, headers={**good, "Acp-Connection-Id": cid}).status_code == 404

@@ -28,7 +28,7 @@ log = logging.getLogger("acp.runtime.auth")
 
 
 class _Scheme:
-    __slots__ = ("kind", "header", "_secret", "env")
+    __slots__ = ("_secret", "env", "header", "kind")
 
     def __init__(self, kind: str, secret: bytes | None, header: str, env: str | None) -> None:
         self.kind = kind
@@ -45,7 +45,9 @@ class _Scheme:
             return False
         if self.kind == "api_key":
             given = headers.get(self.header)
-            return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"), secret)
+            return given is not None and hmac.compare_digest(
+                given.encode("utf-8", "replace"), secret
+            )
         value = headers.get("authorization")
         if value is None:
             return False
@@ -74,7 +76,9 @@ class _Scheme:
 class Auth:
     """The accepted schemes; ``check(headers)`` returns None or a 401 response."""
 
-    def __init__(self, entries: list[dict[str, Any]], environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, entries: list[dict[str, Any]], environ: Mapping[str, str] | None = None
+    ) -> None:
         env = os.environ if environ is None else environ
         self.schemes: list[_Scheme] = []
         for entry in entries:
@@ -86,14 +90,22 @@ class Auth:
             var = entry.get("env")
             raw = env.get(var) if isinstance(var, str) else None
             if raw is None:
-                log.warning("auth %s: environment variable %s is not set; that scheme accepts nothing", kind, var)
+                log.warning(
+                    "auth %s: environment variable %s is not set; that scheme accepts nothing",
+                    kind,
+                    var,
+                )
             secret = raw.encode("utf-8") if raw is not None else None
             header = str(entry.get("header") or "X-API-Key")
-            self.schemes.append(_Scheme(kind, secret, header, var if isinstance(var, str) else None))
+            self.schemes.append(
+                _Scheme(kind, secret, header, var if isinstance(var, str) else None)
+            )
         self.enabled = bool(self.schemes)
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Auth:
+    def from_manifest(
+        cls, manifest: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> Auth:
         return cls(list(manifest.get("auth") or []), environ)
 
     def accepts(self, headers: Mapping[str, str]) -> bool:
@@ -108,10 +120,19 @@ class Auth:
         if self.accepts(headers):
             return None
         body = orjson.dumps(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "authentication required"}}
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32000, "message": "authentication required"},
+            }
         )
         challenges = ", ".join(dict.fromkeys(s.challenge() for s in self.schemes))
-        return Response(body, status_code=401, media_type="application/json", headers={"WWW-Authenticate": challenges})
+        return Response(
+            body,
+            status_code=401,
+            media_type="application/json",
+            headers={"WWW-Authenticate": challenges},
+        )
 
     def client_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Headers a client sends for the first configured scheme whose env var is set."""

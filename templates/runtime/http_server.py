@@ -59,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -71,7 +72,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .agent import AgentRuntime, Session, immediate_methods
 from .auth import Auth
+from .errors import RpcError, invalid_params
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .store import SessionStore, SqliteSessionStore
 
 log = logging.getLogger("acp.runtime.http")
 
@@ -85,7 +90,13 @@ DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
 
 SESSION_SCOPED = frozenset(
-    {"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"}
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/close",
+    }
 )
 _ATTACHING = frozenset({"session/load", "session/resume"})
 
@@ -108,7 +119,12 @@ def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
 
 
 def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(rpc_error_body(code, message), status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        rpc_error_body(code, message),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 class Stall(Exception):
@@ -176,7 +192,9 @@ class OutStream:
 class HttpConnection:
     """One ACP connection: a runtime core plus its SSE streams (or one WebSocket)."""
 
-    def __init__(self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None
+    ) -> None:
         self.id = uuid.uuid4().hex
         self.server = server
         self.ws_send = ws_send
@@ -199,15 +217,17 @@ class HttpConnection:
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
-            if self.waiters or self.attaching or sid is None:
-                # only responses need a look inside: initialize capture, session birth
-                if await self._route_special(frame):
-                    continue
+            # only responses need a look inside: initialize capture, session birth
+            if (self.waiters or self.attaching or sid is None) and await self._route_special(frame):
+                continue
             target = self.sessions.get(sid) if sid is not None else None
             try:
                 await (target or self.main).put(b"data: " + frame + b"\n\n")
             except Stall:
-                log.warning("connection %s: stream buffer full with no reader; ending the connection", self.id[:8])
+                log.warning(
+                    "connection %s: stream buffer full with no reader; ending the connection",
+                    self.id[:8],
+                )
                 asyncio.get_running_loop().create_task(self.server.remove(self.id))
                 raise
 
@@ -261,7 +281,7 @@ class AcpHttpServer:
         factory: ConnectionFactory,
         *,
         auth: Auth | None = None,
-        well_known: dict[str, Any] | None = None,
+        well_known: dict[str, Any] | Callable[[], Awaitable[dict[str, Any]]] | None = None,
         max_body: int = DEFAULT_MAX_BODY,
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
@@ -269,7 +289,7 @@ class AcpHttpServer:
     ) -> None:
         self.factory = factory
         self.auth = auth or Auth([])
-        self.well_known = well_known or {}
+        self.well_known: Any = well_known or {}
         self.max_body = max_body
         self.stream_buffer = stream_buffer
         self.stall_timeout = stall_timeout
@@ -327,14 +347,18 @@ class AcpHttpServer:
                 await self.remove(conn.id)
                 return _error(504, -32603, "initialize timed out")
             return Response(
-                answer, status_code=200, media_type="application/json", headers={CONNECTION_ID_HEADER: conn.id}
+                answer,
+                status_code=200,
+                media_type="application/json",
+                headers={CONNECTION_ID_HEADER: conn.id},
             )
         cid = request.headers.get(CONNECTION_ID_HEADER)
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
-        conn = self.connections.get(cid)
-        if conn is None:
+        known = self.connections.get(cid)
+        if known is None:
             return _error(404, -32600, "unknown connection id")
+        conn = known
         sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None and method in SESSION_SCOPED:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
@@ -444,11 +468,15 @@ class AcpHttpServer:
 
     # ---- info -------------------------------------------------------------------
     async def agent_json(self, request: Request) -> Response:
-        return Response(orjson.dumps(self.well_known), media_type="application/json")
+        doc = self.well_known
+        if callable(doc):
+            doc = self.well_known = await doc()
+        return Response(orjson.dumps(doc), media_type="application/json")
 
     async def health(self, request: Request) -> Response:
         return Response(
-            orjson.dumps({"status": "ok", "connections": len(self.connections)}), media_type="application/json"
+            orjson.dumps({"status": "ok", "connections": len(self.connections)}),
+            media_type="application/json",
         )
 
 
@@ -474,8 +502,202 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
     return app
 
 
-def serve(factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+def serve(
+    factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
+) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
     import uvicorn
 
-    uvicorn.run(create_app(factory, **options), host=host, port=port, log_level="warning", ws="websockets-sansio")
+    uvicorn.run(
+        create_app(factory, **options),
+        host=host,
+        port=port,
+        log_level="warning",
+        ws="websockets-sansio",
+    )
+
+
+# ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
+
+_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
+
+
+class _RecordingConnection(Connection):
+    """The runtime core, plus a record of each session's ``session/update`` messages.
+
+    Hook on the core (runtime/jsonrpc.py): overrides ``Connection._enqueue`` -- the one
+    place every outgoing message passes, in wire order -- to copy the session updates of
+    a running turn into a per-session buffer, written to the store before the turn's
+    answer is queued.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorded: dict[str, list[bytes]] = {}
+
+    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+        if session_id is not None and frame.startswith(_UPDATE_PREFIX):
+            buf = self.recorded.get(session_id)
+            if buf is not None:
+                buf.append(frame)
+        super()._enqueue(frame, session_id)
+
+
+def _session_state(s: Any) -> dict[str, Any]:
+    return {"config_raw": s.config_raw, "state": s.state, "turns": s.turns}
+
+
+def _unknown(sid: Any) -> RpcError:
+    return invalid_params(
+        f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
+    )
+
+
+def agent_factory(
+    agent_cls: type[AgentRuntime],
+    store: SessionStore,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> ConnectionFactory:
+    """Build the per-connection runtime for ``create_app``; sessions persist in ``store``.
+
+    ``session/new``, ``session/set_config_option`` and every finished ``session/prompt``
+    are saved before they are answered; ``session/load`` rebuilds a session from the
+    store (in any process sharing it) and replays its history as ``session/update``
+    notifications; ``session/resume`` rebuilds it without replay.  Both answer with the
+    ``sessionId`` in the result so SDK clients open that session's SSE stream.
+    """
+
+    def factory(sink: Sink) -> CoreConnection:
+        rt = agent_cls()
+
+        async def restore(params: Any) -> tuple[str, Any]:
+            sid = params.get("sessionId") if type(params) is dict else None
+            if type(sid) is not str:
+                raise _unknown(sid)
+            s = rt.sessions.get(sid)
+            if s is None:
+                saved = await store.load(sid)
+                if saved is None:
+                    raise _unknown(sid)
+                raw = saved.get("config_raw") or {}
+                config = rt._validate_config(raw, ("params", "sessionId"))
+                s = Session(sid, config, raw, saved.get("state") or rt._machine.initial)
+                s.turns = int(saved.get("turns") or 0)
+                rt.sessions[sid] = s
+            return sid, s
+
+        async def prompt(params: dict[str, Any], ctx: Any) -> Any:
+            sid = params["sessionId"]
+            if sid not in rt.sessions and await store.load(sid) is not None:
+                await restore(params)  # a prompt after a restart, without load/resume first
+            if sid not in rt.sessions:
+                return await rt.handle_request("session/prompt", params, ctx)
+            buf = conn.recorded.setdefault(sid, [])
+            blocks = params.get("prompt")
+            for block in blocks if type(blocks) is list else ():
+                update = {"sessionUpdate": "user_message_chunk", "content": block}
+                buf.append(
+                    orjson.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "session/update",
+                            "params": {"sessionId": sid, "update": update},
+                        }
+                    )
+                )
+            try:
+                return await rt.handle_request("session/prompt", params, ctx)
+            finally:
+                frames = conn.recorded.pop(sid, [])
+                s = rt.sessions.get(sid)
+                if s is not None:
+                    await store.append_history(sid, frames)
+                    await store.save(sid, _session_state(s))
+
+        async def on_request(method: str, params: Any, ctx: Any) -> Any:
+            if method in ("session/load", "session/resume"):
+                sid, s = await restore(params)
+                if method == "session/load":
+                    for frame in await store.history(sid):
+                        conn.send_raw(frame, sid)
+                result: dict[str, Any] = {"sessionId": sid}
+                opts = rt._config_options(s.config_raw)
+                if opts:
+                    result["configOptions"] = opts
+                return result
+            if (
+                method == "session/prompt"
+                and type(params) is dict
+                and type(params.get("sessionId")) is str
+            ):
+                return await prompt(params, ctx)
+            result = await rt.handle_request(method, params, ctx)
+            if method == "initialize" and type(result) is dict:
+                caps = result.get("agentCapabilities")
+                if type(caps) is dict:
+                    caps["loadSession"] = True
+                    sc = caps.setdefault("sessionCapabilities", {})
+                    if type(sc) is dict:
+                        sc.setdefault("resume", {})
+            elif (
+                method == "session/new"
+                and type(result) is dict
+                and type(result.get("sessionId")) is str
+            ):
+                await store.save(
+                    result["sessionId"], _session_state(rt.sessions[result["sessionId"]])
+                )
+            elif method == "session/set_config_option" and type(params) is dict:
+                changed = rt.sessions.get(str(params.get("sessionId")))
+                if changed is not None:
+                    await store.save(changed.id, _session_state(changed))
+            return result
+
+        conn = _RecordingConnection(
+            sink,
+            on_request,
+            rt.handle_notification,
+            max_message_size=max_message_size,
+            immediate_notifications=immediate_methods(),
+        )
+        rt.attach(conn)
+        return conn
+
+    return factory
+
+
+def app_for(
+    agent_cls: type[AgentRuntime],
+    *,
+    store: SessionStore | None = None,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    **options: Any,
+) -> Starlette:
+    """The ASGI app of a generated agent: auth and the well-known document from its manifest.
+
+    The store defaults to SQLite at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
+    """
+    manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
+    if store is None:
+        path = os.environ.get("ACP_SESSION_DB") or f"{manifest.get('name', 'agent')}-sessions.db"
+        store = SqliteSessionStore(path)
+
+    async def document() -> dict[str, Any]:
+        info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
+        info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
+        return info
+
+    options.setdefault("auth", Auth.from_manifest(manifest))
+    options.setdefault("well_known", document)
+    options.setdefault("max_body", max_message_size)
+    return create_app(agent_factory(agent_cls, store, max_message_size), **options)
+
+
+def serve_http(
+    agent_cls: type[AgentRuntime], host: str = "127.0.0.1", port: int = 8000, **options: Any
+) -> None:
+    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
+    import uvicorn
+
+    app = app_for(agent_cls, **options)
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio")

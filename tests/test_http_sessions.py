@@ -1,0 +1,194 @@
+"""Sessions survive: the agent process is killed mid-session and restarted on the same
+SQLite store; the official SDK client reconnects, loads the session (history replayed) and
+continues it, nothing acknowledged is lost.  Plus the store itself and the well-known doc."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "templates"))
+
+from runtime.agent import AgentRuntime  # noqa: E402
+from runtime.store import SqliteSessionStore  # noqa: E402
+
+M = ("request", None, None)
+METHODS = {
+    "initialize": ("initialize", *M),
+    "session/new": ("session_new", *M),
+    "session/load": ("session_load", *M),
+    "session/resume": ("session_resume", *M),
+    "session/prompt": ("session_prompt", *M),
+    "session/cancel": ("session_cancel", "notification", None, None),
+    "session/set_config_option": ("session_set_config_option", *M),
+}
+
+
+class EchoAgent(AgentRuntime):
+    METHODS = METHODS
+    PROFILE = {"protocol_version": 1}
+    _acp_manifest = {
+        "name": "echo-http",
+        "version": "0.1.0",
+        "title": "Echo",
+        "links": {"docs": "https://example.org/docs"},
+        "auth": [{"type": "api_key", "env": "ECHO_KEY", "header": "X-API-Key"}],
+        "output_modes": {"sync": True, "streaming": True},
+    }
+
+    async def prompt(self, turn: Any, input: Any) -> Any:
+        for block in input:
+            await turn.send_text("echo:" + block.get("text", ""))
+        return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(port: int, db: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "ACP_SESSION_DB": str(db), "ECHO_KEY": "k-123-secret"}
+    proc = subprocess.Popen(
+        [sys.executable, __file__, str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert time.monotonic() < deadline, "agent did not start"
+        time.sleep(0.05)
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+
+
+def texts(updates: list[Any]) -> list[tuple[str, str]]:
+    return [(u.session_update, u.content.text) for u in updates]
+
+
+def test_restart_and_resume(tmp_path: Path) -> None:
+    import acp
+    from acp import schema as S
+    from acp.http.client import create_http_stream
+
+    port = free_port()
+    db = tmp_path / "sessions.db"
+    url = f"http://127.0.0.1:{port}/acp"
+    headers = {"X-API-Key": "k-123-secret"}
+
+    async def phase1() -> str:
+        c = Collector()
+        conn = acp.connect_to_agent(
+            c, create_http_stream(url, headers=headers, client=httpx.AsyncClient(timeout=None))
+        )
+        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
+        assert init.agent_capabilities.load_session is True
+        sess = await asyncio.wait_for(conn.new_session(cwd="/tmp", mcp_servers=[]), 10)
+        r = await asyncio.wait_for(
+            conn.prompt(
+                session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="one")]
+            ),
+            10,
+        )
+        assert r.stop_reason == "end_turn"
+        assert texts(c.updates) == [("agent_message_chunk", "echo:one")]
+        return sess.session_id
+
+    proc = start(port, db)
+    try:
+        sid = asyncio.run(phase1())
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    proc = start(port, db)
+    try:
+
+        async def phase2() -> None:
+            c = Collector()
+            conn = acp.connect_to_agent(
+                c, create_http_stream(url, headers=headers, client=httpx.AsyncClient(timeout=None))
+            )
+            await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
+            await asyncio.wait_for(
+                conn.load_session(cwd="/tmp", mcp_servers=[], session_id=sid), 10
+            )
+            # the history replayed: the user's prompt, then the agent's answer
+            assert texts(c.updates) == [
+                ("user_message_chunk", "one"),
+                ("agent_message_chunk", "echo:one"),
+            ]
+            c.updates.clear()
+            r = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[S.TextContentBlock(type="text", text="two")]),
+                10,
+            )
+            assert r.stop_reason == "end_turn"
+            assert texts(c.updates) == [("agent_message_chunk", "echo:two")]
+            await conn.close()
+
+        asyncio.run(phase2())
+        with httpx.Client(timeout=5) as h:
+            doc = h.get(f"http://127.0.0.1:{port}/.well-known/agent.json").json()
+            assert doc["name"] == "echo-http" and doc["links"]["docs"] == "https://example.org/docs"
+            assert "schemas" in doc and doc["endpoints"]["acp"] == "/acp"
+            r = h.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1},
+                },
+            )
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("ApiKey")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert b"k-123-secret" not in err
+
+
+def test_sqlite_store_roundtrip(tmp_path: Path) -> None:
+    async def go() -> None:
+        st = SqliteSessionStore(tmp_path / "s.db")
+        await st.save("a", {"state": "idle", "config_raw": {"m": 1}})
+        await st.append_history("a", [b"1", b"2"])
+        await st.append_history("a", [b"3"])
+        st.close()
+        st = SqliteSessionStore(tmp_path / "s.db")
+        assert await st.load("a") == {"state": "idle", "config_raw": {"m": 1}}
+        assert await st.history("a") == [b"1", b"2", b"3"]
+        assert await st.load("zz") is None
+        await st.delete("a")
+        assert await st.load("a") is None and await st.history("a") == []
+
+    asyncio.run(go())
+
+
+if __name__ == "__main__":
+    from runtime.http_server import serve_http
+
+    serve_http(EchoAgent, port=int(sys.argv[1]))

@@ -1,0 +1,97 @@
+"""render_generated: the `_generated/` file set, determinism, formatting, revision profile."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from generator.render import profile_for, render_generated, runtime_files
+
+MANIFEST = {"name": "r", "version": "1.0.0", "title": "R"}
+
+
+def _load(shared_acp: Path, rev: str, unstable: bool = False) -> tuple[dict, dict | None]:
+    sfx = ".unstable" if unstable else ""
+    meta = shared_acp / rev / f"meta{sfx}.json"
+    return json.loads((shared_acp / rev / f"schema{sfx}.json").read_text()), (
+        json.loads(meta.read_text()) if meta.exists() else None
+    )
+
+
+@pytest.mark.parametrize(
+    ("rev", "unstable"), [("legacy", False), ("v1", False), ("v1", True), ("v2", False)]
+)
+def test_files_deterministic_and_methods_complete(
+    shared_acp: Path, rev: str, unstable: bool
+) -> None:
+    schema, meta = _load(shared_acp, rev, unstable)
+    a = render_generated(
+        schema=schema, meta=meta, manifest=MANIFEST, role="agent", transport="stdio"
+    )
+    b = render_generated(
+        schema=schema, meta=meta, manifest=MANIFEST, role="agent", transport="stdio"
+    )
+    assert a == b
+    for rel in ("__init__.py", "dispatcher.py", "models.py", "manifest_models.py", "manifest.json"):
+        assert rel in a
+    for rel, text in runtime_files().items():
+        assert a[rel] == text  # copied verbatim
+    tree = ast.parse(a["dispatcher.py"])
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    agent_methods = {
+        f.name for f in classes["AgentBase"].body if isinstance(f, ast.AsyncFunctionDef)
+    }
+    wire = {
+        d["x-method"]
+        for d in (schema.get("$defs") or {}).values()
+        if isinstance(d, dict) and d.get("x-side") in ("agent", "both") and "x-method" in d
+    }
+    assert len(agent_methods - {"prompt"}) == len(wire)
+    assert json.loads(a["manifest.json"]) == MANIFEST
+
+
+def test_generated_code_is_ruff_formatted(shared_acp: Path, tmp_path: Path) -> None:
+    schema, meta = _load(shared_acp, "v1", True)
+    files = render_generated(
+        schema=schema, meta=meta, manifest=MANIFEST, role="agent", transport="stdio"
+    )
+    for rel in ("dispatcher.py", "__init__.py"):
+        p = tmp_path / rel
+        p.write_text(files[rel])
+    ruff = Path(sys.executable).parent / "ruff"
+    r = subprocess.run(
+        [str(ruff), "format", "--check", "--line-length", "100", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_profile_follows_the_schema(shared_acp: Path) -> None:
+    v1u, m1u = _load(shared_acp, "v1", True)
+    v1, m1 = _load(shared_acp, "v1")
+    v2, m2 = _load(shared_acp, "v2")
+    p = profile_for(v1u, m1u)
+    assert p["lifecycle"] == "v1" and p["providers"] and p["init_shape"] == "v1"
+    assert profile_for(v1, m1)["providers"] is False
+    p2 = profile_for(v2, m2)
+    assert p2["lifecycle"] == "v2" and p2["init_shape"] == "v2" and p2["protocol_version"] == 2
+
+
+def test_bad_role_is_refused(shared_acp: Path) -> None:
+    from generator.errors import AgentgenError
+
+    schema, meta = _load(shared_acp, "v1")
+    with pytest.raises(AgentgenError):
+        render_generated(
+            schema=schema, meta=meta, manifest=MANIFEST, role="robot", transport="stdio"
+        )

@@ -44,31 +44,6 @@ async def serve_agent_stdio(
         await conn.close()
 
 
-def serve_agent_http(
-    agent_cls: type[AgentRuntime],
-    *,
-    host: str,
-    port: int,
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-) -> None:
-    """HTTP/SSE/WebSocket: one agent instance and one `Connection` per ACP connection."""
-    from .auth import Auth
-    from .http_server import serve
-
-    async def well_known() -> dict[str, Any]:
-        info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
-        return info
-
-    serve(
-        lambda sink: agent_connection(agent_cls(), sink, max_message_size),
-        host=host,
-        port=port,
-        auth=Auth.from_manifest(agent_cls._acp_manifest),
-        well_known=well_known,
-        max_body=max_message_size,
-    )
-
-
 def _max_size() -> int:
     raw = os.environ.get("ACP_MAX_MESSAGE_SIZE")
     try:

@@ -64,7 +64,9 @@ def run_agent(
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
-        serve_agent_http(
+        from .http_server import serve_http  # the HTTP transport (SSE + WebSocket + session store)
+
+        serve_http(
             agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size
         )
         return

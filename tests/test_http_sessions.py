@@ -12,15 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
 
-from runtime.agent import AgentRuntime  # noqa: E402
-from runtime.store import SqliteSessionStore  # noqa: E402
+from runtime.agent import AgentRuntime
+from runtime.store import SqliteSessionStore
 
 M = ("request", None, None)
 METHODS = {
@@ -36,8 +36,8 @@ METHODS = {
 
 class EchoAgent(AgentRuntime):
     METHODS = METHODS
-    PROFILE = {"protocol_version": 1}
-    _acp_manifest = {
+    PROFILE: ClassVar[dict[str, Any]] = {"protocol_version": 1}
+    _acp_manifest: ClassVar[dict[str, Any]] = {
         "name": "echo-http",
         "version": "0.1.0",
         "title": "Echo",

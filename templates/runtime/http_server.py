@@ -74,6 +74,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime, Session, immediate_methods
 from .auth import Auth
+from .callbacks import CallbackSender
 from .errors import RpcError, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 from .store import SessionStore, SqliteSessionStore
@@ -563,9 +564,17 @@ def agent_factory(
     ``session/new``, ``session/set_config_option`` and every finished ``session/prompt``
     are saved before they are answered; ``session/load`` rebuilds a session from the
     store (in any process sharing it) and replays its history as ``session/update``
-    notifications; ``session/resume`` rebuilds it without replay.  Both answer with the
+    notifications; ``session/resume`` rebuilds it without replay.  When the manifest
+    declares ``output_modes.async.callback``, a prompt with ``_meta.callbackUrl`` also gets
+    its result POSTed there, signed (see ``callbacks.py``).  Both answer with the
     ``sessionId`` in the result so SDK clients open that session's SSE stream.
     """
+
+    modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
+    async_mode = modes.get("async") if type(modes) is dict else None
+    callbacks = (
+        CallbackSender() if type(async_mode) is dict and async_mode.get("callback") else None
+    )
 
     def factory(sink: Sink) -> CoreConnection:
         rt = agent_cls()
@@ -605,14 +614,31 @@ def agent_factory(
                         }
                     )
                 )
+            meta = params.get("_meta")
+            callback = (
+                meta.get("callbackUrl") if type(meta) is dict and callbacks is not None else None
+            )
+            result: Any = None
             try:
-                return await rt.handle_request("session/prompt", params, ctx)
+                result = await rt.handle_request("session/prompt", params, ctx)
+                return result
             finally:
                 frames = conn.recorded.pop(sid, [])
                 s = rt.sessions.get(sid)
                 if s is not None:
                     await store.append_history(sid, frames)
                     await store.save(sid, _session_state(s))
+                if callback is not None and callbacks is not None and type(result) is dict:
+                    updates = [orjson.loads(f)["params"]["update"] for f in frames]
+                    updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]
+                    callbacks.schedule(
+                        callback,
+                        {
+                            "sessionId": sid,
+                            "stopReason": result.get("stopReason"),
+                            "updates": updates,
+                        },
+                    )
 
         async def on_request(method: str, params: Any, ctx: Any) -> Any:
             if method in ("session/load", "session/resume"):

@@ -1,0 +1,164 @@
+"""Async output with callbacks: retries with backoff, HMAC signature, end to end through
+the HTTP agent driven by the official SDK client; the secret never reaches a log line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from runtime.callbacks import SIGNATURE_HEADER, CallbackSender, sign, verify
+from runtime.http_server import app_for
+from runtime.store import MemorySessionStore
+from test_http_sessions import EchoAgent
+
+SECRET = b"cb-shared-secret-42"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running(app: Any):
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        t.join(10)
+
+
+def receiver(fail_first: int, status: int = 503):
+    got: list[tuple[bytes, str | None]] = []
+    calls = {"n": 0}
+
+    async def hook(request: Request) -> Response:
+        calls["n"] += 1
+        body = await request.body()
+        if calls["n"] <= fail_first:
+            return Response(status_code=status)
+        got.append((body, request.headers.get(SIGNATURE_HEADER)))
+        return Response(status_code=204)
+
+    return Starlette(routes=[Route("/hook", hook, methods=["POST"])]), got, calls
+
+
+def test_retries_then_delivers_signed(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    app, got, calls = receiver(fail_first=2)
+    with running(app) as port:
+        sender = CallbackSender(SECRET, base_delay=0.01, attempts=4)
+        ok = asyncio.run(sender.deliver(f"http://127.0.0.1:{port}/hook?token=q", {"a": 1}))
+    assert ok and calls["n"] == 3 and len(got) == 1
+    body, sig = got[0]
+    assert verify(SECRET, body, sig)
+    assert not verify(b"other", body, sig)
+    assert not verify(SECRET, body + b" ", sig)
+    assert not verify(SECRET, body, sign(SECRET, body, int(time.time()) - 3600))  # stale
+    assert "cb-shared-secret-42" not in caplog.text and "token=q" not in caplog.text
+
+
+def test_final_4xx_and_bad_urls_and_no_secret() -> None:
+    app, _got, calls = receiver(fail_first=10, status=400)
+    with running(app) as port:
+        sender = CallbackSender(SECRET, base_delay=0.01, attempts=4)
+        assert asyncio.run(sender.deliver(f"http://127.0.0.1:{port}/hook", {})) is False
+        assert calls["n"] == 1  # 400 is not retried
+        assert asyncio.run(sender.deliver("file:///etc/passwd", {})) is False
+        assert (
+            asyncio.run(CallbackSender(b"").deliver(f"http://127.0.0.1:{port}/hook", {})) is False
+        )
+    # a closed port: retried, then gives up without raising
+    dead = free_port()
+    assert (
+        asyncio.run(
+            CallbackSender(SECRET, base_delay=0.01, attempts=3).deliver(
+                f"http://127.0.0.1:{dead}/", {}
+            )
+        )
+        is False
+    )
+
+
+class AsyncEcho(EchoAgent):
+    _acp_manifest: ClassVar[dict[str, Any]] = {
+        **EchoAgent._acp_manifest,
+        "auth": [],
+        "output_modes": {"async": {"callback": True}},
+    }
+
+
+def test_prompt_result_posted_to_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import acp
+    from acp import schema as S
+    from acp.http.client import create_http_stream
+
+    monkeypatch.setenv("ACP_CALLBACK_SECRET", SECRET.decode())
+    hook_app, got, _ = receiver(fail_first=1)
+    with (
+        running(hook_app) as hook_port,
+        running(app_for(AsyncEcho, store=MemorySessionStore())) as port,
+    ):
+
+        async def go() -> None:
+            conn = acp.connect_to_agent(
+                _Null(),
+                create_http_stream(
+                    f"http://127.0.0.1:{port}/acp", client=httpx.AsyncClient(timeout=None)
+                ),
+            )
+            await conn.initialize(protocol_version=1)
+            sess = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            r = await conn.prompt(
+                session_id=sess.session_id,
+                prompt=[S.TextContentBlock(type="text", text="hi")],
+                callbackUrl=f"http://127.0.0.1:{hook_port}/hook",
+            )
+            assert r.stop_reason == "end_turn"
+            for _ in range(300):
+                if got:
+                    break
+                await asyncio.sleep(0.02)
+            await conn.close()
+
+        asyncio.run(go())
+    assert len(got) == 1
+    import orjson
+
+    body, sig = got[0]
+    assert verify(SECRET, body, sig)
+    doc = orjson.loads(body)
+    assert doc["stopReason"] == "end_turn"
+    assert doc["updates"][0]["content"]["text"] == "echo:hi"
+
+
+class _Null:
+    async def session_update(self, *a: Any, **k: Any) -> None:
+        return None

@@ -400,6 +400,11 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         )
         m, _ = await raw.until_id(16)
         assert m["error"]["code"] == -32800
+        # the session is usable again after the cancelled request
+        m = await raw.call(
+            161, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert m["result"] == {"stopReason": "end_turn"}
         # config: invalid _meta.config -> -32602 with the location
         m = await raw.call(
             18,
@@ -416,6 +421,11 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
             o["id"] == "model" and o["currentValue"] == "large"
             for o in m["result"]["configOptions"]
         )
+        m = await raw.call(
+            21, "session/new", {"cwd": "/tmp", "mcpServers": [], "_meta": {"config": "nope"}}
+        )
+        assert m["error"]["code"] == -32602
+        assert m["error"]["data"]["errors"][0]["loc"] == ["params", "_meta", "config"]
         # EOF with a turn in flight: clean exit
         await raw.send(
             {

@@ -754,7 +754,7 @@ class AgentRuntime:
         s.task = asyncio.current_task()
         try:
             reason = await self._run_turn(s, turn, input)
-        except RpcError:
+        except (RpcError, asyncio.CancelledError):  # failed, or `$/cancel_request`
             self._reset_state(s)
             raise
         result: dict[str, Any] = {"stopReason": reason}

@@ -426,6 +426,24 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         )
         assert m["error"]["code"] == -32602
         assert m["error"]["data"]["errors"][0]["loc"] == ["params", "_meta", "config"]
+        m = await raw.call(
+            22,
+            "session/new",
+            {"cwd": "/tmp", "mcpServers": [], "_meta": {"config": {"model": "huge", "verbose": 3}}},
+        )
+        assert m["error"]["code"] == -32602
+        locs = [e["loc"] for e in m["error"]["data"]["errors"]]
+        assert locs == [
+            ["params", "_meta", "config", "model"],
+            ["params", "_meta", "config", "verbose"],
+        ]
+        m = await raw.call(
+            23,
+            "session/new",
+            {"cwd": "/tmp", "mcpServers": [], "_meta": {"config": {"model": "large"}}},
+        )
+        cur = {o["id"]: o["currentValue"] for o in m["result"]["configOptions"]}
+        assert cur == {"model": "large", "verbose": False}
         # EOF with a turn in flight: clean exit
         await raw.send(
             {

@@ -493,6 +493,7 @@ class AgentRuntime:
     def _validate_config(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> Any:
         cls = self._mclass("Config") if self._acp_manifest.get("config") else None
         if cls is None:
+            self._check_options(raw, loc)
             return raw
         try:
             return cls.model_validate(raw)
@@ -500,6 +501,33 @@ class AgentRuntime:
             if hasattr(exc, "errors"):
                 raise from_validation_error(exc, loc) from None
             raise
+
+    def _check_options(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> None:
+        """Without a Config model: check option values against the manifest's options."""
+        types: dict[str, tuple[type, ...]] = {
+            "boolean": (bool,),
+            "string": (str,),
+            "integer": (int,),
+            "number": (int, float),
+        }
+        errs: list[dict[str, Any]] = []
+        for opt in (self._acp_manifest.get("config") or {}).get("options") or ():
+            if opt["id"] not in raw:
+                continue
+            val = raw[opt["id"]]
+            want = types.get(str(opt.get("type")))
+            bad_bool = isinstance(val, bool) and opt.get("type") in ("integer", "number")
+            where = [*loc, opt["id"]] if loc[-1:] != ("value",) else list(loc)
+            if want is not None and (not isinstance(val, want) or bad_bool):
+                errs.append(
+                    {"loc": where, "msg": f"expected {opt.get('type')}", "type": "type_error"}
+                )
+            elif opt.get("values") and val not in opt["values"]:
+                errs.append({"loc": where, "msg": "not one of the allowed values", "type": "enum"})
+        if errs:
+            raise invalid_params(
+                "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in errs), errs
+            )
 
     def _config_defaults(self) -> dict[str, Any]:
         cfg = self._acp_manifest.get("config") or {}

@@ -626,8 +626,7 @@ def agent_factory(
                 frames = conn.recorded.pop(sid, [])
                 s = rt.sessions.get(sid)
                 if s is not None:
-                    await store.append_history(sid, frames)
-                    await store.save(sid, _session_state(s))
+                    await store.save_turn(sid, _session_state(s), frames)
                 if callback is not None and callbacks is not None and type(result) is dict:
                     updates = [orjson.loads(f)["params"]["update"] for f in frames]
                     updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]

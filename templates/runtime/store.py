@@ -15,7 +15,7 @@ A write is durable when the awaited call returns: the HTTP transport saves a ses
 before it answers the request that changed it, so an acknowledged change survives a
 crash or restart.
 
-Replicas behind a load balancer: write a second implementation of the same five
+Replicas behind a load balancer: write a second implementation of the same six
 methods on a shared server and pass it to ``serve_http(..., store=...)``.  With
 Postgres: one ``sessions(id text primary key, state jsonb, updated timestamptz)`` table
 (``INSERT .. ON CONFLICT (id) DO UPDATE``) and one ``history(session_id, seq bigserial,
@@ -43,6 +43,11 @@ class SessionStore(Protocol):
     async def append_history(self, session_id: str, messages: list[bytes]) -> None: ...
     async def history(self, session_id: str) -> list[bytes]: ...
     async def delete(self, session_id: str) -> None: ...
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        """``append_history`` + ``save`` as one atomic write (one per finished turn)."""
+        ...
 
 
 class MemorySessionStore:
@@ -64,6 +69,12 @@ class MemorySessionStore:
 
     async def history(self, session_id: str) -> list[bytes]:
         return list(self._history.get(session_id, ()))
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        await self.append_history(session_id, messages)
+        await self.save(session_id, state)
 
     async def delete(self, session_id: str) -> None:
         self._state.pop(session_id, None)
@@ -116,6 +127,20 @@ class SqliteSessionStore:
             raise
         self._db.execute("COMMIT")
 
+    def _turn(self, sid: str, state: bytes, messages: list[bytes]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            if messages:
+                self._db.executemany(
+                    "INSERT INTO history (session_id, message) VALUES (?, ?)",
+                    [(sid, m) for m in messages],
+                )
+            self._save(sid, state)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def _history(self, sid: str) -> list[bytes]:
         rows = self._db.execute(
             "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,)
@@ -142,6 +167,11 @@ class SqliteSessionStore:
     async def history(self, session_id: str) -> list[bytes]:
         result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
         return result
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        await asyncio.to_thread(self._run, self._turn, session_id, orjson.dumps(state), messages)
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self._run, self._delete, session_id)

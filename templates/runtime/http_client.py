@@ -19,8 +19,9 @@ session's stream.  Every other message is POSTed (202) with ``Acp-Connection-Id`
 error) makes its request fail at once with a JSON-RPC error (``data.status`` carries the
 HTTP status) instead of hanging.  ``close`` DELETEs the connection.
 
-Reconnect: an SSE stream that drops is re-opened with exponential backoff (the server
-keeps what it buffered for the next GET of that stream).  When the server no longer
+Reconnect: an SSE stream that drops is re-opened with exponential backoff, with
+``Last-Event-ID`` set to the last event id received on it, so the server resends what
+the dropped socket may have swallowed (our server keeps a replay window per stream).  When the server no longer
 knows the connection (404, e.g. it restarted), or the retries run out, the connection
 ends: pending requests fail with "connection closed".  Connect again and call
 ``session/load`` (history replayed) or ``session/resume`` to continue the session; the
@@ -79,6 +80,7 @@ class HttpTransport:
         self.connection_id: str | None = None
         self.conn: Connection | None = None
         self._streams: dict[str | None, asyncio.Task[None]] = {}
+        self._last_id: dict[str | None, bytes] = {}
         self._closed = False
 
     # ---- sending (the Connection's sink) -------------------------------------------
@@ -144,13 +146,16 @@ class HttpTransport:
             }
             if sid is not None:
                 headers[SESSION_ID_HEADER] = sid
+            last = self._last_id.get(sid)
+            if last is not None:
+                headers["Last-Event-ID"] = last.decode("ascii", "replace")
             status = None
             try:
                 async with self.http.stream("GET", self.url, headers=headers) as r:
                     status = r.status_code
                     if status == 200:
                         failures = 0
-                        await self._read_sse(r)
+                        await self._read_sse(r, sid)
             except httpx.HTTPError:
                 pass
             if self._closed:
@@ -166,10 +171,11 @@ class HttpTransport:
             asyncio.get_running_loop().create_task(self.conn.close())
         self._streams.pop(sid, None)
 
-    async def _read_sse(self, r: httpx.Response) -> None:
+    async def _read_sse(self, r: httpx.Response, sid: str | None) -> None:
         assert self.conn is not None
         buf = b""
         data: list[bytes] = []
+        event_id = b""
         async for chunk in r.aiter_bytes():
             buf += chunk
             while True:
@@ -182,6 +188,8 @@ class HttpTransport:
                     if line.startswith(b"data:"):
                         v = line[5:]
                         data.append(v[1:] if v.startswith(b" ") else v)
+                    elif line.startswith(b"id:"):
+                        event_id = line[3:].strip()
                     continue
                 if data:
                     payload = b"\n".join(data)
@@ -191,6 +199,9 @@ class HttpTransport:
                         found = m.group(1).decode()
                         if found not in self._streams:
                             self._open(found)
+                    if event_id:
+                        self._last_id[sid] = event_id
+                        event_id = b""
                     self.conn.feed(payload)
 
     async def close(self) -> None:

@@ -49,9 +49,12 @@ Slow readers: each stream has a bounded buffer (``stream_buffer_bytes``, 8 MiB b
 default).  When it is full the sink waits (backpressure reaches the handler through
 the core's ``drain()``); nothing is dropped.  If a buffer stays full for
 ``stall_timeout`` seconds with no reader draining it, the connection is ended (its
-work cancelled) rather than growing memory or silently losing messages.  A stream
-whose reader goes away keeps its buffered messages for the next GET of the same
-stream: closing a stream cancels nothing the session still needs.
+work cancelled) rather than growing memory or silently losing messages.  Closing a
+stream cancels nothing: the session's work goes on and its messages wait (bounded) for
+the next GET of that stream.  Every SSE event carries ``id: <n>``; a reader that
+reconnects with ``Last-Event-ID: <n>`` gets every later event again from a replay
+window of the last 4 MiB sent on that stream (events written to a socket that dropped may
+never have been read).  The SDK client ignores ``id:`` lines, so this stays compatible.
 """
 
 from __future__ import annotations
@@ -133,11 +136,21 @@ class Stall(Exception):
 
 
 class OutStream:
-    """A bounded byte buffer of SSE-ready frames for one stream (see module doc)."""
+    """A bounded buffer of SSE events for one stream (see module doc).
 
-    def __init__(self, limit: int, stall_timeout: float) -> None:
-        self._frames: deque[bytes] = deque()
+    Every event carries ``id: <seq>``.  Besides the unsent events (at most ``limit``
+    bytes, plus one event), the stream keeps a replay window of the last sent ones (at
+    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back with ``Last-Event-ID`` gets every
+    event after that id again, since bytes handed to a socket may never have been read.
+    """
+
+    def __init__(self, limit: int, stall_timeout: float, window: int = 4 * 1024 * 1024) -> None:
+        self._window = window
+        self._frames: deque[tuple[int, bytes]] = deque()
+        self._sent: deque[tuple[int, bytes]] = deque()
         self._bytes = 0
+        self._sent_bytes = 0
+        self._seq = 0
         self._limit = limit
         self._stall = stall_timeout
         self._data = asyncio.Event()
@@ -146,7 +159,7 @@ class OutStream:
         self.closed = False
         self.reader: object | None = None
 
-    async def put(self, frame: bytes) -> None:
+    async def put(self, message: bytes) -> None:
         if self.closed:
             return
         if self._bytes >= self._limit:
@@ -157,24 +170,36 @@ class OutStream:
                 raise Stall() from None
             if self.closed:
                 return
-        self._frames.append(frame)
-        self._bytes += len(frame)
+        self._seq += 1
+        event = b"id: %d\ndata: %b\n\n" % (self._seq, message)
+        self._frames.append((self._seq, event))
+        self._bytes += len(event)
         self._data.set()
 
-    def take_all(self) -> list[bytes]:
+    def take_all(self) -> list[tuple[int, bytes]]:
         out = list(self._frames)
         self._frames.clear()
         self._bytes = 0
         self._data.clear()
         self._room.set()
+        for item in out:
+            self._sent.append(item)
+            self._sent_bytes += len(item[1])
+        first = out[0][0] if out else self._seq + 1
+        # the window keeps ``window`` bytes of older events plus the whole latest write
+        while self._sent and self._sent_bytes > self._window and self._sent[0][0] < first:
+            self._sent_bytes -= len(self._sent.popleft()[1])
         return out
 
-    def unread(self, frames: list[bytes]) -> None:
-        """Put back frames a departed reader did not get to send."""
-        for f in reversed(frames):
-            self._frames.appendleft(f)
-            self._bytes += len(f)
-        if frames:
+    def rewind(self, last_id: int) -> None:
+        """Queue again the sent events after ``last_id`` (those still in the window)."""
+        again = [item for item in self._sent if item[0] > last_id]
+        if self._sent and self._sent[0][0] > last_id + 1:
+            log.warning("stream resumed from event %d but the replay window starts later", last_id)
+        for item in reversed(again):
+            self._frames.appendleft(item)
+            self._bytes += len(item[1])
+        if again:
             self._data.set()
 
     async def wait(self, timeout: float) -> bool:
@@ -223,7 +248,7 @@ class HttpConnection:
                 continue
             target = self.sessions.get(sid) if sid is not None else None
             try:
-                await (target or self.main).put(b"data: " + frame + b"\n\n")
+                await (target or self.main).put(frame)
             except Stall:
                 log.warning(
                     "connection %s: stream buffer full with no reader; ending the connection",
@@ -255,7 +280,7 @@ class HttpConnection:
         elif attached is not None and "result" in msg:
             self.session_stream(attached)
         if type(born) is str or attached is not None:
-            await self.main.put(b"data: " + frame + b"\n\n")
+            await self.main.put(frame)
             return True
         return False
 
@@ -392,6 +417,9 @@ class AcpHttpServer:
         stream = conn.sessions[sid] if sid is not None else conn.main
         token = object()
         stream.reader = token  # a newer GET of the same stream takes over
+        last = request.headers.get("last-event-id", "").strip()
+        if last.isdigit():
+            stream.rewind(int(last))
         return StreamingResponse(
             self._sse(stream, token),
             media_type="text/event-stream",
@@ -399,23 +427,16 @@ class AcpHttpServer:
         )
 
     async def _sse(self, stream: OutStream, token: object) -> AsyncIterator[bytes]:
-        pending: list[bytes] = []
-        try:
-            while stream.reader is token:
-                if not await stream.wait(self.keepalive):
-                    yield b": keepalive\n\n"
-                    continue
-                pending = stream.take_all()
-                if not pending:
-                    if stream.closed:
-                        return
-                    continue
-                chunk = b"".join(pending)
-                yield chunk
-                pending = []
-        finally:
-            if pending:  # the reader left mid-write: keep the messages for the next GET
-                stream.unread(pending)
+        while stream.reader is token:
+            if not await stream.wait(self.keepalive):
+                yield b": keepalive\n\n"
+                continue
+            events = stream.take_all()
+            if not events:
+                if stream.closed:
+                    return
+                continue
+            yield b"".join([e for _, e in events])
 
     async def delete(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
@@ -186,6 +187,62 @@ def test_sqlite_store_roundtrip(tmp_path: Path) -> None:
         assert await st.load("a") is None and await st.history("a") == []
 
     asyncio.run(go())
+
+
+class SlowAgent(EchoAgent):
+    async def prompt(self, turn: Any, input: Any) -> Any:
+        for i in range(500):
+            await turn.send_text(f"tick{i}")
+            await asyncio.sleep(0.01)
+        return None
+
+
+def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -> None:
+    """The SDK's WebSocket client drives the runtime's agent: initialize, session/new, a
+    streamed prompt, cancel (stopReason cancelled); a handshake without the key is refused."""
+    import acp
+    import websockets
+    from acp import schema as S
+    from acp.ws.client import create_websocket_stream
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from runtime.http_server import app_for
+    from runtime.store import MemorySessionStore
+    from test_http_transport import running_server
+
+    monkeypatch.setenv("ECHO_KEY", "k-ws-secret")
+    with running_server(app_for(SlowAgent, store=MemorySessionStore())) as addr:
+
+        async def go() -> None:
+            c = Collector()
+            t = await create_websocket_stream(
+                f"ws://{addr}/acp", headers={"X-API-Key": "k-ws-secret"}
+            )
+            conn = acp.connect_to_agent(c, t)
+            await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
+            sess = await asyncio.wait_for(conn.new_session(cwd="/tmp", mcp_servers=[]), 10)
+            task = asyncio.ensure_future(
+                conn.prompt(
+                    session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="go")]
+                )
+            )
+            for _ in range(500):
+                if len(c.updates) >= 3:
+                    break
+                await asyncio.sleep(0.01)
+            await conn.cancel(session_id=sess.session_id)
+            r = await asyncio.wait_for(task, 10)
+            assert r.stop_reason == "cancelled"
+            got = [u.content.text for u in c.updates]
+            assert 3 <= len(got) < 500 and got == [f"tick{i}" for i in range(len(got))]
+            await conn.close()
+            with pytest.raises(
+                websockets.InvalidStatus
+            ) as refused:  # no key: refused at the handshake
+                await create_websocket_stream(f"ws://{addr}/acp")
+            assert refused.value.response.status_code == 403
+
+        asyncio.run(go())
 
 
 if __name__ == "__main__":

@@ -240,7 +240,8 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
                 websockets.InvalidStatus
             ) as refused:  # no key: refused at the handshake
                 await create_websocket_stream(f"ws://{addr}/acp")
-            assert refused.value.response.status_code == 403
+            assert refused.value.response.status_code == 401
+            assert refused.value.response.headers["WWW-Authenticate"].startswith("ApiKey")
 
         asyncio.run(go())
 

@@ -465,7 +465,10 @@ class AcpHttpServer:
     async def websocket(self, ws: WebSocket) -> None:
         denied = self.auth.check(ws.headers)
         if denied is not None:
-            await ws.close(code=1008, reason="unauthorized")
+            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
+            else:
+                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
             return
         conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
         self.connections[conn.id] = conn

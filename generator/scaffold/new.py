@@ -52,8 +52,12 @@ def _check_target(directory: Path) -> Path:
                 source=str(directory),
                 hint="choose a new directory",
             )
-    if not target.parent.is_dir():
-        raise AgentgenError("parent directory does not exist", source=str(target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AgentgenError(
+            f"cannot create the parent directory: {exc.strerror}", source=str(target.parent)
+        ) from None
     return target
 
 

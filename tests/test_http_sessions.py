@@ -156,6 +156,7 @@ def test_restart_and_resume(tmp_path: Path) -> None:
             doc = h.get(f"http://127.0.0.1:{port}/.well-known/agent.json").json()
             assert doc["name"] == "echo-http" and doc["links"]["docs"] == "https://example.org/docs"
             assert "schemas" in doc and doc["endpoints"]["acp"] == "/acp"
+            assert doc["capabilities"]["loadSession"] is True
             r = h.post(
                 url,
                 json={

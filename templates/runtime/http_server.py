@@ -734,6 +734,9 @@ def app_for(
     async def document() -> dict[str, Any]:
         info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
         info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
+        caps = info.get("capabilities")
+        if type(caps) is dict and "loadSession" in caps:
+            caps["loadSession"] = True  # over HTTP, sessions persist (see agent_factory)
         return info
 
     options.setdefault("auth", Auth.from_manifest(manifest))

@@ -126,4 +126,7 @@ async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) ->
                     "prompt": [{"type": "text", "text": line.rstrip("\n")}],
                 },
             )
-            print(result, file=sys.stderr)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            stop = result.get("stopReason", "accepted") if isinstance(result, dict) else result
+            print(f"[turn: {stop}]", file=sys.stderr)

@@ -29,7 +29,7 @@ PROMPTS = ["Hello from the generated client!", "Typed models, one dispatcher, an
 def step(title: str, cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     shown = ["agentgen", *cmd[len(AGENTGEN) :]] if cmd[: len(AGENTGEN)] == AGENTGEN else cmd
     print(f"\n$ {' '.join(shown)}   # {title}", flush=True)
-    proc = subprocess.run(cmd, text=True, capture_output=True, timeout=600, **kwargs)  # type: ignore[call-overload]
+    proc = subprocess.run(cmd, check=False, text=True, capture_output=True, timeout=600, **kwargs)  # type: ignore[call-overload]
     out = (proc.stdout + proc.stderr).strip()
     if out:
         print(out)
@@ -52,14 +52,38 @@ def main() -> int:
         if d.exists():
             shutil.rmtree(d)
     try:
-        step("validate", [*AGENTGEN, "validate", *map(str, sorted(REPO.glob("examples/*/agent.yaml")))])
+        step(
+            "validate",
+            [*AGENTGEN, "validate", *map(str, sorted(REPO.glob("examples/*/agent.yaml")))],
+        )
         step("scaffold", [*AGENTGEN, "new", str(agent), "--manifest", str(manifest), *schema])
-        step("scaffold", [*AGENTGEN, "new", str(client), "--manifest", str(manifest), "--role", "client", *schema])
+        step(
+            "scaffold",
+            [
+                *AGENTGEN,
+                "new",
+                str(client),
+                "--manifest",
+                str(manifest),
+                "--role",
+                "client",
+                *schema,
+            ],
+        )
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(agent), str(client)])}
         cmd = [sys.executable, "-m", "echo_client", "--", sys.executable, "-m", "echo"]
-        print("\n$ echo-client -- echo   # the generated client drives the generated agent", flush=True)
+        print(
+            "\n$ echo-client -- echo   # the generated client drives the generated agent",
+            flush=True,
+        )
         proc = subprocess.run(
-            cmd, input="\n".join(PROMPTS) + "\n", text=True, capture_output=True, env=env, timeout=120
+            cmd,
+            check=False,
+            input="\n".join(PROMPTS) + "\n",
+            text=True,
+            capture_output=True,
+            env=env,
+            timeout=120,
         )
         print(proc.stdout.rstrip())
         if proc.stderr.strip():

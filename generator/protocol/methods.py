@@ -1,0 +1,258 @@
+"""The method table of a protocol revision (contract 1), read from the schema itself.
+
+Where each fact comes from:
+
+- wire name and handling side: `x-method` / `x-side` on the params and result
+  definitions (`x-side: both` gives one entry per side);
+- request or notification: membership in the message unions (`ClientRequest` /
+  `AgentRequest` params, `AgentResponse` / `ClientResponse` results,
+  `AgentNotification` / `ClientNotification` params); a tagged definition outside
+  every union is a request when some definition of the same method sits in a result
+  position or is named `...Response`, a notification otherwise;
+- stability: an `UNSTABLE` marker in the description of the params or result
+  definition; with a meta table, a schema method the meta table does not list is
+  unstable too (meta.json lists the stable methods only);
+- python name: the meta table's key when a meta table names the method, else the
+  snake_case of the wire name (`session/prompt` -> `session_prompt`, `_agent/info` ->
+  `ext_agent_info`, `$/cancel_request` -> `cancel_request`).
+
+A wire name that is both a request and a notification on one side (`mcp/message`)
+keeps one entry, the request: the runtime dispatches by wire name, and a request
+entry answers when the message has an id and stays silent when it has none.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import AgentgenError
+
+__all__ = ["Method", "MethodTable", "method_table", "python_name", "run_methods"]
+
+SIDES = ("agent", "client", "protocol")
+KINDS = ("request", "notification")
+
+# Message unions: which position a member definition takes.
+_PARAMS_UNIONS = ("ClientRequest", "AgentRequest")
+_RESULT_UNIONS = ("AgentResponse", "ClientResponse")
+_NOTIFICATION_UNIONS = ("AgentNotification", "ClientNotification")
+# meta.json section -> side that handles the method
+_META_SECTIONS = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
+_UNSTABLE = re.compile(r"\bUNSTABLE\b")
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str  # wire name: "session/prompt", "_agent/info", "$/cancel_request"
+    side: str  # "agent" (the agent handles it) | "client" | "protocol"
+    kind: str  # "request" | "notification"
+    params: str | None  # model class name of the params, e.g. "PromptRequest"
+    result: str | None  # model class name of the result (None for notifications)
+    unstable: bool
+    attr: str  # python method name: "session_prompt", "providers_list"
+
+
+@dataclass(frozen=True)
+class MethodTable:
+    methods: tuple[Method, ...]  # sorted by (side, name)
+
+    def for_side(self, side: str) -> tuple[Method, ...]:
+        return tuple(m for m in self.methods if m.side == side)
+
+    def get(self, name: str) -> Method | None:
+        for m in self.methods:
+            if m.name == name:
+                return m
+        return None
+
+    def __iter__(self) -> Iterator[Method]:
+        return iter(self.methods)
+
+    def __len__(self) -> int:
+        return len(self.methods)
+
+
+def python_name(wire: str) -> str:
+    """A python identifier for a wire method name (snake_case, never a keyword)."""
+    ext = wire.startswith("_")
+    text = wire.removeprefix("$/")
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
+    text = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
+    if ext:
+        text = "ext_" + text if text else "ext"
+    if not text:
+        text = "method"
+    if text[0].isdigit():
+        text = "m_" + text
+    if keyword.iskeyword(text) or keyword.issoftkeyword(text):
+        text += "_"
+    return text
+
+
+def _defs(schema: dict[str, Any]) -> dict[str, Any]:
+    for key in ("$defs", "definitions"):
+        d = schema.get(key)
+        if isinstance(d, dict):
+            return d
+    return {}
+
+
+def _refs(node: Any) -> Iterator[str]:
+    """Every local definition name referenced under `node`."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            for prefix in ("#/$defs/", "#/definitions/"):
+                if ref.startswith(prefix):
+                    yield ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def _union_members(defs: dict[str, Any], unions: tuple[str, ...], prop: str) -> set[str]:
+    out: set[str] = set()
+    for union in unions:
+        node = defs.get(union)
+        if isinstance(node, dict):
+            # The union's `params`/`result` may sit in its properties or in anyOf branches.
+            for branch in [node, *(node.get("anyOf") or []), *(node.get("oneOf") or [])]:
+                props = branch.get("properties") if isinstance(branch, dict) else None
+                if isinstance(props, dict) and prop in props:
+                    out.update(_refs(props[prop]))
+    return out
+
+
+def _is_unstable(defs: dict[str, Any], *names: str | None) -> bool:
+    for name in names:
+        node = defs.get(name) if name else None
+        if isinstance(node, dict) and _UNSTABLE.search(str(node.get("description") or "")):
+            return True
+    return False
+
+
+def _meta_entries(meta: dict[str, Any] | None) -> dict[tuple[str, str], str]:
+    """(side, wire name) -> python name, from a meta.json-shaped table."""
+    out: dict[tuple[str, str], str] = {}
+    if not meta:
+        return out
+    if not isinstance(meta, dict):
+        raise AgentgenError("the meta table is not a JSON object", pointer="")
+    for section, side in _META_SECTIONS.items():
+        table = meta.get(section)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise AgentgenError(
+                "expected an object of python name -> wire name", pointer=f"/{section}"
+            )
+        for attr, wire in sorted(table.items()):
+            if not isinstance(wire, str) or not wire:
+                raise AgentgenError(
+                    "a wire method name must be a string", pointer=f"/{section}/{attr}"
+                )
+            out[(side, wire)] = (
+                attr if attr.isidentifier() and not keyword.iskeyword(attr) else python_name(wire)
+            )
+    return out
+
+
+def method_table(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> MethodTable:
+    """The method table of `schema`, merged with a meta table when given."""
+    defs = _defs(schema)
+    params_defs = _union_members(defs, _PARAMS_UNIONS, "params")
+    result_defs = _union_members(defs, _RESULT_UNIONS, "result")
+    note_defs = _union_members(defs, _NOTIFICATION_UNIONS, "params")
+
+    # (side, wire) -> role -> def name; roles: "params", "result", "notification"
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    tagged: list[tuple[str, str, list[str]]] = []
+    for name in sorted(defs):
+        node = defs[name]
+        if not isinstance(node, dict) or not isinstance(node.get("x-method"), str):
+            continue
+        side = node.get("x-side")
+        sides = ["agent", "client"] if side == "both" else [side if side in SIDES else "agent"]
+        tagged.append((name, node["x-method"], sides))
+    result_methods = {w for n, w, _ in tagged if n in result_defs or n.endswith("Response")}
+    for name, wire, sides in tagged:
+        if name in result_defs or (
+            name not in params_defs | note_defs and name.endswith("Response")
+        ):
+            role = "result"
+        elif name in params_defs:
+            role = "params"
+        elif name in note_defs:
+            role = "notification"
+        else:
+            role = "params" if wire in result_methods else "notification"
+        for side in sides:
+            found.setdefault((side, wire), {}).setdefault(role, name)
+
+    names = _meta_entries(meta)
+    for key in names:
+        found.setdefault(key, {})
+
+    methods: list[Method] = []
+    used: dict[tuple[str, str], str] = {}
+    for side, wire in sorted(found):
+        roles = found[(side, wire)]
+        is_request = "params" in roles or "result" in roles or "notification" not in roles
+        params = roles.get("params") if is_request else roles.get("notification")
+        result = roles.get("result") if is_request else None
+        unstable = _is_unstable(defs, params, result) or (bool(names) and (side, wire) not in names)
+        attr = names.get((side, wire)) or python_name(wire)
+        base, n = attr, 2
+        while (side, attr) in used:  # two wire names with one python name: keep both
+            attr, n = f"{base}_{n}", n + 1
+        used[(side, attr)] = wire
+        kind = "request" if is_request else "notification"
+        methods.append(Method(wire, side, kind, params, result, unstable, attr))
+    return MethodTable(tuple(methods))
+
+
+def format_table(table: MethodTable) -> str:
+    head = ("method", "side", "kind", "params", "result", "stability", "python")
+    rows = [head] + [
+        (
+            m.name,
+            m.side,
+            m.kind,
+            m.params or "-",
+            m.result or "-",
+            "unstable" if m.unstable else "stable",
+            m.attr,
+        )
+        for m in table.methods
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def format_json(table: MethodTable) -> str:
+    return json.dumps([asdict(m) for m in table.methods], indent=2) + "\n"
+
+
+def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table") -> int:
+    """`agentgen methods`: print the method table of a schema."""
+    if fmt not in ("table", "json"):
+        raise AgentgenError(f"unknown format {fmt!r}", hint="use --format table or --format json")
+    from .. import sources
+
+    schema = sources.load_schema(schema_spec)
+    meta_src = sources.load_meta(meta) if meta else None
+    table = method_table(schema.data, meta_src.data if meta_src else None)
+    out = format_table(table) if fmt == "table" else format_json(table)
+    import sys
+
+    sys.stdout.write(out)
+    return 0

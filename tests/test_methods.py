@@ -1,0 +1,214 @@
+"""The method table (contract 1) on every upstream revision, checked against the schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from generator.cli import app
+from generator.errors import AgentgenError
+from generator.protocol.methods import Method, method_table, python_name
+
+SCHEMAS = ["legacy/schema.json", "v1/schema.json", "v1/schema.unstable.json", "v2/schema.json"]
+META_FOR = {
+    "legacy/schema.json": "legacy/meta.json",
+    "v1/schema.json": "v1/meta.json",
+    "v1/schema.unstable.json": "v1/meta.unstable.json",
+    "v2/schema.json": "v2/meta.json",
+}
+
+
+def _load(shared_acp: Path, rel: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((shared_acp / rel).read_text(encoding="utf-8"))
+    return data
+
+
+def _refs_under(node: Any) -> set[str]:
+    text = json.dumps(node)
+    out: set[str] = set()
+    marker = '"$ref": "#/$defs/'
+    start = text.find(marker)
+    while start >= 0:
+        end = text.index('"', start + len(marker))
+        out.add(text[start + len(marker) : end])
+        start = text.find(marker, end)
+    return out
+
+
+def _tagged(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in schema["$defs"].items() if "x-method" in v}
+
+
+def _sides(node: dict[str, Any]) -> list[str]:
+    return ["agent", "client"] if node["x-side"] == "both" else [node["x-side"]]
+
+
+@pytest.mark.parametrize("rel", SCHEMAS)
+def test_every_tagged_method_is_listed_with_the_right_kind(shared_acp: Path, rel: str) -> None:
+    schema = _load(shared_acp, rel)
+    defs = schema["$defs"]
+    results = _refs_under(defs["AgentResponse"]) | _refs_under(defs["ClientResponse"])
+    table = method_table(schema)
+    expected: dict[tuple[str, str], str] = {}
+    for name, node in _tagged(schema).items():
+        for side in _sides(node):
+            key = (side, node["x-method"])
+            if name in results:
+                expected[key] = "request"
+            else:
+                expected.setdefault(key, "notification")
+    assert {(m.side, m.name): m.kind for m in table.methods} == expected
+    for m in table.methods:
+        assert (m.result is None) == (m.kind == "notification"), m
+        assert m.params is not None and m.params in defs, m
+        assert defs[m.params]["x-method"] == m.name
+        if m.result is not None:
+            assert defs[m.result]["x-method"] == m.name
+        assert m.attr.isidentifier()
+    # sorted by (side, name), one entry per (side, name)
+    keys = [(m.side, m.name) for m in table.methods]
+    assert keys == sorted(set(keys))
+
+
+@pytest.mark.parametrize("rel", SCHEMAS)
+def test_meta_tables_agree_with_the_schema(shared_acp: Path, rel: str) -> None:
+    schema = _load(shared_acp, rel)
+    meta = _load(shared_acp, META_FOR[rel])
+    table = method_table(schema, meta)
+    sections = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
+    for section, side in sections.items():
+        for attr, wire in meta.get(section, {}).items():
+            m = next(x for x in table.for_side(side) if x.name == wire)
+            assert m.attr == attr
+            # without the meta table, the derived python name is the same
+            assert python_name(wire) == attr
+
+
+def test_v1_unstable_providers_are_unstable_agent_requests(shared_acp: Path) -> None:
+    table = method_table(_load(shared_acp, "v1/schema.unstable.json"))
+    for name in ("providers/list", "providers/set", "providers/disable"):
+        m = table.get(name)
+        assert m is not None, name
+        assert (m.side, m.kind, m.unstable) == ("agent", "request", True)
+        assert m.attr == name.replace("/", "_")
+    prompt = table.get("session/prompt")
+    assert prompt is not None and not prompt.unstable
+    # the stable schema has none of them
+    stable = method_table(_load(shared_acp, "v1/schema.json"))
+    assert stable.get("providers/list") is None
+
+
+def test_stable_meta_marks_methods_it_does_not_list_unstable(shared_acp: Path) -> None:
+    schema = _load(shared_acp, "v1/schema.unstable.json")
+    meta = _load(shared_acp, "v1/meta.json")
+    listed = {
+        w
+        for sec in ("agentMethods", "clientMethods", "protocolMethods")
+        for w in meta[sec].values()
+    }
+    table = method_table(schema, meta)
+    for m in table.methods:
+        if m.name not in listed:
+            assert m.unstable, m.name
+    assert table.get("nes/start") is not None and table.get("nes/start").unstable  # type: ignore[union-attr]
+
+
+def test_v2_prompt_result_has_no_stop_reason(shared_acp: Path) -> None:
+    v1 = _load(shared_acp, "v1/schema.json")
+    v2 = _load(shared_acp, "v2/schema.json")
+    for schema, has_stop in ((v1, True), (v2, False)):
+        m = method_table(schema).get("session/prompt")
+        assert m is not None and m.result is not None
+        props = schema["$defs"][m.result].get("properties", {})
+        assert ("stopReason" in props) is has_stop
+
+
+def test_protocol_side_and_both_sides(shared_acp: Path) -> None:
+    table = method_table(_load(shared_acp, "v1/schema.unstable.json"))
+    cancel = [m for m in table.methods if m.name == "$/cancel_request"]
+    assert [(m.side, m.kind, m.attr) for m in cancel] == [
+        ("protocol", "notification", "cancel_request")
+    ]
+    # x-side "both": one entry per side, the request wins over the notification form
+    mcp = [m for m in table.methods if m.name == "mcp/message"]
+    assert sorted(m.side for m in mcp) == ["agent", "client"]
+    assert {m.kind for m in mcp} == {"request"}
+
+
+def test_schema_without_unions_falls_back_on_result_definitions() -> None:
+    schema = {
+        "$defs": {
+            "PingParams": {"x-method": "ping", "x-side": "agent", "type": "object"},
+            "PingResponse": {"x-method": "ping", "x-side": "agent", "type": "object"},
+            "Tick": {
+                "x-method": "_acme/tick",
+                "x-side": "client",
+                "description": "**UNSTABLE** ticks",
+            },
+        }
+    }
+    table = method_table(schema)
+    assert table.methods == (
+        Method("ping", "agent", "request", "PingParams", "PingResponse", False, "ping"),
+        Method("_acme/tick", "client", "notification", "Tick", None, True, "ext_acme_tick"),
+    )
+    assert table.for_side("client") == (table.methods[1],)
+
+
+def test_meta_only_methods_and_bad_meta() -> None:
+    table = method_table({"$defs": {}}, {"agentMethods": {"do_it": "do/it"}})
+    assert [(m.name, m.attr, m.params) for m in table.methods] == [("do/it", "do_it", None)]
+    with pytest.raises(AgentgenError) as err:
+        method_table({"$defs": {}}, {"agentMethods": ["x"]})
+    assert err.value.pointer == "/agentMethods"
+
+
+@pytest.mark.parametrize(
+    ("wire", "attr"),
+    [
+        ("session/prompt", "session_prompt"),
+        ("providers/list", "providers_list"),
+        ("document/didOpen", "document_did_open"),
+        ("$/cancel_request", "cancel_request"),
+        ("_agent/info", "ext_agent_info"),
+        ("import", "import_"),
+        ("2fa/verify", "m_2fa_verify"),
+        ("getHTTPThing", "get_http_thing"),
+    ],
+)
+def test_python_name(wire: str, attr: str) -> None:
+    assert python_name(wire) == attr
+
+
+def test_duplicate_python_names_stay_distinct() -> None:
+    schema = {
+        "$defs": {
+            "A": {"x-method": "a/b_c", "x-side": "agent"},
+            "B": {"x-method": "a/bC", "x-side": "agent"},
+        }
+    }
+    attrs = [m.attr for m in method_table(schema).methods]
+    assert len(set(attrs)) == 2
+
+
+def test_cli_methods_table_and_json(shared_acp: Path) -> None:
+    runner = CliRunner()
+    path = str(shared_acp / "v1/schema.unstable.json")
+    res = runner.invoke(app, ["methods", path, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    by = {(r["side"], r["name"]): r for r in rows}
+    assert by[("agent", "providers/set")]["unstable"] is True
+    assert by[("agent", "providers/set")]["kind"] == "request"
+    assert set(rows[0]) == {"name", "side", "kind", "params", "result", "unstable", "attr"}
+    res = runner.invoke(app, ["methods", path, "--meta", str(shared_acp / "v1/meta.json")])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("providers/disable "))
+    assert line.split()[1:4] == ["agent", "request", "DisableProviderRequest"]
+    assert "unstable" in line.split()
+    res = runner.invoke(app, ["methods", path, "--format", "yaml"])
+    assert res.exit_code == 2 and "Traceback" not in res.output

@@ -1,0 +1,156 @@
+"""Check that a protocol schema is one: JSON, an object with definitions, every `$ref` local
+and resolvable.
+
+`check_schema(data, source)` takes the parsed JSON or its raw bytes/text and returns the
+schema object, or raises `AgentgenError` naming the source and the JSON pointer (or
+line:col for a JSON syntax error) of the first problem found, in document order.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import AgentgenError
+
+__all__ = ["check_schema", "escape", "parse_json", "resolve_pointer"]
+
+_DEF_KEYS = ("$defs", "definitions")
+
+
+def escape(token: str) -> str:
+    """One JSON pointer token (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def parse_json(raw: bytes | str, source: str) -> Any:
+    """Parse JSON text; a syntax error names its line and column."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise AgentgenError(
+                f"not UTF-8 text (byte {err.start}): not a JSON file", source=source
+            ) from None
+    else:
+        text = raw
+    if not text.strip():
+        raise AgentgenError("empty file: expected a JSON schema", source=source)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise AgentgenError(
+            f"not valid JSON: {err.msg}", source=source, line=err.lineno, col=err.colno
+        ) from None
+    except RecursionError:
+        raise AgentgenError("not valid JSON: nested too deeply", source=source) from None
+
+
+def resolve_pointer(doc: Any, pointer: str) -> tuple[bool, Any]:
+    """(found, value) for a JSON pointer ("" or "/a/b") inside `doc`."""
+    if pointer == "":
+        return True, doc
+    if not pointer.startswith("/"):
+        return False, None
+    node = doc
+    for raw in pointer[1:].split("/"):
+        token = _unescape(raw)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False, None
+    return True, node
+
+
+_NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_DATA_KEYS = ("const", "enum", "default", "examples")
+
+
+def _walk_refs(node: Any, pointer: str) -> Iterator[tuple[str, Any]]:
+    """(pointer of the `$ref` key, its value) for every `$ref`, in document order.
+
+    Keys of name maps (`properties`, `$defs`...) are names, not keywords, and literal
+    values (`const`, `enum`, `default`, `examples`) are data: neither holds a `$ref`.
+    """
+    stack: list[tuple[Any, str, bool]] = [(node, pointer, False)]
+    while stack:
+        cur, ptr, is_name_map = stack.pop()
+        children: list[tuple[Any, str, bool]] = []
+        if isinstance(cur, dict):
+            if "$ref" in cur and not is_name_map:
+                yield f"{ptr}/$ref", cur["$ref"]
+            for k, v in cur.items():
+                if is_name_map:
+                    children.append((v, f"{ptr}/{escape(str(k))}", False))
+                elif k not in ("$ref", *_DATA_KEYS):
+                    children.append((v, f"{ptr}/{escape(str(k))}", k in _NAME_MAPS))
+        elif isinstance(cur, list):
+            children = [(v, f"{ptr}/{i}", False) for i, v in enumerate(cur)]
+        stack.extend(reversed(children))
+
+
+def check_schema(data: Any, source: str) -> dict[str, Any]:
+    """The schema object, checked; `data` may be raw bytes/text or parsed JSON."""
+    if isinstance(data, bytes | str):
+        data = parse_json(data, source)
+    if not isinstance(data, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(data), "a number"
+        )
+        raise AgentgenError(
+            f"a protocol schema must be a JSON object, got {kind}", source=source, pointer=""
+        )
+    key = next((k for k in _DEF_KEYS if k in data), None)
+    if key is None:
+        raise AgentgenError(
+            "not a protocol schema: no $defs (or definitions)",
+            source=source,
+            pointer="",
+            hint="expected ACP's schema.json with its definitions under $defs",
+        )
+    defs = data[key]
+    if not isinstance(defs, dict):
+        raise AgentgenError(
+            f"{key} must be an object of definitions", source=source, pointer=f"/{key}"
+        )
+    if not defs:
+        raise AgentgenError(f"{key} is empty: no definitions", source=source, pointer=f"/{key}")
+    for name, node in defs.items():
+        if not isinstance(node, dict | bool):
+            raise AgentgenError(
+                "a definition must be a JSON object (a schema)",
+                source=source,
+                pointer=f"/{key}/{escape(name)}",
+            )
+    for where, ref in _walk_refs(data, ""):
+        _check_ref(data, where, ref, source)
+    return data
+
+
+def _check_ref(doc: dict[str, Any], where: str, ref: Any, source: str) -> None:
+    if not isinstance(ref, str):
+        raise AgentgenError("$ref must be a string", source=source, pointer=where)
+    if not ref.startswith("#"):
+        raise AgentgenError(
+            f"$ref {ref!r} points outside this file",
+            source=source,
+            pointer=where,
+            hint="only local references (#/$defs/Name) are supported; bundle the schema first",
+        )
+    target = urllib.parse.unquote(ref[1:])
+    found, _ = resolve_pointer(doc, target)
+    if not found:
+        what = (
+            "a missing definition"
+            if any(target.startswith(f"/{k}/") for k in _DEF_KEYS)
+            else "nothing"
+        )
+        raise AgentgenError(f"$ref {ref!r} points to {what}", source=source, pointer=where)

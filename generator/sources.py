@@ -1,0 +1,438 @@
+"""Where a protocol schema (or meta table) comes from: a path, an http(s) URL, or npm.
+
+Specs:
+
+- a local path: `../shared/acp/v1/schema.json`;
+- an http(s) URL, fetched with a timeout;
+- `npm:PACKAGE@VERSION#PATH`, e.g. `npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json`:
+  the package is fetched with the `npm pack` command (so the user's npm configuration
+  picks the registry), the one file is read out of the tarball, and it is cached under
+  the user cache dir (`$AGENTGEN_CACHE_DIR`, else `$XDG_CACHE_HOME/agentgen`, else
+  `~/.cache/agentgen`) with its sha256, which is checked again on every reuse;
+- `None`: the default revision named by `schema/upstream.lock.json`
+  (package, version, path, sha256), whose sha256 must match.
+
+Every failure is an `AgentgenError` naming the source; credentials in URLs are never
+echoed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import AgentgenError
+
+__all__ = [
+    "LOCK_NAME",
+    "Source",
+    "cache_dir",
+    "fetch_bytes",
+    "load_meta",
+    "load_schema",
+    "read_lock",
+    "redact",
+]
+
+LOCK_NAME = "upstream.lock.json"  # in schema/, shipped like agentgen's other schema files
+URL_TIMEOUT = 30.0
+NPM_TIMEOUT = 300.0
+MAX_BYTES = 64 * 1024 * 1024
+
+_NPM = re.compile(
+    r"^npm:(?P<package>(?:@[^/@#\s]+/)?[^/@#\s]+)@(?P<version>[^#\s]+)(?:#(?P<path>.*))?$"
+)
+_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$")
+_SECRET_KEYS = re.compile(
+    r"(token|key|secret|sig|signature|password|passwd|auth|credential)", re.IGNORECASE
+)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One loaded input: parsed JSON, its bytes, where it came from and its digest."""
+
+    data: Any
+    raw: bytes
+    origin: str
+    sha256: str
+    revision: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+def redact(spec: str) -> str:
+    """`spec` with URL credentials and secret-looking query values replaced by `***`."""
+    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", spec):
+        return spec
+    try:
+        parts = urllib.parse.urlsplit(spec)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", spec)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+        query = "&".join(f"{k}={'***' if _SECRET_KEYS.search(k) else v}" for k, v in pairs)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def cache_dir() -> Path:
+    """The user cache dir for fetched schemas."""
+    env = os.environ.get("AGENTGEN_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "agentgen"
+    return Path.home() / ".cache" / "agentgen"
+
+
+def _sha256(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+# -- local files and URLs ----------------------------------------------------------------
+
+
+def _read_path(spec: str) -> bytes:
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise AgentgenError(
+            "file not found", source=spec, hint="pass a path, an http(s) URL or npm:PKG@VER#PATH"
+        )
+    if path.is_dir():
+        raise AgentgenError("is a directory, not a JSON file", source=spec)
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise AgentgenError(f"cannot read: {err.strerror or err}", source=spec) from None
+
+
+def _read_url(spec: str) -> bytes:
+    shown = redact(spec)
+    req = urllib.request.Request(
+        spec, headers={"User-Agent": "agentgen", "Accept": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=URL_TIMEOUT) as resp:
+            raw: bytes = resp.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as err:
+        raise AgentgenError(f"cannot fetch: HTTP {err.code} {err.reason}", source=shown) from None
+    except urllib.error.URLError as err:
+        reason = (
+            err.reason if not isinstance(err.reason, OSError) else err.reason.strerror or err.reason
+        )
+        raise AgentgenError(
+            f"cannot fetch: {reason}", source=shown, hint="check the URL and your network"
+        ) from None
+    except (TimeoutError, OSError) as err:
+        raise AgentgenError(f"cannot fetch: {err or 'timed out'}", source=shown) from None
+    except ValueError as err:
+        raise AgentgenError(f"not a valid URL: {err}", source=shown) from None
+    if len(raw) > MAX_BYTES:
+        raise AgentgenError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB", source=shown)
+    return raw
+
+
+# -- npm -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NpmSpec:
+    package: str
+    version: str
+    path: str
+
+    @property
+    def spec(self) -> str:
+        return f"npm:{self.package}@{self.version}#{self.path}"
+
+
+def parse_npm(spec: str) -> NpmSpec:
+    m = _NPM.match(spec)
+    if not m:
+        raise AgentgenError(
+            "not an npm spec",
+            source=spec,
+            hint="write npm:PACKAGE@VERSION#PATH, e.g. npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json",
+        )
+    path = m.group("path") or ""
+    if not path:
+        raise AgentgenError(
+            "the npm spec names no file in the package",
+            source=spec,
+            hint="add #PATH, e.g. #schema/v1/schema.json",
+        )
+    return NpmSpec(m.group("package"), m.group("version"), _safe_relpath(path, spec))
+
+
+def _safe_relpath(path: str, source: str) -> str:
+    pure = PurePosixPath(path.replace("\\", "/"))
+    parts = [p for p in pure.parts if p not in ("", ".")]
+    if pure.is_absolute() or not parts or ".." in parts:
+        raise AgentgenError(
+            f"unsafe path in package: {path!r}", source=source, hint="use a relative path"
+        )
+    return "/".join(parts)
+
+
+def _cache_entry(npm: NpmSpec) -> Path:
+    pkg = npm.package.replace("/", "+")
+    return cache_dir() / "npm" / f"{pkg}@{npm.version}" / npm.path
+
+
+def _read_cached(entry: Path, shown: str) -> bytes | None:
+    record = entry.with_name(entry.name + ".sha256")
+    if not entry.is_file() or not record.is_file():
+        return None
+    raw = entry.read_bytes()
+    expected = record.read_text(encoding="ascii", errors="replace").strip()
+    actual = _sha256(raw)
+    if actual != expected:
+        raise AgentgenError(
+            f"cached copy was modified: sha256 {actual}, recorded {expected}",
+            source=str(entry),
+            hint=f"delete {entry.parent} to fetch {shown} again",
+        )
+    return raw
+
+
+def _write_cached(entry: Path, raw: bytes) -> None:
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    for target, data in (
+        (entry, raw),
+        (entry.with_name(entry.name + ".sha256"), _sha256(raw).encode()),
+    ):
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+
+
+def _npm_pack(npm: NpmSpec, shown: str) -> tuple[bytes, str]:
+    """Run `npm pack` into a temp dir; return the file's bytes and the resolved version."""
+    exe = shutil.which("npm")
+    if exe is None:
+        raise AgentgenError(
+            "npm is not installed (needed to fetch npm: specs)",
+            source=shown,
+            hint="install Node.js/npm, or pass a local path or an http(s) URL",
+        )
+    with tempfile.TemporaryDirectory(prefix="agentgen-npm-") as tmp:
+        cmd = [exe, "pack", f"{npm.package}@{npm.version}", "--json", "--pack-destination", tmp]
+        try:
+            done = subprocess.run(
+                cmd,
+                check=False,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=NPM_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise AgentgenError(
+                f"npm pack timed out after {NPM_TIMEOUT:.0f}s", source=shown
+            ) from None
+        except OSError as err:
+            raise AgentgenError(f"cannot run npm: {err.strerror or err}", source=shown) from None
+        if done.returncode != 0:
+            raise AgentgenError(f"npm pack failed: {_npm_reason(done.stderr)}", source=shown)
+        tarballs = sorted(Path(tmp).glob("*.tgz"))
+        if len(tarballs) != 1:
+            raise AgentgenError("npm pack produced no tarball", source=shown)
+        version = npm.version
+        try:
+            info = json.loads(done.stdout)
+            version = str(info[0].get("version") or version)
+        except (ValueError, LookupError, TypeError, AttributeError):
+            pass
+        return _read_member(tarballs[0], npm.path, shown), version
+
+
+def _npm_reason(stderr: str) -> str:
+    lines = [
+        ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("npm warn")
+    ]
+    errors = [ln for ln in lines if ln.startswith(("npm error", "npm ERR!"))]
+    picked = (errors or lines or ["exit status non-zero"])[:2]
+    text = "; ".join(re.sub(r"^npm (error|ERR!)\s*", "", ln) for ln in picked)
+    text = re.sub(r"//[^/\s@]*@", "//***@", text)  # credentials in registry URLs
+    return text[:300]
+
+
+def _read_member(tarball: Path, path: str, shown: str) -> bytes:
+    """Read one regular file out of an npm tarball, never writing what the archive names."""
+    try:
+        with tarfile.open(tarball, "r:*") as tar:
+            for member in tar:
+                parts = PurePosixPath(member.name).parts
+                # npm tarballs have one top folder ("package/"); the path is relative to it
+                if len(parts) < 2 or ".." in parts or parts[0].startswith("/"):
+                    continue
+                if "/".join(parts[1:]) != path:
+                    continue
+                if not member.isfile():
+                    raise AgentgenError(
+                        f"{path} is not a regular file in the package", source=shown
+                    )
+                if member.size > MAX_BYTES:
+                    raise AgentgenError(
+                        f"{path} is larger than {MAX_BYTES // (1024 * 1024)} MiB", source=shown
+                    )
+                fh = tar.extractfile(member)
+                if fh is None:
+                    break
+                with fh:
+                    return fh.read()
+    except (tarfile.TarError, OSError, EOFError) as err:
+        raise AgentgenError(f"cannot read the npm tarball: {err}", source=shown) from None
+    raise AgentgenError(
+        f"no file {path} in the package", source=shown, hint="check the path after '#'"
+    )
+
+
+def fetch_npm(npm: NpmSpec, *, expected_sha256: str | None = None) -> tuple[bytes, dict[str, Any]]:
+    """The file's bytes (from the cache when possible) and its revision record."""
+    shown = npm.spec
+    version = npm.version
+    raw: bytes | None = None
+    if _EXACT_VERSION.match(version):
+        raw = _read_cached(_cache_entry(npm), shown)
+    if raw is None:
+        raw, version = _npm_pack(npm, shown)
+        resolved = NpmSpec(npm.package, version, npm.path)
+        if expected_sha256 is None or _sha256(raw) == expected_sha256:
+            _write_cached(_cache_entry(resolved), raw)
+    if expected_sha256 is not None and _sha256(raw) != expected_sha256:
+        raise AgentgenError(
+            f"sha256 mismatch: expected {expected_sha256}, got {_sha256(raw)}",
+            source=shown,
+            hint="the lock names a different file than the registry served",
+        )
+    return raw, {"package": npm.package, "version": version, "path": npm.path}
+
+
+# -- the lock ----------------------------------------------------------------------------
+
+
+def read_lock(path: Path | None = None) -> dict[str, str]:
+    """The locked default schema: {package, version, path, sha256}."""
+    if path is None:
+        from .schema_files import schema_path
+
+        path = schema_path(LOCK_NAME)
+    try:
+        lock = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AgentgenError(
+            "the upstream lock file is missing from this installation", source=str(path)
+        ) from None
+    except (OSError, ValueError) as err:
+        raise AgentgenError(f"cannot read the upstream lock: {err}", source=str(path)) from None
+    if not isinstance(lock, dict):
+        raise AgentgenError("the upstream lock is not a JSON object", source=str(path), pointer="")
+    for key in ("package", "version", "path", "sha256"):
+        if not isinstance(lock.get(key), str) or not lock[key]:
+            raise AgentgenError(f"missing string {key!r}", source=str(path), pointer=f"/{key}")
+    if not _SHA256.match(lock["sha256"]):
+        raise AgentgenError("not a lowercase hex sha256", source=str(path), pointer="/sha256")
+    return {k: lock[k] for k in ("package", "version", "path", "sha256")}
+
+
+# -- entry points ------------------------------------------------------------------------
+
+
+def fetch_bytes(spec: str) -> tuple[bytes, dict[str, Any]]:
+    """The bytes a spec names, plus what is known of its revision."""
+    if spec.startswith("npm:"):
+        return fetch_npm(parse_npm(spec))
+    if re.match(r"^https?://", spec, re.IGNORECASE):
+        return _read_url(spec), {"url": redact(spec)}
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+://", spec):
+        scheme = spec.split("://", 1)[0]
+        raise AgentgenError(
+            f"unsupported URL scheme {scheme!r}",
+            source=redact(spec),
+            hint="use a path, http(s):// or npm:",
+        )
+    return _read_path(spec), {"path": spec}
+
+
+def _schema_facts(data: dict[str, Any]) -> dict[str, Any]:
+    """What the schema says about its own revision (when readable)."""
+    defs = data.get("$defs") or data.get("definitions") or {}
+    facts: dict[str, Any] = {"definitions": len(defs)}
+    prompt = defs.get("PromptResponse")
+    if isinstance(prompt, dict) and isinstance(prompt.get("properties"), dict):
+        # v1: session/prompt answers at the end of the turn, with stopReason;
+        # v2: it answers on acceptance and the turn's end is a session update.
+        facts["lifecycle"] = "v1" if "stopReason" in prompt["properties"] else "v2"
+    facts["unstable"] = any(
+        isinstance(d, dict) and "UNSTABLE" in str(d.get("description") or "") for d in defs.values()
+    )
+    return facts
+
+
+def load_schema(spec: str | None) -> Source:
+    """A checked protocol schema (`None`: the locked default revision)."""
+    from .protocol.schema import check_schema
+
+    if spec is None:
+        lock = read_lock()
+        npm = NpmSpec(lock["package"], lock["version"], _safe_relpath(lock["path"], LOCK_NAME))
+        origin = npm.spec
+        raw, revision = fetch_npm(npm, expected_sha256=lock["sha256"])
+    else:
+        origin = redact(spec)
+        raw, revision = fetch_bytes(spec)
+    data = check_schema(raw, origin)
+    return Source(data, raw, origin, _sha256(raw), {**revision, **_schema_facts(data)})
+
+
+def load_meta(spec: str) -> Source:
+    """A meta.json / meta.unstable.json method table."""
+    origin = redact(spec)
+    raw, revision = fetch_bytes(spec)
+    from .protocol.schema import parse_json
+
+    data = parse_json(raw, origin)
+    if not isinstance(data, dict):
+        raise AgentgenError("a meta table must be a JSON object", source=origin, pointer="")
+    sections = ("agentMethods", "clientMethods", "protocolMethods")
+    if not any(k in data for k in sections):
+        raise AgentgenError(
+            "not a meta table: none of agentMethods, clientMethods, protocolMethods",
+            source=origin,
+            pointer="",
+        )
+    for key in sections:
+        table = data.get(key)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise AgentgenError(
+                "expected an object of python name -> wire name", source=origin, pointer=f"/{key}"
+            )
+        for attr, wire in table.items():
+            if not isinstance(wire, str):
+                raise AgentgenError(
+                    "a wire method name must be a string", source=origin, pointer=f"/{key}/{attr}"
+                )
+    if isinstance(data.get("version"), int):
+        revision["protocol_version"] = data["version"]
+    return Source(data, raw, origin, _sha256(raw), revision)

@@ -1,0 +1,131 @@
+"""Drive datamodel-code-generator (pinned) on one composed JSON Schema document.
+
+One call per module: the caller composes every schema it needs under `$defs` and gets
+back the source of a pydantic v2 module, ruff-formatted, deterministic (no timestamp,
+no command line, the same options every time).  Both the manifest models of an agent
+and agentgen's own manifest-format models (the dogfood) come through here.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+from ..errors import AgentgenError
+
+# Formats whose default pydantic type needs an optional package (email-validator):
+# generated projects must run with pydantic alone, so these stay plain strings.
+_PLAIN_STRING_FORMATS = ("email", "idn-email")
+
+
+_SCHEMA_MAPS = ("$defs", "definitions", "properties", "patternProperties", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "additionalItems",
+)
+_SHAPE_KEYS = (
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+)
+
+
+def free_form_objects(schema: Any) -> Any:
+    """Pass: an object schema that declares no property at all accepts any member (JSON
+    Schema's default), so it becomes `additionalProperties: true`: without this the
+    generated model would be an empty class that drops every member it is given."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {k: free_form_objects(v) for k, v in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [free_form_objects(v) for v in value]
+        elif key in _SCHEMA_ONE:
+            out[key] = free_form_objects(value)
+        else:
+            out[key] = value
+    types = out.get("type")
+    is_object = types == "object" or (isinstance(types, list) and types == ["object"])
+    if is_object and not any(k in out for k in _SHAPE_KEYS):
+        out["additionalProperties"] = True
+    return out
+
+
+def models_from_schema(
+    schema: dict[str, Any],
+    *,
+    header: str,
+    root_class: str | None = None,
+    extra_imports: tuple[str, ...] = (),
+    source: str = "the manifest",
+) -> str:
+    """The module source for `schema`: one class per `$defs` entry (and the root when
+    `root_class` is given), inline objects named after their parent (`InputAddress`)."""
+    from datamodel_code_generator import (
+        DataModelType,
+        Error,
+        InputFileType,
+        PythonVersion,
+        generate,
+    )
+    from datamodel_code_generator.enums import NamingStrategy
+    from datamodel_code_generator.format import Formatter
+    from datamodel_code_generator.parser import LiteralType
+
+    options: dict[str, Any] = {
+        "input_file_type": InputFileType.JsonSchema,
+        "output_model_type": DataModelType.PydanticV2BaseModel,
+        "target_python_version": PythonVersion.PY_311,
+        "snake_case_field": True,
+        "allow_population_by_field_name": True,
+        "use_schema_description": True,
+        "use_field_description": True,
+        "use_annotated": True,
+        "field_constraints": True,
+        "disable_timestamp": True,
+        "naming_strategy": NamingStrategy.ParentPrefixed,
+        "enum_field_as_literal": LiteralType.All,
+        "type_mappings": [f"{f}=string" for f in _PLAIN_STRING_FORMATS],
+        "formatters": [Formatter.BUILTIN],
+        "custom_file_header": header,
+        "additional_imports": list(extra_imports) or None,
+    }
+    if root_class is None:
+        options["skip_root_model"] = True
+    else:
+        options["class_name"] = root_class
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = generate(json.dumps(free_form_objects(schema), ensure_ascii=False), **options)
+    except Error as err:
+        first = (str(err).splitlines() or [""])[0][:300]
+        raise AgentgenError(f"cannot generate models: {first}", source=source) from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as err:
+        # a schema the generator trips over: located at the source, never a traceback
+        raise AgentgenError(
+            f"cannot generate models ({type(err).__name__})",
+            source=source,
+            hint="check the embedded JSON Schemas with `agentgen validate`",
+        ) from None
+    if not isinstance(out, str):  # pragma: no cover - a single module is always asked for
+        raise AgentgenError("datamodel-code-generator returned several modules", source=source)
+    return out

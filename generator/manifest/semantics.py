@@ -1,0 +1,360 @@
+"""The manifest checks a JSON Schema cannot express.
+
+`semantic_problems(data)` yields `(pointer, message, at_key)` for: unique error codes
+outside JSON-RPC's reserved range, unique names/ids (errors, interrupts, providers,
+config options), provider defaults among the supported API types, conversation states
+(initial exists, every `next` exists, every state reachable, no ambiguous message), config
+defaults valid against the option and the config schema, every `$ref` of an embedded
+schema resolving, and embedded schemas being valid JSON Schemas. Each check skips parts
+whose shape is wrong: schema validation reports those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .positions import child
+
+Problem = tuple[str, str, bool]
+
+RESERVED = (-32768, -32000)
+
+
+def _items(data: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
+    value = data.get(key)
+    if not isinstance(value, list):
+        return []
+    return [(f"/{key}/{i}", v) for i, v in enumerate(value) if isinstance(v, dict)]
+
+
+def _unique(
+    items: list[tuple[str, dict[str, Any]]],
+    field: str,
+    what: str,
+    norm: Callable[[Any], Any] = lambda v: v,
+) -> Iterator[Problem]:
+    seen: dict[Any, str] = {}
+    for pointer, item in items:
+        value = item.get(field)
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            continue
+        key = norm(value)
+        if key in seen:
+            yield child(pointer, field), f"duplicate {what} {value!r} (also at {seen[key]})", False
+        else:
+            seen[key] = pointer
+    return
+
+
+def _class_name(name: Any) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in str(name).replace("-", "_").split("_") if p)
+
+
+def errors(data: dict[str, Any]) -> Iterator[Problem]:
+    items = _items(data, "errors")
+    yield from _unique(items, "code", "error code")
+    yield from _unique(items, "name", "error name")
+    low, high = RESERVED
+    for pointer, item in items:
+        code = item.get("code")
+        if isinstance(code, int) and not isinstance(code, bool) and low <= code <= high:
+            yield (
+                child(pointer, "code"),
+                f"error code {code} is in JSON-RPC's reserved range {low}..{high}",
+                False,
+            )
+
+
+def names(data: dict[str, Any]) -> Iterator[Problem]:
+    yield from _unique(_items(data, "interrupts"), "name", "interrupt name", _class_name)
+    providers = _items(data, "providers")
+    yield from _unique(providers, "id", "provider id")
+    for pointer, item in providers:
+        default, supported = item.get("default"), item.get("supported")
+        if isinstance(default, dict) and isinstance(supported, list):
+            api = default.get("api_type")
+            if isinstance(api, str) and api not in supported:
+                yield (
+                    f"{pointer}/default/api_type",
+                    f"default api_type {api!r} is not among the supported: "
+                    + ", ".join(map(str, supported)),
+                    False,
+                )
+    config = data.get("config")
+    if isinstance(config, dict):
+        options = [
+            (f"/config/options/{i}", o)
+            for i, o in enumerate(config.get("options") or [])
+            if isinstance(o, dict) and isinstance(config.get("options"), list)
+        ]
+        yield from _unique(options, "id", "config option id")
+
+
+def states(data: dict[str, Any]) -> Iterator[Problem]:
+    spec = data.get("states")
+    if not isinstance(spec, dict) or not isinstance(spec.get("states"), dict):
+        return
+    table: dict[str, Any] = spec["states"]
+    initial = spec.get("initial")
+    if isinstance(initial, str) and initial not in table:
+        yield "/states/initial", f"initial state {initial!r} is not one of the states", False
+    edges: dict[str, set[str]] = {name: set() for name in table}
+    for name, messages in table.items():
+        if not isinstance(messages, list):
+            continue
+        seen: dict[tuple[Any, Any], int] = {}
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, dict):
+                continue
+            pointer = f"{child('/states/states', name)}/{i}"
+            target = msg.get("next", name)
+            if isinstance(target, str):
+                if target in table:
+                    edges[name].add(target)
+                else:
+                    yield (
+                        f"{pointer}/next",
+                        f"next state {target!r} is not one of the states",
+                        False,
+                    )
+            kind = (msg.get("party"), msg.get("type"))
+            if kind in seen and all(isinstance(k, str) for k in kind):
+                yield (
+                    pointer,
+                    f"{kind[0]} {kind[1]} appears twice in state {name!r} (first at index {seen[kind]})",
+                    False,
+                )
+            seen.setdefault(kind, i)
+    if not isinstance(initial, str) or initial not in table:
+        return
+    reached, todo = {initial}, [initial]
+    while todo:
+        for nxt in edges[todo.pop()] - reached:
+            reached.add(nxt)
+            todo.append(nxt)
+    for name in table:
+        if name not in reached:
+            yield (
+                child("/states/states", name),
+                f"state {name!r} is not reachable from the initial state {initial!r}",
+                True,
+            )
+
+
+# ---- embedded JSON Schemas ----------------------------------------------------------
+
+
+def embedded_schemas(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(pointer, schema) of every user JSON Schema in the manifest."""
+    for key in ("input", "output"):
+        if key in data:
+            yield f"/{key}", data[key]
+    config = data.get("config")
+    if isinstance(config, dict) and "schema" in config:
+        yield "/config/schema", config["schema"]
+    for pointer, item in _items(data, "interrupts"):
+        for part in ("payload", "resume"):
+            holder = item.get(part)
+            if isinstance(holder, dict) and "schema" in holder:
+                yield f"{pointer}/{part}/schema", holder["schema"]
+    for pointer, item in _items(data, "errors"):
+        holder = item.get("data")
+        if isinstance(holder, dict) and "schema" in holder:
+            yield f"{pointer}/data/schema", holder["schema"]
+
+
+def _meta_validator(schema: dict[str, Any]) -> Any:
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=_default_cls())
+    return _cached_meta(cls)
+
+
+_META: dict[Any, Any] = {}
+
+
+def _default_cls() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator
+
+
+def _cached_meta(cls: Any) -> Any:
+    if cls not in _META:
+        _META[cls] = cls(cls.META_SCHEMA)
+    return _META[cls]
+
+
+def schema_validity(data: dict[str, Any]) -> Iterator[Problem]:
+    for pointer, schema in embedded_schemas(data):
+        if not isinstance(schema, dict):
+            continue  # the manifest schema reports the wrong type
+        for err in _meta_validator(schema).iter_errors(schema):
+            if err.context:
+                from jsonschema.exceptions import best_match
+
+                err = best_match(err.context)
+            where = pointer + "".join(child("", p) for p in err.absolute_path)
+            message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
+            yield where, f"not a valid JSON Schema: {message}", False
+        yield from refs(pointer, schema)
+
+
+def _walk_refs(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield child(pointer, key), value
+            elif key not in ("const", "enum", "default", "examples"):
+                yield from _walk_refs(value, child(pointer, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk_refs(value, child(pointer, i))
+
+
+def _anchors(node: Any, found: set[str]) -> set[str]:
+    if isinstance(node, dict):
+        anchor = node.get("$anchor")
+        if isinstance(anchor, str):
+            found.add(anchor)
+        for key, value in node.items():
+            if key not in ("const", "enum", "default", "examples"):
+                _anchors(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _anchors(value, found)
+    return found
+
+
+def resolve_pointer(root: Any, fragment: str) -> bool:
+    from urllib.parse import unquote
+
+    node = root
+    for raw in unquote(fragment).split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
+
+
+def refs(pointer: str, schema: dict[str, Any]) -> Iterator[Problem]:
+    anchors: set[str] | None = None
+    for where, ref in _walk_refs(schema, pointer):
+        if not ref.startswith("#"):
+            yield where, f"$ref {ref!r} is not local: only '#/...' references are supported", False
+            continue
+        fragment = ref[1:]
+        if fragment == "" or fragment.startswith("/"):
+            ok = resolve_pointer(schema, fragment)
+        else:
+            anchors = anchors if anchors is not None else _anchors(schema, set())
+            ok = fragment in anchors
+        if not ok:
+            yield where, f"$ref {ref!r} does not resolve within {pointer}", False
+
+
+# ---- config defaults ----------------------------------------------------------------
+
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "boolean": (bool,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+}
+
+
+def _fits(kind: Any, value: Any) -> bool:
+    want = _OPTION_TYPES.get(kind)
+    if want is None:
+        return True
+    if isinstance(value, bool) and kind != "boolean":
+        return False
+    return isinstance(value, want)
+
+
+def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return
+    schema = config.get("schema")
+    validator = _config_validator(schema)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+    closed = isinstance(schema, dict) and schema.get("additionalProperties") is False
+    if validator is not None:
+        for key, prop in props.items():
+            if isinstance(prop, dict) and "default" in prop:
+                pointer = child(child("/config/schema/properties", key), "default")
+                for message in _misfits(validator, prop, prop["default"]):
+                    yield pointer, f"default does not fit its schema: {message}", False
+    options = config.get("options")
+    if not isinstance(options, list):
+        return
+    for i, opt in enumerate(options):
+        if not isinstance(opt, dict):
+            continue
+        pointer, kind, oid = f"/config/options/{i}", opt.get("type"), opt.get("id")
+        values = opt.get("values")
+        if isinstance(values, list) and kind != "choice":
+            for j, value in enumerate(values):
+                if not _fits(kind, value):
+                    yield f"{pointer}/values/{j}", f"value {value!r} is not a {kind}", False
+        if isinstance(oid, str) and closed and oid not in props:
+            yield (
+                child(pointer, "id"),
+                f"option {oid!r} is not a property of the config schema",
+                False,
+            )
+        if "default" not in opt:
+            continue
+        default = opt["default"]
+        if not _fits(kind, default):
+            yield f"{pointer}/default", f"default {default!r} is not a {kind}", False
+        elif isinstance(values, list) and values and default not in values:
+            allowed = ", ".join(map(str, values))
+            yield f"{pointer}/default", f"default {default!r} is not one of: {allowed}", False
+        elif validator is not None and isinstance(oid, str) and isinstance(props.get(oid), dict):
+            for message in _misfits(validator, props[oid], default):
+                yield (
+                    f"{pointer}/default",
+                    f"default does not fit the config schema: {message}",
+                    False,
+                )
+
+
+def _misfits(validator: Any, schema: dict[str, Any], value: Any) -> Iterator[str]:
+    from referencing.exceptions import Unresolvable
+
+    try:
+        errs = list(validator.evolve(schema=schema).iter_errors(value))
+    except Unresolvable:  # reported by the $ref check
+        return
+    for err in errs:
+        yield err.message if len(err.message) <= 120 else err.message[:117] + "..."
+
+
+def _config_validator(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return None
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=_default_cls())
+    try:
+        cls.check_schema(schema)
+    except SchemaError:
+        return None  # reported by schema_validity
+    return cls(schema)
+
+
+CHECKS = (errors, names, states, config_defaults, schema_validity)
+
+
+def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    for check in CHECKS:
+        yield from check(data)

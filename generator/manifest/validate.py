@@ -1,0 +1,207 @@
+"""`agentgen validate`: schema validation plus the checks a schema cannot express.
+
+`validate_file(path)` returns every problem of one manifest as `Diagnostic`s, located at
+the offending node (a missing key at its parent object), sorted by position.
+`run_validate(files, fmt=...)` prints them as `file:line:col: /json/pointer: message`
+(or a JSON array) and returns 0 (valid), 1 (invalid) or 2 (usage error: a file missing,
+unreadable or not YAML/JSON).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentgenError
+from .load import LoadedManifest, load_manifest
+from .positions import child
+from .semantics import semantic_problems
+
+Problem = tuple[str, str, bool]  # (pointer in contract-3 terms, message, at the key?)
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    file: str
+    line: int | None
+    col: int | None
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return f"{self.file}: {self.message}"
+        return f"{self.file}:{self.line}:{self.col}: {self.pointer or '/'}: {self.message}"
+
+
+# ---- schema validation --------------------------------------------------------------
+
+_VALIDATOR: Any = None
+
+
+def _validator() -> Any:
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        from jsonschema import Draft202012Validator
+
+        from ..schema_files import load_schema
+
+        _VALIDATOR = Draft202012Validator(load_schema("manifest.schema.json"))
+    return _VALIDATOR
+
+
+_KINDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+_SECRETISH = ("auth", "token", "secret", "password", "header", "key")
+
+
+def kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def show(value: Any, pointer: str = "") -> str:
+    """A short rendering of a value for a message; never the value of a secret-ish key."""
+    if any(word in pointer.lower() for word in _SECRETISH) and isinstance(value, str):
+        return "the value"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + '..."'
+
+
+def _schema_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    for err in _validator().iter_errors(data):
+        pointer = "".join(child("", p) for p in err.absolute_path)
+        yield from _describe(err, pointer)
+
+
+def _describe(err: Any, pointer: str) -> Iterator[Problem]:
+    kind, value, schema = err.validator, err.instance, err.schema
+    if kind == "additionalProperties" and isinstance(value, dict):
+        known = list(schema.get("properties", {}))
+        for key in sorted(k for k in value if k not in known):
+            hint = difflib.get_close_matches(key, known, n=1)
+            tail = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(known)})"
+            yield child(pointer, key), f"unknown key {key!r}{tail}", True
+        return
+    if kind == "required":
+        missing = [k for k in err.validator_value if isinstance(value, dict) and k not in value]
+        for key in missing:
+            yield pointer, f"missing required key {key!r}", False
+        return
+    if kind == "type":
+        want = err.validator_value
+        want_list = [str(w) for w in (want if isinstance(want, list) else [want])]
+        wants = " or ".join(_KINDS.get(w, w) for w in want_list)
+        got = kind_of(value)
+        text = f"must be {wants}, not {_KINDS[got]}"
+        if got in ("integer", "number", "boolean", "null", "string"):
+            text += f" ({show(value, pointer)})"
+        if want == "string" and got in ("integer", "number", "boolean"):
+            text += "; quote it in YAML"
+        yield pointer, text, False
+        return
+    if kind == "enum":
+        allowed = ", ".join(str(v) for v in err.validator_value)
+        yield pointer, f"{show(value, pointer)} is not one of: {allowed}", False
+        return
+    if kind == "pattern":
+        yield pointer, f"{show(value, pointer)} does not match {err.validator_value}", False
+        return
+    if kind == "propertyNames":
+        yield pointer, f"{show(value, pointer)} is not a valid name", True
+        return
+    if kind in ("anyOf", "oneOf") and err.context:
+        from jsonschema.exceptions import best_match
+
+        yield from _describe(best_match(err.context), pointer)
+        return
+    message = err.message
+    if len(message) > 160:
+        message = message[:157] + "..."
+    yield pointer, message, False
+
+
+# ---- one file -----------------------------------------------------------------------
+
+
+def diagnose(loaded: LoadedManifest) -> list[Diagnostic]:
+    problems: list[Problem] = [(p, m, False) for p, m in _converted_problems(loaded)]
+    problems.extend(_schema_problems(loaded.data))
+    problems.extend(semantic_problems(loaded.data))
+    out = set()
+    for pointer, message, at_key in problems:
+        line, col = loaded.position(pointer, key=at_key)
+        out.add(Diagnostic(loaded.source, line, col, loaded.file_pointer(pointer), message))
+    return sorted(out)
+
+
+def _converted_problems(loaded: LoadedManifest) -> Iterator[tuple[str, str]]:
+    reverse = {src: dst for dst, src in loaded.origin.items()}
+    for src, message in loaded.problems:
+        yield reverse.get(src, src), message
+
+
+def validate_file(path: str | Path) -> list[Diagnostic]:
+    """All problems of one manifest. Raises AgentgenError when it cannot be read/parsed."""
+    return diagnose(load_manifest(path))
+
+
+def _from_error(err: AgentgenError, file: str) -> Diagnostic:
+    return Diagnostic(err.source or file, err.line, err.col, err.pointer or "", err.message)
+
+
+def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
+    if fmt not in ("text", "json"):
+        raise AgentgenError(f"unknown format {fmt!r}", hint="use text or json")
+    found: list[Diagnostic] = []
+    notes: list[str] = []
+    status = 0
+    for file in files:
+        try:
+            loaded = load_manifest(file)
+            diags = diagnose(loaded)
+        except AgentgenError as err:
+            found.append(_from_error(err, str(file)))
+            status = 2
+            continue
+        except RecursionError:
+            found.append(Diagnostic(str(file), None, None, "", "nesting too deep"))
+            status = 2
+            continue
+        notes.extend(f"{loaded.source}: note: {n}" for n in loaded.notes)
+        found.extend(diags)
+        if diags:
+            status = max(status, 1)
+    if fmt == "json":
+        sys.stdout.write(json.dumps([asdict(d) for d in found], indent=2) + "\n")
+    else:
+        for note in notes:
+            sys.stderr.write(note + "\n")
+        for diag in found:
+            sys.stdout.write(str(diag) + "\n")
+    return status

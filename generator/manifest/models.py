@@ -337,20 +337,23 @@ class {BASE_ERROR}(Exception):
     )
 
 
-def generate_manifest_models(manifest: dict[str, Any], *, source_label: str = "agent.yaml") -> str:
-    """The source of `manifest_models.py` for `manifest` (contract 3's dict)."""
+def generate_manifest_models(
+    manifest: dict[str, Any], *, source_label: str = "agent.yaml", source: str | None = None
+) -> str:
+    """The source of `manifest_models.py` for `manifest` (contract 3's dict).
+
+    `source_label` names the manifest in the module's docstring; `source` (default: the
+    label) locates errors."""
     from ..render import ruff_format
     from .datamodel import models_from_schema
 
-    sections, errors, names = _plan(manifest, source_label)
+    where = source or source_label
+    sections, errors, names = _plan(manifest, where)
     header = _header(source_label)
     if sections:
-        document = _compose(sections, names, source_label)
+        document = _compose(sections, names, where)
         body = models_from_schema(
-            document,
-            header=header,
-            extra_imports=("typing.Any", "typing.ClassVar"),
-            source=source_label,
+            document, header=header, extra_imports=("typing.Any", "typing.ClassVar"), source=where
         )
     else:
         body = (
@@ -362,45 +365,37 @@ def generate_manifest_models(manifest: dict[str, Any], *, source_label: str = "a
         if sec.cls not in classes:
             raise AgentgenError(
                 f"the model {sec.cls} could not be generated under its own name",
-                source=source_label,
+                source=where,
                 pointer=sec.where,
                 hint="a nested definition or inline object takes the same name: rename it",
             )
     # error classes may now take their own names, unless the models use them
-    names.taken = (names.taken - {e.name for e in errors}) | defined | _TEMPLATE_NAMES
+    names.taken = (
+        (names.taken - {e.name for e in errors})
+        | defined
+        | _TEMPLATE_NAMES
+        | {BASE_ERROR, ERRORS_TABLE}
+    )
     src = body.rstrip("\n") + "\n" + "".join(_render_errors(errors, names))
     return ruff_format(src, "manifest_models.py")
 
 
-def _load(path: Path) -> tuple[Any, str]:
-    """The manifest at `path` as contract 3's dict (AGNTCY shapes converted)."""
-    try:
-        from .load import load_manifest
-    except ImportError:  # pragma: no cover - before the loader exists
-        load_manifest = None
-    if load_manifest is not None:
-        loaded = load_manifest(path)
-        return loaded.data, str(path)
-    from ruamel.yaml import YAML, YAMLError  # pragma: no cover
-
-    try:  # pragma: no cover
-        return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8")), str(path)
-    except (OSError, YAMLError, UnicodeDecodeError) as err:  # pragma: no cover
-        raise AgentgenError(
-            f"cannot read the manifest: {type(err).__name__}", source=str(path)
-        ) from None
-
-
 def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
-    """`agentgen models --manifest agent.yaml -o OUT.py`."""
-    data, label = _load(Path(manifest_path))
-    src = generate_manifest_models(data, source_label=Path(manifest_path).name)
-    _ = label
+    """`agentgen models --manifest agent.yaml -o OUT.py` (AGNTCY manifests too)."""
+    from .format import read_manifest
+    from .load import load_manifest
+
+    loaded = load_manifest(manifest_path)
+    # structural problems located in the file before anything is generated
+    read_manifest(loaded.data, source=loaded.source, positions=loaded.positions)
+    src = generate_manifest_models(
+        loaded.data, source_label=Path(manifest_path).name, source=loaded.source
+    )
     try:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(src, encoding="utf-8")
     except OSError as err:
-        raise AgentgenError(f"cannot write {out}: {err.strerror}", source=str(out)) from None
+        raise AgentgenError(f"cannot write the models: {err.strerror}", source=str(out)) from None
     return 0
 
 
@@ -416,9 +411,10 @@ def dogfood_outputs(repo: Path) -> dict[Path, str]:
         repo / "generated" / "manifest" / "format_models.py": fmt,
     }
     for manifest in sorted((repo / "examples").glob("*/agent.yaml")):
-        data, _ = _load(manifest)
-        name = manifest.parent.name
-        out[repo / "generated" / "examples" / name / "manifest_models.py"] = (
-            generate_manifest_models(data, source_label=f"examples/{name}/agent.yaml")
+        from .load import load_manifest
+
+        loaded = load_manifest(manifest)
+        out[repo / "generated" / "examples" / manifest.parent.name / "manifest_models.py"] = (
+            generate_manifest_models(loaded.data, source_label=manifest.name)
         )
     return out

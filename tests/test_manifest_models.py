@@ -1,0 +1,320 @@
+"""Manifest models: generated from manifests, imported and run; names, refs, errors."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from generator.errors import AgentgenError
+from generator.manifest.load import load_manifest
+from generator.manifest.models import camel, generate_manifest_models
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def example(name: str) -> dict[str, Any]:
+    return load_manifest(REPO / "examples" / name / "agent.yaml").data
+
+
+def load_module(tmp: Path, src: str, name: str) -> ModuleType:
+    path = tmp / f"{name}.py"
+    path.write_text(src, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build(tmp: Path, manifest: dict[str, Any], name: str) -> ModuleType:
+    return load_module(tmp, generate_manifest_models(manifest), name)
+
+
+def classes(mod: ModuleType) -> set[str]:
+    return {
+        k
+        for k, v in vars(mod).items()
+        if k.isidentifier() and isinstance(v, type) and v.__module__ == mod.__name__
+    }
+
+
+# A manifest that stresses naming and references: nested definitions whose names clash
+# with the section classes, refs of every local kind, errors named like imports,
+# keywords and sections, a recursive schema.
+TRICKY: dict[str, Any] = {
+    "name": "tricky",
+    "version": "1",
+    "config": {
+        "schema": {
+            "type": "object",
+            "properties": {
+                "mode": {"$ref": "#/$defs/Input"},
+                "other": {"$ref": "#/definitions/Output"},
+                "same": {"$ref": "#/properties/mode"},
+                "child": {"$ref": "#"},
+            },
+            "$defs": {"Input": {"enum": ["a", "b"]}},
+            "definitions": {"Output": {"type": "integer", "minimum": 0}},
+        }
+    },
+    "input": {
+        "type": "object",
+        "required": ["config"],
+        "properties": {
+            "config": {"type": "object", "properties": {"deep": {"type": "string"}}},
+            "class": {"type": "string"},
+            "camelName": {"type": "integer"},
+        },
+    },
+    "output": {"type": "string", "maxLength": 5},
+    "interrupts": [
+        {
+            "name": "needs-review",
+            "payload": {"schema": {"type": "object"}},
+            "resume": {"schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}},
+        }
+    ],
+    "errors": [
+        {"code": 1, "name": "Config", "description": "clashes with a section"},
+        {"code": 2, "name": "None"},
+        {"code": 3, "name": "BaseModel", "data": {"schema": {"type": "integer"}}},
+        {"code": 4, "name": "Exception", "transient": True},
+        {"code": 5, "name": "ManifestError"},
+    ],
+}
+
+
+def test_camel_matches_the_runtime() -> None:
+    sys.path.insert(0, str(REPO))
+    from templates.runtime.agent import _camel
+
+    for name in ("approval", "needs-review", "needs_review", "a-b_c", "x", "two--dashes", "v2-ok"):
+        assert camel(name) == _camel(name), name
+    assert camel("needs-review") == "NeedsReview"
+
+
+def test_mail_composer_models_run(tmp_path: Path) -> None:
+    mm = build(tmp_path, example("mail-composer"), "mm_mail")
+    assert {"Config", "Input", "Output", "ApprovalPayload", "ApprovalResume"} <= classes(mm)
+
+    cfg = mm.Config.model_validate({})
+    assert (cfg.tone, cfg.max_length, cfg.signature) == ("friendly", 800, None)
+    assert mm.Config.model_validate({"tone": "formal"}).tone == "formal"
+    with pytest.raises(ValidationError) as bad:
+        mm.Config.model_validate({"tone": "shouty", "max_length": 10})
+    assert {e["loc"] for e in bad.value.errors()} == {("tone",), ("max_length",)}
+    with pytest.raises(ValidationError) as extra:
+        mm.Config.model_validate({"colour": "red"})  # additionalProperties: false
+    assert extra.value.errors()[0]["loc"] == ("colour",)
+
+    inp = mm.Input.model_validate({"brief": "Lunch", "recipients": ["a@example.org"]})
+    assert inp.language == "en" and [r.root for r in inp.recipients] == ["a@example.org"]
+    with pytest.raises(ValidationError) as bad_in:
+        mm.Input.model_validate({"brief": "", "recipients": []})
+    assert {e["loc"] for e in bad_in.value.errors()} == {("brief",), ("recipients",)}
+
+    out = mm.Output(subject="s", body="b", recipients=["a@example.org"], approved=True)
+    assert out.model_dump(by_alias=True) == {
+        "subject": "s",
+        "body": "b",
+        "recipients": ["a@example.org"],
+        "approved": True,
+    }
+    with pytest.raises(ValidationError):
+        mm.Output.model_validate({"subject": "s"})
+
+    assert mm.ApprovalPayload(subject="s", body="b").body == "b"
+    assert mm.ApprovalResume.model_validate({"approved": False}).approved is False
+    with pytest.raises(ValidationError) as bad_resume:
+        mm.ApprovalResume.model_validate({"comment": "no"})
+    assert bad_resume.value.errors()[0]["loc"] == ("approved",)
+
+
+def test_error_classes_carry_code_transient_and_typed_data(tmp_path: Path) -> None:
+    mm = build(tmp_path, example("mail-composer"), "mm_mail_err")
+    q = mm.QuotaExceeded(data=mm.QuotaExceededData(retry_after=5, used=2))
+    assert isinstance(q, mm.ManifestError) and isinstance(q, Exception)
+    assert (q.code, q.error_name, q.transient) == (1001, "QuotaExceeded", True)
+    assert str(q) == "The daily quota of drafts is used up; retry later."
+    assert q.data.retry_after == 5.0
+    u = mm.UnknownRecipient("bob@x.invalid is not allowed")
+    assert (u.code, u.transient, u.data, str(u)) == (
+        1002,
+        False,
+        None,
+        "bob@x.invalid is not allowed",
+    )
+    assert mm.ERRORS == {1001: mm.QuotaExceeded, 1002: mm.UnknownRecipient}
+    with pytest.raises(ValidationError):
+        mm.QuotaExceededData.model_validate({"retry_after": -1})
+
+    # the runtime turns them into JSON-RPC errors with exactly these attributes
+    sys.path.insert(0, str(REPO))
+    from templates.runtime.agent import AgentRuntime
+
+    err = AgentRuntime()._agent_error(q)
+    assert err is not None
+    assert (err.code, err.message, err.data) == (
+        1001,
+        "The daily quota of drafts is used up; retry later.",
+        {"name": "QuotaExceeded", "transient": True, "details": {"retry_after": 5.0, "used": 2}},
+    )
+    err2 = AgentRuntime()._agent_error(u)
+    assert err2 is not None and err2.data == {
+        "name": "UnknownRecipient",
+        "transient": False,
+        "details": None,
+    }
+
+
+def test_absent_sections_produce_no_class(tmp_path: Path) -> None:
+    echo = build(tmp_path, example("echo"), "mm_echo")
+    assert classes(echo) == {"ManifestError"} and echo.ERRORS == {}
+    research = build(tmp_path, example("research"), "mm_research")
+    assert classes(research) == {"ManifestError"}
+    only_out = build(
+        tmp_path, {"name": "o", "version": "1", "output": {"type": "integer"}}, "mm_out"
+    )
+    assert classes(only_out) == {"Output", "ManifestError"}
+    assert only_out.Output.model_validate(3).root == 3
+
+
+def test_names_and_refs_are_handled_generally(tmp_path: Path) -> None:
+    mm = build(tmp_path, TRICKY, "mm_tricky")
+    names = classes(mm)
+    # the sections keep the names the runtime looks up
+    assert {"Config", "Input", "Output", "NeedsReviewPayload", "NeedsReviewResume"} <= names
+    # the error classes step aside, keep their wire names
+    by_code = {code: cls for code, cls in mm.ERRORS.items()}
+    assert {c: cls.__name__ for c, cls in by_code.items()} == {
+        1: "ConfigError",
+        2: "NoneError",
+        3: "BaseModelError",
+        4: "ExceptionError",
+        5: "ManifestErrorError",
+    }
+    assert [by_code[c].error_name for c in range(1, 6)] == [
+        "Config",
+        "None",
+        "BaseModel",
+        "Exception",
+        "ManifestError",
+    ]
+    assert issubclass(by_code[5], mm.ManifestError) and by_code[4].transient is True
+    assert by_code[3](data=mm.BaseModelData(7)).data.root == 7
+
+    # hoisted $defs/definitions, a pointer ref and a recursive ref all resolve
+    cfg = mm.Config.model_validate(
+        {"mode": "a", "other": 3, "same": "b", "child": {"mode": "b", "child": {}}}
+    )
+    assert cfg.child.child is not None
+    with pytest.raises(ValidationError) as bad:
+        mm.Config.model_validate({"mode": "c", "other": -1, "same": "z"})
+    assert {e["loc"][0] for e in bad.value.errors()} == {"mode", "other", "same"}
+
+    # the section Input is the manifest's input, not the nested definition
+    inp = mm.Input.model_validate({"config": {"deep": "x"}, "class": "k", "camelName": 1})
+    assert (inp.config.deep, inp.class_, inp.camel_name) == ("x", "k", 1)
+    assert inp.model_dump(by_alias=True, exclude_none=True) == {
+        "config": {"deep": "x"},
+        "class": "k",
+        "camelName": 1,
+    }
+    with pytest.raises(ValidationError):
+        mm.Output.model_validate("toolong")
+    # a free-form object schema keeps what it is given
+    assert mm.NeedsReviewPayload.model_validate({"any": [1]}).model_dump() == {"any": [1]}
+
+
+def test_generation_is_deterministic() -> None:
+    for manifest in (example("mail-composer"), TRICKY, example("echo")):
+        first = generate_manifest_models(copy.deepcopy(manifest))
+        assert generate_manifest_models(copy.deepcopy(manifest)) == first
+
+
+@pytest.mark.parametrize(
+    ("mutate", "pointer", "fragment"),
+    [
+        (lambda m: m["errors"][0].update(code="x"), "/errors/0/code", "integer"),
+        (lambda m: m["interrupts"][0].pop("resume"), "/interrupts/0/resume", "required"),
+        (lambda m: m.update(input=[1]), "/input", "dictionary"),
+        (
+            lambda m: m["config"]["schema"]["properties"].update(x={"$ref": "other.json#/a"}),
+            "/config/schema",
+            "outside the manifest",
+        ),
+        (
+            lambda m: m["interrupts"].append(
+                {**m["interrupts"][0], "name": "approval_"}  # camel: Approval again
+            ),
+            "/interrupts/1/name",
+            "already used",
+        ),
+    ],
+)
+def test_bad_manifests_are_located_errors(mutate: Any, pointer: str, fragment: str) -> None:
+    manifest = copy.deepcopy(example("mail-composer"))
+    mutate(manifest)
+    with pytest.raises(AgentgenError) as err:
+        generate_manifest_models(manifest, source_label="agent.yaml")
+    assert err.value.pointer == pointer and err.value.source == "agent.yaml"
+    assert fragment in err.value.message
+
+
+def test_cli_writes_the_module_and_locates_errors(tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "mm.py"
+    agentgen = [sys.executable, "-m", "generator"]
+    ok = subprocess.run(
+        [*agentgen, "models", "--manifest", "examples/mail-composer/agent.yaml", "-o", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert (
+        out.read_text()
+        == (REPO / "generated" / "examples" / "mail-composer" / "manifest_models.py").read_text()
+    )
+    bad = tmp_path / "agent.yaml"
+    bad.write_text("name: bad\nversion: '1'\nerrors:\n  - code: nope\n    name: Oops\n")
+    r = subprocess.run(
+        [*agentgen, "models", "--manifest", str(bad), "-o", str(tmp_path / "x.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{bad}:4:11: /errors/0/code:" in r.stderr, r.stderr
+    assert not (tmp_path / "x.py").exists()
+
+
+def test_generated_modules_pass_mypy_strict(tmp_path: Path) -> None:
+    files = []
+    for name, manifest in [
+        ("echo_mm", example("echo")),
+        ("mail_mm", example("mail-composer")),
+        ("research_mm", example("research")),
+        ("tricky_mm", TRICKY),
+    ]:
+        path = tmp_path / f"{name}.py"
+        path.write_text(generate_manifest_models(manifest))
+        files.append(str(path))
+    files.append(str(REPO / "generator" / "manifest" / "format_models.py"))
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -47,7 +47,7 @@ def test_example_is_valid_against_the_format_schema(name: str) -> None:
 # ---- running the examples -------------------------------------------------------------
 
 
-def build(tmp: Path, shared_acp: Path, name: str) -> dict[str, str]:
+def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> dict[str, str]:
     """The project `agentgen new` would make for the example, with its handlers.py."""
     from generator.manifest.load import load_manifest
     from generator.render import render_generated
@@ -58,7 +58,7 @@ def build(tmp: Path, shared_acp: Path, name: str) -> dict[str, str]:
     files = render_generated(
         schema=schema, meta=meta, manifest=manifest, role="agent", transport="stdio"
     )
-    pkg = tmp / "exagent"
+    pkg = tmp / package
     for rel, text in files.items():
         path = pkg / "_generated" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -384,3 +384,25 @@ def test_research_providers_auth_states_and_cancel(tmp_path: Path, shared_acp: P
         assert SECRET not in everything
 
     asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_example_handlers_type_check_against_their_generated_code(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    packages = []
+    for name in EXAMPLES:
+        package = "ex_" + name.replace("-", "_")
+        build(tmp_path, shared_acp, name, package)
+        packages += ["-m", f"{package}.handlers", "-m", f"{package}._generated.manifest_models"]
+    # the handlers and the manifest models; what they import is read, not checked here
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--strict", "--follow-imports=silent"]
+        + packages,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "MYPYPATH": str(tmp_path)},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

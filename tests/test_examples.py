@@ -44,6 +44,26 @@ def test_example_is_valid_against_the_format_schema(name: str) -> None:
             jsonschema.Draft202012Validator.check_schema(sub)
 
 
+def test_examples_pass_agentgen_validate(tmp_path: Path) -> None:
+    """The real command: schema plus the semantic checks (codes, states, refs...)."""
+    files = [f"examples/{name}/agent.yaml" for name in EXAMPLES]
+    agentgen = [sys.executable, "-m", "generator", "validate"]
+    ok = subprocess.run(
+        [*agentgen, "--format", "json", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout) == [], ok.stdout + ok.stderr
+    # the same command does reject a broken copy (the check above can fail)
+    broken = tmp_path / "agent.yaml"
+    text = (REPO / "examples" / "research" / "agent.yaml").read_text()
+    broken.write_text(text.replace("initial: idle", "initial: nowhere"))
+    bad = subprocess.run([*agentgen, str(broken)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1 and "nowhere" in bad.stdout + bad.stderr
+
+
 # ---- running the examples -------------------------------------------------------------
 
 

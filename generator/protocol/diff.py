@@ -380,6 +380,11 @@ class _Diff:
         if self._same(a, b):
             return
         a, b = _unwrap(a), _unwrap(b)
+        # a bare reference against an extended one (`allOf: [$ref]` + properties)
+        if _ref_name(a) is not None and isinstance(b, dict) and isinstance(b.get("allOf"), list):
+            a = {"allOf": [a]}
+        elif _ref_name(b) is not None and isinstance(a, dict) and isinstance(a.get("allOf"), list):
+            b = {"allOf": [b]}
         if (
             _ref_name(a) is not None
             or _ref_name(b) is not None
@@ -399,13 +404,8 @@ class _Diff:
             for x, y in zip(all_a, all_b, strict=True):
                 self._compare(x, y, path, where)
         for key in ("type", "const", "format"):
-            if (
-                key in a
-                and key in b
-                and a[key] != b[key]
-                and not (key == "type" and _widens(a, b, self))
-            ):
-                self._retyped(a, b, path, where)
+            if key in a and key in b and a[key] != b[key]:
+                self._retyped(a, b, path, where)  # breaking unless it only widens
                 return
 
     def _retyped(self, a: Any, b: Any, path: str, where: str) -> None:

@@ -8,6 +8,7 @@ line:col for a JSON syntax error) of the first problem found, in document order.
 
 from __future__ import annotations
 
+import difflib
 import json
 import urllib.parse
 from collections.abc import Iterator
@@ -147,10 +148,17 @@ def _check_ref(doc: dict[str, Any], where: str, ref: Any, source: str) -> None:
         )
     target = urllib.parse.unquote(ref[1:])
     found, _ = resolve_pointer(doc, target)
-    if not found:
-        what = (
-            "a missing definition"
-            if any(target.startswith(f"/{k}/") for k in _DEF_KEYS)
-            else "nothing"
-        )
-        raise AgentgenError(f"$ref {ref!r} points to {what}", source=source, pointer=where)
+    if found:
+        return
+    for key in _DEF_KEYS:
+        prefix = f"/{key}/"
+        if target.startswith(prefix) and isinstance(doc.get(key), dict):
+            name = _unescape(target[len(prefix) :])
+            close = difflib.get_close_matches(name, list(doc[key]), n=1)
+            raise AgentgenError(
+                f"$ref {ref!r} points to a missing definition",
+                source=source,
+                pointer=where,
+                hint=f"did you mean {close[0]!r}?" if close else None,
+            )
+    raise AgentgenError(f"$ref {ref!r} points to nothing", source=source, pointer=where)

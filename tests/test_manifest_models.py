@@ -235,6 +235,27 @@ def test_names_and_refs_are_handled_generally(tmp_path: Path) -> None:
     assert mm.NeedsReviewPayload.model_validate({"any": [1]}).model_dump() == {"any": [1]}
 
 
+def test_agntcy_manifests_get_the_same_models(tmp_path: Path, shared_agntcy: Path) -> None:
+    """Both published AGNTCY shapes, read by the loader, give working modules."""
+    desc = load_manifest(shared_agntcy / "acp-spec_mailcomposer_descriptor.json").data
+    mail = build(tmp_path, desc, "mm_agntcy_mail")
+    assert {"Config", "Input", "Output"} <= classes(mail)
+    pay = [i["name"] for i in desc["interrupts"]]
+    for name in pay:
+        assert {camel(name) + "Payload", camel(name) + "Resume"} <= classes(mail)
+    record = load_manifest(shared_agntcy / "sdk_echo-agent-manifest.json").data
+    echo = build(tmp_path, record, "mm_agntcy_echo")
+    msg = {"type": "human", "content": "hi"}
+    inp = echo.Input.model_validate({"messages": [msg]})
+    assert inp.messages[0].content == "hi"
+    with pytest.raises(ValidationError) as bad:
+        echo.Input.model_validate({"messages": [{"type": "robot", "content": "hi"}]})
+    assert bad.value.errors()[0]["loc"][:3] == ("messages", 0, "type")
+    # the Input's and the Output's own `$defs` (both name a `Message`) stay apart
+    out = echo.Output.model_validate({"messages": [msg]})
+    assert type(out.messages[0]).__name__ != type(inp.messages[0]).__name__
+
+
 def test_generation_is_deterministic() -> None:
     for manifest in (example("mail-composer"), TRICKY, example("echo")):
         first = generate_manifest_models(copy.deepcopy(manifest))
@@ -298,13 +319,17 @@ def test_cli_writes_the_module_and_locates_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "x.py").exists()
 
 
-def test_generated_modules_pass_mypy_strict(tmp_path: Path) -> None:
+def test_generated_modules_pass_mypy_strict(tmp_path: Path, shared_agntcy: Path) -> None:
     files = []
     for name, manifest in [
         ("echo_mm", example("echo")),
         ("mail_mm", example("mail-composer")),
         ("research_mm", example("research")),
         ("tricky_mm", TRICKY),
+        (
+            "agntcy_mm",
+            load_manifest(shared_agntcy / "sdk_echo-agent-manifest.json").data,
+        ),
     ]:
         path = tmp_path / f"{name}.py"
         path.write_text(generate_manifest_models(manifest))

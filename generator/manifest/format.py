@@ -42,9 +42,28 @@ def format_models_source(schema: dict[str, Any] | None = None) -> str:
         '"""'
     )
     src = models_from_schema(
-        schema, header=header, root_class=ROOT_CLASS, source="schema/manifest.schema.json"
+        annotation_formats(schema),
+        header=header,
+        root_class=ROOT_CLASS,
+        source="schema/manifest.schema.json",
     )
     return ruff_format(src, "format_models.py")
+
+
+def annotation_formats(node: Any) -> Any:
+    """Pass: drop `format` from the format schema.  In JSON Schema 2020-12 `format` is an
+    annotation, and `agentgen validate` treats it so; the models that read manifests
+    must accept exactly what validate accepts (a link such as `github.com/org/repo` is
+    not rejected as a URL)."""
+    if isinstance(node, dict):
+        return {
+            k: annotation_formats(v)
+            for k, v in node.items()
+            if not (k == "format" and isinstance(v, str))
+        }
+    if isinstance(node, list):
+        return [annotation_formats(v) for v in node]
+    return node
 
 
 def _pointer(loc: tuple[Any, ...]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AnyUrl, BaseModel, ConfigDict, Field, RootModel, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 
 class ManifestFormatAuthor(RootModel[str]):
@@ -48,10 +48,10 @@ class Links(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    homepage: AnyUrl | None = None
-    docs: AnyUrl | None = None
-    issues: AnyUrl | None = None
-    repository: AnyUrl | None = None
+    homepage: Annotated[str | None, Field(min_length=1)] = None
+    docs: Annotated[str | None, Field(min_length=1)] = None
+    issues: Annotated[str | None, Field(min_length=1)] = None
+    repository: Annotated[str | None, Field(min_length=1)] = None
 
 
 class ConfigOption(BaseModel):
@@ -131,7 +131,7 @@ class ProviderDefault(BaseModel):
         populate_by_name=True,
     )
     api_type: str
-    base_url: AnyUrl | None = None
+    base_url: Annotated[str | None, Field(min_length=1)] = None
 
 
 class Provider(BaseModel):
@@ -162,7 +162,7 @@ class AuthScheme(BaseModel):
     """
     Header carrying the key (api_key).
     """
-    token_url: AnyUrl | None = None
+    token_url: str | None = None
     """
     Where a token is obtained out of band (oauth2/jwt).
     """

@@ -121,6 +121,12 @@ class _Converter:
             self.out.positions[dst] = self.src.positions[at]
             self.out.origin[dst] = at
 
+    def locate(self, dst: str, src: str) -> None:
+        """Give the existing node `dst` the position of the source node `src`."""
+        if src in self.src.positions:
+            self.out.positions[dst] = self.src.positions[src]
+            self.out.origin[dst] = src
+
     def _set(self, dst: str, value: Any) -> None:
         tokens = [t.replace("~1", "/").replace("~0", "~") for t in dst.split("/")[1:]]
         node: Any = self.out.data
@@ -235,7 +241,12 @@ class _Converter:
         if options:
             self.synth("/config/options", [], f"{src}/properties")
             for i, option in enumerate(options):
-                self.synth(f"/config/options/{i}", option, child(f"{src}/properties", option["id"]))
+                prop = child(f"{src}/properties", option["id"])
+                self.synth(f"/config/options/{i}", option, prop)
+                for ours, theirs in _OPTION_FROM.items():
+                    if ours in option:
+                        at = f"{prop}/{theirs}" if theirs else prop
+                        self.locate(f"/config/options/{i}/{ours}", at)
             ids = ", ".join(o["id"] for o in options)
             self.note(f"config options derived from the config schema's scalar properties: {ids}")
 
@@ -313,9 +324,14 @@ def _option(key: str, prop: Any) -> dict[str, Any] | None:
         option["name"] = prop["title"]
     if isinstance(prop.get("description"), str):
         option["description"] = prop["description"]
-    if "default" in prop:
-        option["default"] = prop["default"]
+    default = prop.get("default", _MISSING)
+    if default is not _MISSING and (default in option.get("values", [default])):
+        option["default"] = default  # a default outside the enum: the schema check reports it
     return option
+
+
+# option key -> the config schema property's key it is read from
+_OPTION_FROM = {"id": "", "type": "type", "values": "enum", "name": "title", "default": "default"}
 
 
 class _Missing:

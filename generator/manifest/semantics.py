@@ -268,8 +268,16 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_A = {"boolean": "a boolean", "string": "a string", "integer": "an integer", "number": "a number"}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _fits(kind: Any, value: Any) -> bool:
-    want = _OPTION_TYPES.get(kind)
+    want = _OPTION_TYPES.get(kind) if isinstance(kind, str) else None
     if want is None:
         return True
     if isinstance(value, bool) and kind != "boolean":
@@ -303,7 +311,11 @@ def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:
         if isinstance(values, list) and kind != "choice":
             for j, value in enumerate(values):
                 if not _fits(kind, value):
-                    yield f"{pointer}/values/{j}", f"value {value!r} is not a {kind}", False
+                    yield (
+                        f"{pointer}/values/{j}",
+                        f"value {_short(value)} is not {_A.get(str(kind))}",
+                        False,
+                    )
         if isinstance(oid, str) and closed and oid not in props:
             yield (
                 child(pointer, "id"),
@@ -314,10 +326,14 @@ def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:
             continue
         default = opt["default"]
         if not _fits(kind, default):
-            yield f"{pointer}/default", f"default {default!r} is not a {kind}", False
+            yield (
+                f"{pointer}/default",
+                f"default {_short(default)} is not {_A.get(str(kind))}",
+                False,
+            )
         elif isinstance(values, list) and values and default not in values:
             allowed = ", ".join(map(str, values))
-            yield f"{pointer}/default", f"default {default!r} is not one of: {allowed}", False
+            yield f"{pointer}/default", f"default {_short(default)} is not one of: {allowed}", False
         elif validator is not None and isinstance(oid, str) and isinstance(props.get(oid), dict):
             for message in _misfits(validator, props[oid], default):
                 yield (

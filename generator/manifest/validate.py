@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -64,7 +65,7 @@ _KINDS = {
     "boolean": "true or false",
     "null": "null",
 }
-_SECRETISH = ("auth", "token", "secret", "password", "header", "key")
+_SECRETISH = ("token", "secret", "password", "headers", "api_key", "apikey", "credential")
 
 
 def kind_of(value: Any) -> str:
@@ -81,9 +82,14 @@ def kind_of(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def _secretish(pointer: str) -> bool:
+    tokens = pointer.lower().split("/")
+    return tokens[1:2] == ["auth"] or any(w in t for t in tokens for w in _SECRETISH)
+
+
 def show(value: Any, pointer: str = "") -> str:
     """A short rendering of a value for a message; never the value of a secret-ish key."""
-    if any(word in pointer.lower() for word in _SECRETISH) and isinstance(value, str):
+    if isinstance(value, str) and _secretish(pointer):
         return "the value"
     if isinstance(value, dict):
         return "a mapping"
@@ -101,6 +107,9 @@ def _schema_problems(data: dict[str, Any]) -> Iterator[Problem]:
 
 def _describe(err: Any, pointer: str) -> Iterator[Problem]:
     kind, value, schema = err.validator, err.instance, err.schema
+    if "propertyNames" in err.schema_path and isinstance(value, str):  # a bad key: point at it
+        yield child(pointer, value), f"key {show(value)} does not match {err.validator_value}", True
+        return
     if kind == "additionalProperties" and isinstance(value, dict):
         known = list(schema.get("properties", {}))
         for key in sorted(k for k in value if k not in known):
@@ -132,9 +141,6 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
     if kind == "pattern":
         yield pointer, f"{show(value, pointer)} does not match {err.validator_value}", False
         return
-    if kind == "propertyNames":
-        yield pointer, f"{show(value, pointer)} is not a valid name", True
-        return
     if kind in ("anyOf", "oneOf") and err.context:
         from jsonschema.exceptions import best_match
 
@@ -156,8 +162,13 @@ def diagnose(loaded: LoadedManifest) -> list[Diagnostic]:
     out = set()
     for pointer, message, at_key in problems:
         line, col = loaded.position(pointer, key=at_key)
+        if loaded.origin:  # pointers named in the message, as the file spells them
+            message = _POINTER.sub(lambda m: loaded.file_pointer(m.group(0)), message)
         out.add(Diagnostic(loaded.source, line, col, loaded.file_pointer(pointer), message))
     return sorted(out)
+
+
+_POINTER = re.compile(r"(?<![^\s(])/[^\s)'\"]+")
 
 
 def _converted_problems(loaded: LoadedManifest) -> Iterator[tuple[str, str]]:

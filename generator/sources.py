@@ -18,7 +18,9 @@ echoed.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -122,27 +124,48 @@ def _read_path(spec: str) -> bytes:
         raise AgentgenError(f"cannot read: {err.strerror or err}", source=spec) from None
 
 
+def _split_credentials(spec: str) -> tuple[str, dict[str, str]]:
+    """The URL without `user:password@`, and a Basic auth header carrying them."""
+    parts = urllib.parse.urlsplit(spec)
+    if "@" not in parts.netloc:
+        return spec, {}
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    bare = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return bare, {"Authorization": "Basic " + base64.b64encode(token.encode()).decode()}
+
+
 def _read_url(spec: str) -> bytes:
     shown = redact(spec)
-    req = urllib.request.Request(
-        spec, headers={"User-Agent": "agentgen", "Accept": "application/json"}
-    )
     try:
+        url, auth = _split_credentials(spec)
+        req = urllib.request.Request(
+            url, headers={"User-Agent": "agentgen", "Accept": "application/json", **auth}
+        )
         with urllib.request.urlopen(req, timeout=URL_TIMEOUT) as resp:
             raw: bytes = resp.read(MAX_BYTES + 1)
     except urllib.error.HTTPError as err:
         raise AgentgenError(f"cannot fetch: HTTP {err.code} {err.reason}", source=shown) from None
     except urllib.error.URLError as err:
-        reason = (
-            err.reason if not isinstance(err.reason, OSError) else err.reason.strerror or err.reason
-        )
+        reason = err.reason
+        if isinstance(reason, TimeoutError):
+            reason = f"timed out after {URL_TIMEOUT:g}s"
+        elif isinstance(reason, OSError):
+            reason = reason.strerror or type(reason).__name__
         raise AgentgenError(
             f"cannot fetch: {reason}", source=shown, hint="check the URL and your network"
         ) from None
-    except (TimeoutError, OSError) as err:
-        raise AgentgenError(f"cannot fetch: {err or 'timed out'}", source=shown) from None
-    except ValueError as err:
-        raise AgentgenError(f"not a valid URL: {err}", source=shown) from None
+    except TimeoutError:
+        raise AgentgenError(
+            f"cannot fetch: timed out after {URL_TIMEOUT:g}s", source=shown
+        ) from None
+    except OSError as err:
+        raise AgentgenError(
+            f"cannot fetch: {err.strerror or type(err).__name__}", source=shown
+        ) from None
+    except (ValueError, http.client.HTTPException) as err:
+        raise AgentgenError(f"not a valid URL ({type(err).__name__})", source=shown) from None
     if len(raw) > MAX_BYTES:
         raise AgentgenError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB", source=shown)
     return raw

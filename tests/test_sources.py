@@ -3,6 +3,7 @@ the verified cache, the lock, and the errors of each."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.server
 import io
@@ -174,6 +175,37 @@ def test_unreachable_url_hides_credentials() -> None:
     assert "v=1" in text
 
 
+class _AuthHandler(http.server.BaseHTTPRequestHandler):
+    body = b'{"$defs": {"A": {"type": "string"}}}'
+
+    def do_GET(self) -> None:
+        expected = "Basic " + base64.b64encode(b"reader:p@ss word").decode()
+        ok = self.headers.get("Authorization") == expected
+        self.send_response(200 if ok else 401)
+        self.end_headers()
+        if ok:
+            self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_url_credentials_become_basic_auth_and_stay_hidden() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        src = sources.load_schema(f"http://reader:p%40ss%20word@127.0.0.1:{port}/s.json")
+        assert src.raw == _AuthHandler.body
+        assert "word" not in src.origin and src.origin.startswith("http://***@127.0.0.1")
+        with pytest.raises(AgentgenError) as err:
+            sources.load_schema(f"http://reader:wrong-secret@127.0.0.1:{port}/s.json")
+        assert "HTTP 401" in str(err.value) and "wrong-secret" not in str(err.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_silent_server_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -181,7 +213,7 @@ def test_silent_server_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     port = listener.getsockname()[1]
     monkeypatch.setattr(sources, "URL_TIMEOUT", 0.3)
     try:
-        with pytest.raises(AgentgenError, match="cannot fetch") as err:
+        with pytest.raises(AgentgenError, match="cannot fetch: timed out after 0.3s") as err:
             sources.load_schema(f"http://127.0.0.1:{port}/schema.json")
         assert f"127.0.0.1:{port}" in str(err.value)
     finally:

@@ -115,7 +115,9 @@ def check_schema(data: Any, source: str) -> dict[str, Any]:
             "not a protocol schema: no $defs (or definitions)",
             source=source,
             pointer="",
-            hint="expected ACP's schema.json with its definitions under $defs",
+            hint="this looks like a meta table: pass it with --meta"
+            if any(k in data for k in ("agentMethods", "clientMethods"))
+            else "expected ACP's schema.json with its definitions under $defs",
         )
     defs = data[key]
     if not isinstance(defs, dict):

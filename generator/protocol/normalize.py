@@ -1,0 +1,607 @@
+"""Named passes over a protocol schema's JSON, applied in the order of `PASSES`.
+
+datamodel-code-generator turns what it is given into classes faithfully; what it is
+given decides the names and the shapes.  Each pass below rewrites one pattern of the
+ACP schemas into one datamodel-code-generator renders well, and says why.  The passes
+read the schema's own structure (tags, titles, `$ref`s, formats): no table of names,
+so a revision nobody has seen goes through the same way.
+
+`normalize(schema)` returns a new dict; the input is never modified.
+
+Naming rule for a union member that needs its own class (`variant_name`): the PascalCase
+of its tag constant (`"agent_message_chunk"` -> `AgentMessageChunk`) or else of its
+title; when that is a single word (`Text`) or already taken (`ToolCall` is a
+definition), the union's name is appended (`TextContentBlock`, `ToolCallSessionUpdate`);
+if that is taken too, it is prepended (`SessionUpdateToolCall`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import AgentgenError
+
+Schema = dict[str, Any]
+
+# The keyword our shared base reads on a catch-all member's tag property: the tag values
+# that belong to the known members (upstream writes them as a `not` clause).
+REFUSED_TAGS = "x-agentgen-refused-tags"
+# Marks a tagged union (set by `open_tagged_unions`): its tag property, the member
+# class of each tag value and the catch-all member.  models.py renders these unions
+# itself, as pydantic unions that dispatch on the tag.
+TAGGED_UNION = "x-agentgen-tagged-union"
+# Extension keywords the generated module needs at run time (kept on the fields).
+FIELD_EXTRA_KEYS = (
+    "x-deserialize-default-on-error",
+    "x-deserialize-skip-invalid-items",
+    REFUSED_TAGS,
+)
+
+_UNION_KEYS = ("oneOf", "anyOf")
+_INT_FORMAT = re.compile(r"^(u?)int(\d+)$")
+_SCALAR_TYPES = {"string", "integer", "number", "boolean", "null"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def defs_of(schema: Schema) -> dict[str, Any]:
+    """The schema's `$defs` (a dict; empty when absent)."""
+    defs = schema.get("$defs")
+    return defs if isinstance(defs, dict) else {}
+
+
+def pascal(text: str) -> str:
+    """`agent_message_chunk` / `searchAndReplace` / `utf-16` -> `AgentMessageChunk`..."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    words = [w for w in re.split(r"[^0-9A-Za-z]+", spaced) if w]
+    name = "".join(w[:1].upper() + w[1:] for w in words)
+    if not name or name[0].isdigit():
+        name = "V" + name
+    return name
+
+
+def _word_count(name: str) -> int:
+    return len(re.findall(r"[A-Z][a-z0-9]*|[0-9]+", name)) or 1
+
+
+_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_ONE_KEYS: tuple[str, ...] = ("items", "additionalProperties", "not", "if", "then", "else")
+_ONE_KEYS += ("contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def walk(node: Any) -> Iterator[Schema]:
+    """Every subschema of the document, parents before children (property *names*
+    are never mistaken for keywords)."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if not isinstance(cur, dict):
+            continue
+        yield cur
+        children: list[Any] = []
+        for key in _MAP_KEYS:
+            if isinstance(cur.get(key), dict):
+                children.extend(cur[key].values())
+        for key in _ONE_KEYS:
+            if isinstance(cur.get(key), dict):
+                children.append(cur[key])
+        for key in _LIST_KEYS:
+            if isinstance(cur.get(key), list):
+                children.extend(cur[key])
+        stack.extend(reversed(children))
+
+
+def _ref_name(ref: Any) -> str | None:
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return ref[len("#/$defs/") :].replace("~1", "/").replace("~0", "~")
+    return None
+
+
+def _resolve(defs: dict[str, Any], node: Any) -> Any:
+    """Follow a `$ref` (one level) to the definition it names."""
+    if isinstance(node, dict) and "$ref" in node:
+        name = _ref_name(node["$ref"])
+        if name is not None and isinstance(defs.get(name), dict):
+            return defs[name]
+    return node
+
+
+def union_key(node: Schema) -> str | None:
+    for key in _UNION_KEYS:
+        if isinstance(node.get(key), list):
+            return key
+    return None
+
+
+def tag_of(member: Any) -> tuple[str, str] | None:
+    """(property, value) of the one property with a string `const` in `member`."""
+    if not isinstance(member, dict):
+        return None
+    props = member.get("properties")
+    if not isinstance(props, dict):
+        return None
+    tags = [
+        (p, s["const"])
+        for p, s in props.items()
+        if isinstance(s, dict) and isinstance(s.get("const"), str)
+    ]
+    return tags[0] if len(tags) == 1 else None
+
+
+def _is_scalar(member: Schema) -> bool:
+    t = member.get("type")
+    types = t if isinstance(t, list) else [t]
+    return "properties" not in member and bool(types) and all(x in _SCALAR_TYPES for x in types)
+
+
+def variant_name(base: str, parent: str, taken: set[str]) -> str:
+    """The naming rule of the module docstring."""
+    candidates = [base] if _word_count(base) > 1 else []
+    candidates += [base + parent, parent + base]
+    for cand in candidates:
+        if cand not in taken:
+            return cand
+    n = 2
+    while f"{base}{parent}Variant{n}" in taken:  # pragma: no cover - needs 3 equal names
+        n += 1
+    return f"{base}{parent}Variant{n}"
+
+
+# --------------------------------------------------------------------------- passes
+
+
+def keep_definitions_only(schema: Schema) -> Schema:
+    """Drop the document-level message union: classes come from `$defs` only.
+
+    The root `anyOf` describes the JSON-RPC envelope (requests, responses, notifications
+    of either side) with inline, untitled branches that would become numbered classes;
+    the typed dispatcher works per method, on the `$defs` types the method table names.
+    """
+    out: Schema = {k: v for k, v in schema.items() if k in ("$schema", "$id", "title", "$defs")}
+    out.setdefault("title", "Protocol")
+    return out
+
+
+def bound_integer_formats(schema: Schema) -> Schema:
+    """`format: uint16/uint32/uint64/int32/int64...` -> `minimum`/`maximum`.
+
+    datamodel-code-generator does not know these (Rust-style) formats and would emit
+    a bare `int`; the range is what the format means on the wire (a u16 port, a u64
+    counter), so it becomes `Field(ge=..., le=...)`.
+    """
+    for node in walk(schema):
+        fmt = node.get("format")
+        if not isinstance(fmt, str):
+            continue
+        m = _INT_FORMAT.match(fmt)
+        if not m or int(m.group(2)) not in (8, 16, 32, 64, 128):
+            continue
+        if "const" in node or "enum" in node:  # a constant needs no range
+            del node["format"]
+            continue
+        bits = int(m.group(2))
+        lo, hi = (0, 2**bits - 1) if m.group(1) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+        cur_lo = node.get("minimum")
+        cur_hi = node.get("maximum")
+        node["minimum"] = max(lo, cur_lo) if isinstance(cur_lo, int | float) else lo
+        node["maximum"] = min(hi, cur_hi) if isinstance(cur_hi, int | float) else hi
+        del node["format"]
+    return schema
+
+
+def unwrap_reference_members(schema: Schema) -> Schema:
+    """A union member that is only `allOf: [{$ref: X}]` (plus a title/description) is `X`.
+
+    Upstream wraps plain references to carry a doc title (`"title": "SessionNotification"`);
+    left wrapped, each becomes a pointless subclass with a generated name.
+    """
+    for node in walk(schema):
+        key = union_key(node)
+        if key is None:
+            continue
+        for i, member in enumerate(node[key]):
+            if (
+                isinstance(member, dict)
+                and set(member) <= {"allOf", "title", "description"}
+                and isinstance(member.get("allOf"), list)
+                and len(member["allOf"]) == 1
+                and isinstance(member["allOf"][0], dict)
+                and set(member["allOf"][0]) == {"$ref"}
+            ):
+                node[key][i] = {"$ref": member["allOf"][0]["$ref"]}
+    return schema
+
+
+def merge_untagged_alternatives(schema: Schema) -> Schema:
+    """An object with properties plus a union of *untagged* object alternatives
+    (e.g. "tied to a session" or "tied to a request") becomes one object carrying all
+    their properties; those required by every alternative stay required.
+
+    Nothing on the wire says which alternative a message is, so a generated union of
+    them would guess; one object validates every such message and dumps it unchanged.
+    """
+    defs = defs_of(schema)
+    for node in walk(schema):
+        key = union_key(node)
+        if key is None or not isinstance(node.get("properties"), dict):
+            continue
+        members = [_resolve(defs, m) for m in node[key]]
+        if not members or not all(
+            isinstance(m, dict)
+            and isinstance(m.get("properties"), dict)
+            and union_key(m) is None
+            and tag_of(m) is None
+            and "allOf" not in m
+            for m in members
+        ):
+            continue
+        props = node["properties"]
+        required_sets = []
+        for m in members:
+            for name, sub in m["properties"].items():
+                props.setdefault(name, copy.deepcopy(sub))
+            required_sets.append(set(m.get("required") or []))
+        common = set.intersection(*required_sets) if required_sets else set()
+        req = list(node.get("required") or [])
+        node["required"] = req + sorted(common - set(req))
+        del node[key]
+        for extra in ("not", "unevaluatedProperties"):
+            node.pop(extra, None)
+    return schema
+
+
+def name_union_variants(schema: Schema) -> Schema:
+    """Inline object members of a definition's union become named definitions.
+
+    Names follow the rule of the module docstring (tag constant, else title), so no
+    class is numbered (`SessionUpdate4`).  When the definition also has properties of
+    its own (fields shared by every variant, e.g. `SessionConfigOption.id`), each
+    variant gets them and the definition becomes the plain union.
+    """
+    defs = defs_of(schema)
+    taken = set(defs)
+    for parent in sorted(defs):
+        node = defs[parent]
+        if not isinstance(node, dict):
+            continue
+        key = union_key(node)
+        if key is None:
+            continue
+        shared = node.get("properties") if isinstance(node.get("properties"), dict) else None
+        new_members: list[Any] = []
+        for member in node[key]:
+            if not isinstance(member, dict) or "$ref" in member or _is_scalar(member):
+                new_members.append(member)
+                continue
+            if "properties" not in member and "allOf" not in member:
+                new_members.append(member)
+                continue
+            tag = tag_of(member)
+            title = member.get("title")
+            if tag is not None:
+                base = pascal(tag[1])
+            elif isinstance(title, str) and title.strip():
+                base = pascal(title)
+            else:
+                new_members.append(member)
+                continue
+            name = variant_name(base, parent, taken)
+            taken.add(name)
+            variant = {k: v for k, v in member.items() if k != "title"}
+            variant["type"] = "object"
+            if shared is not None:
+                props = copy.deepcopy(shared)
+                props.update(variant.get("properties") or {})
+                variant["properties"] = props
+                req = list(node.get("required") or [])
+                req += [r for r in variant.get("required") or [] if r not in req]
+                variant["required"] = req
+            variant["title"] = name
+            defs[name] = variant
+            new_members.append({"$ref": f"#/$defs/{name}"})
+        node[key] = new_members
+        if shared is not None and all(isinstance(m, dict) and "$ref" in m for m in new_members):
+            for k in ("properties", "required", "type", "additionalProperties"):
+                node.pop(k, None)
+    return schema
+
+
+def _member_props(defs: dict[str, Any], member: Any) -> dict[str, Any] | None:
+    target = _resolve(defs, member)
+    if not isinstance(target, dict):
+        return None
+    props = target.get("properties")
+    return props if isinstance(props, dict) else None
+
+
+def _member_tag(defs: dict[str, Any], member: Any) -> tuple[str, str] | None:
+    """The tag of a union member: its own, or the one all members of a nested union share."""
+    target = _resolve(defs, member)
+    if not isinstance(target, dict):
+        return None
+    tag = tag_of(target)
+    if tag is not None:
+        return tag
+    key = union_key(target)
+    if key is None or "properties" in target or not target[key]:
+        return None
+    tags = {_member_tag(defs, m) for m in target[key]}
+    if len(tags) == 1:
+        return tags.pop()
+    return None
+
+
+def open_tagged_unions(schema: Schema) -> Schema:
+    """Every tagged union accepts a variant it does not know, as a catch-all member.
+
+    A union whose object members all carry a constant on one tag property
+    (`sessionUpdate`, `type`...) is open by the protocol's extensibility rules: a
+    v1.21 peer must keep working when a v1.22 peer sends a new update kind.  Upstream
+    already spells the catch-all in newer revisions (the `other` member with a `not`
+    clause); older ones get the same member.  The catch-all's tag refuses the known
+    values (`x-agentgen-refused-tags`, checked by the generated base class) so a
+    known variant with bad fields is an error, not an "unknown" message, and it keeps
+    every field (`additionalProperties`), so it dumps back unchanged.  The union
+    loses its `discriminator` (pydantic's discriminator needs a constant on every
+    member); the tags still decide, because only one member accepts each value.
+    """
+    defs = defs_of(schema)
+    taken = set(defs)
+    for parent in sorted(defs):
+        node = defs[parent]
+        if not isinstance(node, dict) or "properties" in node:
+            continue
+        key = union_key(node)
+        if key is None:
+            continue
+        members = node[key]
+        if not all(isinstance(m, dict) and "$ref" in m for m in members) or len(members) < 1:
+            continue
+        tagged: list[tuple[str, str, str]] = []  # (property, value, member name)
+        catch_all: list[str] = []
+        untagged = False
+        for m in members:
+            mname = _ref_name(m["$ref"]) or ""
+            tag = _member_tag(defs, m)
+            if tag is not None:
+                tagged.append((tag[0], tag[1], mname))
+            elif _member_props(defs, m) is not None:
+                catch_all.append(mname)
+            else:
+                untagged = True
+        if not tagged or untagged:
+            continue
+        prop = tagged[0][0]
+        if any(t[0] != prop for t in tagged) or len(catch_all) > 1:
+            continue
+        if len({t[1] for t in tagged}) != len(tagged):  # one tag value, several shapes
+            continue
+        known = sorted(t[1] for t in tagged)
+        if catch_all:
+            other_name = catch_all[0]
+            other = defs[other_name]
+            tag_schema = other["properties"].get(prop)
+            if not isinstance(tag_schema, dict) or tag_schema.get("type") != "string":
+                continue
+        else:
+            other_name = variant_name("Other", parent, taken)
+            taken.add(other_name)
+            other = {
+                "title": other_name,
+                "description": (
+                    f"A `{parent}` variant this revision does not know (a newer peer or an "
+                    "extension): every field is kept as it came."
+                ),
+                "type": "object",
+                "properties": {prop: {"type": "string"}},
+                "required": [prop],
+                "additionalProperties": True,
+            }
+            defs[other_name] = other
+            members.append({"$ref": f"#/$defs/{other_name}"})
+        other["properties"][prop][REFUSED_TAGS] = known
+        other["additionalProperties"] = True
+        for extra in ("not", "unevaluatedProperties"):
+            other.pop(extra, None)
+        node.pop("discriminator", None)
+        node[TAGGED_UNION] = {
+            "property": prop,
+            "tags": {value: name for _, value, name in sorted(tagged)},
+            "other": other_name,
+        }
+    return schema
+
+
+def distribute_tags_over_union_bases(schema: Schema) -> Schema:
+    """A tagged variant built on a union (`state_update` = tag + one of the
+    `StateUpdate` shapes) becomes a union of one tagged variant per shape.
+
+    A class cannot inherit from a union; datamodel-code-generator would number the
+    combinations (`StateUpdateSessionUpdate2`).  Each combination is named by the rule
+    of the module docstring from the shape's name and the outer union's name
+    (`RunningStateUpdateSessionUpdate`), and keeps the tag.
+    """
+    defs = defs_of(schema)
+    taken = set(defs)
+    for parent in sorted(defs):
+        node = defs[parent]
+        if not isinstance(node, dict) or "properties" in node:
+            continue
+        key = union_key(node)
+        if key is None:
+            continue
+        for member in node[key]:
+            vname = _ref_name(member.get("$ref")) if isinstance(member, dict) else None
+            variant = defs.get(vname) if vname else None
+            if not isinstance(variant, dict) or tag_of(variant) is None:
+                continue
+            bases = variant.get("allOf")
+            if not isinstance(bases, list):
+                continue
+            unions = [
+                b
+                for b in bases
+                if isinstance(b, dict)
+                and isinstance(_resolve(defs, b), dict)
+                and "properties" not in _resolve(defs, b)
+                and union_key(_resolve(defs, b)) is not None
+            ]
+            if len(unions) != 1:
+                continue
+            base_union = _resolve(defs, unions[0])
+            shapes = base_union[union_key(base_union) or "anyOf"]
+            if not all(isinstance(s, dict) and _ref_name(s.get("$ref")) for s in shapes):
+                continue
+            refs = []
+            inner = base_union.get(TAGGED_UNION)
+            by_shape: dict[str, str] = {}
+            for shape in shapes:
+                shape_name = _ref_name(shape["$ref"]) or ""
+                name = variant_name(shape_name, parent, taken)
+                taken.add(name)
+                combo = {k: copy.deepcopy(v) for k, v in variant.items() if k != "allOf"}
+                combo["allOf"] = [b for b in bases if b is not unions[0]] + [
+                    {"$ref": shape["$ref"]}
+                ]
+                combo["title"] = name
+                shape_def = _resolve(defs, shape)
+                if isinstance(shape_def, dict) and isinstance(shape_def.get("description"), str):
+                    combo["description"] = shape_def["description"]
+                defs[name] = combo
+                by_shape[shape_name] = name
+                refs.append({"$ref": f"#/$defs/{name}"})
+            combined: Schema = {k: v for k, v in variant.items() if k in ("description", "title")}
+            combined["anyOf"] = refs
+            if isinstance(inner, dict):
+                combined[TAGGED_UNION] = {
+                    "property": inner["property"],
+                    "tags": {t: by_shape[n] for t, n in inner["tags"].items() if n in by_shape},
+                    "other": by_shape.get(inner["other"]),
+                }
+            defs[vname or ""] = combined
+    return schema
+
+
+def name_constrained_scalar_members(schema: Schema) -> Schema:
+    """A titled scalar union member with constraints (`"title": "Number"`, an int64
+    range) becomes a named definition.
+
+    datamodel-code-generator gives a constrained scalar inside a union its own class,
+    numbered after the union (`RequestId1`); named by the rule of the module docstring
+    it is `NumberRequestId`.
+    """
+    defs = defs_of(schema)
+    taken = set(defs)
+    constraints: tuple[str, ...] = (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "pattern",
+    )
+    constraints += ("minLength", "maxLength", "multipleOf", "format")
+    for parent in sorted(defs):
+        node = defs[parent]
+        if not isinstance(node, dict):
+            continue
+        key = union_key(node)
+        if key is None:
+            continue
+        for i, member in enumerate(node[key]):
+            if not (isinstance(member, dict) and _is_scalar(member)):
+                continue
+            title = member.get("title")
+            if not isinstance(title, str) or not any(c in member for c in constraints):
+                continue
+            name = variant_name(pascal(title), parent, taken)
+            taken.add(name)
+            defs[name] = {k: v for k, v in member.items() if k != "title"} | {"title": name}
+            node[key][i] = {"$ref": f"#/$defs/{name}"}
+    return schema
+
+
+def _refers_to_definition(node: Schema) -> bool:
+    if "$ref" in node:
+        return True
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(node.get(key), list) and any(
+            isinstance(m, dict) and "$ref" in m for m in node[key]
+        ):
+            return True
+    return False
+
+
+def describe_model_defaults(schema: Schema) -> Schema:
+    """An object `default` on a property typed by a definition moves into its description.
+
+    The generated field would be `caps: AgentCapabilities | None = {"loadSession": False}`:
+    a dict where a model is declared, which mypy rejects.  The default stays visible
+    (documentation) and the wire is unchanged: absent stays absent.
+    """
+    import json
+
+    for node in walk(schema):
+        props = node.get("properties")
+        if not isinstance(props, dict):
+            continue
+        for sub in props.values():
+            if (
+                isinstance(sub, dict)
+                and isinstance(sub.get("default"), dict)
+                and _refers_to_definition(sub)
+            ):
+                default = json.dumps(sub.pop("default"), sort_keys=True)
+                desc = sub.get("description")
+                note = f"Default when absent: `{default}`."
+                sub["description"] = f"{desc}\n\n{note}" if isinstance(desc, str) else note
+    return schema
+
+
+def drop_validation_only_keywords(schema: Schema) -> Schema:
+    """Remove `not` and `unevaluatedProperties` left anywhere.
+
+    They only narrow what validates (the catch-all clauses handled above); the
+    generator cannot express them and would otherwise warn or guess.
+    """
+    for node in walk(schema):
+        if isinstance(node.get("not"), dict):
+            del node["not"]
+        if isinstance(node.get("unevaluatedProperties"), bool):
+            del node["unevaluatedProperties"]
+    return schema
+
+
+Pass = Callable[[Schema], Schema]
+
+PASSES: list[Pass] = [
+    keep_definitions_only,
+    bound_integer_formats,
+    unwrap_reference_members,
+    merge_untagged_alternatives,
+    name_union_variants,
+    name_constrained_scalar_members,
+    open_tagged_unions,
+    distribute_tags_over_union_bases,
+    describe_model_defaults,
+    drop_validation_only_keywords,
+]
+
+
+def normalize(schema: Schema, *, source: str = "the ACP schema") -> Schema:
+    """Apply `PASSES` in order to a deep copy of `schema`."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("$defs"), dict):
+        raise AgentgenError(
+            "not a protocol schema: no `$defs` object",
+            source=source,
+            pointer="/$defs",
+            hint="give ACP's schema.json",
+        )
+    out = copy.deepcopy(schema)
+    for step in PASSES:
+        out = step(out)
+    return out

@@ -10,7 +10,6 @@ pass `source=` to have it rendered here.  Deterministic: same inputs, same bytes
 from __future__ import annotations
 
 import json
-import keyword
 import re
 import shutil
 import subprocess
@@ -67,20 +66,10 @@ def profile_for(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> d
     }
 
 
-def _snake(name: str) -> str:
-    s = re.sub(r"[^0-9a-zA-Z]+", "_", name)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower().strip("_")
-    if not s or s[0].isdigit() or keyword.iskeyword(s):
-        s = "m_" + s
-    return s
-
-
 def _method_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Contract 1's table as dicts (from generator.protocol.methods)."""
-    try:
-        from ..protocol.methods import method_table
-    except ImportError:  # pragma: no cover - until the protocol module lands
-        return _fallback_table(schema, meta)
+    from ..protocol.methods import method_table
+
     table = method_table(schema, meta)
     return [
         {
@@ -94,42 +83,6 @@ def _method_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[d
         }
         for m in table.methods
     ]
-
-
-def _fallback_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[dict[str, Any]]:
-    defs = _defs(schema)
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in sorted(defs):
-        d = defs[name]
-        if not isinstance(d, dict) or not isinstance(d.get("x-method"), str):
-            continue
-        method, side = d["x-method"], str(d.get("x-side") or "agent")
-        sides = ["agent", "client"] if side == "both" else [side]
-        for sd in sides:
-            e = found.setdefault(
-                (sd, method),
-                {
-                    "name": method,
-                    "side": sd,
-                    "kind": "notification",
-                    "params": None,
-                    "result": None,
-                },
-            )
-            if name.endswith("Response"):
-                e["result"], e["kind"] = name, "request"
-            elif e["params"] is None:
-                e["params"] = name
-    out = []
-    for (side, method), e in sorted(found.items()):
-        e["unstable"] = "UNSTABLE" in str(
-            (defs.get(e["params"] or "") or {}).get("description", "")
-        )
-        e["attr"] = _snake(method.replace("$/", ""))
-        if side == "protocol":
-            continue
-        out.append(e)
-    return out
 
 
 def _ptype(cls: str | None, has_models: bool, model_names: set[str]) -> str:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = (REPO / ".." / "shared").resolve()
+
+# One schema cache for the whole run (all xdist workers, tests that move HOME): the
+# locked default schema is fetched with `npm pack` at most once per checkout.
+os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import copy
 import importlib.util
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -61,6 +62,8 @@ TRICKY: dict[str, Any] = {
                 "other": {"$ref": "#/definitions/Output"},
                 "same": {"$ref": "#/properties/mode"},
                 "child": {"$ref": "#"},
+                # an inline object named Config + Data, like error Config's data class
+                "data": {"type": "object", "properties": {"q": {"type": "integer"}}},
             },
             "$defs": {"Input": {"enum": ["a", "b"]}},
             "definitions": {"Output": {"type": "integer", "minimum": 0}},
@@ -84,7 +87,12 @@ TRICKY: dict[str, Any] = {
         }
     ],
     "errors": [
-        {"code": 1, "name": "Config", "description": "clashes with a section"},
+        {
+            "code": 1,
+            "name": "Config",
+            "description": "clashes with a section",
+            "data": {"schema": {"type": "object", "properties": {"z": {"type": "string"}}}},
+        },
         {"code": 2, "name": "None"},
         {"code": 3, "name": "BaseModel", "data": {"schema": {"type": "integer"}}},
         {"code": 4, "name": "Exception", "transient": True},
@@ -211,6 +219,11 @@ def test_names_and_refs_are_handled_generally(tmp_path: Path) -> None:
     ]
     assert issubclass(by_code[5], mm.ManifestError) and by_code[4].transient is True
     assert by_code[3](data=mm.BaseModelData(7)).data.root == 7
+    # error Config's data is its own class, not Config's inline `data` object
+    assert by_code[1](data=mm.ConfigData(z="x")).data.z == "x"
+    assert mm.Config.model_validate({"data": {"q": 1}}).data.q == 1
+    inline = typing.get_args(mm.Config.model_fields["data"].annotation)[0]
+    assert inline is not mm.ConfigData and "q" in inline.model_fields
 
     # hoisted $defs/definitions, a pointer ref and a recursive ref all resolve
     cfg = mm.Config.model_validate(

@@ -9,7 +9,10 @@ and agentgen's own manifest-format models (the dogfood) come through here.
 from __future__ import annotations
 
 import json
+import tempfile
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
@@ -69,6 +72,12 @@ def free_form_objects(schema: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True)
+class Generated:
+    source: str  # the module
+    classes: dict[str, str]  # "#/$defs/Name" (any schema location) -> its class name
+
+
 def models_from_schema(
     schema: dict[str, Any],
     *,
@@ -76,9 +85,10 @@ def models_from_schema(
     root_class: str | None = None,
     extra_imports: tuple[str, ...] = (),
     source: str = "the manifest",
-) -> str:
-    """The module source for `schema`: one class per `$defs` entry (and the root when
-    `root_class` is given), inline objects named after their parent (`InputAddress`)."""
+) -> Generated:
+    """The module for `schema`: one class per `$defs` entry (and the root when
+    `root_class` is given), inline objects named after their parent (`InputAddress`),
+    and which class each schema location became."""
     from datamodel_code_generator import (
         DataModelType,
         Error,
@@ -112,20 +122,28 @@ def models_from_schema(
         options["skip_root_model"] = True
     else:
         options["class_name"] = root_class
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = generate(json.dumps(free_form_objects(schema), ensure_ascii=False), **options)
-    except Error as err:
-        first = (str(err).splitlines() or [""])[0][:300]
-        raise AgentgenError(f"cannot generate models: {first}", source=source) from None
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as err:
-        # a schema the generator trips over: located at the source, never a traceback
-        raise AgentgenError(
-            f"cannot generate models ({type(err).__name__})",
-            source=source,
-            hint="check the embedded JSON Schemas with `agentgen validate`",
-        ) from None
-    if not isinstance(out, str):  # pragma: no cover - a single module is always asked for
-        raise AgentgenError("datamodel-code-generator returned several modules", source=source)
-    return out
+    with tempfile.TemporaryDirectory(prefix="agentgen-models-") as tmp:
+        out_path, meta_path = Path(tmp) / "models.py", Path(tmp) / "models.json"
+        options["output"], options["emit_model_metadata"] = out_path, meta_path
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                generate(json.dumps(free_form_objects(schema), ensure_ascii=False), **options)
+        except Error as err:
+            first = (str(err).splitlines() or [""])[0][:300]
+            raise AgentgenError(f"cannot generate models: {first}", source=source) from None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as err:
+            # a schema the generator trips over: located at the source, never a traceback
+            raise AgentgenError(
+                f"cannot generate models ({type(err).__name__})",
+                source=source,
+                hint="check the embedded JSON Schemas with `agentgen validate`",
+            ) from None
+        src = out_path.read_text(encoding="utf-8")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    classes = {
+        str(m["source_ref"]): str(m["class_name"])
+        for m in meta.get("models") or ()
+        if m.get("source_ref") and m.get("class_name")
+    }
+    return Generated(src, classes)

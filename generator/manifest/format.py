@@ -41,13 +41,13 @@ def format_models_source(schema: dict[str, Any] | None = None) -> str:
         "`.venv/bin/python generated/manifest/regen.py`.\n"
         '"""'
     )
-    src = models_from_schema(
+    generated = models_from_schema(
         annotation_formats(schema),
         header=header,
         root_class=ROOT_CLASS,
         source="schema/manifest.schema.json",
     )
-    return ruff_format(src, "format_models.py")
+    return ruff_format(generated.source, "format_models.py")
 
 
 def annotation_formats(node: Any) -> Any:

@@ -180,7 +180,11 @@ def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, 
         defs[sec.cls] = _rewrite_refs(body, fix)
         for new, sub in nested:
             defs[new] = _rewrite_refs(sub, fix)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": defs}
+    # Longest names first: an inline object is named after its parent (`Config` +
+    # `data` -> `ConfigData`), always longer than the parent, so every definition claims
+    # its own name before any inline object could take it.
+    ordered = dict(sorted(defs.items(), key=lambda item: -len(item[0])))
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": ordered}
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,25 +354,27 @@ def generate_manifest_models(
     where = source or source_label
     sections, errors, names = _plan(manifest, where)
     header = _header(source_label)
+    classes: dict[str, str] = {}
     if sections:
         document = _compose(sections, names, where)
-        body = models_from_schema(
+        generated = models_from_schema(
             document, header=header, extra_imports=("typing.Any", "typing.ClassVar"), source=where
         )
+        body, classes = generated.source, generated.classes
     else:
         body = (
             f"{header}\n\nfrom __future__ import annotations\n\nfrom typing import Any, ClassVar\n"
         )
-    defined = _bound_names(body)
-    classes = set(re.findall(r"^class (\w+)\(", body, flags=re.MULTILINE))
     for sec in sections:
-        if sec.cls not in classes:
+        got = classes.get(f"#/$defs/{sec.cls}")
+        if got != sec.cls:
             raise AgentgenError(
-                f"the model {sec.cls} could not be generated under its own name",
+                f"the model {sec.cls} could not be generated under its own name (got {got})",
                 source=where,
                 pointer=sec.where,
                 hint="a nested definition or inline object takes the same name: rename it",
             )
+    defined = _bound_names(body)
     # error classes may now take their own names, unless the models use them
     names.taken = (
         (names.taken - {e.name for e in errors})

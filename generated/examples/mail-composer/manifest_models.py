@@ -13,6 +13,37 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
+class QuotaExceededData(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    retry_after: Annotated[float, Field(ge=0.0)]
+    """
+    Seconds until a retry may succeed.
+    """
+    used: int | None = None
+
+
+class ApprovalPayload(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    subject: str
+    body: str
+
+
+class ApprovalResume(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    approved: bool
+    comment: str | None = None
+
+
+class Address(RootModel[str]):
+    root: str
+
+
 class Config(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -32,10 +63,6 @@ class Config(BaseModel):
     """
 
 
-class Address(RootModel[str]):
-    root: str
-
-
 class Output(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -44,33 +71,6 @@ class Output(BaseModel):
     body: str
     recipients: list[str]
     approved: bool
-
-
-class ApprovalPayload(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    subject: str
-    body: str
-
-
-class ApprovalResume(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    approved: bool
-    comment: str | None = None
-
-
-class QuotaExceededData(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    retry_after: Annotated[float, Field(ge=0.0)]
-    """
-    Seconds until a retry may succeed.
-    """
-    used: int | None = None
 
 
 class Input(BaseModel):

@@ -109,7 +109,7 @@ class _JsonParser:
 
     def string(self, i: int) -> tuple[str, int]:
         try:
-            s, end = json.decoder.scanstring(self.text, i + 1, True)
+            s, end = json.decoder.scanstring(self.text, i + 1, True)  # type: ignore[attr-defined]
         except json.JSONDecodeError as err:
             raise self.fail(err.pos, f"bad string: {err.msg}") from None
         return s, end

@@ -12,6 +12,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from generator.errors import AgentgenError
@@ -356,3 +358,74 @@ def test_generated_modules_pass_mypy_strict(tmp_path: Path, shared_agntcy: Path)
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+TRICKY_NAMES = ["Config", "Input", "Output", "None", "True", "Any", "ClassVar", "Field"]
+TRICKY_NAMES += ["BaseModel", "ManifestError", "ERRORS", "ApprovalPayload", "ConfigData"]
+
+
+@st.composite
+def named_manifests(draw: st.DrawFn) -> dict[str, Any]:
+    err_names = draw(
+        st.lists(
+            st.sampled_from(TRICKY_NAMES) | st.from_regex(r"[A-Z][A-Za-z0-9]{0,6}", fullmatch=True),
+            max_size=5,
+            unique=True,
+        )
+    )
+    stems = draw(
+        st.lists(
+            st.sampled_from(["approval", "config", "input", "none", "class"])
+            | st.from_regex(r"[a-z][a-z0-9_-]{0,6}", fullmatch=True),
+            max_size=3,
+            unique_by=camel,
+        )
+    )
+    props = draw(
+        st.lists(
+            st.sampled_from(["class", "def", "None", "from", "camelCase", "data", "model_config"])
+            | st.from_regex(r"[a-z_][A-Za-z0-9_]{0,6}", fullmatch=True),
+            max_size=4,
+            unique=True,
+        )
+    )
+    obj = {"type": "object", "properties": {p: {"type": "string"} for p in props}}
+    return {
+        "name": "prop",
+        "version": "1",
+        "input": obj,
+        "config": {"schema": obj},
+        "interrupts": [
+            {"name": n, "payload": {"schema": obj}, "resume": {"schema": obj}} for n in stems
+        ],
+        "errors": [
+            {"code": 100 + i, "name": n, "transient": i % 2 == 0}
+            | ({"data": {"schema": obj}} if i % 2 else {})
+            for i, n in enumerate(err_names)
+        ],
+    }
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(named_manifests())
+def test_any_valid_names_give_a_working_module(manifest: dict[str, Any]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mm = build(Path(tmp), manifest, "mm_prop")
+    props = list(manifest["input"]["properties"])
+    sample = {p: f"v{i}" for i, p in enumerate(props)}
+    for cls in ["Input", "Config"] + [
+        camel(i["name"]) + part for i in manifest["interrupts"] for part in ("Payload", "Resume")
+    ]:
+        obj = getattr(mm, cls).model_validate(sample)
+        assert obj.model_dump(by_alias=True) == sample, cls
+    assert sorted(mm.ERRORS) == [e["code"] for e in manifest["errors"]]
+    for e in manifest["errors"]:
+        cls = mm.ERRORS[e["code"]]
+        assert issubclass(cls, mm.ManifestError)
+        assert (cls.error_name, cls.transient, cls.code) == (e["name"], e["transient"], e["code"])
+        if "data" in e:
+            data_cls = typing.get_type_hints(cls.__init__, vars(mm))["data"]
+            typed = typing.get_args(data_cls)[0].model_validate(sample)
+            assert cls(data=typed).data.model_dump(by_alias=True) == sample

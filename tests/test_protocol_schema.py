@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from generator import sources
 from generator.cli import app
 from generator.errors import AgentgenError
+from generator.protocol.diff import diff_schemas, format_text
+from generator.protocol.methods import method_table
 from generator.protocol.schema import check_schema, resolve_pointer
 
 CASES = Path(__file__).parent / "cases" / "schema_errors"
@@ -93,3 +98,59 @@ def test_resolve_pointer() -> None:
     assert resolve_pointer(doc, "/a/0/b~0~1c") == (True, 1)
     assert resolve_pointer(doc, "/a/1") == (False, None)
     assert resolve_pointer(doc, "a") == (False, None)
+
+
+_NAMES = st.sampled_from(["A", "B", "PromptResponse", "x/y"])
+_KEYS = st.sampled_from(
+    [
+        "type", "properties", "required", "anyOf", "oneOf", "allOf", "items", "enum", "const",
+        "x-method", "x-side", "title", "$ref", "default",
+    ]
+)  # fmt: skip
+_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.text(max_size=3),
+    _NAMES.map(lambda n: {"$ref": f"#/$defs/{n}"}),
+)
+_JSON = st.recursive(
+    _LEAF,
+    lambda ch: st.one_of(
+        st.lists(ch, max_size=3), st.dictionaries(st.one_of(_KEYS, _NAMES), ch, max_size=4)
+    ),
+    max_leaves=20,
+)
+_DEFS = st.dictionaries(_NAMES, st.dictionaries(_KEYS, _JSON, max_size=5), min_size=1, max_size=4)
+
+
+def _checked(defs: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return check_schema({"$defs": defs}, "fuzz")
+    except AgentgenError:
+        return None
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_DEFS, _DEFS)
+def test_any_input_gives_a_located_error_or_a_usable_schema(
+    a: dict[str, Any], b: dict[str, Any]
+) -> None:
+    """Whatever the JSON, checking raises AgentgenError or returns a schema that the method
+    table and the revision report then handle without any other exception."""
+    old, new = _checked(a), _checked(b)
+    for schema in (old, new):
+        if schema is not None:
+            method_table(schema)
+    if old is not None and new is not None:
+        format_text(diff_schemas(old, new))
+        assert diff_schemas(old, old).entries == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=64))
+def test_any_bytes_give_a_located_error(raw: bytes) -> None:
+    try:
+        check_schema(raw, "fuzz")
+    except AgentgenError as err:
+        assert str(err).startswith("fuzz") and "\n" not in str(err)

@@ -71,30 +71,79 @@ def resolve_pointer(doc: Any, pointer: str) -> tuple[bool, Any]:
     return True, node
 
 
-_NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_DATA_KEYS = ("const", "enum", "default", "examples")
+MAX_DEPTH = 256
+# keyword -> what it holds, for the keywords whose values are (or contain) schemas
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+)
 
 
-def _walk_refs(node: Any, pointer: str) -> Iterator[tuple[str, Any]]:
-    """(pointer of the `$ref` key, its value) for every `$ref`, in document order.
+def _bad(message: str, ptr: str) -> tuple[str, tuple[str, Any]]:
+    return ("error", (ptr, message))
 
-    Keys of name maps (`properties`, `$defs`...) are names, not keywords, and literal
-    values (`const`, `enum`, `default`, `examples`) are data: neither holds a `$ref`.
+
+def _walk_schema(root: Any, pointer: str) -> Iterator[tuple[str, tuple[str, Any]]]:
+    """Walk the schema positions of `root` in document order.
+
+    Yields ("ref", (pointer of a `$ref`, its value)) for each reference and
+    ("error", (pointer, message)) for a keyword holding the wrong kind of value.
+    Only schema positions are walked: names under `properties`/`$defs` and literal
+    data (`const`, `enum`, `default`, extension keys) are never taken for keywords.
     """
-    stack: list[tuple[Any, str, bool]] = [(node, pointer, False)]
+    stack: list[tuple[Any, str, int]] = [(root, pointer, 0)]
     while stack:
-        cur, ptr, is_name_map = stack.pop()
-        children: list[tuple[Any, str, bool]] = []
-        if isinstance(cur, dict):
-            if "$ref" in cur and not is_name_map:
-                yield f"{ptr}/$ref", cur["$ref"]
-            for k, v in cur.items():
-                if is_name_map:
-                    children.append((v, f"{ptr}/{escape(str(k))}", False))
-                elif k not in ("$ref", *_DATA_KEYS):
-                    children.append((v, f"{ptr}/{escape(str(k))}", k in _NAME_MAPS))
-        elif isinstance(cur, list):
-            children = [(v, f"{ptr}/{i}", False) for i, v in enumerate(cur)]
+        node, ptr, depth = stack.pop()
+        if isinstance(node, bool):
+            continue
+        if not isinstance(node, dict):
+            yield _bad("a schema must be a JSON object or a boolean", ptr)
+            return
+        if depth > MAX_DEPTH:
+            yield _bad(f"schemas nested deeper than {MAX_DEPTH} levels", ptr)
+            return
+        if "$ref" in node:
+            yield "ref", (f"{ptr}/$ref", node["$ref"])
+        children: list[tuple[Any, str, int]] = []
+        for key, value in node.items():
+            at = f"{ptr}/{escape(str(key))}"
+            if key in _SCHEMA_MAPS:
+                if not isinstance(value, dict):
+                    yield _bad(f"{key} must be an object of schemas", at)
+                    return
+                children += [(v, f"{at}/{escape(str(k))}", depth + 1) for k, v in value.items()]
+            elif key in _SCHEMA_LISTS or (key == "items" and isinstance(value, list)):
+                if not isinstance(value, list):
+                    yield _bad(f"{key} must be an array of schemas", at)
+                    return
+                children += [(v, f"{at}/{n}", depth + 1) for n, v in enumerate(value)]
+            elif key in _SCHEMA_ONE:
+                children.append((value, at, depth + 1))
+            elif key == "required" and (
+                not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+            ):
+                yield _bad("required must be an array of property names", at)
+                return
+            elif key == "type" and not (
+                isinstance(value, str)
+                or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+            ):
+                yield _bad("type must be a type name or an array of them", at)
+                return
+            elif key == "enum" and not isinstance(value, list):
+                yield _bad("enum must be an array of values", at)
+                return
         stack.extend(reversed(children))
 
 
@@ -133,8 +182,10 @@ def check_schema(data: Any, source: str) -> dict[str, Any]:
                 source=source,
                 pointer=f"/{key}/{escape(name)}",
             )
-    for where, ref in _walk_refs(data, ""):
-        _check_ref(data, where, ref, source)
+    for what, (where, value) in _walk_schema(data, ""):
+        if what == "error":
+            raise AgentgenError(str(value), source=source, pointer=where)
+        _check_ref(data, where, value, source)
     return data
 
 

@@ -271,6 +271,27 @@ def test_agntcy_manifests_get_the_same_models(tmp_path: Path, shared_agntcy: Pat
     assert type(out.messages[0]).__name__ != type(inp.messages[0]).__name__
 
 
+def test_hostile_text_stays_data(tmp_path: Path) -> None:
+    """Quotes, backslashes, newlines and control characters in descriptions, defaults
+    and the label cannot break (or inject into) the module."""
+    bad = 'end """ quote \\ back \\" x\nnew line \u2713 \u0000 \u2028 )\nimport os'
+    manifest = {
+        "name": "p",
+        "version": "1",
+        "input": {
+            "type": "object",
+            "description": bad,
+            "properties": {"a": {"type": "string", "description": bad, "default": bad}},
+        },
+        "errors": [{"code": 5, "name": "Q", "description": bad}],
+    }
+    src = generate_manifest_models(manifest, source_label='we"""ird\\.yaml\nimport os')
+    assert "\x00" not in src and "\nimport os" not in src
+    mm = load_module(tmp_path, src, "mm_hostile")
+    assert mm.Input().a == bad
+    assert mm.ERRORS[5].description == bad and str(mm.ERRORS[5]()) == bad
+
+
 def test_generation_is_deterministic() -> None:
     for manifest in (example("mail-composer"), TRICKY, example("echo")):
         first = generate_manifest_models(copy.deepcopy(manifest))

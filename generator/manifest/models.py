@@ -262,6 +262,7 @@ def _header(label: str) -> str:
 
 
 def _doc(text: str) -> str:
+    text = "".join(c if c.isprintable() else " " for c in text)
     text = " ".join(text.split()) or "An error the manifest declares."
     text = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"""{text}"""'

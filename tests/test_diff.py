@@ -258,3 +258,29 @@ def test_json_format_and_cli(shared_acp: Path) -> None:
     assert "BREAKING  method-removed   session/set_mode" in res.stdout
     res = runner.invoke(app, ["diff", old, new, "--format", "xml"])
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def _update_tags(schema: dict[str, Any]) -> set[str]:
+    node = schema["$defs"]["SessionUpdate"]
+    members = node.get("oneOf") or node.get("anyOf")
+    out = set()
+    for m in members:
+        const = m.get("properties", {}).get("sessionUpdate", {}).get("const")
+        if const is not None:
+            out.add(const)
+    return out
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_session_update_variants(reports: dict[Any, Any], pair: tuple[str, str]) -> None:
+    """Union variants are keyed by their tag, whether the union is a oneOf or an anyOf."""
+    old, new, report = reports[pair]
+    gone, came = _update_tags(old) - _update_tags(new), _update_tags(new) - _update_tags(old)
+    entries = [c for c in report.entries if c.subject == "SessionUpdate"]
+    removed = {c.detail.split()[1] for c in entries if c.kind == "variant-removed"}
+    added = {c.detail.split()[1] for c in entries if c.kind == "variant-added"}
+    assert removed == {f"sessionUpdate={t}" for t in gone}
+    assert {f"sessionUpdate={t}" for t in came} <= added
+    assert all(c.breaking == (c.kind == "variant-removed") for c in entries)
+    if pair[1] == "v2/schema.json":
+        assert {"user_message", "state_update"} <= came

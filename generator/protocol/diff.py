@@ -34,7 +34,9 @@ from .methods import Method, method_table
 
 __all__ = ["Change", "Report", "diff_schemas", "format_json", "format_text", "run_diff"]
 
-_IGNORED_KEYS = frozenset({"description", "title", "examples", "$comment", "markdownDescription"})
+_IGNORED_KEYS = frozenset(
+    {"description", "title", "examples", "$comment", "markdownDescription", "discriminator"}
+)
 
 
 def _ignored(key: str) -> bool:
@@ -197,6 +199,13 @@ def _alternatives(node: Any, shapes: _Shapes) -> set[str]:
         if isinstance(t, list) and _meaningful(node) <= {"type"}:
             return {shapes.of({"type": one}) for one in t}
     return {shapes.of(node)}
+
+
+def _union(node: dict[str, Any]) -> list[Any] | None:
+    for key in ("anyOf", "oneOf"):
+        if isinstance(node.get(key), list):
+            return list(node[key])
+    return None
 
 
 def _flatten(members: list[Any]) -> list[Any]:
@@ -394,9 +403,12 @@ class _Diff:
             return
         self._compare_props(a, b, path, where)
         self._compare_enum(a, b, path, where)
-        for key in ("anyOf", "oneOf"):
-            if isinstance(a.get(key), list) and isinstance(b.get(key), list):
-                self._compare_variants(a[key], b[key], path, where)
+        ua, ub = _union(a), _union(b)
+        if ua is not None and ub is not None:  # anyOf and oneOf alike
+            self._compare_variants(ua, ub, path, where)
+        elif (ua is None) != (ub is None):
+            self._retyped(a, b, path, where)
+            return
         if "items" in a and "items" in b:
             self._compare(a["items"], b["items"], f"{path}[]", where)
         all_a, all_b = a.get("allOf"), b.get("allOf")

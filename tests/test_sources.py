@@ -393,3 +393,21 @@ def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
     assert sources.cache_dir() == tmp_path / "h" / ".cache" / "agentgen"
+
+
+def test_lock_ships_and_the_fetched_schema_is_not_committed(repo: Path) -> None:
+    import fnmatch
+    import subprocess
+    import tomllib
+
+    conf = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = [g for globs in conf["tool"]["setuptools"]["data-files"].values() for g in globs]
+    assert any(fnmatch.fnmatch("schema/upstream.lock.json", g) for g in shipped)
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.json"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for rel in tracked:
+        digest = (
+            hashlib.sha256((repo / rel).read_bytes()).hexdigest() if (repo / rel).is_file() else ""
+        )
+        assert digest != LOCK["sha256"], f"{rel} is the fetched upstream schema"

@@ -100,7 +100,13 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg:
         return Path(xdg) / "agentgen"
-    return Path.home() / ".cache" / "agentgen"
+    try:
+        return Path.home() / ".cache" / "agentgen"
+    except RuntimeError:  # no home directory: a per-user temp dir still caches
+        return (
+            Path(tempfile.gettempdir())
+            / f"agentgen-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+        )
 
 
 def _sha256(raw: bytes) -> str:
@@ -220,30 +226,42 @@ def _cache_entry(npm: NpmSpec) -> Path:
 
 def _read_cached(entry: Path, shown: str) -> bytes | None:
     record = entry.with_name(entry.name + ".sha256")
-    if not entry.is_file() or not record.is_file():
-        return None
-    raw = entry.read_bytes()
-    expected = record.read_text(encoding="ascii", errors="replace").strip()
+    try:
+        if not entry.is_file() or not record.is_file():
+            return None
+        raw = entry.read_bytes()
+        expected = record.read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None  # an unreadable cache is a cache miss
     actual = _sha256(raw)
     if actual != expected:
         raise AgentgenError(
             f"cached copy was modified: sha256 {actual}, recorded {expected}",
             source=str(entry),
-            hint=f"delete {entry.parent} to fetch {shown} again",
+            hint=f"delete {entry} to fetch {shown} again",
         )
     return raw
 
 
 def _write_cached(entry: Path, raw: bytes) -> None:
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    for target, data in (
-        (entry, raw),
-        (entry.with_name(entry.name + ".sha256"), _sha256(raw).encode()),
-    ):
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
+    """Store a fetched file and its sha256 (atomically); a cache that cannot be written
+    only costs a fetch next time."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        for target, data in (
+            (entry.with_name(entry.name + ".sha256"), _sha256(raw).encode()),
+            (entry, raw),
+        ):
+            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def _npm_pack(npm: NpmSpec, shown: str) -> tuple[bytes, str]:

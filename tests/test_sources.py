@@ -411,3 +411,17 @@ def test_lock_ships_and_the_fetched_schema_is_not_committed(repo: Path) -> None:
             hashlib.sha256((repo / rel).read_bytes()).hexdigest() if (repo / rel).is_file() else ""
         )
         assert digest != LOCK["sha256"], f"{rel} is the fetched upstream schema"
+
+
+def test_unwritable_cache_only_costs_a_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_acp: Path
+) -> None:
+    raw = (shared_acp / "v1" / "schema.json").read_bytes()
+    tgz = _tarball(tmp_path / "pkg.tgz", [(_file("package/s.json"), raw)])
+    _fake_npm(tmp_path / "bin", tgz)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache dir should be")
+    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(blocker))
+    for _ in range(2):
+        assert sources.load_schema("npm:acme@1.0.0#s.json").raw == raw

@@ -19,6 +19,19 @@ from typing import Any
 from ..errors import AgentgenError
 from .normalize import FIELD_EXTRA_KEYS, REFUSED_TAGS, TAGGED_UNION, normalize
 
+STRING_FORMATS = (
+    "string+uri=string",
+    "string+uri-reference=string",
+    "string+iri=string",
+    "string+regex=string",
+    "string+date-time=string",
+    "string+date=string",
+    "string+time=string",
+    "string+email=string",
+    "string+hostname=string",
+    "string+ipv4=string",
+    "string+ipv6=string",
+)
 BASE_MODULE = "_agentgen_base_"
 BASE_CLASS = "AcpModel"
 
@@ -135,6 +148,18 @@ def _acp_repair(
         if key in out:
             out[key] = [v for i, v in enumerate(out[key]) if i not in bad]
     return out
+
+
+def _acp_complete(namespace: dict[str, _Any]) -> None:
+    """Finish every model of the module (forward references are all defined now)."""
+    for value in list(namespace.values()):
+        if (
+            isinstance(value, type)
+            and issubclass(value, _BaseModel)
+            and value.__module__ == namespace.get("__name__")
+            and not value.__pydantic_complete__
+        ):
+            value.model_rebuild()
 
 
 def _acp_snake(name: str) -> str:
@@ -258,8 +283,10 @@ def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
                 use_union_operator=True,
                 use_standard_collections=True,
                 use_double_quotes=True,
-                use_default_factory_for_optional_nested_models=True,
                 set_default_enum_member=True,
+                # wire strings stay strings: a URL type would normalise them (add a
+                # trailing slash...) and the dump would differ from what was parsed
+                type_mappings=list(STRING_FORMATS),
                 field_extra_keys=set(FIELD_EXTRA_KEYS),
                 formatters=[],
             )
@@ -296,10 +323,10 @@ def _inline_base(code: str, unions: str, source_label: str) -> str:
         if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE
     ]
     if not spans:  # no object model at all: the base is still defined
-        return code + "\n" + BASE_SOURCE + unions
+        return code + "\n" + BASE_SOURCE + unions + "\n\n_acp_complete(globals())\n"
     for i, (start, end) in reversed(list(enumerate(spans))):
         lines[start:end] = [BASE_SOURCE.lstrip("\n")] if i == 0 else []
-    return "".join(lines) + unions
+    return "".join(lines) + unions + "\n\n_acp_complete(globals())\n"
 
 
 def generate_models(

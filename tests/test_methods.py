@@ -204,7 +204,9 @@ def test_cli_methods_table_and_json(shared_acp: Path) -> None:
     by = {(r["side"], r["name"]): r for r in rows}
     assert by[("agent", "providers/set")]["unstable"] is True
     assert by[("agent", "providers/set")]["kind"] == "request"
-    assert set(rows[0]) == {"name", "side", "kind", "params", "result", "unstable", "attr"}
+    assert set(rows[0]) == {
+        "name", "side", "kind", "params", "result", "unstable", "attr", "params_fields", "result_fields",
+    }  # fmt: skip
     res = runner.invoke(app, ["methods", path, "--meta", str(shared_acp / "v1/meta.json")])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.stdout.splitlines() if x.startswith("providers/disable "))
@@ -212,3 +214,18 @@ def test_cli_methods_table_and_json(shared_acp: Path) -> None:
     assert "unstable" in line.split()
     res = runner.invoke(app, ["methods", path, "--format", "yaml"])
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("rel", ["v1/schema.json", "v2/schema.json"])
+def test_cli_shows_the_prompt_result_fields(shared_acp: Path, rel: str) -> None:
+    """`agentgen methods` shows each result's wire fields: v2's prompt answer has no stopReason."""
+    schema = _load(shared_acp, rel)
+    expected = sorted(schema["$defs"]["PromptResponse"]["properties"])
+    res = CliRunner().invoke(app, ["methods", str(shared_acp / rel), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    prompt = next(r for r in json.loads(res.stdout) if r["name"] == "session/prompt")
+    assert prompt["result_fields"] == expected
+    assert ("stopReason" in prompt["result_fields"]) is (rel == "v1/schema.json")
+    res = CliRunner().invoke(app, ["methods", str(shared_acp / rel)])
+    line = next(x for x in res.stdout.splitlines() if x.startswith("session/prompt "))
+    assert line.endswith(", ".join(expected))

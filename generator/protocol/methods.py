@@ -26,13 +26,23 @@ from __future__ import annotations
 import json
 import keyword
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import AgentgenError
 
-__all__ = ["Method", "MethodTable", "method_table", "python_name", "run_methods"]
+__all__ = [
+    "Method",
+    "MethodTable",
+    "format_json",
+    "format_table",
+    "method_table",
+    "python_name",
+    "run_methods",
+    "wire_fields",
+]
 
 SIDES = ("agent", "client", "protocol")
 KINDS = ("request", "notification")
@@ -219,10 +229,35 @@ def method_table(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> 
     return MethodTable(tuple(methods))
 
 
-def format_table(table: MethodTable) -> str:
-    head = ("method", "side", "kind", "params", "result", "stability", "python")
-    rows = [head] + [
-        (
+def wire_fields(schema: dict[str, Any], name: str | None) -> list[str]:
+    """The top-level wire field names of definition `name` (following `allOf` references),
+    sorted; `required` ones are not distinguished here."""
+    defs = _defs(schema)
+    out: set[str] = set()
+    seen: set[str] = set()
+    stack = [name] if name else []
+    while stack:
+        cur = stack.pop()
+        node = defs.get(cur)
+        if cur in seen or not isinstance(node, dict):
+            continue
+        seen.add(cur)
+        props = node.get("properties")
+        if isinstance(props, dict):
+            out.update(str(k) for k in props)
+        for part in node.get("allOf") or []:
+            stack.extend(_refs(part))
+    return sorted(out)
+
+
+def format_table(table: MethodTable, schema: dict[str, Any] | None = None) -> str:
+    """One row per method; with the schema, the last column lists the result's wire fields."""
+    head: tuple[str, ...] = ("method", "side", "kind", "params", "result", "stability", "python")
+    if schema is not None:
+        head += ("result fields",)
+    rows: list[tuple[str, ...]] = [head]
+    for m in table.methods:
+        row: tuple[str, ...] = (
             m.name,
             m.side,
             m.kind,
@@ -231,15 +266,24 @@ def format_table(table: MethodTable) -> str:
             "unstable" if m.unstable else "stable",
             m.attr,
         )
-        for m in table.methods
-    ]
+        if schema is not None:
+            row += (", ".join(wire_fields(schema, m.result)) or "-",)
+        rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines) + "\n"
 
 
-def format_json(table: MethodTable) -> str:
-    return json.dumps([asdict(m) for m in table.methods], indent=2) + "\n"
+def format_json(table: MethodTable, schema: dict[str, Any] | None = None) -> str:
+    """The contract's fields per method; with the schema, `params_fields`/`result_fields` too."""
+    rows: list[dict[str, Any]] = []
+    for m in table.methods:
+        row = asdict(m)
+        if schema is not None:
+            row["params_fields"] = wire_fields(schema, m.params)
+            row["result_fields"] = wire_fields(schema, m.result) if m.result else None
+        rows.append(row)
+    return json.dumps(rows, indent=2) + "\n"
 
 
 def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table") -> int:
@@ -251,8 +295,6 @@ def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table"
     schema = sources.load_schema(schema_spec)
     meta_src = sources.load_meta(meta) if meta else None
     table = method_table(schema.data, meta_src.data if meta_src else None)
-    out = format_table(table) if fmt == "table" else format_json(table)
-    import sys
-
-    sys.stdout.write(out)
+    fmt_fn = format_table if fmt == "table" else format_json
+    sys.stdout.write(fmt_fn(table, schema.data))
     return 0

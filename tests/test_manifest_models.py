@@ -271,6 +271,34 @@ def test_agntcy_manifests_get_the_same_models(tmp_path: Path, shared_agntcy: Pat
     assert type(out.messages[0]).__name__ != type(inp.messages[0]).__name__
 
 
+def test_config_options_refine_the_config_schema(tmp_path: Path) -> None:
+    """A value must satisfy both the config schema and the config options (what the
+    runtime checks without a model, the Config model checks with one)."""
+    choice = {"id": "model", "type": "choice", "values": ["small", "large"], "default": "small"}
+    flag = {"id": "verbose", "type": "boolean", "default": False}
+    base = {"name": "c", "version": "1"}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"model": {"type": "string"}, "fixed": {"const": "x"}},
+    }
+    with_schema = {**base, "config": {"schema": schema, "options": [choice, flag]}}
+    mm = build(tmp_path, with_schema, "mm_opts")
+    cfg = mm.Config.model_validate({})
+    assert (cfg.model, cfg.verbose) == ("small", False)
+    with pytest.raises(ValidationError) as bad:
+        mm.Config.model_validate({"model": "huge", "verbose": "loud"})
+    assert [e["loc"] for e in bad.value.errors()] == [("model",), ("verbose",)]
+    with pytest.raises(ValidationError):
+        mm.Config.model_validate({"other": 1})  # the schema's additionalProperties: false
+
+    only_options = build(tmp_path, {**base, "config": {"options": [choice, flag]}}, "mm_opts2")
+    cfg2 = only_options.Config.model_validate({"model": "large", "extra": 1})
+    assert (cfg2.model, cfg2.verbose, cfg2.model_extra) == ("large", False, {"extra": 1})
+    with pytest.raises(ValidationError):
+        only_options.Config.model_validate({"model": "huge"})
+
+
 def test_hostile_text_stays_data(tmp_path: Path) -> None:
     """Quotes, backslashes, newlines and control characters in descriptions, defaults
     and the label cannot break (or inject into) the module."""

@@ -190,6 +190,42 @@ def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, 
 # ---------------------------------------------------------------------------------------
 # the manifest's sections
 
+_OPTION_TYPES = {"boolean": "boolean", "string": "string", "integer": "integer", "number": "number"}
+
+
+def _config_schema(schema: dict[str, Any] | None, options: list[Any]) -> Any:
+    """The config schema refined by the config options: both describe the config, and a
+    value must satisfy both.  An option the schema has no property for becomes one; a
+    property the schema has takes from its option the keys it lacks (`enum` from the
+    option's values, `type`, `default`, `description`).  No schema: the options alone,
+    other members allowed."""
+    if schema is None:
+        schema = {"type": "object", "additionalProperties": True}
+    if not options or not isinstance(schema, dict):
+        return schema
+    props = dict(schema.get("properties") or {})
+    for opt in options:
+        from_option: dict[str, Any] = {}
+        if opt.type in _OPTION_TYPES:
+            from_option["type"] = _OPTION_TYPES[opt.type]
+        if opt.values:
+            from_option["enum"] = list(opt.values)
+        if "default" in opt.model_fields_set:
+            from_option["default"] = opt.default
+        if opt.description:
+            from_option["description"] = opt.description
+        current = props.get(opt.id)
+        if not isinstance(current, dict):
+            props[opt.id] = from_option
+            continue
+        if "$ref" in current or any(k in current for k in ("anyOf", "oneOf", "allOf")):
+            continue  # the schema says more than an option can: it stands as written
+        merged = {**from_option, **current}
+        if "const" in current and "enum" not in current:
+            merged.pop("enum", None)
+        props[opt.id] = merged
+    return {**schema, "properties": props}
+
 
 def _plan(manifest: Any, source: str) -> tuple[list[_Section], list[_Error], _Names]:
     from .format import read_manifest, schema_of
@@ -197,11 +233,11 @@ def _plan(manifest: Any, source: str) -> tuple[list[_Section], list[_Error], _Na
     fmt = read_manifest(manifest, source=source)
     names = _Names({BASE_ERROR, ERRORS_TABLE})
     sections: list[_Section] = []
-    if fmt.config is not None and fmt.config.schema_ is not None:
+    if fmt.config is not None and (fmt.config.schema_ is not None or fmt.config.options):
         sections.append(
             _Section(
                 names.exact("Config", "/config", source),
-                schema_of(fmt.config.schema_),
+                _config_schema(schema_of(fmt.config.schema_), fmt.config.options or []),
                 "/config/schema",
             )
         )

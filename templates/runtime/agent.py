@@ -269,7 +269,9 @@ class AgentRuntime:
         if entry is not None and attr is not None and self._overridden(attr):
             return self._typed_caller(method, attr, entry)
         rt = getattr(self, "_rt_" + method.replace("/", "_").replace("$", "").lstrip("_"), None)
-        if rt is not None and (entry is not None or method.startswith("_")):
+        # an extension name (`_agent/info`) is not an alias of a protocol method (`_initialize`)
+        alias = method.startswith("_") and method.lstrip("_") in self.METHODS
+        if rt is not None and (entry is not None or (method.startswith("_") and not alias)):
             return rt
 
         async def missing(params: Any, ctx: Any) -> Any:

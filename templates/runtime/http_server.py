@@ -363,15 +363,22 @@ class AcpHttpServer:
             return _error(501, -32600, "batch requests are not supported")
         if type(msg) is not dict:
             return _error(400, -32600, "invalid request: expected a JSON object")
+        rid = msg.get("id")
+        if "id" in msg and not (rid is None or type(rid) in (int, str)):
+            # refused here: an unhashable id would break the routing maps below
+            return _error(400, -32600, "invalid request: id must be a string, integer or null")
         method = msg.get("method")
         if method == "initialize" and "id" in msg:
             conn = HttpConnection(self)
             self.connections[conn.id] = conn
             try:
-                answer = await conn.initialize(body, msg["id"])
+                answer = await conn.initialize(body, rid)
             except TimeoutError:
                 await self.remove(conn.id)
                 return _error(504, -32603, "initialize timed out")
+            if b'"error"' in answer and "error" in orjson.loads(answer):
+                await self.remove(conn.id)  # a refused initialize opens no connection
+                return Response(answer, status_code=200, media_type="application/json")
             return Response(
                 answer,
                 status_code=200,

@@ -213,7 +213,13 @@ class Connection:
         if type(msg) is not dict:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
             return
-        self._dispatch(msg)
+        try:
+            self._dispatch(msg)
+        except Exception as exc:  # a frame must never take the connection down
+            log.error("frame dispatch failed: %s", type(exc).__name__, exc_info=exc)
+            rid = msg.get("id")
+            if "method" in msg and type(rid) in (int, str):
+                self._error(rid, internal_error())
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         has_id = "id" in msg
@@ -298,9 +304,10 @@ class Connection:
 
     def _notification(self, method: str, params: Any) -> None:
         if method == "$/cancel_request":
-            if type(params) is dict:
-                self.cancel_incoming(params.get("requestId"))
-                pending = self._pending.get(params.get("requestId"))  # type: ignore[arg-type]
+            target = params.get("requestId") if type(params) is dict else None
+            if type(target) in (int, str):  # anything else names no request (and is unhashable)
+                self.cancel_incoming(target)
+                pending = self._pending.get(target)  # type: ignore[arg-type]
                 if pending is not None and not pending.done():
                     pending.set_exception(RpcError(REQUEST_CANCELLED, "request cancelled by peer"))
             return
@@ -324,10 +331,11 @@ class Connection:
             await self._on_notification(method, params)
         except asyncio.CancelledError:
             raise
+        except RpcError as exc:  # the peer's notification was refused: there is no one to tell
+            if exc.code != METHOD_NOT_FOUND:
+                log.warning("notification %s refused: %s", method, exc.code)
         except Exception as exc:
-            code = exc.code if isinstance(exc, RpcError) else None
-            if code != METHOD_NOT_FOUND:
-                log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
+            log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
 
     def _on_response(self, rid: Any, msg: dict[str, Any]) -> None:
         fut = self._pending.pop(rid, None) if type(rid) is int else None
@@ -368,8 +376,12 @@ class Connection:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.flush()
         self._closed = True
+        ending = list(self._workers.values())
         if self._writer is not None:
             self._writer.cancel()
+            ending.append(self._writer)
+        # wait for the cancelled tasks, so none is left pending when the loop ends
+        await asyncio.gather(*ending, return_exceptions=True)
         self.closed.set()
 
 

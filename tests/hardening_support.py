@@ -1,0 +1,280 @@
+"""Shared by the hardening tests (fuzz, faults, load, security): build a generated agent
+package under a unique name, import it in process or run it as a subprocess (stdio or
+HTTP on 127.0.0.1), read a process's memory."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+# A handler whose behaviour the tests steer through the prompt text.
+HANDLERS = """
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from ._generated.dispatcher import AgentBase
+from ._generated.runtime.agent import Turn
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> Any:
+        text = "".join(b.get("text", "") for b in input if b.get("type") == "text")
+        word, _, rest = text.partition(" ")
+        if word == "hang":
+            await turn.send_text("started")
+            await asyncio.sleep(3600)
+        if word == "slow":
+            await turn.send_text("started")
+            await asyncio.sleep(float(rest or 30))
+        if word == "boom":
+            raise RuntimeError("handler failed holding " + os.environ.get("FAKE_SECRET", "x"))
+        if word == "print":
+            print("stray print " * 20)
+            print(rest)
+        if word == "route":
+            await turn.send_text(repr(turn.provider("main")))
+            return None
+        if word == "seq":  # seq <tag> <count> [delay]: numbered chunks
+            parts = rest.split()
+            tag, count = parts[0], int(parts[1])
+            delay = float(parts[2]) if len(parts) > 2 else 0.0
+            for i in range(count):
+                await turn.send_text(f"{tag}:{i}")
+                if delay:
+                    await asyncio.sleep(delay)
+            return None
+        for block in input:
+            if block.get("type") == "text":
+                await turn.send_text(block["text"])
+        return None
+"""
+
+MAIN = """
+import os
+import sys
+
+from ._generated import run_agent
+from .handlers import Agent
+
+run_agent(Agent, None, transport=os.environ.get("ACP_TEST_TRANSPORT", "stdio"))
+"""
+
+MANIFEST: dict[str, Any] = {
+    "name": "hard-agent",
+    "version": "0.1.0",
+    "title": "Hardening Agent",
+    "description": "agent for the hardening tests",
+    "config": {
+        "options": [
+            {
+                "id": "model",
+                "name": "Model",
+                "type": "choice",
+                "default": "small",
+                "values": ["small", "large"],
+            },
+            {"id": "verbose", "name": "Verbose", "type": "boolean", "default": False},
+        ],
+    },
+    "providers": [
+        {
+            "id": "main",
+            "supported": ["openai", "anthropic"],
+            "required": True,
+            "default": {"api_type": "openai", "base_url": "https://api.openai.com/v1"},
+        },
+        {"id": "aux", "supported": ["openai"], "required": False},
+    ],
+}
+
+
+def build(
+    tmp: Path,
+    shared_acp: Path,
+    package: str,
+    *,
+    rev: str = "v1",
+    unstable: bool = True,
+    manifest: dict[str, Any] | None = None,
+    handlers: str = HANDLERS,
+) -> dict[str, str]:
+    """Render `<tmp>/<package>` (a generated agent with `handlers`); returns its env."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from generator.render import render_generated
+
+    suffix = ".unstable" if unstable else ""
+    schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
+    meta_path = shared_acp / rev / f"meta{suffix}.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
+    files = render_generated(
+        schema=schema,
+        meta=meta,
+        manifest=manifest or MANIFEST,
+        role="agent",
+        transport="stdio",
+        package=package,
+    )
+    pkg = tmp / package
+    for rel, text in files.items():
+        p = pkg / "_generated" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "handlers.py").write_text(handlers)
+    (pkg / "__main__.py").write_text(MAIN)
+    return {**os.environ, "PYTHONPATH": str(tmp)}
+
+
+def load(tmp: Path, package: str) -> Any:
+    """Import `<package>.handlers` in this process (unique package names: no clash)."""
+    if str(tmp) not in sys.path:
+        sys.path.insert(0, str(tmp))
+    return importlib.import_module(f"{package}.handlers")
+
+
+def runtime_of(package: str, module: str) -> Any:
+    return importlib.import_module(f"{package}._generated.runtime.{module}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_http(env: dict[str, str], package: str, port: int, **extra_env: str) -> subprocess.Popen:
+    """Run the generated agent over HTTP on 127.0.0.1:`port`; waits for /health."""
+    import httpx
+
+    full = {**env, "ACP_TEST_TRANSPORT": "http", **extra_env}
+    proc = subprocess.Popen(
+        [PY, "-m", package, "--port", str(port)],
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise AssertionError(f"agent exited: {err}")
+        assert time.monotonic() < deadline, "agent did not start"
+        time.sleep(0.05)
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS of a process in KiB, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+class StdioPeer:
+    """Raw JSON-RPC lines to and from an agent subprocess; every read has a timeout."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.msgs: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.bad_lines: list[bytes] = []
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def start(cls, env: dict[str, str], package: str, *args: str) -> StdioPeer:
+        proc = await asyncio.create_subprocess_exec(
+            PY,
+            "-m",
+            package,
+            *args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            limit=64 * 1024 * 1024,
+        )
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout
+        while line := await self.proc.stdout.readline():
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                self.bad_lines.append(line)
+                continue
+            if type(msg) is not dict:
+                self.bad_lines.append(line)
+                continue
+            self.msgs.put_nowait(msg)
+
+    async def send_bytes(self, data: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    async def send(self, obj: Any) -> None:
+        await self.send_bytes(json.dumps(obj).encode() + b"\n")
+
+    async def recv(self, timeout: float = 10) -> dict[str, Any]:
+        return await asyncio.wait_for(self.msgs.get(), timeout)
+
+    async def until_id(self, rid: Any, timeout: float = 10) -> tuple[dict[str, Any], list[Any]]:
+        seen = []
+        while True:
+            msg = await self.recv(timeout)
+            if "method" not in msg and msg.get("id") == rid:
+                return msg, seen
+            seen.append(msg)
+
+    async def call(self, rid: Any, method: str, params: Any = None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self.send(msg)
+        return (await self.until_id(rid))[0]
+
+    async def close(self, timeout: float = 10) -> tuple[int, bytes]:
+        """Close stdin (EOF); the agent must exit by itself within `timeout`."""
+        assert self.proc.stdin and self.proc.stderr
+        self.proc.stdin.close()
+        try:
+            rc = await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+            raise AssertionError("the agent did not exit after EOF") from None
+        err = await self.proc.stderr.read()
+        self.task.cancel()
+        return rc, err
+
+
+async def open_session(peer: StdioPeer, base: int = 1) -> str:
+    r = await peer.call(base, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert "result" in r, r
+    r = await peer.call(base + 1, "session/new", {"cwd": "/tmp", "mcpServers": []})
+    assert "result" in r, r
+    return str(r["result"]["sessionId"])
+
+
+def text_prompt(sid: str, text: str) -> dict[str, Any]:
+    return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}

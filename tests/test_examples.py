@@ -199,6 +199,23 @@ def test_echo_streams_each_text_block_back(tmp_path: Path, shared_acp: Path) -> 
 
 
 @pytest.mark.slow
+def test_echo_passes_acpbench(tmp_path: Path, shared_acp: Path) -> None:
+    """The shared load driver's echo check: every prompt echoed chunk by chunk."""
+    env = build(tmp_path, shared_acp, "echo")
+    tool = shared_acp.parent / "tools" / "acpbench.py"
+    cmd = [sys.executable, str(tool), "--prompts", "50", "--sessions", "2", "--blocks", "5"]
+    r = subprocess.run(
+        [*cmd, "--", sys.executable, "-m", "exagent"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0 and "failures=0 bad_lines=0" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.slow
 def test_mail_composer_config_input_interrupt_output(tmp_path: Path, shared_acp: Path) -> None:
     env = build(tmp_path, shared_acp, "mail-composer")
 

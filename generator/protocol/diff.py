@@ -145,6 +145,17 @@ class _Shapes:
             out = {k: self._canon(v) for k, v in node.items() if not _ignored(k)}
             if isinstance(out.get("required"), list):
                 out["required"] = sorted(out["required"], key=str)
+            # one spelling per meaning: a const implies its type; an enum is a union of
+            # consts; oneOf and anyOf are both "one of these variants" here
+            if "const" in out:
+                out.pop("type", None)
+            members = _union(out)
+            if members is not None:
+                out.pop("oneOf", None)
+                if "enum" in out:
+                    out.pop("enum")
+                    out.pop("type", None)
+                out["anyOf"] = members  # already canonical
             return out
         if isinstance(node, list):
             return [self._canon(v) for v in node]
@@ -188,13 +199,12 @@ def _alternatives(node: Any, shapes: _Shapes) -> set[str]:
     """The shapes a value may take (union members and type-list entries, split)."""
     node = _unwrap(node)
     if isinstance(node, dict):
-        for key in ("anyOf", "oneOf"):
-            members = node.get(key)
-            if isinstance(members, list) and _meaningful(node) <= {key}:
-                out: set[str] = set()
-                for m in members:
-                    out |= _alternatives(m, shapes)
-                return out
+        members = _union(node)
+        if members is not None and _meaningful(node) <= {"anyOf", "oneOf", "enum", "type"}:
+            out: set[str] = set()
+            for m in members:
+                out |= _alternatives(m, shapes)
+            return out
         t = node.get("type")
         if isinstance(t, list) and _meaningful(node) <= {"type"}:
             return {shapes.of({"type": one}) for one in t}
@@ -202,9 +212,12 @@ def _alternatives(node: Any, shapes: _Shapes) -> set[str]:
 
 
 def _union(node: dict[str, Any]) -> list[Any] | None:
+    """The variants of a union: anyOf or oneOf members, or an enum's values as consts."""
     for key in ("anyOf", "oneOf"):
         if isinstance(node.get(key), list):
             return list(node[key])
+    if isinstance(node.get("enum"), list):
+        return [{"const": v} for v in node["enum"]]
     return None
 
 
@@ -402,7 +415,6 @@ class _Diff:
             self._retyped(a, b, path, where)
             return
         self._compare_props(a, b, path, where)
-        self._compare_enum(a, b, path, where)
         ua, ub = _union(a), _union(b)
         if ua is not None and ub is not None:  # anyOf and oneOf alike
             self._compare_variants(ua, ub, path, where)
@@ -463,16 +475,6 @@ class _Diff:
                 self.add("field-optional", sub, f"now optional, may be absent{where}", False)
             self._compare(pa[name], pb[name], sub, where)
 
-    def _compare_enum(self, a: dict[str, Any], b: dict[str, Any], path: str, where: str) -> None:
-        ea, eb = a.get("enum"), b.get("enum")
-        if not isinstance(ea, list) or not isinstance(eb, list):
-            return
-        ka, kb = {json.dumps(v): v for v in ea}, {json.dumps(v): v for v in eb}
-        for v in sorted(ka.keys() - kb.keys()):
-            self.add("value-removed", path, f"value {v} removed{where}", True)
-        for v in sorted(kb.keys() - ka.keys()):
-            self.add("value-added", path, f"value {v} added{where}", False)
-
     def _compare_variants(self, va: list[Any], vb: list[Any], path: str, where: str) -> None:
         va, vb = _flatten(va), _flatten(vb)
         tag = _union_tag(va + vb)  # one discriminator for both revisions
@@ -489,9 +491,11 @@ class _Diff:
                 self._retyped({"anyOf": va}, {"anyOf": vb}, path, where)
             return
         for k in sorted(keyed_a.keys() - keyed_b.keys()):
-            self.add("variant-removed", path, f"variant {k} removed{where}", True)
+            kind, what = _variant_words(keyed_a[k])
+            self.add(f"{kind}-removed", path, f"{what} {k} removed{where}", True)
         for k in sorted(keyed_b.keys() - keyed_a.keys()):
-            self.add("variant-added", path, f"variant {k} added{where}", False)
+            kind, what = _variant_words(keyed_b[k])
+            self.add(f"{kind}-added", path, f"{what} {k} added{where}", False)
         for k in sorted(keyed_a.keys() & keyed_b.keys()):
             self._compare(keyed_a[k], keyed_b[k], f"{path}[{k}]", where)
 
@@ -505,6 +509,14 @@ def _similar_names(a: str, b: str) -> bool:
     share at least half of their words (CancelNotification -> CancelSessionNotification)."""
     wa, wb = _words(a), _words(b)
     return bool(wa and wb) and len(wa & wb) * 2 >= len(wa | wb)
+
+
+def _variant_words(member: Any) -> tuple[str, str]:
+    """("value", "value") for a bare constant (an enum value), else ("variant", "variant")."""
+    m = _unwrap(member)
+    if isinstance(m, dict) and "const" in m and not isinstance(m.get("properties"), dict):
+        return "value", "value"
+    return "variant", "variant"
 
 
 def _keyed(members: list[Any], tag: str | None, renamed: dict[str, str]) -> dict[str, Any] | None:

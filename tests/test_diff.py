@@ -284,3 +284,24 @@ def test_session_update_variants(reports: dict[Any, Any], pair: tuple[str, str])
     assert all(c.breaking == (c.kind == "variant-removed") for c in entries)
     if pair[1] == "v2/schema.json":
         assert {"user_message", "state_update"} <= came
+
+
+def test_same_meaning_spelled_differently_is_no_change() -> None:
+    old = _schema({"Role": {"type": "string", "enum": ["assistant", "user"]}})
+    new = _schema(
+        {
+            "Role": {
+                "oneOf": [
+                    {"type": "string", "const": "assistant", "description": "the model"},
+                    {"type": "string", "const": "user", "x-docs": "the human"},
+                ]
+            }
+        }
+    )
+    assert diff_schemas(old, new).entries == []
+    newer = _schema({"Role": {"anyOf": [{"const": "assistant"}, {"const": "system"}]}})
+    got = {(c.kind, c.detail, c.breaking) for c in diff_schemas(new, newer).entries}
+    assert got == {
+        ("value-removed", 'value "user" removed', True),
+        ("value-added", 'value "system" added', False),
+    }

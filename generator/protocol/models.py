@@ -38,12 +38,14 @@ BASE_CLASS = "AcpModel"
 # The shared base, copied verbatim into every generated module (our own code: it is
 # part of agentgen, tested through the generated modules).
 BASE_SOURCE = '''
+from typing import Annotated as _Annotated
 from typing import Any as _Any
 from typing import ClassVar as _ClassVar
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ConfigDict as _ConfigDict
 from pydantic import Discriminator as _Discriminator
+from pydantic import Field as _Field
 from pydantic import ModelWrapValidatorHandler as _Handler
 from pydantic import RootModel as _RootModel
 from pydantic import Tag as _Tag
@@ -202,17 +204,17 @@ def _tagged_union_source(name: str, node: dict[str, Any]) -> str:
     label = "*"
     while label in tags:
         label += "*"
-    choices = [(tag, cls) for tag, cls in sorted(tags.items())]
+    choices = list(tags.items())  # upstream order
     if other:
         choices.append((label, other))
     plain = " | ".join(dict.fromkeys(cls for _, cls in choices))
-    tagged = " | ".join(f"Annotated[{cls}, _Tag({tag!r})]" for tag, cls in choices)
+    tagged = " | ".join(f"_Annotated[{cls}, _Tag({tag!r})]" for tag, cls in choices)
     desc = node.get("description")
-    field = f", Field(description={desc!r})" if isinstance(desc, str) and desc else ""
+    field = f", _Field(description={desc!r})" if isinstance(desc, str) and desc else ""
     known = tuple(sorted(tags))
     return (
-        f"\n\nclass {name}(RootModel[{plain}]):\n"
-        f"    root: Annotated[{tagged}, _acp_tag({spec['property']!r}, {known!r}, {label!r}){field}]\n"
+        f"\n\nclass {name}(_RootModel[{plain}]):\n"
+        f"    root: _Annotated[{tagged}, _acp_tag({spec['property']!r}, {known!r}, {label!r}){field}]\n"
     )
 
 

@@ -411,7 +411,7 @@ def open_tagged_unions(schema: Schema) -> Schema:
         node.pop("discriminator", None)
         node[TAGGED_UNION] = {
             "property": prop,
-            "tags": {value: name for _, value, name in sorted(tagged)},
+            "tags": {value: name for _, value, name in tagged},
             "other": other_name,
         }
     return schema

@@ -19,6 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Generate typed models, dispatchers and ready-to-run projects for ACP agents.",
     pretty_exceptions_enable=False,
+    # plain help and usage errors: rendering them with rich costs ~0.1 s of start-up
+    rich_markup_mode=None,
 )
 
 Fmt = typer.Option("text", "--format", help="text | json")

@@ -204,7 +204,10 @@ def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
             found.append(Diagnostic(str(file), None, None, "", "nesting too deep"))
             status = 2
             continue
-        notes.extend(f"{loaded.source}: note: {n}" for n in loaded.notes)
+        if loaded.notes:
+            notes.append(
+                f"{loaded.source}: note: read as {loaded.shape}: {'; '.join(loaded.notes)}"
+            )
         found.extend(diags)
         if diags:
             status = max(status, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,9 @@ def test_json_format_and_cli(shared_acp: Path) -> None:
     assert res.exit_code == 0, res.output
     body = json.loads(res.stdout)
     assert body["breaking"] is True
+    raw_old = (shared_acp / "v1/schema.json").read_bytes()
+    assert body["old"] == f"{old} (sha256 {hashlib.sha256(raw_old).hexdigest()[:12]})"
+    assert body["new"].startswith(new)
     assert body["counts"]["breaking"] == sum(e["breaking"] for e in body["entries"])
     assert {"kind", "subject", "detail", "breaking"} == set(body["entries"][0])
     res = runner.invoke(app, ["diff", old, new])

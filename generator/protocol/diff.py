@@ -66,6 +66,8 @@ class Change:
 @dataclass
 class Report:
     entries: list[Change] = field(default_factory=list)
+    old: str | None = None  # where each revision came from (origin, sha256), when known
+    new: str | None = None
 
     @property
     def breaking(self) -> bool:
@@ -620,6 +622,8 @@ def format_text(report: Report) -> str:
     lines = [
         f"Protocol revision report: {len(report.entries)} changes, {n_break} breaking",
     ]
+    if report.old or report.new:
+        lines += [f"  old: {report.old or '-'}", f"  new: {report.new or '-'}"]
     if not report.entries:
         lines.append("No differences.")
     section = None
@@ -634,7 +638,10 @@ def format_text(report: Report) -> str:
 
 
 def format_json(report: Report) -> str:
-    body = {
+    body: dict[str, Any] = (
+        {"old": report.old, "new": report.new} if report.old or report.new else {}
+    )
+    body |= {
         "breaking": report.breaking,
         "counts": {"changes": len(report.entries), "breaking": len(report.breaking_entries())},
         "entries": [asdict(c) for c in report.entries],
@@ -651,5 +658,7 @@ def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
     old = sources.load_schema(old_spec)
     new = sources.load_schema(new_spec)
     report = diff_schemas(old.data, new.data)
+    report.old = f"{old.origin} (sha256 {old.sha256[:12]})"
+    report.new = f"{new.origin} (sha256 {new.sha256[:12]})"
     sys.stdout.write(format_text(report) if fmt == "text" else format_json(report))
     return 0

@@ -229,3 +229,47 @@ def test_cli_shows_the_prompt_result_fields(shared_acp: Path, rel: str) -> None:
     res = CliRunner().invoke(app, ["methods", str(shared_acp / rel)])
     line = next(x for x in res.stdout.splitlines() if x.startswith("session/prompt "))
     assert line.endswith(", ".join(expected))
+
+
+def test_side_from_the_message_unions_when_x_side_is_missing() -> None:
+    union = {"properties": {"params": {"anyOf": [{"$ref": "#/$defs/Ping"}]}}}
+    schema = {
+        "$defs": {
+            "ClientNotification": union,
+            "AgentNotification": {"properties": {"params": {"$ref": "#/$defs/Pong"}}},
+            "Ping": {"x-method": "ping"},
+            "Pong": {"x-method": "pong"},
+        }
+    }
+    table = method_table(schema)
+    assert [(m.name, m.side, m.kind) for m in table.methods] == [
+        ("ping", "agent", "notification"),
+        ("pong", "client", "notification"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"x-method": "ping", "x-side": "server"}, "unknown x-side 'server'"),
+        ({"x-method": "ping"}, "x-method without x-side"),
+    ],
+)
+def test_bad_sides_are_located(node: dict[str, Any], message: str) -> None:
+    with pytest.raises(AgentgenError) as err:
+        method_table({"$defs": {"A/b": node}})
+    assert message in err.value.message
+    assert err.value.pointer == "/$defs/A~1b/x-side"
+
+
+def test_cli_names_the_file_of_a_bad_side(tmp_path: Path, shared_acp: Path) -> None:
+    bad = tmp_path / "schema.json"
+    bad.write_text(json.dumps({"$defs": {"Ping": {"x-method": "ping", "x-side": "server"}}}))
+    runner = CliRunner()
+    for argv in (["methods", str(bad)], ["diff", str(shared_acp / "v1/schema.json"), str(bad)]):
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2
+        assert res.stderr.strip() == (
+            f"agentgen: error: {bad}: /$defs/Ping/x-side: unknown x-side 'server'"
+            " (expected agent, client, protocol or both)"
+        )

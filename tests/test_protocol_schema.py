@@ -141,7 +141,11 @@ def test_any_input_gives_a_located_error_or_a_usable_schema(
     old, new = _checked(a), _checked(b)
     for schema in (old, new):
         if schema is not None:
-            method_table(schema)
+            try:
+                method_table(schema)
+            except AgentgenError as err:  # e.g. an unknown x-side: located, one line
+                assert err.pointer and err.pointer.endswith("/x-side")
+                return
     if old is not None and new is not None:
         format_text(diff_schemas(old, new))
         assert diff_schemas(old, old).entries == []

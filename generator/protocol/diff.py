@@ -657,7 +657,16 @@ def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
 
     old = sources.load_schema(old_spec)
     new = sources.load_schema(new_spec)
-    report = diff_schemas(old.data, new.data)
+    try:
+        method_table(old.data)
+    except AgentgenError as err:
+        err.source = err.source or old.origin
+        raise
+    try:
+        report = diff_schemas(old.data, new.data)
+    except AgentgenError as err:
+        err.source = err.source or new.origin
+        raise
     report.old = f"{old.origin} (sha256 {old.sha256[:12]})"
     report.new = f"{new.origin} (sha256 {new.sha256[:12]})"
     sys.stdout.write(format_text(report) if fmt == "text" else format_json(report))

@@ -47,10 +47,19 @@ __all__ = [
 SIDES = ("agent", "client", "protocol")
 KINDS = ("request", "notification")
 
-# Message unions: which position a member definition takes.
+# Message unions: which position a member definition takes, and (for a definition without
+# `x-side`) which side handles it: what the client sends, the agent handles.
 _PARAMS_UNIONS = ("ClientRequest", "AgentRequest")
 _RESULT_UNIONS = ("AgentResponse", "ClientResponse")
 _NOTIFICATION_UNIONS = ("AgentNotification", "ClientNotification")
+_HANDLER = {
+    ("ClientRequest", "params"): "agent",
+    ("ClientNotification", "params"): "agent",
+    ("AgentResponse", "result"): "agent",
+    ("AgentRequest", "params"): "client",
+    ("AgentNotification", "params"): "client",
+    ("ClientResponse", "result"): "client",
+}
 # meta.json section -> side that handles the method
 _META_SECTIONS = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
 _UNSTABLE = re.compile(r"\bUNSTABLE\b")
@@ -175,6 +184,31 @@ def _meta_entries(meta: dict[str, Any] | None) -> dict[tuple[str, str], str]:
     return out
 
 
+def _sides(defs: dict[str, Any], name: str, side: Any) -> list[str]:
+    """The sides handling definition `name`: its `x-side`, else its message unions'."""
+    if side == "both":
+        return ["agent", "client"]
+    if side in SIDES:
+        return [str(side)]
+    where = f"/$defs/{name.replace('~', '~0').replace('/', '~1')}/x-side"
+    if side is not None:
+        raise AgentgenError(
+            f"unknown x-side {side!r}",
+            pointer=where,
+            hint="expected agent, client, protocol or both",
+        )
+    derived = sorted(
+        {h for (union, prop), h in _HANDLER.items() if name in _union_members(defs, (union,), prop)}
+    )
+    if not derived:
+        raise AgentgenError(
+            "x-method without x-side, and no message union names it",
+            pointer=where,
+            hint="add x-side: agent | client | protocol | both",
+        )
+    return derived
+
+
 def method_table(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> MethodTable:
     """The method table of `schema`, merged with a meta table when given."""
     defs = _defs(schema)
@@ -189,9 +223,7 @@ def method_table(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> 
         node = defs[name]
         if not isinstance(node, dict) or not isinstance(node.get("x-method"), str):
             continue
-        side = node.get("x-side")
-        sides = ["agent", "client"] if side == "both" else [side if side in SIDES else "agent"]
-        tagged.append((name, node["x-method"], sides))
+        tagged.append((name, node["x-method"], _sides(defs, name, node.get("x-side"))))
     result_methods = {w for n, w, _ in tagged if n in result_defs or n.endswith("Response")}
     for name, wire, sides in tagged:
         if name in result_defs or (
@@ -294,7 +326,13 @@ def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table"
 
     schema = sources.load_schema(schema_spec)
     meta_src = sources.load_meta(meta) if meta else None
-    table = method_table(schema.data, meta_src.data if meta_src else None)
+    try:
+        table = method_table(schema.data, meta_src.data if meta_src else None)
+    except AgentgenError as err:  # name the file the pointer is in
+        if err.source is None:
+            meta_ptr = err.pointer is not None and not err.pointer.startswith("/$defs")
+            err.source = meta_src.origin if meta_src and meta_ptr else schema.origin
+        raise
     fmt_fn = format_table if fmt == "table" else format_json
     sys.stdout.write(fmt_fn(table, schema.data))
     return 0

@@ -340,7 +340,10 @@ def generate_models(
     """The protocol models module for `schema` (contract 2), ruff-formatted."""
     from ..render import ruff_format
 
+    from .schema import check_schema
+
     del meta  # the method table is read elsewhere; the models come from the schema alone
+    schema = check_schema(schema, source_label)  # shapes and `$ref`s, located errors
     normalized = normalize(schema, source=source_label)
     for_codegen, unions = _take_over_tagged_unions(normalized)
     code = _codegen(for_codegen, _header(source_label), source_label)

@@ -124,3 +124,20 @@ def test_cli_exit_codes_and_no_traceback(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)[0]["message"].startswith("state 'waiting' is not reachable")
     proc = run(["--format", "xml", str(good)])
     assert proc.returncode == 2 and "unknown format" in proc.stderr
+
+
+def test_inline_local_refs() -> None:
+    from generator.manifest.validate import inline_local_refs
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A", "description": "d"}},
+        "$defs": {"A": {"type": "array", "items": {"$ref": "#/$defs/B"}}, "B": {"type": "string"}},
+    }
+    assert inline_local_refs(schema) == {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {"type": "string"}, "description": "d"}},
+    }
+    recursive = {"$defs": {"N": {"items": {"$ref": "#/$defs/N"}}}, "$ref": "#/$defs/N"}
+    assert inline_local_refs(recursive) is None
+    assert inline_local_refs({"$ref": "https://example.com/s.json"}) is None

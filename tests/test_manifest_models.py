@@ -38,6 +38,9 @@ def load_module(tmp: Path, src: str, name: str) -> ModuleType:
     return mod
 
 
+MAIL = load_manifest(REPO / "examples" / "mail-composer" / "agent.yaml").data
+
+
 def build(tmp: Path, manifest: dict[str, Any], name: str) -> ModuleType:
     return load_module(tmp, generate_manifest_models(manifest), name)
 
@@ -478,3 +481,64 @@ def test_any_valid_names_give_a_working_module(manifest: dict[str, Any]) -> None
             data_cls = typing.get_type_hints(cls.__init__, vars(mm))["data"]
             typed = typing.get_args(data_cls)[0].model_validate(sample)
             assert cls(data=typed).data.model_dump(by_alias=True) == sample
+
+
+def test_too_deep_a_schema_is_an_error_not_a_crash() -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(3000):
+        schema = {"type": "object", "properties": {"a": schema}}
+    with pytest.raises(AgentgenError) as err:
+        generate_manifest_models({"name": "a", "version": "1", "input": schema})
+    assert "too deeply" in err.value.message
+
+
+def _pointers(node: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [here]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _pointers(v, (*here, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _pointers(v, (*here, i))
+    return out
+
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.sampled_from(["", "object", "string", "#", "#/$defs/X", "#/properties", "$ref", "x y"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                ["type", "properties", "$ref", "$defs", "items", "enum", "anyOf", "required", "x"]
+            ),
+            inner,
+            max_size=3,
+        )
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_manifests_give_a_module_or_a_located_error(data: st.DataObject) -> None:
+    """Replace one node anywhere in a valid manifest: the result compiles, or the
+    generator says what is wrong (AgentgenError); nothing else escapes."""
+    manifest = copy.deepcopy(MAIL)
+    where = data.draw(st.sampled_from(_pointers(manifest)[1:]))
+    parent = manifest
+    for part in where[:-1]:
+        parent = parent[part]
+    parent[where[-1]] = data.draw(JSONISH)
+    try:
+        src = generate_manifest_models(manifest)
+    except AgentgenError as err:
+        assert err.message and err.source == "agent.yaml"
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        load_module(Path(tmp), src, "mm_mutated")  # the module imports

@@ -201,9 +201,10 @@ def _config_schema(schema: dict[str, Any] | None, options: list[Any]) -> Any:
     other members allowed."""
     if schema is None:
         schema = {"type": "object", "additionalProperties": True}
-    if not options or not isinstance(schema, dict):
-        return schema
-    props = dict(schema.get("properties") or {})
+    props = schema.get("properties", {}) if isinstance(schema, dict) else None
+    if not options or not isinstance(props, dict):
+        return schema  # nothing to refine, or a broken schema the generator reports
+    props = dict(props)
     for opt in options:
         from_option: dict[str, Any] = {}
         if opt.type in _OPTION_TYPES:
@@ -385,10 +386,19 @@ def generate_manifest_models(
 
     `source_label` names the manifest in the module's docstring; `source` (default: the
     label) locates errors."""
+    where = source or source_label
+    try:
+        return _generate(manifest, source_label, where)
+    except RecursionError:
+        raise AgentgenError(
+            "the manifest nests too deeply to generate models", source=where
+        ) from None
+
+
+def _generate(manifest: Any, source_label: str, where: str) -> str:
     from ..render import ruff_format
     from .datamodel import models_from_schema
 
-    where = source or source_label
     sections, errors, names = _plan(manifest, where)
     header = _header(source_label)
     classes: dict[str, str] = {}

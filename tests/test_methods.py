@@ -251,7 +251,8 @@ def test_side_from_the_message_unions_when_x_side_is_missing() -> None:
 @pytest.mark.parametrize(
     ("node", "message"),
     [
-        ({"x-method": "ping", "x-side": "server"}, "unknown x-side 'server'"),
+        ({"x-method": "ping", "x-side": "Server Side"}, "x-side 'Server Side' is not a side name"),
+        ({"x-method": "ping", "x-side": 5}, "x-side 5 is not a side name"),
         ({"x-method": "ping"}, "x-method without x-side"),
     ],
 )
@@ -264,12 +265,32 @@ def test_bad_sides_are_located(node: dict[str, Any], message: str) -> None:
 
 def test_cli_names_the_file_of_a_bad_side(tmp_path: Path, shared_acp: Path) -> None:
     bad = tmp_path / "schema.json"
-    bad.write_text(json.dumps({"$defs": {"Ping": {"x-method": "ping", "x-side": "server"}}}))
+    bad.write_text(json.dumps({"$defs": {"Ping": {"x-method": "ping", "x-side": "Server"}}}))
     runner = CliRunner()
     for argv in (["methods", str(bad)], ["diff", str(shared_acp / "v1/schema.json"), str(bad)]):
         res = runner.invoke(app, argv)
         assert res.exit_code == 2
         assert res.stderr.strip() == (
-            f"agentgen: error: {bad}: /$defs/Ping/x-side: unknown x-side 'server'"
-            " (expected agent, client, protocol or both)"
+            f"agentgen: error: {bad}: /$defs/Ping/x-side: x-side 'Server' is not a side name"
+            " (expected agent, client, protocol, both, or another lowercase name)"
         )
+
+
+def test_a_side_a_newer_revision_adds_is_kept() -> None:
+    """A new side (upstream's `proxy`) with its own envelopes: kinds from the envelopes."""
+    env = {
+        "ProxyRequest": {"properties": {"id": {}, "method": {}, "params": {"$ref": "#/$defs/Hop"}}},
+        "ProxyResponse": {
+            "anyOf": [{"properties": {"id": {}, "result": {"$ref": "#/$defs/HopReply"}}}]
+        },
+        "ProxyNotification": {"properties": {"method": {}, "params": {"$ref": "#/$defs/Hopped"}}},
+        "Hop": {"x-method": "proxy/hop", "x-side": "proxy"},
+        "HopReply": {"x-method": "proxy/hop", "x-side": "proxy"},
+        "Hopped": {"x-method": "proxy/hopped", "x-side": "proxy"},
+    }
+    table = method_table({"$defs": env})
+    assert [(m.side, m.name, m.kind, m.params, m.result) for m in table.methods] == [
+        ("proxy", "proxy/hop", "request", "Hop", "HopReply"),
+        ("proxy", "proxy/hopped", "notification", "Hopped", None),
+    ]
+    assert table.for_side("agent") == ()

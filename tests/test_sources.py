@@ -425,3 +425,19 @@ def test_unwritable_cache_only_costs_a_fetch(
     monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(blocker))
     for _ in range(2):
         assert sources.load_schema("npm:acme@1.0.0#s.json").raw == raw
+
+
+def test_the_locked_default_gives_a_method_table(cache_copy: Path) -> None:
+    """The default revision (which has sides and envelopes the shared copies lack)."""
+    from generator.protocol.diff import diff_schemas
+    from generator.protocol.methods import method_table
+
+    data = sources.load_schema(None).data
+    table = method_table(data)
+    sides = {n["x-side"] for n in data["$defs"].values() if "x-method" in n}
+    expected = (sides - {"both"}) | ({"agent", "client"} if "both" in sides else set())
+    assert {m.side for m in table.methods} == expected
+    for name in ("providers/list", "providers/set", "providers/disable"):
+        m = next(x for x in table.for_side("agent") if x.name == name)
+        assert (m.kind, m.unstable) == ("request", True)
+    assert diff_schemas(data, data).entries == []

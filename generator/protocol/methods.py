@@ -4,11 +4,13 @@ Where each fact comes from:
 
 - wire name and handling side: `x-method` / `x-side` on the params and result
   definitions (`x-side: both` gives one entry per side);
-- request or notification: membership in the message unions (`ClientRequest` /
-  `AgentRequest` params, `AgentResponse` / `ClientResponse` results,
-  `AgentNotification` / `ClientNotification` params); a tagged definition outside
-  every union is a request when some definition of the same method sits in a result
-  position or is named `...Response`, a notification otherwise;
+- request or notification: the position the definition takes in the message envelopes
+  (found by shape: `ClientRequest`, `AgentNotification`, ..., and any a newer revision
+  adds, such as `ProxyRequest`): request params, result, or notification params; a
+  tagged definition outside every envelope is a request when some definition of the
+  same method is a result or is named `...Response`, a notification otherwise;
+- sides are what `x-side` says (`both` = agent and client); a side a newer revision
+  adds (`proxy`) is kept as it is; without `x-side`, the envelope decides;
 - stability: an `UNSTABLE` marker in the description of the params or result
   definition; with a meta table, a schema method the meta table does not list is
   unstable too (meta.json lists the stable methods only);
@@ -44,14 +46,11 @@ __all__ = [
     "wire_fields",
 ]
 
-SIDES = ("agent", "client", "protocol")
+_SIDE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 KINDS = ("request", "notification")
 
-# Message unions: which position a member definition takes, and (for a definition without
-# `x-side`) which side handles it: what the client sends, the agent handles.
-_PARAMS_UNIONS = ("ClientRequest", "AgentRequest")
-_RESULT_UNIONS = ("AgentResponse", "ClientResponse")
-_NOTIFICATION_UNIONS = ("AgentNotification", "ClientNotification")
+# For a tagged definition without `x-side`: the side that handles what each message union
+# carries (what the client sends, the agent handles).
 _HANDLER = {
     ("ClientRequest", "params"): "agent",
     ("ClientNotification", "params"): "agent",
@@ -137,6 +136,28 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(item)
 
 
+def _envelopes(defs: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
+    """(request params, results, notification params): the definitions each message
+    envelope carries, found by shape, so a union no revision had before (`ProxyRequest`)
+    counts too. A request envelope has `id`, `method` and `params`; a notification
+    envelope `method` and `params`; a response `id` and `result`."""
+    params: set[str] = set()
+    results: set[str] = set()
+    notes: set[str] = set()
+    for node in defs.values():
+        if not isinstance(node, dict) or "x-method" in node:
+            continue
+        for branch in [node, *(node.get("anyOf") or []), *(node.get("oneOf") or [])]:
+            props = branch.get("properties") if isinstance(branch, dict) else None
+            if not isinstance(props, dict):
+                continue
+            if "method" in props and "params" in props:
+                (params if "id" in props else notes).update(_refs(props["params"]))
+            elif "id" in props and "result" in props:
+                results.update(_refs(props["result"]))
+    return params, results, notes
+
+
 def _union_members(defs: dict[str, Any], unions: tuple[str, ...], prop: str) -> set[str]:
     out: set[str] = set()
     for union in unions:
@@ -188,14 +209,14 @@ def _sides(defs: dict[str, Any], name: str, side: Any) -> list[str]:
     """The sides handling definition `name`: its `x-side`, else its message unions'."""
     if side == "both":
         return ["agent", "client"]
-    if side in SIDES:
-        return [str(side)]
+    if isinstance(side, str) and _SIDE_NAME.match(side):
+        return [side]  # agent, client, protocol, or a side a newer revision adds ("proxy")
     where = f"/$defs/{name.replace('~', '~0').replace('/', '~1')}/x-side"
     if side is not None:
         raise AgentgenError(
-            f"unknown x-side {side!r}",
+            f"x-side {side!r} is not a side name",
             pointer=where,
-            hint="expected agent, client, protocol or both",
+            hint="expected agent, client, protocol, both, or another lowercase name",
         )
     derived = sorted(
         {h for (union, prop), h in _HANDLER.items() if name in _union_members(defs, (union,), prop)}
@@ -212,9 +233,7 @@ def _sides(defs: dict[str, Any], name: str, side: Any) -> list[str]:
 def method_table(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> MethodTable:
     """The method table of `schema`, merged with a meta table when given."""
     defs = _defs(schema)
-    params_defs = _union_members(defs, _PARAMS_UNIONS, "params")
-    result_defs = _union_members(defs, _RESULT_UNIONS, "result")
-    note_defs = _union_members(defs, _NOTIFICATION_UNIONS, "params")
+    params_defs, result_defs, note_defs = _envelopes(defs)
 
     # (side, wire) -> role -> def name; roles: "params", "result", "notification"
     found: dict[tuple[str, str], dict[str, str]] = {}

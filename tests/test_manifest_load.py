@@ -225,3 +225,17 @@ extensions:
     assert m.data["interrupts"][0]["name"] == "needs_input"
     assert m.positions["/interrupts/0/name"] == (11, 29)
     assert any("docker-image" in n for n in m.notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "as_json", "where"),
+    [
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", False, (1, 204)),  # ruamel recursion
+        ("a: " + "[" * 250 + "]" * 250 + "\n", False, (1, 204)),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", True, (1, 207)),
+    ],
+)
+def test_deep_nesting_is_located(text: str, as_json: bool, where: tuple[int, int]) -> None:
+    with pytest.raises(AgentgenError, match="nesting deeper than") as info:
+        parse_manifest_text(text, source="deep", as_json=as_json)
+    assert (info.value.line, info.value.col) == where

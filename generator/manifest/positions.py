@@ -89,7 +89,7 @@ class _JsonParser:
 
     def value(self, i: int, pointer: str, depth: int) -> tuple[Any, int]:
         if depth > MAX_DEPTH:
-            raise self.fail(i, f"nesting deeper than {MAX_DEPTH} levels", pointer)
+            raise self.fail(i, f"nesting deeper than {MAX_DEPTH} levels")
         self.out.positions[pointer] = self.pos(i)
         ch = self.text[i : i + 1]
         if ch == "{":
@@ -183,7 +183,10 @@ def _parse_yaml(text: str, source: str) -> Parsed:
             f"YAML syntax error: {message}", source=source, line=line, col=col
         ) from None
     except RecursionError:
-        raise AgentgenError(f"nesting deeper than {MAX_DEPTH} levels", source=source) from None
+        line, col = _too_deep(text)
+        raise AgentgenError(
+            f"nesting deeper than {MAX_DEPTH} levels", source=source, line=line, col=col
+        ) from None
     except YAMLError as err:
         raise AgentgenError(f"YAML error: {err}", source=source) from None
     if node is None:
@@ -191,6 +194,22 @@ def _parse_yaml(text: str, source: str) -> Parsed:
     builder = _YamlBuilder(source, yaml.constructor)
     value = builder.build(node, "", 0)
     return Parsed(value, builder.positions, builder.key_positions)
+
+
+def _too_deep(text: str) -> Pos:
+    """Where the nesting first exceeds MAX_DEPTH (the event stream has no recursion)."""
+    from ruamel.yaml import YAML
+
+    depth = -1  # the root node is at depth 0, as in _YamlBuilder and _JsonParser
+    for event in YAML(typ="safe", pure=True).parse(text):
+        name = type(event).__name__
+        if name in ("MappingStartEvent", "SequenceStartEvent"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return event.start_mark.line + 1, event.start_mark.column + 1
+        elif name in ("MappingEndEvent", "SequenceEndEvent"):
+            depth -= 1
+    return 1, 1
 
 
 class _YamlBuilder:
@@ -213,7 +232,7 @@ class _YamlBuilder:
         if self.count > MAX_NODES:
             raise self.fail(node, f"more than {MAX_NODES} nodes (alias expansion?)", pointer)
         if depth > MAX_DEPTH:
-            raise self.fail(node, f"nesting deeper than {MAX_DEPTH} levels", pointer)
+            raise self.fail(node, f"nesting deeper than {MAX_DEPTH} levels")
         self.positions[pointer] = (node.start_mark.line + 1, node.start_mark.column + 1)
         kind = node.id
         if kind == "scalar":

@@ -348,7 +348,7 @@ class _Diff:
             same = self.old_shapes.of_def(a) == self.new_shapes.of_def(b)
             if a not in self.new_defs and b not in self.old_defs:
                 self.renamed.setdefault(a, b)
-            how = "same shape" if same else "fields compared below"
+            how = "same shape" if same else "shape differs"
             self.add("method-changed", m.name, f"{role} type {a} -> {b} ({how})", False)
         if m.unstable != n.unstable:
             was, now = ("unstable", "stable") if m.unstable else ("stable", "unstable")
@@ -377,7 +377,7 @@ class _Diff:
             if name in self.renamed:
                 new = self.renamed[name]
                 same = self.old_shapes.of_def(name) == self.new_shapes.of_def(new)
-                how = "same shape" if same else "shape changed, see fields"
+                how = "same shape" if same else "shape differs"
                 self.add("type-renamed", name, f"renamed to {new} ({how})", False)
             else:
                 self.add("type-removed", name, f"removed{self._where(name)}", True)

@@ -91,6 +91,19 @@ def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> d
     return {**os.environ, "PYTHONPATH": str(tmp)}
 
 
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
+    """`project(name)`: the environment to run the example's agent (built once)."""
+    built: dict[str, dict[str, str]] = {}
+
+    def get(name: str) -> dict[str, str]:
+        if name not in built:
+            built[name] = build(tmp_path_factory.mktemp(name), shared_acp, name)
+        return dict(built[name])
+
+    return get
+
+
 class Peer:
     """The client end of a stdio agent: raw JSON-RPC lines; answers elicitations with
     `self.elicit(params) -> result`."""
@@ -181,8 +194,8 @@ def text_prompt(sid: str, *texts: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_echo_streams_each_text_block_back(tmp_path: Path, shared_acp: Path) -> None:
-    env = build(tmp_path, shared_acp, "echo")
+def test_echo_streams_each_text_block_back(project: Any) -> None:
+    env = project("echo")
 
     async def main() -> None:
         peer = await Peer.start(env)
@@ -199,9 +212,9 @@ def test_echo_streams_each_text_block_back(tmp_path: Path, shared_acp: Path) -> 
 
 
 @pytest.mark.slow
-def test_echo_passes_acpbench(tmp_path: Path, shared_acp: Path) -> None:
+def test_echo_passes_acpbench(project: Any, shared_acp: Path) -> None:
     """The shared load driver's echo check: every prompt echoed chunk by chunk."""
-    env = build(tmp_path, shared_acp, "echo")
+    env = project("echo")
     tool = shared_acp.parent / "tools" / "acpbench.py"
     cmd = [sys.executable, str(tool), "--prompts", "50", "--sessions", "2", "--blocks", "5"]
     r = subprocess.run(
@@ -216,8 +229,8 @@ def test_echo_passes_acpbench(tmp_path: Path, shared_acp: Path) -> None:
 
 
 @pytest.mark.slow
-def test_mail_composer_config_input_interrupt_output(tmp_path: Path, shared_acp: Path) -> None:
-    env = build(tmp_path, shared_acp, "mail-composer")
+def test_mail_composer_config_input_interrupt_output(project: Any) -> None:
+    env = project("mail-composer")
 
     async def main() -> None:
         peer = await Peer.start(env)
@@ -293,10 +306,8 @@ def test_mail_composer_config_input_interrupt_output(tmp_path: Path, shared_acp:
 
 
 @pytest.mark.slow
-def test_mail_composer_quota_is_a_transient_error_with_typed_data(
-    tmp_path: Path, shared_acp: Path
-) -> None:
-    env = {**build(tmp_path, shared_acp, "mail-composer"), "MAIL_COMPOSER_DAILY_QUOTA": "1"}
+def test_mail_composer_quota_is_a_transient_error_with_typed_data(project: Any) -> None:
+    env = {**project("mail-composer"), "MAIL_COMPOSER_DAILY_QUOTA": "1"}
 
     async def main() -> None:
         peer = await Peer.start(env)
@@ -321,8 +332,8 @@ def test_mail_composer_quota_is_a_transient_error_with_typed_data(
 
 
 @pytest.mark.slow
-def test_mail_composer_declined_approval_cancels_the_turn(tmp_path: Path, shared_acp: Path) -> None:
-    env = build(tmp_path, shared_acp, "mail-composer")
+def test_mail_composer_declined_approval_cancels_the_turn(project: Any) -> None:
+    env = project("mail-composer")
 
     async def main() -> None:
         peer = await Peer.start(env)
@@ -344,8 +355,8 @@ def test_mail_composer_declined_approval_cancels_the_turn(tmp_path: Path, shared
     "(templates/runtime/agent.py _run_turn returns on InterruptDeclined without a "
     "transition), so the next prompt gets -32002",
 )
-def test_mail_composer_prompt_after_a_declined_approval(tmp_path: Path, shared_acp: Path) -> None:
-    env = build(tmp_path, shared_acp, "mail-composer")
+def test_mail_composer_prompt_after_a_declined_approval(project: Any) -> None:
+    env = project("mail-composer")
 
     async def main() -> None:
         peer = await Peer.start(env)
@@ -363,8 +374,8 @@ def test_mail_composer_prompt_after_a_declined_approval(tmp_path: Path, shared_a
 
 
 @pytest.mark.slow
-def test_research_providers_auth_states_and_cancel(tmp_path: Path, shared_acp: Path) -> None:
-    env = {**build(tmp_path, shared_acp, "research"), "RESEARCH_STEP_DELAY": "0.3"}
+def test_research_providers_auth_states_and_cancel(project: Any) -> None:
+    env = {**project("research"), "RESEARCH_STEP_DELAY": "0.3"}
 
     async def main() -> None:
         peer = await Peer.start(env)

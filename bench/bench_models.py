@@ -8,7 +8,10 @@ default formatters (black + isort, what running it alone gives) and with none (t
 generator's own work only, the strictest comparison).  Runs alternate; medians of
 `--repeat` runs are printed with the ratios (target: ours <= 1.5x the peer).
 
-    .venv/bin/python bench/bench_models.py [--repeat 5] [--schema PATH]
+    .venv/bin/python bench/bench_models.py [--repeat 5] [--schema PATH] [--parse N]
+
+`--parse N` also times parsing session notifications with the generated v1 models against
+the official SDK's models (`acp.schema`), a ratio (lower is better for ours).
 """
 
 from __future__ import annotations
@@ -61,12 +64,70 @@ def _ours(schema: dict[str, Any]) -> str:
     return generate_models(schema, source_label="bench")
 
 
+MESSAGES = [
+    {
+        "sessionId": "sess_1",
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "The forecast for tomorrow is sunny."},
+        },
+    },
+    {
+        "sessionId": "sess_1",
+        "update": {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call_7",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "3 passed"}}],
+        },
+    },
+]
+
+
+def parse_bench(schema: dict[str, Any], n: int) -> None:
+    """Parse session notifications: our generated v1 models vs the official SDK's."""
+    import importlib.util
+    import tempfile
+
+    from acp import schema as sdk
+
+    from generator.protocol.models import generate_models
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench_acp_models.py"
+        path.write_text(generate_models(schema, source_label="bench"))
+        spec = importlib.util.spec_from_file_location("bench_acp_models", path)
+        assert spec and spec.loader
+        ours = importlib.util.module_from_spec(spec)
+        sys.modules["bench_acp_models"] = ours
+        spec.loader.exec_module(ours)
+    per: dict[str, float] = {}
+    for name, cls in (("ours", ours.SessionNotification), ("sdk", sdk.SessionNotification)):
+        for m in MESSAGES:
+            cls.model_validate(m)
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                for m in MESSAGES:
+                    cls.model_validate(m)
+            best = min(best, time.perf_counter() - t0)
+        per[name] = best / (n * len(MESSAGES)) * 1e6
+    print(
+        f"parse SessionNotification (best of 5 x {n}): ours {per['ours']:.1f} us, "
+        f"sdk {per['sdk']:.1f} us, ratio {per['ours'] / per['sdk']:.2f}x"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--schema", type=Path, default=DEFAULT_SCHEMA)
+    ap.add_argument("--parse", type=int, default=0, help="also time N parses vs the SDK")
     args = ap.parse_args()
     schema = json.loads(args.schema.read_text())
+    if args.parse:
+        parse_bench(json.loads((DEFAULT_SCHEMA.parent / "schema.json").read_text()), args.parse)
 
     runs: dict[str, list[float]] = {"ours": [], "peer (black+isort)": [], "peer (unformatted)": []}
     jobs = {

@@ -241,7 +241,15 @@ def test_generation_is_deterministic_and_formatted(
 def test_generated_modules_pass_mypy(generated: dict[str, Generated]) -> None:
     paths = [str(g.path) for g in generated.values()]
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", *paths],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--follow-imports=silent",
+            *paths,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -451,3 +459,35 @@ def test_cli_models_bad_input_is_one_located_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
     assert "broken.json" in result.output
     assert not (tmp_path / "m.py").exists()
+
+
+def test_dispatch_on_odd_tags_and_model_instances(generated: dict[str, Generated]) -> None:
+    mod = generated["v1"].module
+    for odd in (["x"], {"a": 1}, 5, None):
+        with pytest.raises(ValidationError):
+            mod.SessionNotification.model_validate(
+                {"sessionId": "s", "update": {"sessionUpdate": odd}}
+            )
+    chunk = mod.AgentMessageChunk(
+        session_update="agent_message_chunk",
+        content=mod.ContentBlock(mod.TextContentBlock(type="text", text="hi")),
+    )
+    by_instance = mod.SessionNotification(session_id="s", update=mod.SessionUpdate(chunk))
+    by_field_names = mod.SessionNotification.model_validate(
+        {
+            "session_id": "s",
+            "update": {
+                "session_update": "agent_message_chunk",
+                "content": {"type": "text", "text": "hi"},
+            },
+        }
+    )
+    expected = {
+        "sessionId": "s",
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "hi"},
+        },
+    }
+    assert _dump(by_instance) == expected
+    assert type(by_field_names.update.root) is mod.AgentMessageChunk

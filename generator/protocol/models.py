@@ -40,26 +40,77 @@ BASE_CLASS = "AcpModel"
 BASE_SOURCE = '''
 from typing import Annotated as _Annotated
 from typing import Any as _Any
-from typing import ClassVar as _ClassVar
+from typing import Callable as _Callable
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ConfigDict as _ConfigDict
 from pydantic import Discriminator as _Discriminator
 from pydantic import Field as _Field
-from pydantic import ModelWrapValidatorHandler as _Handler
+from pydantic import GetCoreSchemaHandler as _GetCoreSchemaHandler
 from pydantic import RootModel as _RootModel
 from pydantic import Tag as _Tag
-from pydantic import ValidationError as _ValidationError
-from pydantic import model_validator as _model_validator
+from pydantic_core import CoreSchema as _CoreSchema
+from pydantic_core import core_schema as _cs
 
 _DEFAULT_ON_ERROR = "x-deserialize-default-on-error"
 _SKIP_INVALID_ITEMS = "x-deserialize-skip-invalid-items"
 _REFUSED_TAGS = "__REFUSED__"
-# (lenient fields: key -> (default on error, skip invalid items, all keys); refused tags)
-_Rules = tuple[
-    dict[str, tuple[bool, bool, tuple[str, ...]]],
-    tuple[tuple[tuple[str, ...], frozenset[str]], ...],
-]
+
+
+def _acp_model_fields(schema: _Any, cls: type) -> _Any:
+    node = schema
+    for _ in range(8):
+        kind = node.get("type") if isinstance(node, dict) else None
+        if kind == "model-fields":
+            return node.get("fields")
+        if kind == "model" and node.get("cls") is not cls:
+            return None
+        if kind in ("model", "definitions") or str(kind).startswith("function-"):
+            node = node.get("schema")
+            continue
+        return None
+    return None
+
+
+def _acp_inner(node: _Any, kind: str) -> _Any:
+    for _ in range(8):
+        if not isinstance(node, dict):
+            return None
+        if node.get("type") == kind:
+            return node
+        if node.get("type") not in ("default", "nullable"):
+            return None
+        node = node.get("schema")
+    return None
+
+
+def _acp_refuse(key: str, tags: frozenset[str]) -> _Callable[[_Any], _Any]:
+    def check(value: _Any) -> _Any:
+        if value in tags:
+            raise ValueError(f"{key} {value!r} is a known variant: it does not match it")
+        return value
+
+    return check
+
+
+def _acp_apply_rules(cls: type[_BaseModel], fields: dict[str, _Any]) -> None:
+    for name, info in cls.__pydantic_fields__.items():
+        extra = info.json_schema_extra
+        field = fields.get(name)
+        if not isinstance(extra, dict) or not isinstance(field, dict):
+            continue
+        schema = field["schema"]
+        if extra.get(_SKIP_INVALID_ITEMS) is True:
+            listed = _acp_inner(schema, "list")
+            items = listed.get("items_schema") if listed is not None else None
+            if isinstance(items, dict) and items.get("type") != "default":
+                listed["items_schema"] = _cs.with_default_schema(items, on_error="omit")
+        if extra.get(_DEFAULT_ON_ERROR) is True and schema.get("type") == "default":
+            schema["on_error"] = "default"
+        tags = extra.get(_REFUSED_TAGS)
+        if isinstance(tags, list) and schema.get("type") != "function-after":
+            refuse = _acp_refuse(info.alias or name, frozenset(str(t) for t in tags))
+            field["schema"] = _cs.no_info_after_validator_function(refuse, schema)
 
 
 class AcpModel(_BaseModel):
@@ -67,89 +118,24 @@ class AcpModel(_BaseModel):
 
     Unknown fields are kept (`extra="allow"`) and fields are accepted by wire name or
     attribute name, so `model_dump(by_alias=True, exclude_unset=True, mode="json")`
-    gives back what was parsed.  Upstream's field keywords are honoured here, read
-    from each field's schema extras: `x-deserialize-default-on-error` (a bad value
-    falls back to the field's default), `x-deserialize-skip-invalid-items` (bad list
-    items are dropped), and the catch-all member of an open union refuses the tags of
-    the known members (so a known variant with bad fields is an error).
+    gives back what was parsed.  Upstream's field keywords, read from each field's
+    schema extras, are compiled into the model's validator (no Python on the happy
+    path): `x-deserialize-default-on-error` (a bad value gives the field's default),
+    `x-deserialize-skip-invalid-items` (bad list items are dropped); the catch-all
+    member of an open union refuses the tags of the known members.
     """
 
     model_config = _ConfigDict(populate_by_name=True, extra="allow")
 
     @classmethod
-    def _acp_rules(cls) -> _Rules:
-        """The field rules of this class, read once its fields are complete."""
-        rules: _Rules | None = cls.__dict__.get("__acp_rules__")
-        if rules is not None:
-            return rules
-        lenient: dict[str, tuple[bool, bool, tuple[str, ...]]] = {}
-        refused: list[tuple[tuple[str, ...], frozenset[str]]] = []
-        for name, info in cls.model_fields.items():
-            extra = info.json_schema_extra
-            if not isinstance(extra, dict):
-                continue
-            keys = (info.alias, name) if info.alias and info.alias != name else (name,)
-            default = extra.get(_DEFAULT_ON_ERROR) is True
-            skip = extra.get(_SKIP_INVALID_ITEMS) is True
-            if default or skip:
-                for key in keys:
-                    lenient[key] = (default, skip, keys)
-            tags = extra.get(_REFUSED_TAGS)
-            if isinstance(tags, list):
-                refused.append((keys, frozenset(str(t) for t in tags)))
-        rules = (lenient, tuple(refused))
-        type.__setattr__(cls, "__acp_rules__", rules)
-        return rules
-
-    @_model_validator(mode="wrap")
-    @classmethod
-    def _acp_wire_rules(cls, data: _Any, handler: _Handler[_Any]) -> _Any:
-        if not isinstance(data, dict):
-            return handler(data)
-        lenient, refused = cls._acp_rules()
-        for keys, tags in refused:
-            for key in keys:
-                value = data.get(key)
-                if isinstance(value, str) and value in tags:
-                    raise ValueError(f"{key} {value!r} is a known variant: it does not match it")
-        if not lenient:
-            return handler(data)
-        try:
-            return handler(data)
-        except _ValidationError as exc:
-            repaired = _acp_repair(data, exc, lenient)
-            if repaired is None:
-                raise
-            return handler(repaired)
-
-
-def _acp_repair(
-    data: dict[str, _Any],
-    exc: _ValidationError,
-    lenient: dict[str, tuple[bool, bool, tuple[str, ...]]],
-) -> dict[str, _Any] | None:
-    """`data` without what the lenient fields may drop, or None if an error is elsewhere."""
-    drop: set[str] = set()
-    drop_items: dict[str, set[int]] = {}
-    for err in exc.errors():
-        loc = err["loc"]
-        head = loc[0] if loc else None
-        if not isinstance(head, str) or head not in lenient:
-            return None
-        default, skip, keys = lenient[head]
-        present = [k for k in keys if k in data]
-        if skip and len(loc) > 1 and isinstance(loc[1], int) and present:
-            if isinstance(data[present[0]], list):
-                drop_items.setdefault(present[0], set()).add(loc[1])
-                continue
-        if not default:
-            return None
-        drop.update(keys)
-    out = {k: v for k, v in data.items() if k not in drop}
-    for key, bad in drop_items.items():
-        if key in out:
-            out[key] = [v for i, v in enumerate(out[key]) if i not in bad]
-    return out
+    def __get_pydantic_core_schema__(
+        cls, source: type[_BaseModel], handler: _GetCoreSchemaHandler, /
+    ) -> _CoreSchema:
+        schema = handler(source)
+        fields = _acp_model_fields(schema, cls)
+        if fields is not None:
+            _acp_apply_rules(cls, fields)
+        return schema
 
 
 def _acp_complete(namespace: dict[str, _Any]) -> None:
@@ -170,8 +156,9 @@ def _acp_snake(name: str) -> str:
 
 
 def _acp_tag_value(value: _Any, prop: str) -> _Any:
+    """The tag of a value that is not a wire dict (a model instance, a snake_case dict)."""
     if isinstance(value, dict):
-        return value.get(prop, value.get(_acp_snake(prop)))
+        return value.get(_acp_snake(prop))
     if isinstance(value, _RootModel):
         return _acp_tag_value(value.root, prop)
     if isinstance(value, _BaseModel):
@@ -188,7 +175,9 @@ def _acp_tag(prop: str, known: tuple[str, ...], other: str) -> _Discriminator:
     names = frozenset(known)
 
     def pick(value: _Any) -> str:
-        tag = _acp_tag_value(value, prop)
+        tag = value.get(prop) if type(value) is dict else None
+        if tag is None:
+            tag = _acp_tag_value(value, prop)
         return tag if isinstance(tag, str) and tag in names else other
 
     return _Discriminator(pick)
@@ -339,7 +328,6 @@ def generate_models(
 ) -> str:
     """The protocol models module for `schema` (contract 2), ruff-formatted."""
     from ..render import ruff_format
-
     from .schema import check_schema
 
     del meta  # the method table is read elsewhere; the models come from the schema alone

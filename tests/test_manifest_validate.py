@@ -142,3 +142,13 @@ def test_inline_local_refs() -> None:
     recursive = {"$defs": {"N": {"items": {"$ref": "#/$defs/N"}}}, "$ref": "#/$defs/N"}
     assert inline_local_refs(recursive) is None
     assert inline_local_refs({"$ref": "https://example.com/s.json"}) is None
+
+
+def test_examples_validate(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = sorted(
+        str(p)
+        for pattern in ("agent.yaml", "agent.json", "*.agent.yaml")
+        for p in (repo / "examples").rglob(pattern)
+    )
+    assert found, "examples/ holds manifests"
+    assert run_validate(found) == 0, capsys.readouterr().out

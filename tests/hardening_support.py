@@ -45,6 +45,10 @@ class Agent(AgentBase):
         if word == "print":
             print("stray print " * 20)
             print(rest)
+            os.write(1, b"a raw write to fd 1\\n")
+        if word == "leak":  # an error message holding the provider's header value
+            route = turn.provider("main")
+            raise RuntimeError("upstream refused " + str(route.headers if route else None))
         if word == "route":
             await turn.send_text(repr(turn.provider("main")))
             return None

@@ -11,6 +11,7 @@ on plain wire dicts; a user override of the typed method in `handlers.py` takes 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -24,7 +25,7 @@ from .errors import (
     invalid_params,
     method_not_found,
 )
-from .jsonrpc import Connection, RequestContext, log
+from .jsonrpc import Connection, RequestContext, log, register_secret
 
 STATE_ERROR = -32002
 
@@ -205,7 +206,12 @@ class AgentRuntime:
     PROFILE: ClassVar[dict[str, Any]] = {}
     _acp_manifest: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self) -> None:
+    # seconds one prompt turn may take (handler, streaming and interrupts); None: no limit.
+    # The environment variable ACP_TURN_TIMEOUT overrides it, a constructor argument both.
+    TURN_TIMEOUT: ClassVar[float | None] = None
+
+    def __init__(self, *, turn_timeout: float | None = None) -> None:
+        self.turn_timeout = turn_timeout if turn_timeout is not None else _turn_timeout(self)
         self.connection: Connection | None = None
         self.sessions: dict[str, Session] = {}
         self.client_capabilities: dict[str, Any] = {}
@@ -475,6 +481,8 @@ class AgentRuntime:
                     }
                 ],
             )
+        for value in headers.values():
+            register_secret(value)
         self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
         return {}
 
@@ -742,12 +750,29 @@ class AgentRuntime:
 
     async def _run_turn(self, s: Session, turn: Turn, input: Any) -> str:
         """Run the handler; returns the stop reason (raises RpcError on failure)."""
+        limit = asyncio.timeout(self.turn_timeout)
         try:
-            out = await self.prompt(turn, input)
-            if out is not None:
-                await turn.send_output(out)
+            async with limit:
+                out = await self.prompt(turn, input)
+                if out is not None:
+                    await turn.send_output(out)
             self._transition(s, "agent", "agent_message")
             return turn.stop_reason
+        except TimeoutError as exc:
+            if not limit.expired():  # the handler's own timeout: an error like any other
+                log.error("prompt handler failed: %s", type(exc).__name__, exc_info=exc)
+                raise RpcError(-32603, "internal error") from None
+            log.warning("turn of session %s timed out after %s s", s.id, self.turn_timeout)
+            s.state = self._machine.initial  # the session is free for the next prompt
+            raise RpcError(
+                -32603,
+                f"the turn timed out after {self.turn_timeout:g} s",
+                {
+                    "name": "TurnTimeout",
+                    "transient": True,
+                    "details": {"timeout": self.turn_timeout},
+                },
+            ) from None
         except asyncio.CancelledError:
             if s.cancel_requested:
                 return "cancelled"
@@ -878,6 +903,18 @@ class AgentRuntime:
             if hasattr(exc, "errors"):
                 raise from_validation_error(exc, ("resume", name)) from None
             raise
+
+
+def _turn_timeout(rt: AgentRuntime) -> float | None:
+    raw = os.environ.get("ACP_TURN_TIMEOUT", "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            log.warning("ACP_TURN_TIMEOUT=%r is not a number of seconds; ignored", raw[:20])
+        else:
+            return value if value > 0 else None
+    return rt.TURN_TIMEOUT
 
 
 def _camel(name: str) -> str:

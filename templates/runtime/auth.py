@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from .jsonrpc import register_secret
+
 log = logging.getLogger("acp.runtime.auth")
 
 
@@ -95,6 +97,11 @@ class Auth:
                     kind,
                     var,
                 )
+            if raw is not None:
+                register_secret(raw)  # never shown in a log line
+                if kind == "basic":
+                    register_secret(raw.partition(":")[2])
+                    register_secret(base64.b64encode(raw.encode("utf-8")).decode("ascii"))
             secret = raw.encode("utf-8") if raw is not None else None
             header = str(entry.get("header") or "X-API-Key")
             self.schemes.append(

@@ -79,7 +79,7 @@ from .agent import AgentRuntime, Session, immediate_methods
 from .auth import Auth
 from .callbacks import CallbackSender
 from .errors import RpcError, invalid_params
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
 from .store import SessionStore, SqliteSessionStore
 
 log = logging.getLogger("acp.runtime.http")
@@ -538,15 +538,7 @@ def serve(
     factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
 ) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
-    import uvicorn
-
-    uvicorn.run(
-        create_app(factory, **options),
-        host=host,
-        port=port,
-        log_level="warning",
-        ws="websockets-sansio",
-    )
+    _run_uvicorn(create_app(factory, **options), host, port)
 
 
 # ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
@@ -585,6 +577,27 @@ def _unknown(sid: Any) -> RpcError:
     )
 
 
+STORE_RETRY_DELAYS = (0.05, 0.25)
+
+
+async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any = None) -> Any:
+    """Run one store call, retried twice (a locked database is often free a moment later);
+    when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
+    for delay in (*STORE_RETRY_DELAYS, None):
+        try:
+            return await op()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's
+            if delay is None:
+                log.error("session store: %s (%s: %s)", failure, type(exc).__name__, str(exc)[:200])
+                break
+            await asyncio.sleep(delay)
+    raise RpcError(
+        -32603,
+        f"session store unavailable: {failure}",
+        {"name": "StoreUnavailable", "transient": True, "details": details},
+    )
+
+
 def agent_factory(
     agent_cls: type[AgentRuntime],
     store: SessionStore,
@@ -599,6 +612,13 @@ def agent_factory(
     declares ``output_modes.async.callback``, a prompt with ``_meta.callbackUrl`` also gets
     its result POSTed there, signed (see ``callbacks.py``).  Both answer with the
     ``sessionId`` in the result so SDK clients open that session's SSE stream.
+
+    When the store fails (database locked, disk full; after two retries) nothing is
+    acknowledged that is not saved: ``session/new`` and ``session/set_config_option``
+    answer a transient -32603 ``StoreUnavailable`` error and change nothing; a finished
+    turn whose save fails answers that error too (with the turn's ``stopReason`` in
+    ``data.details``: its updates were streamed), and its messages are kept in memory and
+    written ahead of the session's next saved turn (and replayed by ``session/load``).
     """
 
     modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
@@ -606,6 +626,8 @@ def agent_factory(
     callbacks = (
         CallbackSender() if type(async_mode) is dict and async_mode.get("callback") else None
     )
+
+    unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session, in order
 
     def factory(sink: Sink) -> CoreConnection:
         rt = agent_cls()
@@ -616,7 +638,7 @@ def agent_factory(
                 raise _unknown(sid)
             s = rt.sessions.get(sid)
             if s is None:
-                saved = await store.load(sid)
+                saved = await _durably("could not load the session", lambda: store.load(sid))
                 if saved is None:
                     raise _unknown(sid)
                 raw = saved.get("config_raw") or {}
@@ -628,8 +650,8 @@ def agent_factory(
 
         async def prompt(params: dict[str, Any], ctx: Any) -> Any:
             sid = params["sessionId"]
-            if sid not in rt.sessions and await store.load(sid) is not None:
-                await restore(params)  # a prompt after a restart, without load/resume first
+            if sid not in rt.sessions:
+                await restore_if_saved(sid, params)  # a prompt after a restart, no load first
             if sid not in rt.sessions:
                 return await rt.handle_request("session/prompt", params, ctx)
             buf = conn.recorded.setdefault(sid, [])
@@ -649,32 +671,59 @@ def agent_factory(
             callback = (
                 meta.get("callbackUrl") if type(meta) is dict and callbacks is not None else None
             )
-            result: Any = None
             try:
                 result = await rt.handle_request("session/prompt", params, ctx)
-                return result
-            finally:
-                frames = conn.recorded.pop(sid, [])
-                s = rt.sessions.get(sid)
-                if s is not None:
-                    await store.save_turn(sid, _session_state(s), frames)
-                if callback is not None and callbacks is not None and type(result) is dict:
-                    updates = [orjson.loads(f)["params"]["update"] for f in frames]
-                    updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]
-                    callbacks.schedule(
-                        callback,
-                        {
-                            "sessionId": sid,
-                            "stopReason": result.get("stopReason"),
-                            "updates": updates,
-                        },
-                    )
+            except BaseException:
+                with contextlib.suppress(RpcError):  # the turn's own error is the answer
+                    await save_turn(sid, None)
+                raise
+            frames = await save_turn(sid, result)
+            if callback is not None and callbacks is not None and type(result) is dict:
+                updates = [orjson.loads(f)["params"]["update"] for f in frames]
+                updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]
+                callbacks.schedule(
+                    callback,
+                    {
+                        "sessionId": sid,
+                        "stopReason": result.get("stopReason"),
+                        "updates": updates,
+                    },
+                )
+            return result
+
+        async def restore_if_saved(sid: str, params: Any) -> None:
+            saved = await _durably("could not load the session", lambda: store.load(sid))
+            if saved is not None:
+                await restore(params)
+
+        async def save_turn(sid: str, result: Any) -> list[bytes]:
+            """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""
+            frames = conn.recorded.pop(sid, [])
+            s = rt.sessions.get(sid)
+            if s is None:
+                return frames
+            batch = unsaved.pop(sid, []) + frames
+            state = _session_state(s)
+            stop = result.get("stopReason") if type(result) is dict else None
+            try:
+                await _durably(
+                    "the turn finished but was not saved",
+                    lambda: store.save_turn(sid, state, batch),
+                    {"stopReason": stop},
+                )
+            except RpcError:
+                unsaved[sid] = batch
+                raise
+            return frames
 
         async def on_request(method: str, params: Any, ctx: Any) -> Any:
             if method in ("session/load", "session/resume"):
                 sid, s = await restore(params)
                 if method == "session/load":
-                    for frame in await store.history(sid):
+                    history = await _durably(
+                        "could not read the session history", lambda: store.history(sid)
+                    )
+                    for frame in [*history, *unsaved.get(sid, ())]:
                         conn.send_raw(frame, sid)
                 result: dict[str, Any] = {"sessionId": sid}
                 opts = rt._config_options(s.config_raw)
@@ -687,6 +736,10 @@ def agent_factory(
                 and type(params.get("sessionId")) is str
             ):
                 return await prompt(params, ctx)
+            before = None
+            if method == "session/set_config_option" and type(params) is dict:
+                target = rt.sessions.get(str(params.get("sessionId")))
+                before = (target, target.config, target.config_raw) if target else None
             result = await rt.handle_request(method, params, ctx)
             if method == "initialize" and type(result) is dict:
                 caps = result.get("agentCapabilities")
@@ -700,13 +753,25 @@ def agent_factory(
                 and type(result) is dict
                 and type(result.get("sessionId")) is str
             ):
-                await store.save(
-                    result["sessionId"], _session_state(rt.sessions[result["sessionId"]])
-                )
-            elif method == "session/set_config_option" and type(params) is dict:
-                changed = rt.sessions.get(str(params.get("sessionId")))
-                if changed is not None:
-                    await store.save(changed.id, _session_state(changed))
+                new_sid = result["sessionId"]
+                state = _session_state(rt.sessions[new_sid])
+                try:
+                    await _durably(
+                        "the session was not created", lambda: store.save(new_sid, state)
+                    )
+                except RpcError:
+                    rt.sessions.pop(new_sid, None)
+                    raise
+            elif before is not None:
+                changed, config, config_raw = before
+                state = _session_state(changed)
+                try:
+                    await _durably(
+                        "the option was not changed", lambda: store.save(changed.id, state)
+                    )
+                except RpcError:
+                    changed.config, changed.config_raw = config, config_raw
+                    raise
             return result
 
         conn = _RecordingConnection(
@@ -756,7 +821,17 @@ def serve_http(
     agent_cls: type[AgentRuntime], host: str = "127.0.0.1", port: int = 8000, **options: Any
 ) -> None:
     """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
-    import uvicorn
 
     app = app_for(agent_cls, **options)
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    _run_uvicorn(app, host, port)
+
+
+def _run_uvicorn(app: Any, host: str, port: int) -> None:
+    """uvicorn with its log handlers redacting registered secrets (see jsonrpc.redact)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(RedactingFilter())
+    uvicorn.Server(config).run()

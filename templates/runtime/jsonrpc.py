@@ -385,10 +385,49 @@ class Connection:
         self.closed.set()
 
 
+_SECRETS: set[str] = set()
+_MAX_SECRETS = 4096
+
+
+def register_secret(value: str) -> None:
+    """A credential (auth token, provider header value) that no log line may show."""
+    if len(value) >= 4 and len(_SECRETS) < _MAX_SECRETS:
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret replaced by ``[redacted]``."""
+    if _SECRETS and text:
+        for secret in sorted(_SECRETS, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+    return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats a record (tracebacks included), then removes registered secrets."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class RedactingFilter(logging.Filter):
+    """For handlers the runtime does not format (uvicorn's): secrets out of each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _SECRETS:
+            record.msg = redact(record.getMessage())
+            record.args = None
+            if record.exc_info:
+                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+                record.exc_info = None
+        return True
+
+
 def stderr_logging(level: int = logging.WARNING) -> None:
-    """Logs go to stderr, never to the protocol stream."""
+    """Logs go to stderr, never to the protocol stream; secrets are redacted."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("acp.runtime")
     root.addHandler(handler)
     root.setLevel(level)

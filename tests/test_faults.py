@@ -585,3 +585,43 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
         _, err = proc.communicate(timeout=15)
     assert b"Traceback" not in err, err.decode()[-3000:]
     assert os.path.exists(db)
+
+
+def test_unserializable_result_still_answered(built: dict[str, Any]) -> None:
+    """A handler returning something JSON cannot carry still gets its request exactly one
+    answer (-32603), the connection lives on; typed models nested in outgoing params are
+    serialized by alias (a client passing a model's RootModel id in a dict)."""
+    import pydantic
+
+    hs.load(built["tmp"], PKG)
+    jsonrpc = hs.runtime_of(PKG, "jsonrpc")
+    out: list[dict[str, Any]] = []
+
+    class Sid(pydantic.RootModel[str]):
+        pass
+
+    async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        out.extend(orjson.loads(f) for f, _ in batch)
+
+    async def on_request(method: str, params: Any, ctx: Any) -> Any:
+        return object() if method == "bad" else {"ok": True}
+
+    async def on_note(method: str, params: Any) -> None:
+        return None
+
+    async def main() -> None:
+        conn = jsonrpc.Connection(sink, on_request, on_note)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"bad"}')
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"good"}')
+        conn.notify("x", {"sessionId": Sid("s-1")})
+        for _ in range(100):
+            if len(out) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        await conn.close()
+        by_id = {m.get("id"): m for m in out if "method" not in m}
+        assert by_id[1]["error"] == {"code": -32603, "message": "internal error"}
+        assert by_id[2]["result"] == {"ok": True}
+        assert {"jsonrpc": "2.0", "method": "x", "params": {"sessionId": "s-1"}} in out
+
+    asyncio.run(main())

@@ -49,7 +49,18 @@ NotificationHandler = Callable[[str, Any], Awaitable[None]]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
 _HIGH_WATER = 4 * 1024 * 1024
-_dumps = orjson.dumps
+
+
+def _to_json(obj: Any) -> Any:
+    """orjson's fallback: typed models (pydantic) nested anywhere in a message."""
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        return dump(by_alias=True, exclude_unset=True, mode="json")
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_to_json)
 
 
 def _session_of(params: Any) -> str | None:
@@ -160,12 +171,13 @@ class Connection:
             raise RpcError(-32603, "connection closed")
         self._next_id += 1
         rid = self._next_id
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        self._enqueue(_dumps(msg), _session_of(params))
+        frame = _dumps(msg)  # before anything waits on it: unserializable params raise here
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        self._enqueue(frame, _session_of(params))
         try:
             return await fut
         except asyncio.CancelledError:
@@ -176,10 +188,13 @@ class Connection:
             self._pending.pop(rid, None)
 
     def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
-        self._enqueue(
-            _dumps({"jsonrpc": "2.0", "id": rid, "result": result}),
-            session_id,
-        )
+        try:
+            frame = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+        except TypeError as exc:  # a handler returned something JSON cannot carry
+            log.error("result of request %r is not JSON: %s", rid, exc)
+            self._error(rid, internal_error(), session_id)
+            return
+        self._enqueue(frame, session_id)
 
     def _error(self, rid: Any, err: RpcError, session_id: str | None = None) -> None:
         self._enqueue(

@@ -21,12 +21,23 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MINIMAL = REPO / "tests" / "cases" / "manifests" / "valid-minimal" / "agent.yaml"
 
+TYPER = "import sys; from generator.cli import main; sys.argv[0] = 'agentgen'; main()"
+
+RICH = (
+    "import sys; import generator.cli as c; c.app.rich_markup_mode = 'rich'; "
+    "sys.argv[0] = 'agentgen'; c.main()"
+)
+
 COMMANDS = {
     "python -c pass (floor)": [sys.executable, "-c", "pass"],
     "python -c 'import typer' (peer)": [sys.executable, "-c", "import typer"],
     "agentgen --help": [str(BIN / "agentgen"), "--help"],
+    # the same help rendered by rich, as before generator/cli.py turned it off
+    "  same with rich help (before)": [sys.executable, "-c", RICH, "--help"],
     "agentgen validate --help": [str(BIN / "agentgen"), "validate", "--help"],
     "agentgen validate (1 manifest)": [str(BIN / "agentgen"), "validate", str(MINIMAL)],
+    # the same through the Typer app, without generator.entry's fast path
+    "  same via Typer (no fast path)": [sys.executable, "-c", TYPER, "validate", str(MINIMAL)],
 }
 
 

@@ -177,6 +177,8 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
         yield from _describe(best_match(err.context), pointer)
         return
     message = err.message
+    if _secretish(pointer):  # jsonschema's messages quote the value
+        message = f"the value does not satisfy {kind}: {err.validator_value!r}"
     if len(message) > 160:
         message = message[:157] + "..."
     yield pointer, message, False

@@ -491,3 +491,24 @@ def test_dispatch_on_odd_tags_and_model_instances(generated: dict[str, Generated
     }
     assert _dump(by_instance) == expected
     assert type(by_field_names.update.root) is mod.AgentMessageChunk
+
+
+def test_same_bytes_under_another_hash_seed(
+    shared_acp: Path, generated: dict[str, Generated]
+) -> None:
+    code = (
+        "import json, sys\n"
+        "from generator.protocol.models import generate_models\n"
+        f"s = json.load(open({str(shared_acp / REVISIONS['v2'])!r}))\n"
+        "sys.stdout.write(generate_models(s, source_label='acp/v2/schema.json'))\n"
+    )
+    for seed in ("1", "4242"):
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert proc.stdout == generated["v2"].source

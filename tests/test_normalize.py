@@ -254,3 +254,15 @@ def test_normalize_is_idempotent_on_upstream(shared_acp: Path, rel: str) -> None
     schema = json.loads((shared_acp / rel).read_text())
     once = nz.normalize(schema)
     assert nz.normalize(once) == once
+
+
+def test_draft07_definitions_are_read() -> None:
+    schema = {
+        "definitions": {
+            "A": {"type": "object", "properties": {"b": {"$ref": "#/definitions/B"}}},
+            "B": {"type": "string"},
+        }
+    }
+    out = nz.normalize(schema)
+    assert "definitions" not in out
+    assert out["$defs"]["A"]["properties"]["b"] == {"$ref": "#/$defs/B"}

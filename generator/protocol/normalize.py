@@ -155,6 +155,22 @@ def variant_name(base: str, parent: str, taken: set[str]) -> str:
 # --------------------------------------------------------------------------- passes
 
 
+def use_defs_keyword(schema: Schema) -> Schema:
+    """Draft-07 `definitions` become 2020-12 `$defs` (and `#/definitions/` refs follow).
+
+    Every later pass, and the generated names, read `$defs`; a revision published
+    with the older keyword is the same protocol.
+    """
+    if "$defs" in schema or not isinstance(schema.get("definitions"), dict):
+        return schema
+    schema["$defs"] = schema.pop("definitions")
+    for node in walk(schema):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/definitions/"):
+            node["$ref"] = "#/$defs/" + ref[len("#/definitions/") :]
+    return schema
+
+
 def keep_definitions_only(schema: Schema) -> Schema:
     """Drop the document-level message union: classes come from `$defs` only.
 
@@ -579,6 +595,7 @@ def drop_validation_only_keywords(schema: Schema) -> Schema:
 Pass = Callable[[Schema], Schema]
 
 PASSES: list[Pass] = [
+    use_defs_keyword,
     keep_definitions_only,
     bound_integer_formats,
     unwrap_reference_members,
@@ -594,7 +611,9 @@ PASSES: list[Pass] = [
 
 def normalize(schema: Schema, *, source: str = "the ACP schema") -> Schema:
     """Apply `PASSES` in order to a deep copy of `schema`."""
-    if not isinstance(schema, dict) or not isinstance(schema.get("$defs"), dict):
+    if not isinstance(schema, dict) or not isinstance(
+        schema.get("$defs", schema.get("definitions")), dict
+    ):
         raise AgentgenError(
             "not a protocol schema: no `$defs` object",
             source=source,

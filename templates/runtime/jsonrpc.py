@@ -278,15 +278,16 @@ class Connection:
         if not has_id:
             self._notification(method, params)
             return
+        sid = _session_of(params)
         if rid in self._incoming:
             self._error(
                 rid,
                 RpcError(
                     INVALID_REQUEST, "invalid request: id already in use by a request in flight"
                 ),
+                sid,  # routed like its answer would be (the session's stream over HTTP)
             )
             return
-        sid = _session_of(params)
         task = asyncio.get_running_loop().create_task(self._run_request(rid, method, params, sid))
         self._incoming[rid] = task
 

@@ -65,6 +65,9 @@ def test_normalize_copies_and_rejects_non_schemas() -> None:
 def test_root_union_is_dropped() -> None:
     out = nz.keep_definitions_only({"title": "P", "anyOf": [{"type": "object"}], "$defs": {}})
     assert out == {"title": "P", "$defs": {}}
+    # the document's class never takes a definition's name (which would then be numbered)
+    taken = nz.keep_definitions_only({"title": "Agent Client", "$defs": {"AgentClient": {}}})
+    assert taken["title"] == "AgentClientDocument"
 
 
 def test_integer_formats_become_ranges() -> None:

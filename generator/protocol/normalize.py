@@ -178,8 +178,14 @@ def keep_definitions_only(schema: Schema) -> Schema:
     of either side) with inline, untitled branches that would become numbered classes;
     the typed dispatcher works per method, on the `$defs` types the method table names.
     """
-    out: Schema = {k: v for k, v in schema.items() if k in ("$schema", "$id", "title", "$defs")}
-    out.setdefault("title", "Protocol")
+    out: Schema = {k: v for k, v in schema.items() if k in ("$schema", "$id", "$defs")}
+    # the document itself still becomes one (empty) class: give it a name no
+    # definition has, or the generator would number the definition
+    title = schema.get("title")
+    name = pascal(title) if isinstance(title, str) and title.strip() else "Protocol"
+    while name in defs_of(schema):
+        name += "Document"
+    out["title"] = name
     return out
 
 

@@ -512,3 +512,50 @@ def test_same_bytes_under_another_hash_seed(
             cwd=Path(__file__).resolve().parents[1],
         )
         assert proc.stdout == generated["v2"].source
+
+
+def _model_fields_schema(schema: Any, cls: type, depth: int = 0) -> Any:
+    if depth > 60:
+        return None
+    if isinstance(schema, dict):
+        if schema.get("type") == "model" and schema.get("cls") is cls:
+            inner = schema["schema"]
+            while inner.get("type") != "model-fields":
+                inner = inner["schema"]
+            return inner["fields"]
+        children = list(schema.values())
+    elif isinstance(schema, list):
+        children = schema
+    else:
+        return None
+    for child in children:
+        found = _model_fields_schema(child, cls, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+@pytest.mark.parametrize("rev", list(REVISIONS))
+def test_every_lenient_field_is_compiled(generated: dict[str, Generated], rev: str) -> None:
+    """Every field upstream marks x-deserialize-* carries the rule in its core schema."""
+    mod = generated[rev].module
+    lenient = skipping = 0
+    for cls in vars(mod).values():
+        if not (isinstance(cls, type) and issubclass(cls, mod.AcpModel)) or cls is mod.AcpModel:
+            continue
+        fields = _model_fields_schema(cls.__pydantic_core_schema__, cls)
+        assert fields is not None, cls.__name__
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            schema = fields[name]["schema"]
+            if extra.get("x-deserialize-default-on-error") and not info.is_required():
+                assert schema.get("on_error") == "default", f"{cls.__name__}.{name}"
+                lenient += 1
+            if extra.get("x-deserialize-skip-invalid-items"):
+                node = schema
+                while node.get("type") in ("default", "nullable"):
+                    node = node["schema"]
+                assert node["type"] == "list", f"{cls.__name__}.{name}"
+                assert node["items_schema"].get("on_error") == "omit", f"{cls.__name__}.{name}"
+                skipping += 1
+    assert lenient > 20 and skipping > 3

@@ -87,7 +87,7 @@ def _acp_inner(node: _Any, kind: str) -> _Any:
 def _acp_refuse(key: str, tags: frozenset[str]) -> _Callable[[_Any], _Any]:
     def check(value: _Any) -> _Any:
         if value in tags:
-            raise ValueError(f"{key} {value!r} is a known variant: it does not match it")
+            raise ValueError(f"{key} {value!r} names a known variant, not an unknown one")
         return value
 
     return check

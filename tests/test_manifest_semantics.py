@@ -129,7 +129,10 @@ def test_checks_skip_wrong_shapes() -> None:
         "errors": "x",
         "interrupts": [1, None],
         "providers": {"id": "a"},
-        "states": {"initial": 3, "states": []},
+        "states": {
+            "initial": "a",
+            "states": {"a": [{"party": [], "type": "cancel"}, {"party": [], "type": "cancel"}]},
+        },
         "config": {"options": "x", "schema": []},
         "input": 5,
     }

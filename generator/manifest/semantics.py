@@ -119,7 +119,9 @@ def states(data: dict[str, Any]) -> Iterator[Problem]:
                         False,
                     )
             kind = (msg.get("party"), msg.get("type"))
-            if kind in seen and all(isinstance(k, str) for k in kind):
+            if not all(isinstance(k, str) for k in kind):
+                continue  # wrong types: reported by the schema
+            if kind in seen:
                 yield (
                     pointer,
                     f"{kind[0]} {kind[1]} appears twice in state {name!r} (first at index {seen[kind]})",

@@ -559,3 +559,23 @@ def test_every_lenient_field_is_compiled(generated: dict[str, Generated], rev: s
                 assert node["items_schema"].get("on_error") == "omit", f"{cls.__name__}.{name}"
                 skipping += 1
     assert lenient > 20 and skipping > 3
+
+
+@pytest.mark.parametrize(("old", "new"), [("legacy", "v1"), ("v1", "v1-unstable")])
+def test_an_older_revision_keeps_a_newer_revisions_updates(
+    generated: dict[str, Generated], old: str, new: str
+) -> None:
+    """A client built on `old` receives every session update `new` (same protocol
+    version, later revision) can send: new kinds land in the catch-all, intact."""
+    notif_old, union_old, _ = _update_union(generated[old])
+    prop, known_old = _tags(generated[old].defs, union_old)
+    cls = getattr(generated[old].module, notif_old)
+    newer = 0
+    for path in sorted((CASES / new).glob("update.*.json")):
+        message = json.loads(path.read_text())["message"]
+        obj = cls.model_validate(message)
+        assert _canon(_dump(obj)) == _canon(message), path.name
+        if message["update"][prop] not in known_old:
+            assert type(obj.update.root).__name__.startswith("Other"), path.name
+            newer += 1
+    assert newer > 0

@@ -269,3 +269,21 @@ def test_draft07_definitions_are_read() -> None:
     out = nz.normalize(schema)
     assert "definitions" not in out
     assert out["$defs"]["A"]["properties"]["b"] == {"$ref": "#/$defs/B"}
+
+
+def test_self_referencing_unions_do_not_loop() -> None:
+    from generator.protocol.models import generate_models
+
+    schema = {
+        "$defs": {
+            "A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "string"}]},
+            "B": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]},
+            "C": {"oneOf": [{"$ref": "#/$defs/C"}]},
+        }
+    }
+    out = nz.normalize(schema)
+    assert nz.TAGGED_UNION not in out["$defs"]["B"]
+    try:
+        generate_models(schema)
+    except AgentgenError:
+        pass  # a located error is fine; a RecursionError traceback is not

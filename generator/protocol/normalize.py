@@ -341,10 +341,10 @@ def _member_props(defs: dict[str, Any], member: Any) -> dict[str, Any] | None:
     return props if isinstance(props, dict) else None
 
 
-def _member_tag(defs: dict[str, Any], member: Any) -> tuple[str, str] | None:
+def _member_tag(defs: dict[str, Any], member: Any, depth: int = 0) -> tuple[str, str] | None:
     """The tag of a union member: its own, or the one all members of a nested union share."""
     target = _resolve(defs, member)
-    if not isinstance(target, dict):
+    if not isinstance(target, dict) or depth > 16:  # a union of itself has no tag
         return None
     tag = tag_of(target)
     if tag is not None:
@@ -352,7 +352,7 @@ def _member_tag(defs: dict[str, Any], member: Any) -> tuple[str, str] | None:
     key = union_key(target)
     if key is None or "properties" in target or not target[key]:
         return None
-    tags = {_member_tag(defs, m) for m in target[key]}
+    tags = {_member_tag(defs, m, depth + 1) for m in target[key]}
     if len(tags) == 1:
         return tags.pop()
     return None

@@ -137,3 +137,64 @@ def test_checks_skip_wrong_shapes() -> None:
         "input": 5,
     }
     assert list(semantics.semantic_problems(weird)) == []
+
+
+leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-33000, 33000)
+    | st.sampled_from(["idle", "a", "client", "cancel", "#", "#/$defs/A", "choice", "openai"])
+)
+junk = st.recursive(
+    leaf,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "name",
+                    "code",
+                    "type",
+                    "party",
+                    "next",
+                    "default",
+                    "values",
+                    "schema",
+                    "properties",
+                    "$ref",
+                    "$defs",
+                    "A",
+                    "supported",
+                    "api_type",
+                    "initial",
+                    "states",
+                    "options",
+                    "payload",
+                    "resume",
+                    "data",
+                    "idle",
+                    "a",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["errors", "interrupts", "providers", "states", "config", "input", "output"]
+        ),
+        junk,
+        max_size=5,
+    )
+)
+def test_semantic_checks_never_raise(data: dict[str, Any]) -> None:
+    for pointer, message, at_key in semantics.semantic_problems(data):
+        assert pointer.startswith("/") and message and isinstance(at_key, bool)

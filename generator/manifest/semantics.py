@@ -21,11 +21,12 @@ Problem = tuple[str, str, bool]
 RESERVED = (-32768, -32000)
 
 
-def _items(data: dict[str, Any], key: str) -> list[tuple[str, dict[str, Any]]]:
+def _items(data: dict[str, Any], key: str, base: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """(pointer, item) of the mappings in the list `data[key]`; [] when it is no list."""
     value = data.get(key)
     if not isinstance(value, list):
         return []
-    return [(f"/{key}/{i}", v) for i, v in enumerate(value) if isinstance(v, dict)]
+    return [(f"{base}/{key}/{i}", v) for i, v in enumerate(value) if isinstance(v, dict)]
 
 
 def _unique(
@@ -83,12 +84,7 @@ def names(data: dict[str, Any]) -> Iterator[Problem]:
                 )
     config = data.get("config")
     if isinstance(config, dict):
-        options = [
-            (f"/config/options/{i}", o)
-            for i, o in enumerate(config.get("options") or [])
-            if isinstance(o, dict) and isinstance(config.get("options"), list)
-        ]
-        yield from _unique(options, "id", "config option id")
+        yield from _unique(_items(config, "options", "/config"), "id", "config option id")
 
 
 def states(data: dict[str, Any]) -> Iterator[Problem]:

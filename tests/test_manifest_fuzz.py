@@ -139,3 +139,72 @@ def test_seeds_are_valid() -> None:
     assert len(SEEDS) >= 5
     for text, as_json in SEEDS:
         assert diagnose(parse_manifest_text(text, source="seed", as_json=as_json)) == []
+
+
+agntcy_keys = st.sampled_from(
+    [
+        "metadata",
+        "ref",
+        "name",
+        "version",
+        "url",
+        "description",
+        "specs",
+        "capabilities",
+        "callbacks",
+        "streaming",
+        "input",
+        "output",
+        "config",
+        "properties",
+        "enum",
+        "default",
+        "type",
+        "title",
+        "interrupts",
+        "interrupt_type",
+        "interrupt_payload",
+        "resume_payload",
+        "thread_state",
+        "extensions",
+        "data",
+        "acp",
+        "deployment",
+        "locators",
+        "authors",
+        "schema_version",
+        "x",
+    ]
+)
+agntcy_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from(
+        [
+            "org.a.b",
+            "Bad Name",
+            "runtime/manifest",
+            "oasf.agntcy.org/feature/runtime/manifest",
+            "source-code",
+            "string",
+            "boolean",
+            "x",
+        ]
+    )
+)
+agntcy_docs = st.dictionaries(
+    agntcy_keys,
+    st.recursive(
+        agntcy_leaf,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(agntcy_keys, inner, max_size=4),
+        max_leaves=20,
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(agntcy_docs)
+def test_agntcy_shaped_documents_never_crash(doc: dict[str, Any]) -> None:
+    _check(json.dumps(doc), True)

@@ -169,7 +169,9 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
         yield pointer, f"{show(value, pointer)} is not one of: {allowed}", False
         return
     if kind == "pattern":
-        yield pointer, f"{show(value, pointer)} does not match {err.validator_value}", False
+        text = f"{show(value, pointer)} does not match {err.validator_value}"
+        about = schema.get("description")
+        yield pointer, text + (f" ({about.rstrip('.')})" if isinstance(about, str) else ""), False
         return
     if kind in ("anyOf", "oneOf") and err.context:
         from jsonschema.exceptions import best_match

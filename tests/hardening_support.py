@@ -243,7 +243,7 @@ class StdioPeer:
         return await asyncio.wait_for(self.msgs.get(), timeout)
 
     async def until_id(self, rid: Any, timeout: float = 10) -> tuple[dict[str, Any], list[Any]]:
-        seen = []
+        seen: list[Any] = []
         while True:
             msg = await self.recv(timeout)
             if "method" not in msg and msg.get("id") == rid:

@@ -511,7 +511,8 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
 
     def client(c: Collector) -> Any:
         return acp.connect_to_agent(
-            c, create_http_stream(url, client=httpx.AsyncClient(timeout=None))
+            c,  # type: ignore[arg-type]  # the SDK protocol: only session_update is used
+            create_http_stream(url, client=httpx.AsyncClient(timeout=None)),
         )
 
     def block(text: str) -> list[Any]:

@@ -542,6 +542,11 @@ class InProcess:
         ]
         assert chunks == ["alive?"]
 
+    async def still_works_typed(self) -> None:
+        """With every method overridden: a valid prompt is still answered."""
+        r = await self.call("t-prompt", "session/prompt", hs.text_prompt("any", "alive?"))
+        assert r == {"jsonrpc": "2.0", "id": "t-prompt", "result": {}}, r
+
     async def close(self) -> None:
         self.reader.feed_eof()
         await asyncio.wait_for(self.task, 10)
@@ -668,6 +673,86 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
     assert frames_fed >= 100_000
 
 
+TYPED_HANDLERS = """
+from __future__ import annotations
+
+from typing import Any
+
+from ._generated.dispatcher import AGENT_METHODS, AgentBase
+
+
+class Agent(AgentBase):
+    pass
+
+
+def _typed(attr: str) -> Any:
+    async def method(self: Agent, params: Any) -> None:
+        return None
+
+    method.__name__ = attr
+    return method
+
+
+for _attr, _kind, _params, _result in AGENT_METHODS.values():
+    setattr(Agent, _attr, _typed(_attr))
+"""
+
+
+@pytest.fixture(scope="module")
+def typed_agent(
+    tmp_path_factory: pytest.TempPathFactory, shared_acp: Path, fuzz_agent: dict[str, Any]
+) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("fuzztyped")
+    hs.build(tmp, shared_acp, "fuzztyped", handlers=TYPED_HANDLERS)
+    handlers = hs.load(tmp, "fuzztyped")
+    return {
+        **fuzz_agent,
+        "agent": handlers.Agent,
+        "serve": hs.runtime_of("fuzztyped", "serve"),
+        "stdio": hs.runtime_of("fuzztyped", "stdio"),
+    }
+
+
+def test_fuzz_typed_overrides(typed_agent: dict[str, Any]) -> None:
+    """A handlers.py that overrides every method of the METHODS table gets typed params:
+    each wrong-typed required field (every method, every field, every wrong JSON type) is
+    refused with -32602 located at that field under ``params``, before user code runs; minimal
+    valid params are accepted; random params never produce -32603."""
+    fa = typed_agent
+
+    async def main() -> int:
+        p = InProcess(fa)
+        for i, (name, params) in enumerate(sorted(fa["minimal"].items())):
+            r = await p.call(f"ok-{i}", name, params)
+            assert "result" in r, (name, params, r)
+        for i, (name, params) in enumerate(fa["muts"]):
+            r = await p.call(f"m-{i}", name, params)
+            err = r.get("error") or {}
+            assert err.get("code") == -32602, (name, params, r)
+            field = next(k for k, v in params.items() if v in [w for _, w in WRONG_VALUES])
+            locs = [e["loc"] for e in err["data"]["errors"]]
+            # located at the field (a union's branch name may come between)
+            assert any(loc[0] == "params" and field in loc for loc in locs), (name, field, locs)
+        rng = random.Random(3)
+        lines = _junk_lines(rng, fa, 3000)
+        expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
+        p.answers.clear()
+        p.reader.feed_data(b"\n".join(lines) + b"\n")
+        await p.wait_for(sum(1 for e in expects if e.kind == "answer"))
+        assert -32603 not in {_code(a) for a in p.answers}
+        await p.still_works_typed()
+        await p.close()
+        return len(fa["minimal"]) + len(fa["muts"]) + len(lines)
+
+    runner = asyncio.Runner()
+    try:
+        n = runner.run(main())
+    finally:
+        runner.close()
+    TOTAL["typed"] += n
+    print(f"\nfuzz typed overrides: {n} frames")
+
+
 def _junk_lines(rng: random.Random, fa: dict[str, Any], n: int) -> list[bytes]:
     """Seeded mix of the same frame kinds, for the subprocess transports."""
     names = sorted(fa["methods"])
@@ -716,7 +801,7 @@ def test_fuzz_stdio_subprocess(fuzz_agent: dict[str, Any]) -> None:
         started = time.perf_counter()
         await peer.send_bytes(b"\n".join(lines) + b"\n")
         want = sum(1 for e in expects if e.kind == "answer")
-        answers = []
+        answers: list[dict[str, Any]] = []
         while len(answers) < want:
             m = await peer.recv(15)
             if "method" not in m:

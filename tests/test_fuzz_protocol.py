@@ -24,6 +24,7 @@ Invariants (an independent oracle computes what each frame must get):
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import math
@@ -461,27 +462,38 @@ def frame_strategy(methods: dict[str, Any], muts: list[Any], minimal: dict[str, 
 # ---- the agent under test -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fuzz_agent(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("fuzz")
-    env = hs.build(tmp, shared_acp, "fuzzagent")
-    handlers = hs.load(tmp, "fuzzagent")
-    from fuzzagent._generated import dispatcher
-
-    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
+def prepare(tmp: Path, shared_acp: Path, package: str, rev: str, unstable: bool) -> dict[str, Any]:
+    """A generated agent of one schema revision plus what the fuzzer derives from it."""
+    env = hs.build(tmp, shared_acp, package, rev=rev, unstable=unstable)
+    handlers = hs.load(tmp, package)
+    dispatcher = importlib.import_module(f"{package}._generated.dispatcher")
+    suffix = ".unstable" if unstable else ""
+    schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
     view = SchemaView(schema)
     methods = dict(dispatcher.AGENT_METHODS)
     muts = mutations(view, methods)
-    assert len(muts) >= 30, "too few wrong-type mutations derived from the schema"
+    assert len(muts) >= 20, "too few wrong-type mutations derived from the schema"
     return {
         "env": env,
+        "package": package,
+        "rev": rev,
         "agent": handlers.Agent,
         "methods": methods,
         "muts": muts,
         "minimal": minimal_requests(view, methods),
-        "serve": hs.runtime_of("fuzzagent", "serve"),
-        "stdio": hs.runtime_of("fuzzagent", "stdio"),
+        "serve": hs.runtime_of(package, "serve"),
+        "stdio": hs.runtime_of(package, "stdio"),
     }
+
+
+@pytest.fixture(scope="module")
+def fuzz_agent(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
+    return prepare(tmp_path_factory.mktemp("fuzz"), shared_acp, "fuzzagent", "v1", True)
+
+
+@pytest.fixture(scope="module")
+def fuzz_agent_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
+    return prepare(tmp_path_factory.mktemp("fuzz2"), shared_acp, "fuzzagent2", "v2", False)
 
 
 class InProcess:
@@ -787,17 +799,19 @@ def _junk_lines(rng: random.Random, fa: dict[str, Any], n: int) -> list[bytes]:
 
 
 @pytest.mark.slow
-def test_fuzz_stdio_subprocess(fuzz_agent: dict[str, Any]) -> None:
-    """The generated agent as a real stdio subprocess gets a share of junk frames: one
-    answer per request (ids counted), only JSON lines on stdout, still alive, and a
-    well-formed prompt afterwards works; EOF then ends it with exit code 0."""
-    fa = fuzz_agent
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_fuzz_stdio_subprocess(rev: str, request: pytest.FixtureRequest) -> None:
+    """The generated agent (v1 unstable and v2 schema) as a real stdio subprocess gets a
+    share of junk frames: one answer per request (ids counted), only JSON lines on stdout,
+    still alive, and a well-formed prompt afterwards works (v2: accepted, then the
+    lifecycle updates); EOF then ends it with exit code 0."""
+    fa = request.getfixturevalue("fuzz_agent" if rev == "v1" else "fuzz_agent_v2")
     rng = random.Random(7)
     lines = _junk_lines(rng, fa, 6000)
     expects = [expect(f, fa["methods"], None) for f in lines]
 
     async def main() -> int:
-        peer = await hs.StdioPeer.start(fa["env"], "fuzzagent")
+        peer = await hs.StdioPeer.start(fa["env"], fa["package"])
         started = time.perf_counter()
         await peer.send_bytes(b"\n".join(lines) + b"\n")
         want = sum(1 for e in expects if e.kind == "answer")
@@ -812,7 +826,13 @@ def test_fuzz_stdio_subprocess(fuzz_agent: dict[str, Any]) -> None:
         got = Counter(json.dumps(a.get("id")) for a in answers)
         assert got == Counter(json.dumps(e.id) for e in expects if e.kind == "answer")
         assert codes[-32700] == sum(1 for e in expects if e.codes == frozenset({-32700}))
-        sid = await hs.open_session(peer, 10_000)
+        if rev == "v1":
+            sid = await hs.open_session(peer, 10_000)
+        else:
+            init = {"protocolVersion": 2, "info": {"name": "fuzz", "version": "1"}}
+            assert "result" in await peer.call(10_000, "initialize", init)
+            r = await peer.call(10_001, "session/new", {"cwd": "/tmp"})
+            sid = r["result"]["sessionId"]
         await peer.send(
             {
                 "jsonrpc": "2.0",
@@ -822,17 +842,35 @@ def test_fuzz_stdio_subprocess(fuzz_agent: dict[str, Any]) -> None:
             }
         )
         r, seen = await peer.until_id("ok")
-        assert r["result"] == {"stopReason": "end_turn"}
-        assert [m["params"]["update"]["content"]["text"] for m in seen] == ["hello"]
+        if rev == "v1":
+            assert r["result"] == {"stopReason": "end_turn"}
+            assert [m["params"]["update"]["content"]["text"] for m in seen] == ["hello"]
+        else:
+            assert r["result"] == {}
+            kinds = []
+            while not kinds or kinds[-1] != ("state_update", "idle"):
+                u = (await peer.recv())["params"]["update"]
+                c = u.get("content")
+                kinds.append(
+                    (
+                        u["sessionUpdate"],
+                        u.get("state") or (c.get("text") if type(c) is dict else None),
+                    )
+                )
+            assert kinds[1:] == [
+                ("state_update", "running"),
+                ("agent_message_chunk", "hello"),
+                ("state_update", "idle"),
+            ]
         assert peer.bad_lines == []
         rc, err = await peer.close()
         assert rc == 0 and b"Traceback" not in err, err[-2000:]
         print(
-            f"\nfuzz stdio: {len(lines)} frames in {elapsed:.2f} s ({len(lines) / elapsed:.0f}/s)"
+            f"\nfuzz stdio {rev}: {len(lines)} frames in {elapsed:.2f} s ({len(lines) / elapsed:.0f}/s)"
         )
         return len(lines)
 
-    TOTAL["stdio"] += asyncio.run(main())
+    TOTAL["stdio_" + rev] += asyncio.run(main())
 
 
 def _http_ok(status: int, body: bytes) -> bool:

@@ -847,7 +847,7 @@ def test_fuzz_stdio_subprocess(rev: str, request: pytest.FixtureRequest) -> None
             assert [m["params"]["update"]["content"]["text"] for m in seen] == ["hello"]
         else:
             assert r["result"] == {}
-            kinds = []
+            kinds: list[tuple[str, Any]] = []
             while not kinds or kinds[-1] != ("state_update", "idle"):
                 u = (await peer.recv())["params"]["update"]
                 c = u.get("content")

@@ -231,7 +231,9 @@ class Core:
     ],
     ids=["locked", "disk_full"],
 )
-def test_store_failures(built: dict[str, Any], exc: Exception) -> None:
+def test_store_failures(
+    built: dict[str, Any], exc: Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Policy when the store cannot write (after 2 retries): nothing acknowledged is
     unsaved.  session/new answers a transient -32603 StoreUnavailable and creates nothing;
     a brief lock (one failure) is retried and succeeds; a finished turn whose save fails
@@ -242,7 +244,7 @@ def test_store_failures(built: dict[str, Any], exc: Exception) -> None:
     agent_cls = hs.load(built["tmp"], PKG).Agent
     http = hs.runtime_of(PKG, "http_server")
     store_mod = hs.runtime_of(PKG, "store")
-    http.STORE_RETRY_DELAYS = (0.0, 0.0)
+    monkeypatch.setattr(http, "STORE_RETRY_DELAYS", (0.0, 0.0))
     store = FlakyStore(store_mod.MemorySessionStore(), exc)
     factory = http.agent_factory(agent_cls, store)
 
@@ -626,3 +628,38 @@ def test_unserializable_result_still_answered(built: dict[str, Any]) -> None:
         assert {"jsonrpc": "2.0", "method": "x", "params": {"sessionId": "s-1"}} in out
 
     asyncio.run(main())
+
+
+def test_real_sqlite_lock(built: dict[str, Any], tmp_path: Path) -> None:
+    """Another process holds the SQLite file's write lock: session/new waits the busy
+    timeout (and two retries), then answers the transient StoreUnavailable error in
+    bounded time and keeps nothing; once the lock is released it succeeds and the
+    session is on disk."""
+    agent_cls = hs.load(built["tmp"], PKG).Agent
+    http = hs.runtime_of(PKG, "http_server")
+    store_mod = hs.runtime_of(PKG, "store")
+    db = tmp_path / "s.db"
+    store = store_mod.SqliteSessionStore(db, busy_timeout=0.2)
+    factory = http.agent_factory(agent_cls, store)
+    holder = sqlite3.connect(db, isolation_level=None)
+
+    async def main() -> None:
+        c = Core(factory)
+        await c.call("initialize", {"protocolVersion": 1})
+        holder.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        r = await c.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        assert time.monotonic() - started < 5
+        assert r["error"]["data"]["name"] == "StoreUnavailable", r
+        holder.execute("ROLLBACK")
+        r = await c.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = r["result"]["sessionId"]
+        await c.conn.close()
+        rows = sqlite3.connect(db).execute("SELECT id FROM sessions").fetchall()
+        assert rows == [(sid,)]
+
+    try:
+        asyncio.run(main())
+    finally:
+        holder.close()
+        store.close()

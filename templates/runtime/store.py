@@ -90,11 +90,13 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 
 
 class SqliteSessionStore:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+        """``busy_timeout``: how long one call waits for a lock held by another process
+        before it fails (the HTTP transport then retries twice, see ``_durably``)."""
         self.path = str(path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=30
+            self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
         )
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")

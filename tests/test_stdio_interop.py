@@ -55,7 +55,9 @@ class Agent(AgentBase):
             return None
         if text == "ask":
             answer = await turn.interrupt("approval", {"action": "delete"})
-            await turn.send_text("approved=" + str(answer.get("approved")))
+            # a typed <Interrupt>Resume model when the manifest models have one
+            approved = getattr(answer, "approved", None) if not isinstance(answer, dict) else answer.get("approved")
+            await turn.send_text("approved=" + str(approved))
             return None
         for block in input:
             if block.get("type") == "text":

@@ -972,10 +972,78 @@ def test_fuzz_http_server(fuzz_agent: dict[str, Any], tmp_path: Path) -> None:
                             break
             assert seen[-1]["result"] == {"stopReason": "end_turn"}
             assert [m["params"]["update"]["content"]["text"] for m in seen[:-1]] == ["hello"]
+        ws_frames = asyncio.run(_fuzz_websocket(fa, port, rng))
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=10)
     elapsed = time.perf_counter() - started
     assert b"Traceback" not in err, err.decode()[-3000:]
-    TOTAL["http"] += sent
-    print(f"\nfuzz http: {sent} POSTs in {elapsed:.1f} s ({sent / elapsed:.0f}/s)")
+    TOTAL["http"] += sent + ws_frames
+    print(
+        f"\nfuzz http: {sent} POSTs + {ws_frames} WebSocket frames in {elapsed:.1f} s "
+        f"({(sent + ws_frames) / elapsed:.0f}/s)"
+    )
+
+
+async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> int:
+    """Junk text and binary frames on a WebSocket: every request answered exactly once
+    (binary frames are ignored), then a prompt on the same socket still works."""
+    import websockets
+
+    lines = _junk_lines(rng, fa, 2000)
+    expects = [expect(f, fa["methods"], None) for f in lines]
+    async with websockets.connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
+        for f in lines:
+            await ws.send(f.decode("utf-8", "replace"))
+            await ws.send(b"\x00binary ignored")
+        want = Counter(
+            json.dumps(e.id)
+            for f, e in zip(lines, expects, strict=True)
+            if e.kind == "answer"
+            and expect(f.decode("utf-8", "replace").encode(), fa["methods"], None).kind == "answer"
+        )
+        got: Counter[str] = Counter()
+        while sum(got.values()) < sum(want.values()):
+            m = json.loads(await asyncio.wait_for(ws.recv(), 15))
+            if "method" not in m:
+                assert _code(m) != -32603, m
+                got[json.dumps(m.get("id"))] += 1
+        assert got == want
+        init = {"protocolVersion": 1}
+        await ws.send(
+            json.dumps({"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": init})
+        )
+        await ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "n",
+                    "method": "session/new",
+                    "params": {"cwd": "/tmp", "mcpServers": []},
+                }
+            )
+        )
+        sid = None
+        while sid is None:
+            m = json.loads(await asyncio.wait_for(ws.recv(), 15))
+            if m.get("id") == "n":
+                sid = m["result"]["sessionId"]
+        await ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "p",
+                    "method": "session/prompt",
+                    "params": hs.text_prompt(sid, "hello"),
+                }
+            )
+        )
+        texts = []
+        while True:
+            m = json.loads(await asyncio.wait_for(ws.recv(), 15))
+            if m.get("method") == "session/update":
+                texts.append(m["params"]["update"]["content"]["text"])
+            elif m.get("id") == "p":
+                assert m["result"] == {"stopReason": "end_turn"} and texts == ["hello"]
+                break
+    return 2 * len(lines)

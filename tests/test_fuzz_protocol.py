@@ -770,7 +770,7 @@ def _junk_lines(rng: random.Random, fa: dict[str, Any], n: int) -> list[bytes]:
     names = sorted(fa["methods"])
     out: list[bytes] = []
     for _ in range(n):
-        k = rng.randrange(10)
+        k = rng.randrange(11)
         rid = rng.choice(ID_POOL)
         m = rng.choice(names)
         if k == 0:
@@ -793,8 +793,10 @@ def _junk_lines(rng: random.Random, fa: dict[str, Any], n: int) -> list[bytes]:
             out.append(_msg(id=rid, method=mm, params=params))
         elif k == 8:
             out.append(_msg(method="$/cancel_request", params={"requestId": [rid]}))
-        else:
+        elif k == 9:
             out.append(_msg(id=rid, method=m, params=[rng.random()]))
+        else:  # over the agent's size limit (MAX_SIZE: set for the subprocesses too)
+            out.append(_msg(id=rid, method=m, params={"pad": "x" * (MAX_SIZE + 10)}))
     return [f.replace(b"\n", b" ") for f in out]
 
 
@@ -808,10 +810,11 @@ def test_fuzz_stdio_subprocess(rev: str, request: pytest.FixtureRequest) -> None
     fa = request.getfixturevalue("fuzz_agent" if rev == "v1" else "fuzz_agent_v2")
     rng = random.Random(7)
     lines = _junk_lines(rng, fa, 6000)
-    expects = [expect(f, fa["methods"], None) for f in lines]
+    expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
 
     async def main() -> int:
-        peer = await hs.StdioPeer.start(fa["env"], fa["package"])
+        env = {**fa["env"], "ACP_MAX_MESSAGE_SIZE": str(MAX_SIZE)}
+        peer = await hs.StdioPeer.start(env, fa["package"])
         started = time.perf_counter()
         await peer.send_bytes(b"\n".join(lines) + b"\n")
         want = sum(1 for e in expects if e.kind == "answer")
@@ -886,7 +889,13 @@ def test_fuzz_http_server(fuzz_agent: dict[str, Any], tmp_path: Path) -> None:
     fa = fuzz_agent
     rng = random.Random(11)
     port = hs.free_port()
-    proc = hs.start_http(fa["env"], "fuzzagent", port, ACP_SESSION_DB=str(tmp_path / "s.db"))
+    proc = hs.start_http(
+        fa["env"],
+        "fuzzagent",
+        port,
+        ACP_SESSION_DB=str(tmp_path / "s.db"),
+        ACP_MAX_MESSAGE_SIZE=str(MAX_SIZE),
+    )
     url = f"http://127.0.0.1:{port}/acp"
     sent = 0
     started = time.perf_counter()
@@ -918,7 +927,7 @@ def test_fuzz_http_server(fuzz_agent: dict[str, Any], tmp_path: Path) -> None:
                 sent += 1
                 assert _http_ok(r.status_code, f), (r.status_code, f[:200], r.text[:300])
                 if r.status_code == 202:
-                    e = expect(f, fa["methods"], None)
+                    e = expect(f, fa["methods"], MAX_SIZE)
                     if e.kind == "answer":
                         wanted[json.dumps(e.id)] += 1
             # a session and a prompt after the junk; then read the connection stream
@@ -991,7 +1000,7 @@ async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> 
     import websockets
 
     lines = _junk_lines(rng, fa, 2000)
-    expects = [expect(f, fa["methods"], None) for f in lines]
+    expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
     async with websockets.connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
         for f in lines:
             await ws.send(f.decode("utf-8", "replace"))
@@ -1000,7 +1009,8 @@ async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> 
             json.dumps(e.id)
             for f, e in zip(lines, expects, strict=True)
             if e.kind == "answer"
-            and expect(f.decode("utf-8", "replace").encode(), fa["methods"], None).kind == "answer"
+            and expect(f.decode("utf-8", "replace").encode(), fa["methods"], MAX_SIZE).kind
+            == "answer"
         )
         got: Counter[str] = Counter()
         while sum(got.values()) < sum(want.values()):

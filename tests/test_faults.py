@@ -663,3 +663,30 @@ def test_real_sqlite_lock(built: dict[str, Any], tmp_path: Path) -> None:
     finally:
         holder.close()
         store.close()
+
+
+def test_close_from_inside_a_handler(built: dict[str, Any]) -> None:
+    """A handler (or a notification) that closes its own connection: close() finishes
+    (the `closed` event is set) instead of waiting on itself, and nothing is left pending."""
+    hs.load(built["tmp"], PKG)
+    jsonrpc = hs.runtime_of(PKG, "jsonrpc")
+
+    async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        return None
+
+    async def main() -> None:
+        conn: Any = None
+
+        async def on_request(method: str, params: Any, ctx: Any) -> Any:
+            await conn.close()
+            return {}
+
+        async def on_note(method: str, params: Any) -> None:
+            await conn.close()
+
+        for frame in (b'{"jsonrpc":"2.0","id":1,"method":"m"}', b'{"jsonrpc":"2.0","method":"n"}'):
+            conn = jsonrpc.Connection(sink, on_request, on_note)
+            conn.feed(frame)
+            await asyncio.wait_for(conn.closed.wait(), 5)
+
+    asyncio.run(main())

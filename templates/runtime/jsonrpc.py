@@ -380,7 +380,8 @@ class Connection:
         """End the connection: cancel work in flight, fail pending requests, flush."""
         if self._closed:
             return
-        tasks = [t for t in self._incoming.values() if not t.done()]
+        current = asyncio.current_task()  # close() may run inside one of them
+        tasks = [t for t in self._incoming.values() if not t.done() and t is not current]
         for t in tasks:
             t.cancel()
         for w in self._workers.values():
@@ -397,7 +398,7 @@ class Connection:
             self._writer.cancel()
             ending.append(self._writer)
         # wait for the cancelled tasks, so none is left pending when the loop ends
-        await asyncio.gather(*ending, return_exceptions=True)
+        await asyncio.gather(*[t for t in ending if t is not current], return_exceptions=True)
         self.closed.set()
 
 

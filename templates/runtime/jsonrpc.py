@@ -309,6 +309,7 @@ class Connection:
             self._respond(rid, result, sid)
         finally:
             self._incoming.pop(rid, None)
+            self._cancelled_ids.discard(rid)  # a cancel that came too late names no one now
 
     def cancel_incoming(self, rid: Any) -> bool:
         task = self._incoming.get(rid)

@@ -690,3 +690,40 @@ def test_close_from_inside_a_handler(built: dict[str, Any]) -> None:
             await asyncio.wait_for(conn.closed.wait(), 5)
 
     asyncio.run(main())
+
+
+def test_late_cancel_does_not_mark_a_reused_id(built: dict[str, Any]) -> None:
+    """A `$/cancel_request` for a request whose handler swallows the cancellation and
+    answers: that answer stands, and a later request reusing the id is not reported as
+    cancelled (-32800) when the connection closes under it."""
+    hs.load(built["tmp"], PKG)
+    jsonrpc = hs.runtime_of(PKG, "jsonrpc")
+    out: list[dict[str, Any]] = []
+
+    async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        out.extend(orjson.loads(f) for f, _ in batch)
+
+    async def on_request(method: str, params: Any, ctx: Any) -> Any:
+        if method == "stubborn":
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                return {"finished": "anyway"}
+        await asyncio.sleep(10)
+        return {}
+
+    async def on_note(method: str, params: Any) -> None:
+        return None
+
+    async def main() -> None:
+        conn = jsonrpc.Connection(sink, on_request, on_note)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"stubborn"}')
+        await asyncio.sleep(0.01)
+        conn.feed(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}')
+        await asyncio.sleep(0.01)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"slow"}')
+        await asyncio.sleep(0.01)
+        await conn.close()
+        assert out == [{"jsonrpc": "2.0", "id": 1, "result": {"finished": "anyway"}}]
+
+    asyncio.run(main())

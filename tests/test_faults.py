@@ -727,3 +727,82 @@ def test_late_cancel_does_not_mark_a_reused_id(built: dict[str, Any]) -> None:
         assert out == [{"jsonrpc": "2.0", "id": 1, "result": {"finished": "anyway"}}]
 
     asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_abandoned_http_connections_expire(built: dict[str, Any]) -> None:
+    """A client that vanishes without DELETE leaves its connection behind: after
+    `idle_timeout` with no SSE reader, no WebSocket and no request in flight the server
+    ends it (memory stays bounded); a connection with an open stream or a turn still
+    running is kept; the abandoned session remains loadable from the store."""
+    from test_http_transport import running_server
+
+    agent_cls = hs.load(built["tmp"], PKG).Agent
+    http = hs.runtime_of(PKG, "http_server")
+    store = hs.runtime_of(PKG, "store").MemorySessionStore()
+    app = http.app_for(agent_cls, store=store, idle_timeout=0.6)
+    server = app.state.acp
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    new = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "session/new",
+        "params": {"cwd": "/tmp", "mcpServers": []},
+    }
+    with running_server(app) as addr, httpx.Client(timeout=10) as c:
+        url = f"http://{addr}/acp"
+        port = int(addr.rsplit(":", 1)[1])
+        gone = c.post(url, json=init).headers["Acp-Connection-Id"]
+        reading = c.post(url, json=init).headers["Acp-Connection-Id"]
+        reader = socket.create_connection(("127.0.0.1", port), timeout=10)
+        reader.sendall(
+            f"GET /acp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+            f"Acp-Connection-Id: {reading}\r\n\r\n".encode()
+        )
+        working = c.post(url, json=init).headers["Acp-Connection-Id"]
+        h = {"Acp-Connection-Id": working}
+        c.post(url, json=new, headers=h)
+        with c.stream("GET", url, headers={**h, "Accept": "text/event-stream"}) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:") and '"sessionId"' in line:
+                    sid = json.loads(line[5:])["result"]["sessionId"]
+                    break
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/prompt",
+            "params": hs.text_prompt(sid, "slow 2.5"),
+        }
+        assert c.post(url, json=prompt, headers={**h, "Acp-Session-Id": sid}).status_code == 202
+        deadline = time.monotonic() + 10
+        while gone in server.connections:
+            assert time.monotonic() < deadline, "the abandoned connection was never ended"
+            time.sleep(0.1)
+        assert reading in server.connections and working in server.connections
+        while working in server.connections:  # its turn ends, then it idles out too
+            assert time.monotonic() < deadline, "the finished connection was never ended"
+            time.sleep(0.1)
+        assert reading in server.connections  # its reader is still there
+        reader.close()
+        while reading in server.connections:
+            assert time.monotonic() < deadline + 5, "a closed reader's connection was kept"
+            time.sleep(0.1)
+        # the session outlives its connection
+        h2 = {"Acp-Connection-Id": c.post(url, json=init).headers["Acp-Connection-Id"]}
+        load = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "session/load",
+            "params": {"sessionId": sid, "cwd": "/tmp", "mcpServers": []},
+        }
+        assert c.post(url, json=load, headers=h2).status_code == 202
+        texts = []
+        with c.stream("GET", url, headers={**h2, "Accept": "text/event-stream"}) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:"):
+                    m = json.loads(line[5:])
+                    if m.get("method") == "session/update":
+                        texts.append(m["params"]["update"]["content"]["text"])
+                    elif m.get("id") == 5:
+                        break
+        assert texts == ["slow 2.5", "started", "slow 2.5"]  # the prompt, then the agent

@@ -63,6 +63,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -92,6 +93,7 @@ INITIALIZE_TIMEOUT = 30.0
 DEFAULT_MAX_BODY = 50 * 1024 * 1024
 DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
+DEFAULT_IDLE_TIMEOUT = 600.0
 
 SESSION_SCOPED = frozenset(
     {
@@ -230,6 +232,15 @@ class HttpConnection:
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
         self.closed = False
+        self.last_seen = time.monotonic()
+
+    def busy(self) -> bool:
+        """A WebSocket, an SSE reader or a request in flight keeps a connection alive."""
+        if self.ws_send is not None or self.main.reader is not None:
+            return True
+        if any(s.reader is not None for s in self.sessions.values()):
+            return True
+        return bool(getattr(self.core, "_incoming", None))
 
     def session_stream(self, sid: str) -> OutStream:
         s = self.sessions.get(sid)
@@ -312,8 +323,10 @@ class AcpHttpServer:
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         keepalive: float = KEEPALIVE_SECONDS,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.factory = factory
+        self.idle_timeout = idle_timeout
         self.auth = auth or Auth([])
         self.well_known: Any = well_known or {}
         self.max_body = max_body
@@ -330,6 +343,20 @@ class AcpHttpServer:
     async def close(self) -> None:
         for cid in list(self.connections):
             await self.remove(cid)
+
+    async def sweep(self) -> None:
+        """End connections a client abandoned (never DELETEd): no WebSocket, no SSE
+        reader, no request in flight, nothing received for ``idle_timeout`` seconds.
+        Their sessions stay in the store (a client comes back with session/load)."""
+        if not self.idle_timeout:
+            return
+        while True:
+            await asyncio.sleep(min(self.idle_timeout / 2, 30.0))
+            now = time.monotonic()
+            for cid, conn in list(self.connections.items()):
+                if not conn.busy() and now - conn.last_seen > self.idle_timeout:
+                    log.info("connection %s idle for %.0f s: ended", cid[:8], now - conn.last_seen)
+                    await self.remove(cid)
 
     # ---- HTTP -------------------------------------------------------------------
     async def _read_body(self, request: Request) -> bytes | None:
@@ -392,6 +419,7 @@ class AcpHttpServer:
         if known is None:
             return _error(404, -32600, "unknown connection id")
         conn = known
+        conn.last_seen = time.monotonic()
         sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None and method in SESSION_SCOPED:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
@@ -428,22 +456,29 @@ class AcpHttpServer:
         if last.isdigit():
             stream.rewind(int(last))
         return StreamingResponse(
-            self._sse(stream, token),
+            self._sse(stream, token, conn),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "Connection": "keep-alive"},
         )
 
-    async def _sse(self, stream: OutStream, token: object) -> AsyncIterator[bytes]:
-        while stream.reader is token:
-            if not await stream.wait(self.keepalive):
-                yield b": keepalive\n\n"
-                continue
-            events = stream.take_all()
-            if not events:
-                if stream.closed:
-                    return
-                continue
-            yield b"".join([e for _, e in events])
+    async def _sse(
+        self, stream: OutStream, token: object, conn: HttpConnection
+    ) -> AsyncIterator[bytes]:
+        try:
+            while stream.reader is token:
+                if not await stream.wait(self.keepalive):
+                    yield b": keepalive\n\n"
+                    continue
+                events = stream.take_all()
+                if not events:
+                    if stream.closed:
+                        return
+                    continue
+                yield b"".join([e for _, e in events])
+        finally:
+            if stream.reader is token:
+                stream.reader = None  # nobody reads this stream now
+            conn.last_seen = time.monotonic()
 
     async def delete(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)
@@ -518,7 +553,9 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.get_running_loop().create_task(server.sweep())
         yield
+        sweeper.cancel()
         await server.close()
 
     app = Starlette(

@@ -36,7 +36,7 @@ GROWTH_KIB = 40 * 1024
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("load")
-    return {"env": hs.build(tmp, shared_acp, PKG)}
+    return {"env": hs.build(tmp, shared_acp, PKG), "tmp": tmp}
 
 
 class Memory:
@@ -255,3 +255,51 @@ def test_load_http(built: dict[str, Any], tmp_path: Path) -> None:
     report("http", turns, elapsed, warm, peak)
     assert turns >= SESSIONS
     assert peak - warm < GROWTH_KIB, (warm, peak)
+
+
+def test_replay_window_bounds_stream_memory(built: dict[str, Any]) -> None:
+    """What an SSE stream keeps after sending is bounded by ``replay_window`` (plus the
+    last write): 150 streamed turns on one session leave at most that many bytes."""
+    from test_http_transport import running_server
+
+    agent_cls = hs.load(built["tmp"], PKG).Agent
+    http = hs.runtime_of(PKG, "http_server")
+    store = hs.runtime_of(PKG, "store").MemorySessionStore()
+    window = 16 * 1024
+    app = http.app_for(agent_cls, store=store, replay_window=window)
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    with running_server(app) as addr, httpx.Client(timeout=10) as c:
+        url = f"http://{addr}/acp"
+        cid = c.post(url, json=init).headers["Acp-Connection-Id"]
+        h = {"Acp-Connection-Id": cid}
+        new = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": "/", "mcpServers": []},
+        }
+        c.post(url, json=new, headers=h)
+        with c.stream("GET", url, headers={**h, "Accept": "text/event-stream"}) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:") and '"sessionId"' in line:
+                    sid = json.loads(line[5:])["result"]["sessionId"]
+                    break
+        sh = {**h, "Acp-Session-Id": sid, "Accept": "text/event-stream"}
+        with c.stream("GET", url, headers=sh) as s:
+            lines = s.iter_lines()
+            for n in range(150):
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": 10 + n,
+                    "method": "session/prompt",
+                    "params": hs.text_prompt(sid, f"seq t{n} {CHUNKS}"),
+                }
+                assert (
+                    c.post(url, json=body, headers=h | {"Acp-Session-Id": sid}).status_code == 202
+                )
+                for line in lines:
+                    if line.startswith("data:") and f'"id":{10 + n}' in line:
+                        break
+        stream = app.state.acp.connections[cid].sessions[sid]
+        sent = stream._sent_bytes
+        assert 0 < sent <= window + 8 * 1024, sent  # window + at most one recent write

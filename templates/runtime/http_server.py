@@ -55,6 +55,13 @@ the next GET of that stream.  Every SSE event carries ``id: <n>``; a reader that
 reconnects with ``Last-Event-ID: <n>`` gets every later event again from a replay
 window of the last 4 MiB sent on that stream (events written to a socket that dropped may
 never have been read).  The SDK client ignores ``id:`` lines, so this stays compatible.
+
+Memory: each stream holds at most ``stream_buffer`` unsent plus ``replay_window`` sent
+bytes, so a connection with N sessions at most (N + 1) x both; with many busy sessions
+per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew RSS by
+~23 MiB as the windows filled).  A connection its client abandoned without ``DELETE``
+(no SSE reader, no WebSocket, no request in flight) is ended after ``idle_timeout``
+seconds (600 by default; its sessions stay in the store).
 """
 
 from __future__ import annotations
@@ -94,6 +101,7 @@ DEFAULT_MAX_BODY = 50 * 1024 * 1024
 DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
 
 SESSION_SCOPED = frozenset(
     {
@@ -227,7 +235,7 @@ class HttpConnection:
         self.server = server
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
-        self.main = OutStream(server.stream_buffer, server.stall_timeout)
+        self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
@@ -245,7 +253,9 @@ class HttpConnection:
     def session_stream(self, sid: str) -> OutStream:
         s = self.sessions.get(sid)
         if s is None:
-            s = self.sessions[sid] = OutStream(self.server.stream_buffer, self.server.stall_timeout)
+            s = self.sessions[sid] = OutStream(
+                self.server.stream_buffer, self.server.stall_timeout, self.server.replay_window
+            )
         return s
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
@@ -324,8 +334,10 @@ class AcpHttpServer:
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         keepalive: float = KEEPALIVE_SECONDS,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        replay_window: int = DEFAULT_REPLAY_WINDOW,
     ) -> None:
         self.factory = factory
+        self.replay_window = replay_window
         self.idle_timeout = idle_timeout
         self.auth = auth or Auth([])
         self.well_known: Any = well_known or {}

@@ -33,6 +33,7 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -289,10 +290,26 @@ def expect(line: bytes, methods: dict[str, Any], max_size: int | None) -> Expect
     return Expect("answer", rid, frozenset({-32601}), method)
 
 
+def cancelled_ids(frames: list[bytes]) -> set[str]:
+    """The ids (as JSON) that some `$/cancel_request` among `frames` names."""
+    out = set()
+    for f in frames:
+        ok, msg = _parse(f)
+        if ok and type(msg) is dict and msg.get("method") == "$/cancel_request":
+            params = msg.get("params")
+            if type(params) is dict and type(params.get("requestId")) in (int, str):
+                out.add(json.dumps(params["requestId"]))
+    return out
+
+
 def check_answers(
-    expects: list[Expect], answers: list[dict[str, Any]], baseline: dict[str, Any]
+    expects: list[Expect],
+    answers: list[dict[str, Any]],
+    baseline: dict[str, Any],
+    cancelled: Collection[str] = (),
 ) -> None:
-    """Exactly one answer per request, each with an allowed code (see module doc)."""
+    """Exactly one answer per request, each with an allowed code (see module doc); a
+    request a `$/cancel_request` names may answer -32800 instead (if it was in flight)."""
     want: dict[str, list[Expect]] = {}
     for e in expects:
         if e.kind == "answer":
@@ -310,6 +327,8 @@ def check_answers(
             allowed |= e.codes
         if len(group) > 1 and key != "null":
             allowed.add(-32600)  # the same id twice in flight: the second is refused
+        if key in cancelled and any(e.method is not None for e in group):
+            allowed.add(-32800)
         codes = Counter(_code(a) for a in replies)
         for code in codes:
             assert code in allowed, (key, code, allowed, replies[:3])
@@ -323,7 +342,7 @@ def check_answers(
                 assert locs and all(
                     isinstance(loc, list) and loc and loc[0] in ("params", "input") for loc in locs
                 ), err
-        if len(group) == 1 and group[0].must_reject:
+        if len(group) == 1 and group[0].must_reject and key not in cancelled:
             method = group[0].method
             base = baseline.get(method or "")
             code = _code(replies[0])
@@ -661,7 +680,7 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
             want = sum(1 for e in expects if e.kind == "answer")
             await p.wait_for(want)
             await asyncio.sleep(0.005)  # nothing more may come
-            check_answers(expects, p.answers, baseline)
+            check_answers(expects, p.answers, baseline, cancelled_ids(lines))
             frames_fed += len(lines)
             # requests still in flight (prompts) finish; then a clean prompt works
             p.answers.clear()
@@ -1057,3 +1076,35 @@ async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> 
                 assert m["result"] == {"stopReason": "end_turn"} and texts == ["hello"]
                 break
     return 2 * len(lines)
+
+
+def test_request_cancelled_before_it_starts_is_answered(fuzz_agent: dict[str, Any]) -> None:
+    """Found by the fuzzer: a request and a `$/cancel_request` for it in the same read
+    (the request's task cancelled before it ever ran) got no answer at all and stayed in
+    the in-flight table.  Now: exactly one answer, -32800, and the id is free again."""
+
+    async def main() -> None:
+        p = InProcess(fuzz_agent)
+        for method in ("zz/unknown", "initialize"):
+            p.answers.clear()
+            p.reader.feed_data(
+                _msg(id=0, method=method, params={"protocolVersion": 1})
+                + b"\n"
+                + _msg(method="$/cancel_request", params={"requestId": 0})
+                + b"\n"
+            )
+            await p.wait_for(1)
+            await asyncio.sleep(0.01)
+            assert p.answers == [
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "error": {"code": -32800, "message": "request cancelled"},
+                }
+            ]
+        p.answers.clear()
+        r = await p.call(0, "initialize", {"protocolVersion": 1})  # the id is free again
+        assert "result" in r
+        await p.close()
+
+    asyncio.run(main())

@@ -290,6 +290,16 @@ class Connection:
             return
         task = asyncio.get_running_loop().create_task(self._run_request(rid, method, params, sid))
         self._incoming[rid] = task
+        task.add_done_callback(lambda t: self._request_done(rid, sid, t))
+
+    def _request_done(self, rid: Any, sid: str | None, task: asyncio.Task[None]) -> None:
+        """A task cancelled before it started never runs `_run_request` (not even its
+        `finally`): answer its `$/cancel_request` here, and forget it."""
+        if self._incoming.get(rid) is task:
+            del self._incoming[rid]
+            if rid in self._cancelled_ids:
+                self._cancelled_ids.discard(rid)
+                self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
 
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
         try:

@@ -1108,3 +1108,49 @@ def test_request_cancelled_before_it_starts_is_answered(fuzz_agent: dict[str, An
         await p.close()
 
     asyncio.run(main())
+
+
+def test_v2_turn_cancelled_before_it_starts_still_ends(fuzz_agent_v2: dict[str, Any]) -> None:
+    """v2 lifecycle: a prompt and a session/cancel in the same read (the accepted turn's
+    task cancelled before it ran) sent no update at all, so a client waiting for the
+    turn's end waited forever.  Now: user_message, then idle with stopReason cancelled,
+    and the session takes the next prompt (running, the chunk, idle end_turn)."""
+
+    async def main() -> None:
+        p = InProcess(fuzz_agent_v2)
+        init = {"protocolVersion": 2, "info": {"name": "t", "version": "1"}}
+        assert "result" in await p.call(1, "initialize", init)
+        sid = (await p.call(2, "session/new", {"cwd": "/tmp"}))["result"]["sessionId"]
+        p.reader.feed_data(
+            _msg(id=3, method="session/prompt", params=hs.text_prompt(sid, "hi"))
+            + b"\n"
+            + _msg(method="session/cancel", params={"sessionId": sid})
+            + b"\n"
+        )
+        await p.wait_for(1)
+        for _ in range(100):
+            if len(p.out) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        kinds = [
+            (m["params"]["update"]["sessionUpdate"], m["params"]["update"].get("stopReason"))
+            for m in p.out
+        ]
+        assert kinds == [("user_message", None), ("state_update", "cancelled")], kinds
+        p.out.clear()
+        assert (await p.call(4, "session/prompt", hs.text_prompt(sid, "again")))["result"] == {}
+        for _ in range(100):
+            if len(p.out) >= 4:
+                break
+            await asyncio.sleep(0.01)
+        updates = [m["params"]["update"] for m in p.out]
+        assert [u.get("state") or u["sessionUpdate"] for u in updates] == [
+            "user_message",
+            "running",
+            "agent_message_chunk",
+            "idle",
+        ]
+        assert updates[-1]["stopReason"] == "end_turn"
+        await p.close()
+
+    asyncio.run(main())

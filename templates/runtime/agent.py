@@ -129,7 +129,16 @@ class Session:
 class Turn:
     """One prompt turn: what the handler uses to stream, interrupt and read config."""
 
-    __slots__ = ("_conn", "_prefix", "_rt", "message_id", "session", "stop_reason", "usage")
+    __slots__ = (
+        "_conn",
+        "_prefix",
+        "_rt",
+        "message_id",
+        "session",
+        "started",
+        "stop_reason",
+        "usage",
+    )
 
     def __init__(self, rt: AgentRuntime, conn: Connection, session: Session) -> None:
         self._rt = rt
@@ -141,6 +150,7 @@ class Turn:
             + b',"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":'
         )
         self.stop_reason = "end_turn"
+        self.started = False  # (v2) the background turn task began
         self.message_id: str | None = None
         self.usage: dict[str, Any] | None = None
 
@@ -804,7 +814,9 @@ class AgentRuntime:
             turn.message_id = (
                 params.get("messageId") if type(params.get("messageId")) is str else None
             ) or str(uuid.uuid4())
-            s.task = asyncio.get_running_loop().create_task(self._v2_turn(s, turn, input, prompt))
+            task = asyncio.get_running_loop().create_task(self._v2_turn(s, turn, input, prompt))
+            task.add_done_callback(lambda t: self._v2_never_ran(s, turn, prompt))
+            s.task = task
             return {}
         s.task = asyncio.current_task()
         try:
@@ -820,26 +832,41 @@ class AgentRuntime:
     def _reset_state(self, s: Session) -> None:
         s.state = self._machine.initial
 
-    async def _v2_turn(self, s: Session, turn: Turn, input: Any, prompt: list[Any]) -> None:
+    def _v2_update(self, s: Session, update: dict[str, Any]) -> None:
         conn = self.connection
         assert conn is not None
-        await asyncio.sleep(0)  # the prompt's answer is queued first
-        conn.notify(
-            "session/update",
-            {
-                "sessionId": s.id,
-                "update": {
-                    "sessionUpdate": "user_message",
-                    "messageId": turn.message_id,
-                    "content": prompt,
-                },
-            },
+        conn.notify("session/update", {"sessionId": s.id, "update": update})
+
+    def _v2_user_message(self, s: Session, turn: Turn, prompt: list[Any]) -> None:
+        self._v2_update(
+            s, {"sessionUpdate": "user_message", "messageId": turn.message_id, "content": prompt}
         )
-        conn.notify(
-            "session/update",
-            {"sessionId": s.id, "update": {"sessionUpdate": "state_update", "state": "running"}},
+
+    def _v2_never_ran(self, s: Session, turn: Turn, prompt: list[Any]) -> None:
+        """A turn cancelled before its task began: the client still sees it accepted and
+        ended (user_message, then idle with stopReason cancelled)."""
+        if turn.started:
+            return
+        self._v2_user_message(s, turn, prompt)
+        self._v2_update(
+            s, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
         )
+        self._reset_state(s)
+        s.task = None
+
+    async def _v2_turn(self, s: Session, turn: Turn, input: Any, prompt: list[Any]) -> None:
+        turn.started = True
         idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+        try:
+            await asyncio.sleep(0)  # the prompt's answer is queued first
+        except asyncio.CancelledError:  # cancelled before the handler ran
+            self._v2_user_message(s, turn, prompt)
+            self._reset_state(s)
+            s.task = None
+            self._v2_update(s, {**idle, "stopReason": "cancelled"})
+            return
+        self._v2_user_message(s, turn, prompt)
+        self._v2_update(s, {"sessionUpdate": "state_update", "state": "running"})
         try:
             idle["stopReason"] = await self._run_turn(s, turn, input)
             if turn.usage:
@@ -850,7 +877,7 @@ class AgentRuntime:
             idle["_meta"] = {"error": err.to_wire()}
         except asyncio.CancelledError:
             idle["stopReason"] = "cancelled"
-        conn.notify("session/update", {"sessionId": s.id, "update": idle})
+        self._v2_update(s, idle)
 
     async def _rt_session_cancel(self, params: Any, ctx: Any) -> None:
         if type(params) is not dict or type(params.get("sessionId")) is not str:

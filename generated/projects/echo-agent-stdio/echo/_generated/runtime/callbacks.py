@@ -1,0 +1,151 @@
+"""Async output to a callback URL (manifest ``output_modes: {async: {callback: true}}``).
+
+The client names the URL in the prompt: ``session/prompt`` params ``_meta.callbackUrl``.
+When the turn ends, the agent POSTs ``{"sessionId", "stopReason", "updates": [...]}``
+(the turn's ``session/update`` payloads) as JSON to that URL.
+
+Signature: header ``X-ACP-Signature: t=<unix seconds>,v1=<hex>`` where ``<hex>`` is
+HMAC-SHA256 over ``b"<t>." + body`` keyed with the shared secret from the environment
+variable ``ACP_CALLBACK_SECRET`` (or the one passed in).  A receiver checks it with
+:func:`verify` (constant-time, with a freshness window against replays).  Without a
+secret nothing is sent (fail closed) and a warning names the variable, never a value.
+
+Delivery: up to ``attempts`` tries; a network error, a 408/425/429 or a 5xx is retried
+after ``base_delay * 2**n`` seconds (capped at ``max_delay``, with jitter); any other
+4xx is final.  Only ``http``/``https`` URLs are accepted.  Log lines carry the host of
+the URL only (no query string, no secret, no signature).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import random
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+log = logging.getLogger("acp.runtime.callbacks")
+
+
+class _RedactQuery(logging.Filter):
+    """httpx logs each request's full URL at INFO: drop the query string (it may hold a
+    token) from those records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args:
+            record.args = tuple(_strip(a) if isinstance(a, httpx.URL) else a for a in record.args)
+        return True
+
+
+def _strip(url: httpx.URL) -> str:
+    return str(url.copy_with(query=None, fragment=None, username=None, password=None))
+
+
+logging.getLogger("httpx").addFilter(_RedactQuery())
+
+SIGNATURE_HEADER = "X-ACP-Signature"
+SECRET_ENV = "ACP_CALLBACK_SECRET"
+_RETRY_STATUS = frozenset({408, 425, 429})
+
+
+def sign(secret: bytes, body: bytes, timestamp: int) -> str:
+    mac = hmac.new(secret, str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify(secret: bytes, body: bytes, header: str | None, *, tolerance: float = 300.0) -> bool:
+    """True when ``header`` is a valid, fresh signature of ``body``."""
+    if not header:
+        return False
+    parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
+    ts, given = parts.get("t", ""), parts.get("v1", "")
+    if not ts.isdigit() or abs(time.time() - int(ts)) > tolerance:
+        return False
+    expected = sign(secret, body, int(ts)).split("v1=", 1)[1]
+    return hmac.compare_digest(expected.encode(), given.encode())
+
+
+def valid_url(url: Any) -> bool:
+    if type(url) is not str or len(url) > 4096:
+        return False
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+class CallbackSender:
+    def __init__(
+        self,
+        secret: bytes | None = None,
+        *,
+        attempts: int = 6,
+        base_delay: float = 0.5,
+        max_delay: float = 30.0,
+        timeout: float = 10.0,
+    ) -> None:
+        if secret is None:
+            raw = os.environ.get(SECRET_ENV)
+            secret = raw.encode() if raw else None
+        self._secret = secret
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.timeout = timeout
+        self._tasks: set[asyncio.Task[bool]] = set()
+
+    def __repr__(self) -> str:
+        return f"<CallbackSender attempts={self.attempts}>"
+
+    def schedule(self, url: str, payload: dict[str, Any]) -> asyncio.Task[bool]:
+        """Deliver in the background (outlives the connection that asked for it)."""
+        task = asyncio.get_running_loop().create_task(self.deliver(url, payload))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def deliver(self, url: str, payload: dict[str, Any]) -> bool:
+        host = urlsplit(url).hostname if valid_url(url) else None
+        if host is None:
+            log.warning("callback not sent: the URL is not an http(s) URL")
+            return False
+        if not self._secret:
+            log.warning("callback to %s not sent: %s is not set", host, SECRET_ENV)
+            return False
+        body = orjson.dumps(payload)
+        async with httpx.AsyncClient(timeout=self.timeout) as client:
+            for attempt in range(self.attempts):
+                headers = {
+                    "Content-Type": "application/json",
+                    SIGNATURE_HEADER: sign(self._secret, body, int(time.time())),
+                }
+                try:
+                    r = await client.post(url, content=body, headers=headers)
+                    if r.status_code < 300:
+                        return True
+                    if r.status_code < 500 and r.status_code not in _RETRY_STATUS:
+                        log.warning(
+                            "callback to %s refused with HTTP %d; not retried", host, r.status_code
+                        )
+                        return False
+                    why = f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    why = type(exc).__name__
+                if attempt + 1 < self.attempts:
+                    delay = min(self.max_delay, self.base_delay * 2**attempt)
+                    delay *= 0.5 + random.random() / 2
+                    log.info(
+                        "callback to %s failed (%s); retry %d in %.2fs",
+                        host,
+                        why,
+                        attempt + 1,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+        log.warning("callback to %s failed after %d attempts", host, self.attempts)
+        return False

@@ -1,0 +1,886 @@
+"""ACP remote transport, agent side: Streamable HTTP (POST + SSE) and WebSocket on `/acp`.
+
+Usage from a generated project (``--transport http``)::
+
+    from .runtime.http_server import serve
+    serve(connection_factory, host="127.0.0.1", port=8000,
+          auth=Auth.from_manifest(manifest), well_known=agent_document(manifest))
+
+``connection_factory(sink)`` returns an object with the runtime core's seam
+(``jsonrpc.Connection``): ``feed(frame: bytes)``, ``too_large(size)``,
+``max_message_size`` and ``async close()``; ``sink`` is the async callable the core
+calls with ``[(frame_bytes, session_id | None), ...]`` in wire order.  The same
+dispatcher and handlers as stdio run behind it: one ``Connection`` per ACP connection.
+``create_app(...)`` returns the ASGI app (for mounting or tests).
+
+Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the RFD):
+
+* ``POST /acp`` with ``Content-Type: application/json`` (else 415).  A JSON array
+  (batch) is refused with 501, a non-object with 400.  ``initialize`` (a request)
+  mints a connection and answers ``200`` with the JSON-RPC response as the body and
+  the ``Acp-Connection-Id`` header (504 if the agent does not answer in 30 s).
+  Every other POST needs ``Acp-Connection-Id`` (missing: 400, unknown: 404) and is
+  answered ``202`` with an empty body; ``session/prompt``, ``session/cancel``,
+  ``session/set_mode``, ``session/set_config_option`` and ``session/close`` also need
+  ``Acp-Session-Id`` (missing: 400); a session id the connection does not know: 404.
+  Error bodies here are JSON-RPC error objects (``{"jsonrpc":"2.0","id":null,
+  "error":{code,message}}``) where the SDK uses ``{"error": "..."}``: both carry the
+  status code, which is what the SDK client looks at.  Malformed JSON: 400 with code
+  -32700.  A body over the size limit: 413.
+* ``GET /acp`` with ``Accept: text/event-stream`` (or ``*/*``; else 406) and
+  ``Acp-Connection-Id`` opens the connection-scoped SSE stream; with
+  ``Acp-Session-Id`` too, that session's stream.  Frames are ``data: <json>\\n\\n``;
+  ``: keepalive\\n\\n`` every 15 s when idle.  Routing: responses to ``session/new``
+  (and to load/resume before the session is known on the connection) go to the
+  connection stream; responses to session-scoped requests and agent messages whose
+  params carry a known ``sessionId`` go to that session's stream; the rest to the
+  connection stream.  A session becomes known when a result carries its
+  ``sessionId`` or a ``session/load``/``session/resume`` for it succeeds.
+* ``DELETE /acp`` with ``Acp-Connection-Id`` ends the connection (202; 400/404).
+* WebSocket on ``/acp`` (``GET`` + ``Upgrade: websocket``): no subprotocol; the
+  accept carries ``Acp-Connection-Id``; JSON-RPC as text frames both ways (binary
+  frames ignored), every agent message multiplexed on the one socket; the client
+  sends ``initialize`` first like on any stream.  Closing the socket ends the
+  connection.
+* ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas) and
+  ``GET /health`` are never behind auth; everything else is when auth is configured.
+
+Slow readers: each stream has a bounded buffer (``stream_buffer_bytes``, 8 MiB by
+default).  When it is full the sink waits (backpressure reaches the handler through
+the core's ``drain()``); nothing is dropped.  If a buffer stays full for
+``stall_timeout`` seconds with no reader draining it, the connection is ended (its
+work cancelled) rather than growing memory or silently losing messages.  Closing a
+stream cancels nothing: the session's work goes on and its messages wait (bounded) for
+the next GET of that stream.  Every SSE event carries ``id: <n>``; a reader that
+reconnects with ``Last-Event-ID: <n>`` gets every later event again from a replay
+window of the last 4 MiB sent on that stream (events written to a socket that dropped may
+never have been read).  The SDK client ignores ``id:`` lines, so this stays compatible.
+
+Memory: each stream holds at most ``stream_buffer`` unsent plus ``replay_window`` sent
+bytes, so a connection with N sessions at most (N + 1) x both; with many busy sessions
+per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew RSS by
+~23 MiB as the windows filled).  A connection its client abandoned without ``DELETE``
+(no SSE reader, no WebSocket, no request in flight) is ended after ``idle_timeout``
+seconds (600 by default; its sessions stay in the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .agent import AgentRuntime, Session, immediate_methods
+from .auth import Auth
+from .callbacks import CallbackSender
+from .errors import RpcError, invalid_params
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
+from .store import SessionStore, SqliteSessionStore
+
+log = logging.getLogger("acp.runtime.http")
+
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
+ENDPOINT = "/acp"
+KEEPALIVE_SECONDS = 15.0
+INITIALIZE_TIMEOUT = 30.0
+DEFAULT_MAX_BODY = 50 * 1024 * 1024
+DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
+DEFAULT_STALL_TIMEOUT = 60.0
+DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
+
+SESSION_SCOPED = frozenset(
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/close",
+    }
+)
+_ATTACHING = frozenset({"session/load", "session/resume"})
+
+Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
+
+
+class CoreConnection(Protocol):
+    max_message_size: int
+
+    def feed(self, frame: bytes | str) -> None: ...
+    def too_large(self, size: int) -> None: ...
+    async def close(self) -> None: ...
+
+
+ConnectionFactory = Callable[[Sink], CoreConnection]
+
+
+def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+
+def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        rpc_error_body(code, message),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+class Stall(Exception):
+    pass
+
+
+class OutStream:
+    """A bounded buffer of SSE events for one stream (see module doc).
+
+    Every event carries ``id: <seq>``.  Besides the unsent events (at most ``limit``
+    bytes, plus one event), the stream keeps a replay window of the last sent ones (at
+    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back with ``Last-Event-ID`` gets every
+    event after that id again, since bytes handed to a socket may never have been read.
+    """
+
+    def __init__(self, limit: int, stall_timeout: float, window: int = 4 * 1024 * 1024) -> None:
+        self._window = window
+        self._frames: deque[tuple[int, bytes]] = deque()
+        self._sent: deque[tuple[int, bytes]] = deque()
+        self._bytes = 0
+        self._sent_bytes = 0
+        self._seq = 0
+        self._limit = limit
+        self._stall = stall_timeout
+        self._data = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.closed = False
+        self.reader: object | None = None
+
+    async def put(self, message: bytes) -> None:
+        if self.closed:
+            return
+        if self._bytes >= self._limit:
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), self._stall)
+            except TimeoutError:
+                raise Stall() from None
+            if self.closed:
+                return
+        self._seq += 1
+        event = b"id: %d\ndata: %b\n\n" % (self._seq, message)
+        self._frames.append((self._seq, event))
+        self._bytes += len(event)
+        self._data.set()
+
+    def take_all(self) -> list[tuple[int, bytes]]:
+        out = list(self._frames)
+        self._frames.clear()
+        self._bytes = 0
+        self._data.clear()
+        self._room.set()
+        for item in out:
+            self._sent.append(item)
+            self._sent_bytes += len(item[1])
+        first = out[0][0] if out else self._seq + 1
+        # the window keeps ``window`` bytes of older events plus the whole latest write
+        while self._sent and self._sent_bytes > self._window and self._sent[0][0] < first:
+            self._sent_bytes -= len(self._sent.popleft()[1])
+        return out
+
+    def rewind(self, last_id: int) -> None:
+        """Queue again the sent events after ``last_id`` (those still in the window)."""
+        again = [item for item in self._sent if item[0] > last_id]
+        if self._sent and self._sent[0][0] > last_id + 1:
+            log.warning("stream resumed from event %d but the replay window starts later", last_id)
+        for item in reversed(again):
+            self._frames.appendleft(item)
+            self._bytes += len(item[1])
+        if again:
+            self._data.set()
+
+    async def wait(self, timeout: float) -> bool:
+        if self._frames or self.closed:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._data.wait(), timeout)
+        return bool(self._frames) or self.closed
+
+    def close(self) -> None:
+        self.closed = True
+        self._data.set()
+        self._room.set()
+
+
+class HttpConnection:
+    """One ACP connection: a runtime core plus its SSE streams (or one WebSocket)."""
+
+    def __init__(
+        self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self.server = server
+        self.ws_send = ws_send
+        self.core = server.factory(self._sink)
+        self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
+        self.sessions: dict[str, OutStream] = {}
+        self.waiters: dict[Any, asyncio.Future[bytes]] = {}
+        self.attaching: dict[Any, str] = {}
+        self.closed = False
+        self.last_seen = time.monotonic()
+
+    def busy(self) -> bool:
+        """A WebSocket, an SSE reader or a request in flight keeps a connection alive."""
+        if self.ws_send is not None or self.main.reader is not None:
+            return True
+        if any(s.reader is not None for s in self.sessions.values()):
+            return True
+        return bool(getattr(self.core, "_incoming", None))
+
+    def session_stream(self, sid: str) -> OutStream:
+        s = self.sessions.get(sid)
+        if s is None:
+            s = self.sessions[sid] = OutStream(
+                self.server.stream_buffer, self.server.stall_timeout, self.server.replay_window
+            )
+        return s
+
+    async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        if self.ws_send is not None:
+            for frame, _sid in batch:
+                await self.ws_send(frame)
+            return
+        for frame, sid in batch:
+            # only responses need a look inside: initialize capture, session birth
+            if (self.waiters or self.attaching or sid is None) and await self._route_special(frame):
+                continue
+            target = self.sessions.get(sid) if sid is not None else None
+            try:
+                await (target or self.main).put(frame)
+            except Stall:
+                log.warning(
+                    "connection %s: stream buffer full with no reader; ending the connection",
+                    self.id[:8],
+                )
+                asyncio.get_running_loop().create_task(self.server.remove(self.id))
+                raise
+
+    async def _route_special(self, frame: bytes) -> bool:
+        if b'"result"' not in frame and b'"error"' not in frame:
+            return False
+        try:
+            msg = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return False
+        if type(msg) is not dict or "method" in msg or "id" not in msg:
+            return False
+        rid = msg["id"]
+        fut = self.waiters.pop(rid, None)
+        if fut is not None:
+            if not fut.done():
+                fut.set_result(frame)
+            return True
+        result = msg.get("result")
+        born = result.get("sessionId") if type(result) is dict else None
+        attached = self.attaching.pop(rid, None)
+        if type(born) is str:
+            self.session_stream(born)
+        elif attached is not None and "result" in msg:
+            self.session_stream(attached)
+        if type(born) is str or attached is not None:
+            await self.main.put(frame)
+            return True
+        return False
+
+    async def initialize(self, body: bytes, rid: Any) -> bytes:
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waiters[rid] = fut
+        self.core.feed(body)
+        return await asyncio.wait_for(fut, INITIALIZE_TIMEOUT)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(Exception):
+            await self.core.close()
+        self.main.close()
+        for s in self.sessions.values():
+            s.close()
+
+
+class AcpHttpServer:
+    def __init__(
+        self,
+        factory: ConnectionFactory,
+        *,
+        auth: Auth | None = None,
+        well_known: dict[str, Any] | Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        stream_buffer: int = DEFAULT_STREAM_BUFFER,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        keepalive: float = KEEPALIVE_SECONDS,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        replay_window: int = DEFAULT_REPLAY_WINDOW,
+    ) -> None:
+        self.factory = factory
+        self.replay_window = replay_window
+        self.idle_timeout = idle_timeout
+        self.auth = auth or Auth([])
+        self.well_known: Any = well_known or {}
+        self.max_body = max_body
+        self.stream_buffer = stream_buffer
+        self.stall_timeout = stall_timeout
+        self.keepalive = keepalive
+        self.connections: dict[str, HttpConnection] = {}
+
+    async def remove(self, cid: str) -> None:
+        conn = self.connections.pop(cid, None)
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        for cid in list(self.connections):
+            await self.remove(cid)
+
+    async def sweep(self) -> None:
+        """End connections a client abandoned (never DELETEd): no WebSocket, no SSE
+        reader, no request in flight, nothing received for ``idle_timeout`` seconds.
+        Their sessions stay in the store (a client comes back with session/load)."""
+        if not self.idle_timeout:
+            return
+        while True:
+            await asyncio.sleep(min(self.idle_timeout / 2, 30.0))
+            now = time.monotonic()
+            for cid, conn in list(self.connections.items()):
+                if not conn.busy() and now - conn.last_seen > self.idle_timeout:
+                    log.info("connection %s idle for %.0f s: ended", cid[:8], now - conn.last_seen)
+                    await self.remove(cid)
+
+    # ---- HTTP -------------------------------------------------------------------
+    async def _read_body(self, request: Request) -> bytes | None:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def post(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        ctype = request.headers.get("content-type", "")
+        if not ctype.lower().startswith("application/json"):
+            return _error(415, -32600, "Content-Type must be application/json")
+        body = await self._read_body(request)
+        if body is None:
+            return _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+        try:
+            msg = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return _error(400, -32700, "parse error: invalid JSON")
+        if type(msg) is list:
+            return _error(501, -32600, "batch requests are not supported")
+        if type(msg) is not dict:
+            return _error(400, -32600, "invalid request: expected a JSON object")
+        rid = msg.get("id")
+        if "id" in msg and not (rid is None or type(rid) in (int, str)):
+            # refused here: an unhashable id would break the routing maps below
+            return _error(400, -32600, "invalid request: id must be a string, integer or null")
+        method = msg.get("method")
+        if method == "initialize" and "id" in msg:
+            conn = HttpConnection(self)
+            self.connections[conn.id] = conn
+            try:
+                answer = await conn.initialize(body, rid)
+            except TimeoutError:
+                await self.remove(conn.id)
+                return _error(504, -32603, "initialize timed out")
+            if b'"error"' in answer and "error" in orjson.loads(answer):
+                await self.remove(conn.id)  # a refused initialize opens no connection
+                return Response(answer, status_code=200, media_type="application/json")
+            return Response(
+                answer,
+                status_code=200,
+                media_type="application/json",
+                headers={CONNECTION_ID_HEADER: conn.id},
+            )
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        known = self.connections.get(cid)
+        if known is None:
+            return _error(404, -32600, "unknown connection id")
+        conn = known
+        conn.last_seen = time.monotonic()
+        sid = request.headers.get(SESSION_ID_HEADER)
+        if sid is None and method in SESSION_SCOPED:
+            return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
+        if sid is not None and sid not in conn.sessions:
+            return _error(404, -32600, "unknown session id")
+        if method in _ATTACHING and "id" in msg:
+            params = msg.get("params")
+            target = params.get("sessionId") if type(params) is dict else None
+            if type(target) is str:
+                conn.attaching[msg["id"]] = target
+        conn.core.feed(body)
+        return Response(status_code=202)
+
+    async def get(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        accept = request.headers.get("accept", "")
+        if "text/event-stream" not in accept and "*/*" not in accept:
+            return _error(406, -32600, "Accept must include text/event-stream")
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        conn = self.connections.get(cid)
+        if conn is None:
+            return _error(404, -32600, "unknown connection id")
+        sid = request.headers.get(SESSION_ID_HEADER)
+        if sid is not None and sid not in conn.sessions:
+            return _error(404, -32600, "unknown session id")
+        stream = conn.sessions[sid] if sid is not None else conn.main
+        token = object()
+        stream.reader = token  # a newer GET of the same stream takes over
+        last = request.headers.get("last-event-id", "").strip()
+        if last.isdigit():
+            stream.rewind(int(last))
+        return StreamingResponse(
+            self._sse(stream, token, conn),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "Connection": "keep-alive"},
+        )
+
+    async def _sse(
+        self, stream: OutStream, token: object, conn: HttpConnection
+    ) -> AsyncIterator[bytes]:
+        try:
+            while stream.reader is token:
+                if not await stream.wait(self.keepalive):
+                    yield b": keepalive\n\n"
+                    continue
+                events = stream.take_all()
+                if not events:
+                    if stream.closed:
+                        return
+                    continue
+                yield b"".join([e for _, e in events])
+        finally:
+            if stream.reader is token:
+                stream.reader = None  # nobody reads this stream now
+            conn.last_seen = time.monotonic()
+
+    async def delete(self, request: Request) -> Response:
+        denied = self.auth.check(request.headers)
+        if denied is not None:
+            return denied
+        cid = request.headers.get(CONNECTION_ID_HEADER)
+        if cid is None:
+            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        if cid not in self.connections:
+            return _error(404, -32600, "unknown connection id")
+        await self.remove(cid)
+        return Response(status_code=202)
+
+    async def endpoint(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self.post(request)
+        if request.method == "GET":
+            if request.headers.get("upgrade", "").lower() == "websocket":
+                return _error(400, -32600, "WebSocket upgrade was not completed")
+            return await self.get(request)
+        if request.method == "DELETE":
+            return await self.delete(request)
+        return _error(405, -32600, "method not allowed")
+
+    # ---- WebSocket --------------------------------------------------------------
+    async def websocket(self, ws: WebSocket) -> None:
+        denied = self.auth.check(ws.headers)
+        if denied is not None:
+            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
+            else:
+                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
+            return
+        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
+        self.connections[conn.id] = conn
+        await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
+        try:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    continue  # binary frames are ignored, like the SDK
+                data = text.encode()
+                if len(data) > conn.core.max_message_size:
+                    conn.core.too_large(len(data))
+                    continue
+                conn.core.feed(data)
+        except WebSocketDisconnect:
+            return
+        finally:
+            await self.remove(conn.id)
+
+    # ---- info -------------------------------------------------------------------
+    async def agent_json(self, request: Request) -> Response:
+        doc = self.well_known
+        if callable(doc):
+            doc = self.well_known = await doc()
+        return Response(orjson.dumps(doc), media_type="application/json")
+
+    async def health(self, request: Request) -> Response:
+        return Response(
+            orjson.dumps({"status": "ok", "connections": len(self.connections)}),
+            media_type="application/json",
+        )
+
+
+def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
+    """The ASGI app; ``options`` are those of :class:`AcpHttpServer`."""
+    server = AcpHttpServer(factory, **options)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.get_running_loop().create_task(server.sweep())
+        yield
+        sweeper.cancel()
+        await server.close()
+
+    app = Starlette(
+        routes=[
+            Route(ENDPOINT, server.endpoint, methods=["GET", "POST", "DELETE"]),
+            WebSocketRoute(ENDPOINT, server.websocket),
+            Route("/.well-known/agent.json", server.agent_json, methods=["GET"]),
+            Route("/health", server.health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.acp = server
+    return app
+
+
+def serve(
+    factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
+) -> None:
+    """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
+    _run_uvicorn(create_app(factory, **options), host, port)
+
+
+# ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
+
+_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
+
+
+class _RecordingConnection(Connection):
+    """The runtime core, plus a record of each session's ``session/update`` messages.
+
+    Hook on the core (runtime/jsonrpc.py): overrides ``Connection._enqueue`` -- the one
+    place every outgoing message passes, in wire order -- to copy the session updates of
+    a running turn into a per-session buffer, written to the store before the turn's
+    answer is queued.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorded: dict[str, list[bytes]] = {}
+
+    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+        if session_id is not None and frame.startswith(_UPDATE_PREFIX):
+            buf = self.recorded.get(session_id)
+            if buf is not None:
+                buf.append(frame)
+        super()._enqueue(frame, session_id)
+
+
+def _session_state(s: Any) -> dict[str, Any]:
+    return {"config_raw": s.config_raw, "state": s.state, "turns": s.turns}
+
+
+def _unknown(sid: Any) -> RpcError:
+    return invalid_params(
+        f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
+    )
+
+
+STORE_RETRY_DELAYS = (0.05, 0.25)
+
+
+async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any = None) -> Any:
+    """Run one store call, retried twice (a locked database is often free a moment later);
+    when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
+    for delay in (*STORE_RETRY_DELAYS, None):
+        try:
+            return await op()
+        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's
+            if delay is None:
+                log.error("session store: %s (%s: %s)", failure, type(exc).__name__, str(exc)[:200])
+                break
+            await asyncio.sleep(delay)
+    raise RpcError(
+        -32603,
+        f"session store unavailable: {failure}",
+        {"name": "StoreUnavailable", "transient": True, "details": details},
+    )
+
+
+def agent_factory(
+    agent_cls: type[AgentRuntime],
+    store: SessionStore,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> ConnectionFactory:
+    """Build the per-connection runtime for ``create_app``; sessions persist in ``store``.
+
+    ``session/new``, ``session/set_config_option`` and every finished ``session/prompt``
+    are saved before they are answered; ``session/load`` rebuilds a session from the
+    store (in any process sharing it) and replays its history as ``session/update``
+    notifications; ``session/resume`` rebuilds it without replay.  When the manifest
+    declares ``output_modes.async.callback``, a prompt with ``_meta.callbackUrl`` also gets
+    its result POSTed there, signed (see ``callbacks.py``).  Both answer with the
+    ``sessionId`` in the result so SDK clients open that session's SSE stream.
+
+    When the store fails (database locked, disk full; after two retries) nothing is
+    acknowledged that is not saved: ``session/new`` and ``session/set_config_option``
+    answer a transient -32603 ``StoreUnavailable`` error and change nothing; a finished
+    turn whose save fails answers that error too (with the turn's ``stopReason`` in
+    ``data.details``: its updates were streamed), and its messages are kept in memory and
+    written ahead of the session's next saved turn (and replayed by ``session/load``).
+    """
+
+    modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
+    async_mode = modes.get("async") if type(modes) is dict else None
+    callbacks = (
+        CallbackSender() if type(async_mode) is dict and async_mode.get("callback") else None
+    )
+
+    unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session, in order
+
+    def factory(sink: Sink) -> CoreConnection:
+        rt = agent_cls()
+
+        async def restore(params: Any) -> tuple[str, Any]:
+            sid = params.get("sessionId") if type(params) is dict else None
+            if type(sid) is not str:
+                raise _unknown(sid)
+            s = rt.sessions.get(sid)
+            if s is None:
+                saved = await _durably("could not load the session", lambda: store.load(sid))
+                if saved is None:
+                    raise _unknown(sid)
+                raw = saved.get("config_raw") or {}
+                config = rt._validate_config(raw, ("params", "sessionId"))
+                s = Session(sid, config, raw, saved.get("state") or rt._machine.initial)
+                s.turns = int(saved.get("turns") or 0)
+                rt.sessions[sid] = s
+            return sid, s
+
+        async def prompt(params: dict[str, Any], ctx: Any) -> Any:
+            sid = params["sessionId"]
+            if sid not in rt.sessions:
+                await restore_if_saved(sid, params)  # a prompt after a restart, no load first
+            if sid not in rt.sessions:
+                return await rt.handle_request("session/prompt", params, ctx)
+            buf = conn.recorded.setdefault(sid, [])
+            blocks = params.get("prompt")
+            for block in blocks if type(blocks) is list else ():
+                update = {"sessionUpdate": "user_message_chunk", "content": block}
+                buf.append(
+                    orjson.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "session/update",
+                            "params": {"sessionId": sid, "update": update},
+                        }
+                    )
+                )
+            meta = params.get("_meta")
+            callback = (
+                meta.get("callbackUrl") if type(meta) is dict and callbacks is not None else None
+            )
+            try:
+                result = await rt.handle_request("session/prompt", params, ctx)
+            except BaseException:
+                with contextlib.suppress(RpcError):  # the turn's own error is the answer
+                    await save_turn(sid, None)
+                raise
+            frames = await save_turn(sid, result)
+            if callback is not None and callbacks is not None and type(result) is dict:
+                updates = [orjson.loads(f)["params"]["update"] for f in frames]
+                updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]
+                callbacks.schedule(
+                    callback,
+                    {
+                        "sessionId": sid,
+                        "stopReason": result.get("stopReason"),
+                        "updates": updates,
+                    },
+                )
+            return result
+
+        async def restore_if_saved(sid: str, params: Any) -> None:
+            saved = await _durably("could not load the session", lambda: store.load(sid))
+            if saved is not None:
+                await restore(params)
+
+        async def save_turn(sid: str, result: Any) -> list[bytes]:
+            """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""
+            frames = conn.recorded.pop(sid, [])
+            s = rt.sessions.get(sid)
+            if s is None:
+                return frames
+            batch = unsaved.pop(sid, []) + frames
+            state = _session_state(s)
+            stop = result.get("stopReason") if type(result) is dict else None
+            try:
+                await _durably(
+                    "the turn finished but was not saved",
+                    lambda: store.save_turn(sid, state, batch),
+                    {"stopReason": stop},
+                )
+            except RpcError:
+                unsaved[sid] = batch
+                raise
+            return frames
+
+        async def on_request(method: str, params: Any, ctx: Any) -> Any:
+            if method in ("session/load", "session/resume"):
+                sid, s = await restore(params)
+                if method == "session/load":
+                    history = await _durably(
+                        "could not read the session history", lambda: store.history(sid)
+                    )
+                    for frame in [*history, *unsaved.get(sid, ())]:
+                        conn.send_raw(frame, sid)
+                result: dict[str, Any] = {"sessionId": sid}
+                opts = rt._config_options(s.config_raw)
+                if opts:
+                    result["configOptions"] = opts
+                return result
+            if (
+                method == "session/prompt"
+                and type(params) is dict
+                and type(params.get("sessionId")) is str
+            ):
+                return await prompt(params, ctx)
+            before = None
+            if method == "session/set_config_option" and type(params) is dict:
+                target = rt.sessions.get(str(params.get("sessionId")))
+                before = (target, target.config, target.config_raw) if target else None
+            result = await rt.handle_request(method, params, ctx)
+            if method == "initialize" and type(result) is dict:
+                caps = result.get("agentCapabilities")
+                if type(caps) is dict:
+                    caps["loadSession"] = True
+                    sc = caps.setdefault("sessionCapabilities", {})
+                    if type(sc) is dict:
+                        sc.setdefault("resume", {})
+            elif (
+                method == "session/new"
+                and type(result) is dict
+                and type(result.get("sessionId")) is str
+            ):
+                new_sid = result["sessionId"]
+                state = _session_state(rt.sessions[new_sid])
+                try:
+                    await _durably(
+                        "the session was not created", lambda: store.save(new_sid, state)
+                    )
+                except RpcError:
+                    rt.sessions.pop(new_sid, None)
+                    raise
+            elif before is not None:
+                changed, config, config_raw = before
+                state = _session_state(changed)
+                try:
+                    await _durably(
+                        "the option was not changed", lambda: store.save(changed.id, state)
+                    )
+                except RpcError:
+                    changed.config, changed.config_raw = config, config_raw
+                    raise
+            return result
+
+        conn = _RecordingConnection(
+            sink,
+            on_request,
+            rt.handle_notification,
+            max_message_size=max_message_size,
+            immediate_notifications=immediate_methods(),
+        )
+        rt.attach(conn)
+        return conn
+
+    return factory
+
+
+def app_for(
+    agent_cls: type[AgentRuntime],
+    *,
+    store: SessionStore | None = None,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    **options: Any,
+) -> Starlette:
+    """The ASGI app of a generated agent: auth and the well-known document from its manifest.
+
+    The store defaults to SQLite at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
+    """
+    manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
+    if store is None:
+        path = os.environ.get("ACP_SESSION_DB") or f"{manifest.get('name', 'agent')}-sessions.db"
+        store = SqliteSessionStore(path)
+
+    async def document() -> dict[str, Any]:
+        info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
+        info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
+        caps = info.get("capabilities")
+        if type(caps) is dict and "loadSession" in caps:
+            caps["loadSession"] = True  # over HTTP, sessions persist (see agent_factory)
+        return info
+
+    options.setdefault("auth", Auth.from_manifest(manifest))
+    options.setdefault("well_known", document)
+    options.setdefault("max_body", max_message_size)
+    return create_app(agent_factory(agent_cls, store, max_message_size), **options)
+
+
+def serve_http(
+    agent_cls: type[AgentRuntime], host: str = "127.0.0.1", port: int = 8000, **options: Any
+) -> None:
+    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
+
+    app = app_for(agent_cls, **options)
+    _run_uvicorn(app, host, port)
+
+
+def _run_uvicorn(app: Any, host: str, port: int) -> None:
+    """uvicorn with its log handlers redacting registered secrets (see jsonrpc.redact)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(RedactingFilter())
+    uvicorn.Server(config).run()

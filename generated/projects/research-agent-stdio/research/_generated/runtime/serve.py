@@ -1,0 +1,132 @@
+"""Entry points: run an agent or a client over a transport.
+
+`serve_agent_stdio(agent)` is the stdio transport glue; HTTP lives in `http_*.py`
+and plugs into the same `Connection` (see jsonrpc.py's module docstring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from .agent import AgentRuntime, immediate_methods
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
+from .stdio import claim_stdout, open_stdio, read_frames
+
+
+def agent_connection(
+    agent: AgentRuntime, sink: Any, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> Connection:
+    """A connection whose incoming messages go to `agent` (any transport)."""
+    conn = Connection(
+        sink,
+        agent.handle_request,
+        agent.handle_notification,
+        max_message_size=max_message_size,
+        immediate_notifications=immediate_methods(),
+    )
+    agent.attach(conn)
+    return conn
+
+
+async def serve_agent_stdio(
+    agent: AgentRuntime, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> None:
+    out_fd = claim_stdout()
+    reader, sink = await open_stdio(out_fd)
+    conn = agent_connection(agent, sink, max_message_size)
+    try:
+        await read_frames(reader, conn, max_message_size)
+    finally:
+        await conn.close()
+
+
+def _max_size() -> int:
+    raw = os.environ.get("ACP_MAX_MESSAGE_SIZE")
+    try:
+        return int(raw) if raw else DEFAULT_MAX_MESSAGE_SIZE
+    except ValueError:
+        return DEFAULT_MAX_MESSAGE_SIZE
+
+
+def run_agent(
+    agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio"
+) -> None:
+    """The generated project's console script."""
+    ap = argparse.ArgumentParser(prog=getattr(agent_cls, "_acp_manifest", {}).get("name", "agent"))
+    ap.add_argument("--max-message-size", type=int, default=_max_size())
+    if transport == "http":
+        ap.add_argument("--host", default="127.0.0.1")
+        ap.add_argument("--port", type=int, default=8000)
+    args = ap.parse_args(argv)
+    stderr_logging()
+    if transport == "http":
+        from .http_server import serve_http  # the HTTP transport (SSE + WebSocket + session store)
+
+        serve_http(
+            agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size
+        )
+        return
+    try:
+        asyncio.run(serve_agent_stdio(agent_cls(), max_message_size=args.max_message_size))
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)
+
+
+def run_client(
+    client_cls: type[Any],
+    proxy_cls: type[Any],
+    argv: list[str] | None = None,
+    *,
+    transport: str = "stdio",
+) -> None:
+    """Start the agent command, open a session, send each stdin line as a prompt."""
+    ap = argparse.ArgumentParser()
+    if transport == "http":
+        ap.add_argument("--url", required=True)
+    ap.add_argument("command", nargs="*")
+    args = ap.parse_args(argv)
+    stderr_logging()
+    if transport == "http":
+        from .http_client import run_http_client  # type: ignore[import-not-found]  # provided by the HTTP transport
+
+        run_http_client(client_cls, proxy_cls, args.url)
+        return
+    if not args.command:
+        ap.error("give the agent command after --")
+    asyncio.run(_client_repl(client_cls(), proxy_cls, args.command))
+
+
+async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) -> None:
+    from .client import spawn_agent
+
+    async with spawn_agent(client, proxy_cls, *command) as agent:
+        await agent.call(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {},
+                "clientInfo": {"name": "client", "version": "0"},
+            },
+        )
+        sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            result = await agent.call(
+                "session/prompt",
+                {
+                    "sessionId": sess["sessionId"],
+                    "prompt": [{"type": "text", "text": line.rstrip("\n")}],
+                },
+            )
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            stop = result.get("stopReason", "accepted") if isinstance(result, dict) else result
+            print(f"[turn: {stop}]", file=sys.stderr)

@@ -1,0 +1,183 @@
+"""Session persistence: the ``SessionStore`` interface and its embedded SQLite default.
+
+What is stored per session (enough to rebuild it in a fresh process and to replay it):
+
+* ``state``: a JSON object the runtime owns — the raw config (``config_raw``), the
+  conversation state name, the turn count; opaque to the store;
+* ``history``: the ordered list of wire messages of the session that a client needs
+  to rebuild its view on ``session/load`` (the user's prompts as ``user_message_chunk``
+  updates and every ``session/update`` the agent sent), appended in batches.
+
+``SqliteSessionStore`` (the default, stdlib ``sqlite3``, no server) keeps everything in
+one file in WAL mode with ``synchronous=NORMAL``; every call runs in a worker thread
+(``asyncio.to_thread``) behind one lock, so the event loop never blocks on the disk.
+A write is durable when the awaited call returns: the HTTP transport saves a session
+before it answers the request that changed it, so an acknowledged change survives a
+crash or restart.
+
+Replicas behind a load balancer: write a second implementation of the same six
+methods on a shared server and pass it to ``serve_http(..., store=...)``.  With
+Postgres: one ``sessions(id text primary key, state jsonb, updated timestamptz)`` table
+(``INSERT .. ON CONFLICT (id) DO UPDATE``) and one ``history(session_id, seq bigserial,
+message jsonb)`` table read ``ORDER BY seq``; with Redis: ``SET acp:s:<id>`` for the
+state and ``RPUSH``/``LRANGE acp:h:<id>`` for the history.  Any replica can then serve
+``session/load`` / ``session/resume`` for a session created on another one; a
+connection's SSE streams stay on the replica that holds the connection (route on the
+``Acp-Connection-Id`` header or an affinity cookie), while sessions move freely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+
+class SessionStore(Protocol):
+    async def save(self, session_id: str, state: dict[str, Any]) -> None: ...
+    async def load(self, session_id: str) -> dict[str, Any] | None: ...
+    async def append_history(self, session_id: str, messages: list[bytes]) -> None: ...
+    async def history(self, session_id: str) -> list[bytes]: ...
+    async def delete(self, session_id: str) -> None: ...
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        """``append_history`` + ``save`` as one atomic write (one per finished turn)."""
+        ...
+
+
+class MemorySessionStore:
+    """In-process store (tests, or when nothing must survive a restart)."""
+
+    def __init__(self) -> None:
+        self._state: dict[str, bytes] = {}
+        self._history: dict[str, list[bytes]] = {}
+
+    async def save(self, session_id: str, state: dict[str, Any]) -> None:
+        self._state[session_id] = orjson.dumps(state)
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        raw = self._state.get(session_id)
+        return orjson.loads(raw) if raw is not None else None
+
+    async def append_history(self, session_id: str, messages: list[bytes]) -> None:
+        self._history.setdefault(session_id, []).extend(messages)
+
+    async def history(self, session_id: str) -> list[bytes]:
+        return list(self._history.get(session_id, ()))
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        await self.append_history(session_id, messages)
+        await self.save(session_id, state)
+
+    async def delete(self, session_id: str) -> None:
+        self._state.pop(session_id, None)
+        self._history.pop(session_id, None)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
+"""
+
+
+class SqliteSessionStore:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+        """``busy_timeout``: how long one call waits for a lock held by another process
+        before it fails (the HTTP transport then retries twice, see ``_durably``)."""
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
+        )
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def _run(self, fn: Any, *args: Any) -> Any:
+        with self._lock:
+            return fn(*args)
+
+    def _save(self, sid: str, state: bytes) -> None:
+        self._db.execute(
+            "INSERT INTO sessions (id, state) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+            (sid, state),
+        )
+
+    def _load(self, sid: str) -> bytes | None:
+        row = self._db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()
+        return row[0] if row else None
+
+    def _append(self, sid: str, messages: list[bytes]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(
+                "INSERT INTO history (session_id, message) VALUES (?, ?)",
+                [(sid, m) for m in messages],
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _turn(self, sid: str, state: bytes, messages: list[bytes]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            if messages:
+                self._db.executemany(
+                    "INSERT INTO history (session_id, message) VALUES (?, ?)",
+                    [(sid, m) for m in messages],
+                )
+            self._save(sid, state)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _history(self, sid: str) -> list[bytes]:
+        rows = self._db.execute(
+            "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,)
+        ).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def _delete(self, sid: str) -> None:
+        self._db.execute("BEGIN")
+        self._db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+        self._db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
+        self._db.execute("COMMIT")
+
+    async def save(self, session_id: str, state: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._run, self._save, session_id, orjson.dumps(state))
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        raw = await asyncio.to_thread(self._run, self._load, session_id)
+        return orjson.loads(raw) if raw is not None else None
+
+    async def append_history(self, session_id: str, messages: list[bytes]) -> None:
+        if messages:
+            await asyncio.to_thread(self._run, self._append, session_id, messages)
+
+    async def history(self, session_id: str) -> list[bytes]:
+        result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
+        return result
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        await asyncio.to_thread(self._run, self._turn, session_id, orjson.dumps(state), messages)
+
+    async def delete(self, session_id: str) -> None:
+        await asyncio.to_thread(self._run, self._delete, session_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -349,12 +349,6 @@ def test_mail_composer_declined_approval_cancels_the_turn(project: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: after a declined interrupt the session stays in `running` "
-    "(templates/runtime/agent.py _run_turn returns on InterruptDeclined without a "
-    "transition), so the next prompt gets -32002",
-)
 def test_mail_composer_prompt_after_a_declined_approval(project: Any) -> None:
     env = project("mail-composer")
 

@@ -761,12 +761,14 @@ class AgentRuntime:
     async def _run_turn(self, s: Session, turn: Turn, input: Any) -> str:
         """Run the handler; returns the stop reason (raises RpcError on failure)."""
         limit = asyncio.timeout(self.turn_timeout)
+        ended = False
         try:
             async with limit:
                 out = await self.prompt(turn, input)
                 if out is not None:
                     await turn.send_output(out)
             self._transition(s, "agent", "agent_message")
+            ended = True
             return turn.stop_reason
         except TimeoutError as exc:
             if not limit.expired():  # the handler's own timeout: an error like any other
@@ -796,7 +798,9 @@ class AgentRuntime:
                 err = RpcError(-32603, "internal error")
             raise err from None
         finally:
-            if s.state != self._machine.initial and s.cancel_requested:
+            # A turn that did not end with the agent's message (cancelled, declined
+            # interrupt, error) leaves the session ready for the next prompt.
+            if not ended and s.state != self._machine.initial:
                 s.state = self._machine.initial
             s.task = None
 

@@ -140,7 +140,8 @@ async def drive(
 
 def run(which: str, args: argparse.Namespace) -> tuple[float, float]:
     port = free_port()
-    env = {**os.environ, "ACP_SESSION_DB": str(Path(tempfile.mkdtemp()) / "bench.db")}
+    db = args.session_db or str(Path(tempfile.mkdtemp()) / "bench.db")
+    env = {**os.environ, "ACP_SESSION_DB": db}
     proc = subprocess.Popen([sys.executable, __file__, "--serve", which, str(port)], env=env)
     try:
         deadline = time.monotonic() + 20
@@ -171,6 +172,11 @@ def main() -> None:
     ap.add_argument("--stream-prompts", type=int, default=20)
     ap.add_argument("--blocks", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--session-db",
+        help="our session store (default: a SQLite file, every turn saved; ':memory:' "
+        "measures the transport without the disk: the SDK server persists nothing)",
+    )
     args = ap.parse_args()
     results: dict[str, list[tuple[float, float]]] = {"ours": [], "sdk": []}
     for _ in range(args.rounds):  # interleaved so both see the same machine load

@@ -350,3 +350,20 @@ def test_update_follows_the_manifest(tmp_path: Path) -> None:
     code, out = invoke("update", "--project", str(target))
     assert code == 0, out
     assert "Finds {{ more }} papers." in (target / "README.md").read_text()
+
+
+def test_new_refuses_an_invalid_manifest_located_in_the_users_file(tmp_path: Path) -> None:
+    """`agentgen new` validates first: the error names the user's file, line, column and
+    pointer (not the project's copy), and nothing is created."""
+    from typer.testing import CliRunner
+
+    from generator.cli import app
+
+    bad = tmp_path / "q.yaml"
+    bad.write_text('name: q\nversion: "1"\nconfig:\n  options:\n    - {id: Bad Id, type: string}\n')
+    target = tmp_path / "out"
+    result = CliRunner().invoke(app, ["new", str(target), "--manifest", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:5:12: /config/options/0/id:" in result.output
+    assert "agent.yaml" not in result.output
+    assert not target.exists()

@@ -92,7 +92,10 @@ def main() -> int:
         if proc.returncode != 0 or missing:
             print(f"demo: FAILED (exit {proc.returncode}; not echoed: {missing})", file=sys.stderr)
             return 1
-        print(f"\ndemo: OK, {len(PROMPTS)} prompts echoed; projects in {work}")
+        print(
+            f"\ndemo: OK, {len(PROMPTS)} prompts echoed"
+            + (f"; projects kept in {work}" if args.keep else "")
+        )
         return 0
     finally:
         if args.keep is None:

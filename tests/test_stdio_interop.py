@@ -606,3 +606,48 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"stop": "end_turn", "chunks": [f"x{i}" for i in range(10)]}
+
+
+@pytest.mark.slow
+def test_interrupt_on_a_revision_without_elicitation(tmp_path: Path, shared_acp: Path) -> None:
+    """The legacy schema has no `elicitation/create`: an interrupt becomes its equivalent,
+    `session/request_permission` with approve/decline options; approving resumes the
+    handler with the resume schema's required booleans set, declining ends the turn
+    `cancelled`, and the session takes the next prompt either way."""
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["interrupts"][0]["resume"]["schema"]["required"] = ["approved"]
+    env = build_agent(tmp_path, shared_acp, rev="legacy", unstable=False, manifest=manifest)
+
+    async def turn(raw: Raw, sid: str, rid: int, choice: str) -> tuple[dict[str, Any], list[Any]]:
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "ask"}]}
+        await raw.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": prompt})
+        while True:
+            msg = await raw.recv()
+            if msg.get("method") == "session/request_permission":
+                break
+            assert "elicitation" not in str(msg.get("method")), msg
+        params = msg["params"]
+        assert params["sessionId"] == sid
+        assert params["toolCall"]["title"] == "approve the action"
+        assert params["toolCall"]["rawInput"] == {"action": "delete"}
+        kinds = {o["optionId"]: o["kind"] for o in params["options"]}
+        assert kinds == {"accept": "allow_once", "decline": "reject_once"}
+        outcome = {"outcome": {"outcome": "selected", "optionId": choice}}
+        await raw.send({"jsonrpc": "2.0", "id": msg["id"], "result": outcome})
+        return await raw.until_id(rid)
+
+    async def main() -> None:
+        raw = await Raw.start(env)
+        sid = await _session(raw)
+        answer, seen = await turn(raw, sid, 10, "accept")
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        texts = [m["params"]["update"]["content"]["text"] for m in seen if m.get("method")]
+        assert texts == ["approved=True"]
+        answer, seen = await turn(raw, sid, 11, "decline")
+        assert answer["result"]["stopReason"] == "cancelled", answer
+        answer, _ = await turn(raw, sid, 12, "accept")  # not stuck in a running state
+        assert answer["result"]["stopReason"] == "end_turn", answer
+        rc, err = await raw.stop()
+        assert rc == 0, err
+
+    asyncio.run(main())

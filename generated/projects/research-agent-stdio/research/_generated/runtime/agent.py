@@ -912,19 +912,22 @@ class AgentRuntime:
             "type": "object",
             "properties": {},
         }
-        req = {
-            "sessionId": s.id,
-            "mode": "form",
-            "message": spec.get("description") or name,
-            "requestedSchema": resume_schema,
-            "_meta": {"interrupt": name, "payload": _model_dump(payload)},
-        }
-        answer = await conn.request("elicitation/create", req)
-        action = answer.get("action") if type(answer) is dict else None
+        if self.PROFILE.get("elicitation", True):
+            req = {
+                "sessionId": s.id,
+                "mode": "form",
+                "message": spec.get("description") or name,
+                "requestedSchema": resume_schema,
+                "_meta": {"interrupt": name, "payload": _model_dump(payload)},
+            }
+            answer = await conn.request("elicitation/create", req)
+            action = answer.get("action") if type(answer) is dict else None
+            content = (answer.get("content") if type(answer) is dict else None) or {}
+        else:
+            action, content = await self._permission_interrupt(turn, name, spec, payload)
         if action != "accept":
             raise InterruptDeclined(name, str(action))
         self._transition(s, "client", "resume")
-        content = answer.get("content") or {}
         cls = self._mclass(_camel(name) + "Resume")
         if cls is None:
             return content
@@ -934,6 +937,44 @@ class AgentRuntime:
             if hasattr(exc, "errors"):
                 raise from_validation_error(exc, ("resume", name)) from None
             raise
+
+    async def _permission_interrupt(
+        self, turn: Turn, name: str, spec: dict[str, Any], payload: Any
+    ) -> tuple[str, dict[str, Any]]:
+        """An interrupt on a revision without `elicitation/create`: its equivalent is
+        `session/request_permission` (approve / decline). The answer is one bit, so
+        approving sets the resume schema's required boolean fields to true; a resume
+        schema that needs more than that is answered by the resume model's validation
+        error (declare such interrupts on a revision with elicitation)."""
+        conn = self.connection
+        assert conn is not None
+        self._interrupts_sent = getattr(self, "_interrupts_sent", 0) + 1
+        req = {
+            "sessionId": turn.session.id,
+            "toolCall": {
+                "toolCallId": f"interrupt-{name}-{self._interrupts_sent}",
+                "title": spec.get("description") or name,
+                "rawInput": _model_dump(payload),
+            },
+            "options": [
+                {"optionId": "accept", "name": "Approve", "kind": "allow_once"},
+                {"optionId": "decline", "name": "Decline", "kind": "reject_once"},
+            ],
+            "_meta": {"interrupt": name},
+        }
+        answer = await conn.request("session/request_permission", req)
+        outcome = answer.get("outcome") if type(answer) is dict else None
+        chosen = outcome.get("optionId") if type(outcome) is dict else None
+        if chosen != "accept":
+            return str(chosen or "cancel"), {}
+        schema = (spec.get("resume") or {}).get("schema") or {}
+        props = schema.get("properties") or {}
+        content = {
+            key: True
+            for key in schema.get("required") or ()
+            if type(props.get(key)) is dict and props[key].get("type") == "boolean"
+        }
+        return "accept", content
 
 
 def _turn_timeout(rt: AgentRuntime) -> float | None:

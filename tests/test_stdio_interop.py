@@ -113,32 +113,18 @@ def build_agent(
     unstable: bool = True,
     manifest: dict | None = None,
 ) -> dict[str, str]:
-    sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
+    """Render the `tagent` package (this file's HANDLERS and MANIFEST); returns its env."""
+    from hardening_support import build
 
-    suffix = ".unstable" if unstable else ""
-    schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
-    meta_path = shared_acp / rev / f"meta{suffix}.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
-    files = render_generated(
-        schema=schema,
-        meta=meta,
+    return build(
+        tmp,
+        shared_acp,
+        "tagent",
+        rev=rev,
+        unstable=unstable,
         manifest=manifest or MANIFEST,
-        role="agent",
-        transport="stdio",
-        package="tagent",
+        handlers=HANDLERS,
     )
-    pkg = tmp / "tagent"
-    for rel, text in files.items():
-        p = pkg / "_generated" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text(HANDLERS)
-    (pkg / "__main__.py").write_text(
-        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
-    )
-    return {**os.environ, "PYTHONPATH": str(tmp)}
 
 
 class Raw:

@@ -948,11 +948,10 @@ class AgentRuntime:
         error (declare such interrupts on a revision with elicitation)."""
         conn = self.connection
         assert conn is not None
-        self._interrupts_sent = getattr(self, "_interrupts_sent", 0) + 1
         req = {
             "sessionId": turn.session.id,
             "toolCall": {
-                "toolCallId": f"interrupt-{name}-{self._interrupts_sent}",
+                "toolCallId": f"interrupt-{name}-{uuid.uuid4().hex[:12]}",
                 "title": spec.get("description") or name,
                 "rawInput": _model_dump(payload),
             },

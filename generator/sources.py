@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .errors import AgentgenError
+from .files import write_atomic
 
 __all__ = [
     "LOCK_NAME",
@@ -247,19 +248,8 @@ def _write_cached(entry: Path, raw: bytes) -> None:
     """Store a fetched file and its sha256 (atomically); a cache that cannot be written
     only costs a fetch next time."""
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        for target, data in (
-            (entry.with_name(entry.name + ".sha256"), _sha256(raw).encode()),
-            (entry, raw),
-        ):
-            fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+        write_atomic(entry.with_name(entry.name + ".sha256"), _sha256(raw).encode())
+        write_atomic(entry, raw)
     except OSError:
         pass
 

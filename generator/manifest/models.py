@@ -435,6 +435,7 @@ def _generate(manifest: Any, source_label: str, where: str) -> str:
 
 def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
     """`agentgen models --manifest agent.yaml -o OUT.py` (AGNTCY manifests too)."""
+    from ..files import write_output
     from .format import read_manifest
     from .load import load_manifest
 
@@ -444,11 +445,7 @@ def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
     src = generate_manifest_models(
         loaded.data, source_label=Path(manifest_path).name, source=loaded.source
     )
-    try:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(src, encoding="utf-8")
-    except OSError as err:
-        raise AgentgenError(f"cannot write the models: {err.strerror}", source=str(out)) from None
+    write_output(out, src, "the models")
     return 0
 
 

@@ -10,8 +10,6 @@ a sentinel module with the base's source, found with `ast`.
 from __future__ import annotations
 
 import ast
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -338,30 +336,13 @@ def generate_models(
     return ruff_format(_inline_base(code, unions, source_label), "models.py")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same directory."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    except OSError as exc:
-        raise AgentgenError(f"cannot write here: {exc.strerror}", source=str(path)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise AgentgenError(f"cannot write the models: {exc.strerror}", source=str(path)) from None
-
-
 def run_models(schema_spec: str | None, *, meta: str | None = None, out: Path) -> int:
     """`agentgen models SCHEMA [--meta M] -o OUT.py`."""
+    from ..files import write_output
     from ..sources import load_meta, load_schema
 
     source = load_schema(schema_spec)
     meta_data = load_meta(meta).data if meta else None
     text = generate_models(source.data, meta=meta_data, source_label=source.origin)
-    write_atomic(out, text)
+    write_output(out, text, "the models")
     return 0

@@ -14,12 +14,12 @@ import keyword
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import AgentgenError
+from ..files import write_atomic
 from . import inputs
 
 GENERATED = "_generated"
@@ -253,16 +253,7 @@ def write_generated(generated_dir: Path, files: dict[str, str]) -> None:
     generated_dir.mkdir(parents=True, exist_ok=True)
     for rel in added + modified:
         check_relpath(rel)
-        target = generated_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(files[rel].encode("utf-8"))
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(generated_dir / rel, files[rel])
     for rel in removed:
         (generated_dir / rel).unlink()
     # drop directories emptied by removals (never the package itself)

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from ..errors import AgentgenError
 
 # Formats whose default pydantic type needs an optional package (email-validator):
 # generated projects must run with pydantic alone, so these stay plain strings.
@@ -89,28 +86,16 @@ def models_from_schema(
     """The module for `schema`: one class per `$defs` entry (and the root when
     `root_class` is given), inline objects named after their parent (`InputAddress`),
     and which class each schema location became."""
-    from datamodel_code_generator import (
-        DataModelType,
-        Error,
-        InputFileType,
-        PythonVersion,
-        generate,
-    )
     from datamodel_code_generator.enums import NamingStrategy
     from datamodel_code_generator.format import Formatter
     from datamodel_code_generator.parser import LiteralType
 
+    from .. import codegen
+
     options: dict[str, Any] = {
-        "input_file_type": InputFileType.JsonSchema,
-        "output_model_type": DataModelType.PydanticV2BaseModel,
-        "target_python_version": PythonVersion.PY_311,
-        "snake_case_field": True,
         "allow_population_by_field_name": True,
         "use_schema_description": True,
         "use_field_description": True,
-        "use_annotated": True,
-        "field_constraints": True,
-        "disable_timestamp": True,
         "naming_strategy": NamingStrategy.ParentPrefixed,
         "enum_field_as_literal": LiteralType.All,
         "type_mappings": [f"{f}=string" for f in _PLAIN_STRING_FORMATS],
@@ -125,20 +110,12 @@ def models_from_schema(
     with tempfile.TemporaryDirectory(prefix="agentgen-models-") as tmp:
         out_path, meta_path = Path(tmp) / "models.py", Path(tmp) / "models.json"
         options["output"], options["emit_model_metadata"] = out_path, meta_path
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                generate(json.dumps(free_form_objects(schema), ensure_ascii=False), **options)
-        except Error as err:
-            first = (str(err).splitlines() or [""])[0][:300]
-            raise AgentgenError(f"cannot generate models: {first}", source=source) from None
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as err:
-            # a schema the generator trips over: located at the source, never a traceback
-            raise AgentgenError(
-                f"cannot generate models ({type(err).__name__})",
-                source=source,
-                hint="check the embedded JSON Schemas with `agentgen validate`",
-            ) from None
+        codegen.run(
+            json.dumps(free_form_objects(schema), ensure_ascii=False),
+            source=source,
+            hint="check the embedded JSON Schemas with `agentgen validate`",
+            **options,
+        )
         src = out_path.read_text(encoding="utf-8")
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     classes = {

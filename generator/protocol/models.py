@@ -10,7 +10,6 @@ a sentinel module with the base's source, found with `ast`.
 from __future__ import annotations
 
 import ast
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -248,46 +247,24 @@ def _header(source_label: str) -> str:
 
 
 def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
-    from datamodel_code_generator import (
-        DataModelType,
-        InputFileType,
-        PythonVersion,
-        generate,
-    )
+    from .. import codegen
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = generate(
-                normalized,
-                input_file_type=InputFileType.JsonSchema,
-                output_model_type=DataModelType.PydanticV2BaseModel,
-                target_python_version=PythonVersion.PY_311,
-                base_class=f"{BASE_MODULE}.{BASE_CLASS}",
-                custom_file_header=header,
-                disable_timestamp=True,
-                snake_case_field=True,
-                use_annotated=True,
-                field_constraints=True,
-                use_union_operator=True,
-                use_standard_collections=True,
-                use_double_quotes=True,
-                set_default_enum_member=True,
-                # wire strings stay strings: a URL type would normalise them (add a
-                # trailing slash...) and the dump would differ from what was parsed
-                type_mappings=list(STRING_FORMATS),
-                field_extra_keys=set(FIELD_EXTRA_KEYS),
-                formatters=[],
-            )
-    except AgentgenError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the generator's own errors: one located line
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AgentgenError(
-            f"datamodel-code-generator could not turn the schema into models: {detail[:300]}",
-            source=source_label,
-            pointer="/$defs",
-        ) from None
+    out = codegen.run(
+        normalized,
+        source=source_label,
+        pointer="/$defs",
+        base_class=f"{BASE_MODULE}.{BASE_CLASS}",
+        custom_file_header=header,
+        use_union_operator=True,
+        use_standard_collections=True,
+        use_double_quotes=True,
+        set_default_enum_member=True,
+        # wire strings stay strings: a URL type would normalise them (add a
+        # trailing slash...) and the dump would differ from what was parsed
+        type_mappings=list(STRING_FORMATS),
+        field_extra_keys=set(FIELD_EXTRA_KEYS),
+        formatters=[],
+    )
     if not isinstance(out, str):
         raise AgentgenError(
             "datamodel-code-generator returned several modules for one schema",

@@ -1,0 +1,47 @@
+"""The one call into datamodel-code-generator (pinned exactly in pyproject.toml).
+
+Protocol models (`protocol/models.py`) and manifest models (`manifest/datamodel.py`)
+both come through `run`: the options every agentgen module shares, the generator's
+warnings kept off the user's terminal, and any failure of the generator on a schema
+turned into one located AgentgenError, never a traceback.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from .errors import AgentgenError
+
+
+def run(
+    schema: Any, *, source: str, pointer: str | None = None, hint: str | None = None, **options: Any
+) -> Any:
+    """`datamodel_code_generator.generate(schema, ...)` with the shared options; `options`
+    add to or override them. Returns what `generate` returns."""
+    from datamodel_code_generator import DataModelType, InputFileType, PythonVersion, generate
+
+    shared: dict[str, Any] = {
+        "input_file_type": InputFileType.JsonSchema,
+        "output_model_type": DataModelType.PydanticV2BaseModel,
+        "target_python_version": PythonVersion.PY_311,
+        "snake_case_field": True,
+        "use_annotated": True,
+        "field_constraints": True,
+        "disable_timestamp": True,
+    }
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return generate(schema, **{**shared, **options})
+    except AgentgenError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the generator's own failure: one located line
+        text = str(exc).strip()
+        detail = text.splitlines()[0][:300] if text else type(exc).__name__
+        raise AgentgenError(
+            f"datamodel-code-generator could not turn the schema into models: {detail}",
+            source=source,
+            pointer=pointer,
+            hint=hint,
+        ) from None

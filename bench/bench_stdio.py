@@ -64,6 +64,7 @@ def echo_manifest() -> dict:
 def build(dest: Path) -> Path:
     sys.path.insert(0, str(REPO))
     from generator.render import render_generated
+    from generator.scaffold.project import write_generated
 
     files = render_generated(
         schema=json.loads(SCHEMA.read_text()),
@@ -74,10 +75,7 @@ def build(dest: Path) -> Path:
         package="echo_bench",
     )
     pkg = dest / "echo_bench"
-    for rel, text in files.items():
-        p = pkg / "_generated" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_generated(pkg / "_generated", files)
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(HANDLERS)
     (pkg / "__main__.py").write_text(

@@ -120,6 +120,7 @@ def build(
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from generator.render import render_generated
+    from generator.scaffold.project import write_generated
 
     suffix = ".unstable" if unstable else ""
     schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
@@ -134,10 +135,7 @@ def build(
         package=package,
     )
     pkg = tmp / package
-    for rel, text in files.items():
-        p = pkg / "_generated" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_generated(pkg / "_generated", files)
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(handlers)
     (pkg / "__main__.py").write_text(MAIN)

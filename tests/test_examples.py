@@ -71,6 +71,7 @@ def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> d
     """The project `agentgen new` would make for the example, with its handlers.py."""
     from generator.manifest.load import load_manifest
     from generator.render import render_generated
+    from generator.scaffold.project import write_generated
 
     schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
     meta = json.loads((shared_acp / "v1" / "meta.unstable.json").read_text())
@@ -79,10 +80,7 @@ def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> d
         schema=schema, meta=meta, manifest=manifest, role="agent", transport="stdio"
     )
     pkg = tmp / package
-    for rel, text in files.items():
-        path = pkg / "_generated" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_generated(pkg / "_generated", files)
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text((REPO / "examples" / name / "handlers.py").read_text())
     (pkg / "__main__.py").write_text(

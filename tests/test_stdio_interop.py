@@ -536,6 +536,7 @@ def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path) -> None:
 def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> None:
     sys.path.insert(0, str(REPO))
     from generator.render import render_generated
+    from generator.scaffold.project import write_generated
 
     schema = json.loads((shared_acp / "v1" / "schema.json").read_text())
     meta = json.loads((shared_acp / "v1" / "meta.json").read_text())
@@ -547,10 +548,7 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
         transport="stdio",
         package="tclient",
     )
-    for rel, text in files.items():
-        p = tmp_path / "tclient" / "_generated" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
+    write_generated(tmp_path / "tclient" / "_generated", files)
     (tmp_path / "tclient" / "__init__.py").write_text("")
     driver = tmp_path / "drive.py"
     driver.write_text(

@@ -7,7 +7,6 @@ pre-commit) and returns the exit code that implementation gives.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -38,8 +37,10 @@ def _run(fn, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
 
 @app.command()
 def methods(
-    schema: str = typer.Argument(..., help="Protocol schema: path, http(s) URL or npm:PKG@VER#PATH"),
-    meta: Optional[str] = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
+    schema: str = typer.Argument(
+        ..., help="Protocol schema: path, http(s) URL or npm:PKG@VER#PATH"
+    ),
+    meta: str | None = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
     fmt: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
     """Print the method table derived from a protocol schema."""
@@ -50,9 +51,11 @@ def methods(
 
 @app.command()
 def models(
-    schema: Optional[str] = typer.Argument(None, help="Protocol schema (default: the locked upstream)"),
-    meta: Optional[str] = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", help="Generate a manifest's models"),
+    schema: str | None = typer.Argument(
+        None, help="Protocol schema (default: the locked upstream)"
+    ),
+    meta: str | None = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
+    manifest: Path | None = typer.Option(None, "--manifest", help="Generate a manifest's models"),
     out: Path = typer.Option(..., "-o", "--out", help="Output .py file"),
 ) -> None:
     """Generate pydantic v2 models for a protocol schema or an agent manifest."""
@@ -95,20 +98,28 @@ def new(
     manifest: Path = typer.Option(..., "--manifest", "-m", help="Agent manifest"),
     role: str = typer.Option("agent", "--role", help="agent | client"),
     transport: str = typer.Option("stdio", "--transport", help="stdio | http"),
-    schema: Optional[str] = typer.Option(None, "--schema", help="Protocol schema (default: locked)"),
-    meta: Optional[str] = typer.Option(None, "--meta", help="meta.json for the schema"),
+    schema: str | None = typer.Option(None, "--schema", help="Protocol schema (default: locked)"),
+    meta: str | None = typer.Option(None, "--meta", help="meta.json for the schema"),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
     from .scaffold.new import run_new
 
-    _run(run_new, directory, manifest=manifest, role=role, transport=transport, schema=schema, meta=meta)
+    _run(
+        run_new,
+        directory,
+        manifest=manifest,
+        role=role,
+        transport=transport,
+        schema=schema,
+        meta=meta,
+    )
 
 
 @app.command()
 def regen(
     project: Path = typer.Option(Path("."), "--project", "-p", help="Generated project"),
-    schema: Optional[str] = typer.Option(None, "--schema", help="New protocol schema"),
-    meta: Optional[str] = typer.Option(None, "--meta", help="meta.json for the new schema"),
+    schema: str | None = typer.Option(None, "--schema", help="New protocol schema"),
+    meta: str | None = typer.Option(None, "--meta", help="meta.json for the new schema"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only, touch nothing"),
 ) -> None:
     """Regenerate a project's _generated/ package; user code is never touched."""

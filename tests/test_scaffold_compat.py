@@ -76,14 +76,20 @@ def test_find_breakage(tmp_path: Path) -> None:
         )
     ]
     assert found == [
-        ("pkg/handlers.py:7: Mine.session_prompt: PromptResponse has a new required field "
-        "'userMessageId'"),
+        (
+            "pkg/handlers.py:7: Mine.session_prompt: PromptResponse has a new required field "
+            "'userMessageId'"
+        ),
         "pkg/handlers.py:7: Mine.session_prompt: PromptResponse lost field 'stopReason'",
         "pkg/handlers.py:9: Mine.session_prompt: uses PromptResponse.stopReason, which is gone",
-        ("pkg/handlers.py:11: Mine.session_load: AgentBase.session_load is gone from the new "
-        "dispatcher (the protocol revision removed this method)"),
-        ("pkg/handlers.py:14: Mine.session_set_mode: signature changed from (params: "
-        "SetModeRequest, ctx: Context) -> None to (params: SetModeParams, ctx: Context) -> None"),
+        (
+            "pkg/handlers.py:11: Mine.session_load: AgentBase.session_load is gone from the new "
+            "dispatcher (the protocol revision removed this method)"
+        ),
+        (
+            "pkg/handlers.py:14: Mine.session_set_mode: signature changed from (params: "
+            "SetModeRequest, ctx: Context) -> None to (params: SetModeParams, ctx: Context) -> None"
+        ),
     ]
 
 

@@ -25,7 +25,8 @@ from .errors import (
     invalid_params,
     method_not_found,
 )
-from .jsonrpc import Connection, RequestContext, log, register_secret
+from .jsonrpc import Connection, RequestContext, log
+from .masking import mask_url, register_route_secrets, url_secrets
 
 STATE_ERROR = -32002
 
@@ -65,7 +66,7 @@ class ProviderRoute:
     def __repr__(self) -> str:
         return (
             f"ProviderRoute({self.provider_id!r}, api_type={self.api_type!r}, "
-            f"base_url={self.base_url!r}, headers=<{len(self.headers)} hidden>)"
+            f"base_url={mask_url(self.base_url)!r}, headers=<{len(self.headers)} hidden>)"
         )
 
 
@@ -455,7 +456,7 @@ class AgentRuntime:
                     "providerId": pid,
                     "supported": list(p.get("supported") or ()),
                     "required": bool(p.get("required")),
-                    "current": {"apiType": route.api_type, "baseUrl": route.base_url}
+                    "current": {"apiType": route.api_type, "baseUrl": mask_url(route.base_url)}
                     if route
                     else None,
                 }
@@ -491,8 +492,7 @@ class AgentRuntime:
                     }
                 ],
             )
-        for value in headers.values():
-            register_secret(value)
+        register_route_secrets(ctx, [*headers.values(), *url_secrets(base)])
         self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
         return {}
 

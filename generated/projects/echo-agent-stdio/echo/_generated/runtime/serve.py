@@ -44,12 +44,39 @@ async def serve_agent_stdio(
         await conn.close()
 
 
-def _max_size() -> int:
-    raw = os.environ.get("ACP_MAX_MESSAGE_SIZE")
+def _env(name: str, default: Any, kind: type = int) -> Any:
+    """An option's default from the environment (``ACP_<OPTION>``), else ``default``."""
+    raw = os.environ.get(name)
     try:
-        return int(raw) if raw else DEFAULT_MAX_MESSAGE_SIZE
+        return kind(raw) if raw else default
     except ValueError:
-        return DEFAULT_MAX_MESSAGE_SIZE
+        return default
+
+
+def _max_size() -> int:
+    return int(_env("ACP_MAX_MESSAGE_SIZE", DEFAULT_MAX_MESSAGE_SIZE))
+
+
+def _http_options(ap: argparse.ArgumentParser) -> None:
+    """The HTTP transport's limits (README, "Hardening"): flag, else env var, else default."""
+    from . import http_server as h
+
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    for flag, env, default, kind in (
+        ("--header-timeout", "ACP_HEADER_TIMEOUT", h.DEFAULT_HEADER_TIMEOUT, float),
+        ("--keep-alive", "ACP_KEEP_ALIVE", h.DEFAULT_KEEP_ALIVE, float),
+        ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
+        ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
+        ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
+    ):
+        ap.add_argument(flag, type=kind, default=_env(env, default, kind))
+    ap.add_argument(
+        "--allow-missing-auth",
+        action="store_true",
+        default=os.environ.get("ACP_ALLOW_MISSING_AUTH") == "1",
+        help="start even when an auth secret is unset or empty (that scheme refuses everyone)",
+    )
 
 
 def run_agent(
@@ -59,15 +86,23 @@ def run_agent(
     ap = argparse.ArgumentParser(prog=getattr(agent_cls, "_acp_manifest", {}).get("name", "agent"))
     ap.add_argument("--max-message-size", type=int, default=_max_size())
     if transport == "http":
-        ap.add_argument("--host", default="127.0.0.1")
-        ap.add_argument("--port", type=int, default=8000)
+        _http_options(ap)
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
         from .http_server import serve_http  # the HTTP transport (SSE + WebSocket + session store)
 
         serve_http(
-            agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size
+            agent_cls,
+            host=args.host,
+            port=args.port,
+            max_message_size=args.max_message_size,
+            header_timeout=args.header_timeout,
+            keep_alive=args.keep_alive,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
+            max_sessions=args.max_sessions,
+            allow_missing_auth=args.allow_missing_auth,
         )
         return
     try:

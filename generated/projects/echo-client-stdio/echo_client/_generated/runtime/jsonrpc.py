@@ -27,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
 from .errors import (
+    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
@@ -48,6 +50,9 @@ RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
+# JSON nesting a message may have: orjson writes at most 254 levels, and every message
+# the runtime sends back (a prompt block inside a session/update) adds a few
+MAX_DEPTH = 200
 _HIGH_WATER = 4 * 1024 * 1024
 
 
@@ -61,6 +66,24 @@ def _to_json(obj: Any) -> Any:
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, default=_to_json)
+
+
+def too_deep(frame: bytes | str, msg: Any) -> bool:
+    """True when ``msg`` nests more than ``MAX_DEPTH`` levels.  A frame with fewer
+    brackets than that cannot (counting is fast): only those with many are walked."""
+    raw = frame.encode() if isinstance(frame, str) else frame
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    level: list[tuple[Any, int]] = [(msg, 1)]
+    while level:
+        node, depth = level.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if type(node) is dict:
+            level.extend((v, depth + 1) for v in node.values() if type(v) in (dict, list))
+        elif type(node) is list:
+            level.extend((v, depth + 1) for v in node if type(v) in (dict, list))
+    return False
 
 
 def _session_of(params: Any) -> str | None:
@@ -202,6 +225,10 @@ class Connection:
             session_id,
         )
 
+    def reject(self, rid: Any, err: RpcError) -> None:
+        """Answer a frame the transport refused before feeding it (a limit)."""
+        self._error(rid, err)
+
     def too_large(self, size: int) -> None:
         """Answer a frame that exceeded the size limit (its id is unknown)."""
         self._error(
@@ -227,6 +254,21 @@ class Connection:
             return
         if type(msg) is not dict:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
+            return
+        if too_deep(frame, msg):
+            rid = msg.get("id")
+            if "method" in msg and type(rid) in (int, str):
+                self._error(
+                    rid,
+                    RpcError(
+                        INVALID_PARAMS,
+                        f"invalid params: nested deeper than {MAX_DEPTH} levels",
+                        {"limit": "max_depth", "max": MAX_DEPTH},
+                    ),
+                    _session_of(msg.get("params")),
+                )
+            else:
+                _limited.warning("too-deep", "a message nested too deeply was dropped")
             return
         try:
             self._dispatch(msg)
@@ -360,14 +402,14 @@ class Connection:
             raise
         except RpcError as exc:  # the peer's notification was refused: there is no one to tell
             if exc.code != METHOD_NOT_FOUND:
-                log.warning("notification %s refused: %s", method, exc.code)
+                _limited.warning("notification-refused", "a notification was refused: %s", exc.code)
         except Exception as exc:
             log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
 
     def _on_response(self, rid: Any, msg: dict[str, Any]) -> None:
         fut = self._pending.pop(rid, None) if type(rid) is int else None
         if fut is None:
-            log.warning("response to an unknown request id ignored")
+            _limited.warning("stray-response", "response to an unknown request id ignored")
             return
         if fut.done():
             return
@@ -404,6 +446,7 @@ class Connection:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.flush()
         self._closed = True
+        forget_secrets(self)
         ending = list(self._workers.values())
         if self._writer is not None:
             self._writer.cancel()
@@ -413,23 +456,91 @@ class Connection:
         self.closed.set()
 
 
-_SECRETS: set[str] = set()
-_MAX_SECRETS = 4096
+# ---- secrets out of logs ----------------------------------------------------------
+# Values registered here are replaced by ``[redacted]`` in every log line the runtime's
+# handlers write.  Process-wide secrets (auth tokens, the callback key) stay for the life
+# of the process; values a connection registers (provider headers, URL credentials) are
+# counted against that connection (at most ``MAX_SECRETS_PER_OWNER``) and forgotten when
+# it ends.  A registration over the cap is refused (``SecretLimit``), never evicting a
+# value that may still be in use.
+
+MAX_SECRETS_PER_OWNER = 256
+_GLOBAL: set[str] = set()
+_OWNED: dict[int, set[str]] = {}
+_REFS: dict[str, int] = {}  # value -> how many owners hold it
+_ordered: tuple[str, ...] = ()
 
 
-def register_secret(value: str) -> None:
-    """A credential (auth token, provider header value) that no log line may show."""
-    if len(value) >= 4 and len(_SECRETS) < _MAX_SECRETS:
-        _SECRETS.add(value)
+class SecretLimit(Exception):
+    """A connection tried to register more secret values than it may hold."""
+
+
+def _reorder() -> None:
+    global _ordered
+    _ordered = tuple(sorted({*_GLOBAL, *_REFS}, key=len, reverse=True))
+
+
+def register_secret(value: str, owner: object | None = None) -> None:
+    """A credential that no log line may show; ``owner`` (a connection) scopes it."""
+    register_secrets([value], owner)
+
+
+def register_secrets(values: list[str], owner: object | None = None) -> None:
+    """Register all of ``values`` or none (``SecretLimit`` when ``owner`` would hold more
+    than ``MAX_SECRETS_PER_OWNER``)."""
+    fresh = {v for v in values if len(v) >= 4}
+    if owner is None:
+        if not fresh <= _GLOBAL:
+            _GLOBAL.update(fresh)
+            _reorder()
+        return
+    held = _OWNED.setdefault(id(owner), set())
+    fresh -= held
+    if not fresh:
+        return
+    if len(held) + len(fresh) > MAX_SECRETS_PER_OWNER:
+        raise SecretLimit(
+            f"too many distinct secret values on this connection (limit "
+            f"{MAX_SECRETS_PER_OWNER}); open a new connection"
+        )
+    held.update(fresh)
+    for value in fresh:
+        _REFS[value] = _REFS.get(value, 0) + 1
+    _reorder()
+
+
+def forget_secrets(owner: object) -> None:
+    """The connection ended: drop the values only it held."""
+    held = _OWNED.pop(id(owner), None)
+    if not held:
+        return
+    for value in held:
+        n = _REFS.get(value, 0) - 1
+        if n > 0:
+            _REFS[value] = n
+        else:
+            _REFS.pop(value, None)
+    _reorder()
 
 
 def redact(text: str) -> str:
     """`text` with every registered secret replaced by ``[redacted]``."""
-    if _SECRETS and text:
-        for secret in sorted(_SECRETS, key=len, reverse=True):
+    if _ordered and text:
+        for secret in _ordered:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
     return text
+
+
+def _redact_arg(arg: Any) -> Any:
+    """One %-format argument: kept as it is (its type matters to the formatter: uvicorn's
+    access log unpacks them and reads the status code as an int) unless its text holds
+    a secret, then the redacted text."""
+    if isinstance(arg, (int, float)) or arg is None:
+        return arg
+    text = arg if isinstance(arg, str) else str(arg)
+    clean = redact(text)
+    return arg if clean == text else clean
 
 
 class RedactingFormatter(logging.Formatter):
@@ -440,16 +551,53 @@ class RedactingFormatter(logging.Formatter):
 
 
 class RedactingFilter(logging.Filter):
-    """For handlers the runtime does not format (uvicorn's): secrets out of each record."""
+    """For handlers the runtime does not format (uvicorn's): secrets out of the record's
+    message and arguments, which keep their shape (a formatter may unpack them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            record.msg = redact(record.getMessage())
-            record.args = None
-            if record.exc_info:
-                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-                record.exc_info = None
+        if not _ordered:
+            return True
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(_redact_arg(a) for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: _redact_arg(v) for k, v in args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
+
+
+class RateLimitedLog:
+    """Warnings a peer can trigger once per frame, at most once per ``interval`` seconds
+    per key; the next one says how many were suppressed meanwhile."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        if len(self._last) > 1024:  # keys are fixed strings; this is only a backstop
+            self._last.clear()
+        self._last[key] = now
+        skipped = self._suppressed.pop(key, 0)
+        if skipped:
+            msg += " (%d more like it suppressed)"
+            args = (*args, skipped)
+        self.logger.warning(msg, *args)
+
+
+_limited = RateLimitedLog(log)
 
 
 def stderr_logging(level: int = logging.WARNING) -> None:

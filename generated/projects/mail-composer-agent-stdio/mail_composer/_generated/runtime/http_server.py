@@ -62,6 +62,12 @@ per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew 
 ~23 MiB as the windows filled).  A connection its client abandoned without ``DELETE``
 (no SSE reader, no WebSocket, no request in flight) is ended after ``idle_timeout``
 seconds (600 by default; its sessions stay in the store).
+
+Limits (README, "Limits of the HTTP agent"): ``max_connections`` ACP connections per
+process (``initialize`` over it: 503), ``max_sessions`` per connection (a request that
+would open one more: 429 over POST, an error answer over WebSocket; the connection lives
+on).  Server-level ones (header timeout, keep-alive, WebSocket frame size) are set in
+one place, :func:`server_settings`.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import time
 import uuid
 from collections import deque
@@ -84,13 +91,14 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime, Session, immediate_methods
-from .auth import Auth
+from .auth import Auth, MissingSecret
 from .callbacks import CallbackSender
 from .errors import RpcError, invalid_params
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RateLimitedLog, RedactingFilter
 from .store import SessionStore, SqliteSessionStore
 
 log = logging.getLogger("acp.runtime.http")
+_limited = RateLimitedLog(log)
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -102,6 +110,13 @@ DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_SESSIONS = 100
+DEFAULT_KEEP_ALIVE = 5.0
+# a WebSocket frame this much over the message limit is still read (and answered with an
+# error); a bigger one closes the socket with 1009 (the server will not buffer it)
+WS_FRAME_MARGIN = 1024 * 1024
 
 SESSION_SCOPED = frozenset(
     {
@@ -113,6 +128,8 @@ SESSION_SCOPED = frozenset(
     }
 )
 _ATTACHING = frozenset({"session/load", "session/resume"})
+_OPENING = frozenset({"session/new", *_ATTACHING})
+_OPENING_NEEDLES = (b'"session/new"', b'"session/load"', b'"session/resume"')
 
 Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 
@@ -122,6 +139,7 @@ class CoreConnection(Protocol):
 
     def feed(self, frame: bytes | str) -> None: ...
     def too_large(self, size: int) -> None: ...
+    def reject(self, rid: Any, err: RpcError) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -239,6 +257,8 @@ class HttpConnection:
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
+        self.opening: set[Any] = set()  # ids of session/new|load|resume not answered yet
+        self.ws_sessions: set[str] = set()  # sessions opened over a WebSocket
         self.closed = False
         self.last_seen = time.monotonic()
 
@@ -250,6 +270,44 @@ class HttpConnection:
             return True
         return bool(getattr(self.core, "_incoming", None))
 
+    def session_count(self) -> int:
+        return len(self.sessions) + len(self.ws_sessions) + len(self.opening)
+
+    def admit(self, msg: dict[str, Any]) -> RpcError | None:
+        """The per-connection session cap (``max_sessions``): a request that would open
+        one more session gets an error; the connection lives on.  Sessions opened on a
+        connection count until it ends (their streams are kept until then)."""
+        method = msg.get("method")
+        if method not in _OPENING or "id" not in msg:
+            return None
+        params = msg.get("params")
+        target = params.get("sessionId") if type(params) is dict else None
+        if target is not None and (target in self.sessions or target in self.ws_sessions):
+            return None
+        limit = self.server.max_sessions
+        if self.session_count() >= limit:
+            return RpcError(
+                -32600,
+                f"too many sessions on this connection (limit {limit}); open a new connection",
+                {"limit": "max_sessions", "max": limit},
+            )
+        self.opening.add(msg["id"])
+        return None
+
+    def _opened(self, frame: bytes) -> None:
+        """A WebSocket connection's answer to a session/new|load|resume: count the session."""
+        try:
+            msg = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return
+        if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
+            return
+        self.opening.discard(msg["id"])
+        result = msg.get("result")
+        sid = result.get("sessionId") if type(result) is dict else None
+        if type(sid) is str:
+            self.ws_sessions.add(sid)
+
     def session_stream(self, sid: str) -> OutStream:
         s = self.sessions.get(sid)
         if s is None:
@@ -260,7 +318,9 @@ class HttpConnection:
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         if self.ws_send is not None:
-            for frame, _sid in batch:
+            for frame, sid in batch:
+                if self.opening and sid is None:
+                    self._opened(frame)
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
@@ -288,6 +348,8 @@ class HttpConnection:
         if type(msg) is not dict or "method" in msg or "id" not in msg:
             return False
         rid = msg["id"]
+        if type(rid) in (int, str):
+            self.opening.discard(rid)
         fut = self.waiters.pop(rid, None)
         if fut is not None:
             if not fut.done():
@@ -335,8 +397,12 @@ class AcpHttpServer:
         keepalive: float = KEEPALIVE_SECONDS,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         replay_window: int = DEFAULT_REPLAY_WINDOW,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         self.factory = factory
+        self.max_connections = max_connections
+        self.max_sessions = max_sessions
         self.replay_window = replay_window
         self.idle_timeout = idle_timeout
         self.auth = auth or Auth([])
@@ -408,6 +474,8 @@ class AcpHttpServer:
             return _error(400, -32600, "invalid request: id must be a string, integer or null")
         method = msg.get("method")
         if method == "initialize" and "id" in msg:
+            if len(self.connections) >= self.max_connections:
+                return self._full()
             conn = HttpConnection(self)
             self.connections[conn.id] = conn
             try:
@@ -437,6 +505,13 @@ class AcpHttpServer:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
             return _error(404, -32600, "unknown session id")
+        refused = conn.admit(msg)
+        if refused is not None:
+            return Response(
+                orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": refused.to_wire()}),
+                status_code=429,
+                media_type="application/json",
+            )
         if method in _ATTACHING and "id" in msg:
             params = msg.get("params")
             target = params.get("sessionId") if type(params) is dict else None
@@ -444,6 +519,17 @@ class AcpHttpServer:
                 conn.attaching[msg["id"]] = target
         conn.core.feed(body)
         return Response(status_code=202)
+
+    def _full(self) -> Response:
+        log.warning(
+            "connection limit reached (%d): a new connection was refused", self.max_connections
+        )
+        return _error(
+            503,
+            -32600,
+            f"too many connections (limit {self.max_connections}); retry later",
+            {"Retry-After": "1"},
+        )
 
     async def get(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)
@@ -524,6 +610,12 @@ class AcpHttpServer:
             else:
                 await ws.close(code=1008, reason="unauthorized")  # the server answers 403
             return
+        if len(self.connections) >= self.max_connections:
+            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+                await ws.send_denial_response(self._full())
+            else:
+                await ws.close(code=1013, reason="too many connections")
+            return
         conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
         self.connections[conn.id] = conn
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
@@ -539,11 +631,27 @@ class AcpHttpServer:
                 if len(data) > conn.core.max_message_size:
                     conn.core.too_large(len(data))
                     continue
+                if any(n in data for n in _OPENING_NEEDLES) and not self._ws_admit(conn, data):
+                    continue
                 conn.core.feed(data)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
+
+    def _ws_admit(self, conn: HttpConnection, data: bytes) -> bool:
+        try:
+            msg = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return True  # the core answers the parse error
+        if type(msg) is not dict:
+            return True
+        refused = conn.admit(msg)
+        if refused is None:
+            return True
+        rid = msg.get("id")
+        conn.core.reject(rid if type(rid) in (int, str) else None, refused)
+        return False
 
     # ---- info -------------------------------------------------------------------
     async def agent_json(self, request: Request) -> Response:
@@ -584,10 +692,24 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
 
 
 def serve(
-    factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
+    factory: ConnectionFactory,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    **options: Any,
 ) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
-    _run_uvicorn(create_app(factory, **options), host, port)
+    limit = int(options.get("max_body", DEFAULT_MAX_BODY))
+    run_server(
+        create_app(factory, **options),
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=limit,
+    )
 
 
 # ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
@@ -841,13 +963,19 @@ def app_for(
     *,
     store: SessionStore | None = None,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    allow_missing_auth: bool = False,
     **options: Any,
 ) -> Starlette:
     """The ASGI app of a generated agent: auth and the well-known document from its manifest.
 
+    An auth scheme whose env var is unset or empty raises :class:`MissingSecret` unless
+    ``allow_missing_auth`` (then that scheme accepts nothing, with a warning).
+
     The store defaults to SQLite at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
+    if "auth" not in options:  # first: an agent that refuses to start creates no store
+        options["auth"] = Auth.from_manifest(manifest, allow_missing=allow_missing_auth)
     if store is None:
         path = os.environ.get("ACP_SESSION_DB") or f"{manifest.get('name', 'agent')}-sessions.db"
         store = SqliteSessionStore(path)
@@ -860,26 +988,126 @@ def app_for(
             caps["loadSession"] = True  # over HTTP, sessions persist (see agent_factory)
         return info
 
-    options.setdefault("auth", Auth.from_manifest(manifest))
     options.setdefault("well_known", document)
     options.setdefault("max_body", max_message_size)
     return create_app(agent_factory(agent_cls, store, max_message_size), **options)
 
 
 def serve_http(
-    agent_cls: type[AgentRuntime], host: str = "127.0.0.1", port: int = 8000, **options: Any
+    agent_cls: type[AgentRuntime],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    **options: Any,
 ) -> None:
-    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
+    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``).
 
-    app = app_for(agent_cls, **options)
-    _run_uvicorn(app, host, port)
+    A missing or empty auth secret stops it here: one line on stderr naming the variable,
+    exit status 2 (see auth.py)."""
+    try:
+        app = app_for(agent_cls, **options)
+    except MissingSecret as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    run_server(
+        app,
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=int(options.get("max_message_size", DEFAULT_MAX_MESSAGE_SIZE)),
+    )
 
 
-def _run_uvicorn(app: Any, host: str, port: int) -> None:
-    """uvicorn with its log handlers redacting registered secrets (see jsonrpc.redact)."""
+def header_deadline_protocol(header_timeout: float) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol plus a deadline for a request's headers.
+
+    Armed when the socket opens and again when a response completes (keep-alive); a
+    request whose headers are not all in by then gets its socket closed, so a client
+    trickling one header line every few seconds holds nothing (uvicorn has no such
+    timeout: ``timeout_keep_alive`` only covers a silent socket)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineProtocol(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._deadline: asyncio.TimerHandle | None = None
+            self._arm()
+
+        def _arm(self) -> None:
+            self._waiting_after = self.cycle  # the headers are in once a new cycle exists
+            self._deadline = self.loop.call_later(header_timeout, self._expire)
+
+        def _check(self) -> None:
+            if self._deadline is not None and self.cycle is not self._waiting_after:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self.transport.get_protocol() is not self or self.transport.is_closing():
+                return  # upgraded to a WebSocket, or already closing
+            if self.cycle is self._waiting_after:
+                _limited.warning(
+                    "header-timeout",
+                    "request headers not complete after %.0f s: socket closed",
+                    header_timeout,
+                )
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._check()
+
+        def on_response_complete(self) -> None:
+            if self._deadline is None and not self.transport.is_closing():
+                self._arm()
+            super().on_response_complete()
+            self._check()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+    return HeaderDeadlineProtocol
+
+
+def server_settings(
+    *, header_timeout: float, keep_alive: float, max_message_size: int
+) -> dict[str, Any]:
+    """Every server-level limit in one place (the ASGI server's own options): whoever
+    changes the server maps these onto it.  ``ws_max_size`` lets a WebSocket frame a
+    little over the message limit through so the runtime answers it with an error."""
+    return {
+        "http": header_deadline_protocol(header_timeout),
+        "ws": "websockets-sansio",
+        "ws_max_size": max_message_size + WS_FRAME_MARGIN,
+        "timeout_keep_alive": keep_alive,
+        "log_level": "warning",
+    }
+
+
+def run_server(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+) -> None:
+    """uvicorn with the limits of :func:`server_settings`; its log handlers redact
+    registered secrets (see jsonrpc.redact)."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    settings = server_settings(
+        header_timeout=header_timeout, keep_alive=keep_alive, max_message_size=max_message_size
+    )
+    config = uvicorn.Config(app, host=host, port=port, **settings)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         for handler in logging.getLogger(name).handlers:
             handler.addFilter(RedactingFilter())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -332,3 +333,32 @@ def test_websocket_frames_up_to_the_limit_are_read_and_one_over_gets_an_error() 
             assert answer["error"]["code"] == -32600 and answer["error"]["data"]["limit"] == limit
             ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}}))
             assert json.loads(ws.recv(timeout=10))["result"]["agentInfo"]["name"] == "echo"
+
+
+def test_idle_websocket_is_closed_but_not_while_a_request_runs() -> None:
+    """idle_timeout=0.5: a WebSocket that sends nothing is closed with 1001; one whose
+    prompt is still streaming (2 s) is not, and gets its answer."""
+    import websockets
+    import websockets.sync.client as ws_client
+
+    app = create_app(echo_factory, idle_timeout=0.5)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    with limited_server(app) as addr:
+        with ws_client.connect(f"ws://{addr}/acp", open_timeout=10) as ws:
+            ws.send(json.dumps(init))
+            assert _next_answer(ws)["id"] == 1
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                ws.recv(timeout=5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        with ws_client.connect(f"ws://{addr}/acp", open_timeout=10) as ws:
+            ws.send(json.dumps(init))
+            _next_answer(ws)
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new"}))
+            sid = _next_answer(ws)["result"]["sessionId"]
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]}
+            ws.send(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+                )
+            )
+            assert _next_answer(ws)["result"] == {"stopReason": "end_turn"}

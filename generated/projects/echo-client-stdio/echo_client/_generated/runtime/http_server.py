@@ -61,6 +61,8 @@ bytes, so a connection with N sessions at most (N + 1) x both; with many busy se
 per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew RSS by
 ~23 MiB as the windows filled).  A connection its client abandoned without ``DELETE``
 (no SSE reader, no WebSocket, no request in flight) is ended after ``idle_timeout``
+seconds, and so is a WebSocket that sent nothing for that long with no request in flight
+(closed with 1001)
 seconds (600 by default; its sessions stay in the store).
 
 Limits (README, "Limits of the HTTP agent"): ``max_connections`` ACP connections per
@@ -278,11 +280,15 @@ class HttpConnection:
         one more session gets an error; the connection lives on.  Sessions opened on a
         connection count until it ends (their streams are kept until then)."""
         method = msg.get("method")
-        if method not in _OPENING or "id" not in msg:
-            return None
+        if (
+            type(method) is not str
+            or method not in _OPENING
+            or type(msg.get("id")) not in (int, str)
+        ):
+            return None  # a notification, or an id the core refuses anyway
         params = msg.get("params")
         target = params.get("sessionId") if type(params) is dict else None
-        if target is not None and (target in self.sessions or target in self.ws_sessions):
+        if type(target) is str and (target in self.sessions or target in self.ws_sessions):
             return None
         limit = self.server.max_sessions
         if self.session_count() >= limit:
@@ -621,7 +627,16 @@ class AcpHttpServer:
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
         try:
             while True:
-                message = await ws.receive()
+                try:
+                    message = await asyncio.wait_for(ws.receive(), self.idle_timeout or None)
+                except TimeoutError:
+                    if getattr(conn.core, "_incoming", None) or getattr(
+                        conn.core, "_pending", None
+                    ):
+                        continue  # a request still runs: the client is waiting, not idle
+                    log.info("WebSocket connection %s idle: closed", conn.id[:8])
+                    await ws.close(code=1001, reason="idle")
+                    return
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")

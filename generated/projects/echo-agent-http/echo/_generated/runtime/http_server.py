@@ -527,8 +527,8 @@ class AcpHttpServer:
         return Response(status_code=202)
 
     def _full(self) -> Response:
-        log.warning(
-            "connection limit reached (%d): a new connection was refused", self.max_connections
+        _limited.warning(
+            "connections", "connection limit (%d) reached: refused", self.max_connections
         )
         return _error(
             503,

@@ -65,6 +65,7 @@ def test_delete_drops_the_lease(store: Any) -> None:
         await store.save("s", {})
         assert await store.acquire("s", "r/a", 30) is None
         await store.delete("s")
+        assert await store.renew("s", "r/a", 30) is False  # the holder finds out
         assert await store.acquire("s", "r/b", 30) is None
         assert await store.list_sessions(None, 10) == ([], None)
 

@@ -63,7 +63,8 @@ class SessionStore(Protocol):
         ...
 
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
-        """Extend ``owner``'s lease; False when another owner holds it now."""
+        """Extend ``owner``'s lease; False when ``owner`` does not hold it now (another
+        owner took it over, or the session was deleted): stop the session's turn."""
         ...
 
     async def release(self, session_id: str, owner: str) -> None:
@@ -136,7 +137,7 @@ class MemorySessionStore:
 
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
         held = self._leases.get(session_id)
-        if held is not None and held[0] != owner:
+        if held is None or held[0] != owner:
             return False
         self._leases[session_id] = (owner, time.time() + ttl)
         return True
@@ -302,12 +303,9 @@ class SqliteSessionStore:
         return None
 
     def _renew(self, sid: str, owner: str, ttl: float) -> bool:
-        expires = time.time() + ttl
         cur = self._db.execute(
-            "INSERT INTO leases (session_id, owner, expires) VALUES (?, ?, ?) "
-            "ON CONFLICT(session_id) DO UPDATE SET expires = excluded.expires "
-            "WHERE leases.owner = excluded.owner",
-            (sid, owner, expires),
+            "UPDATE leases SET expires = ? WHERE session_id = ? AND owner = ?",
+            (time.time() + ttl, sid, owner),
         )
         return cur.rowcount == 1
 

@@ -441,6 +441,7 @@ def test_deep_prompt_answers_invalid_params_over_stdio(built: dict[str, Any]) ->
 
     r, ok, err = asyncio.run(main())
     assert r["error"]["code"] == -32602 and "nested deeper" in r["error"]["message"]
+    assert r["error"]["data"]["errors"][0]["loc"] == ["params", "prompt", 1]
     assert ok["result"]["stopReason"] == "end_turn"
     assert b"Traceback" not in err
 

@@ -34,13 +34,13 @@ from typing import Any
 import orjson
 
 from .errors import (
-    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RpcError,
     internal_error,
+    invalid_params,
 )
 
 log = logging.getLogger("acp.runtime")
@@ -68,22 +68,23 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, default=_to_json)
 
 
-def too_deep(frame: bytes | str, msg: Any) -> bool:
-    """True when ``msg`` nests more than ``MAX_DEPTH`` levels.  A frame with fewer
-    brackets than that cannot (counting is fast): only those with many are walked."""
+def too_deep(frame: bytes | str, msg: Any) -> list[Any] | None:
+    """Where ``msg`` nests more than ``MAX_DEPTH`` levels (the first three keys of the
+    path, e.g. ``["params", "prompt", 1]``), or None.  A frame with fewer brackets than
+    that cannot (counting is fast): only those with many are walked."""
     raw = frame.encode() if isinstance(frame, str) else frame
     if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
-        return False
-    level: list[tuple[Any, int]] = [(msg, 1)]
+        return None
+    level: list[tuple[Any, int, tuple[Any, ...]]] = [(msg, 1, ())]
     while level:
-        node, depth = level.pop()
+        node, depth, where = level.pop()
         if depth > MAX_DEPTH:
-            return True
-        if type(node) is dict:
-            level.extend((v, depth + 1) for v in node.values() if type(v) in (dict, list))
-        elif type(node) is list:
-            level.extend((v, depth + 1) for v in node if type(v) in (dict, list))
-    return False
+            return list(where)
+        items = node.items() if type(node) is dict else enumerate(node)
+        for key, value in items:
+            if type(value) in (dict, list):
+                level.append((value, depth + 1, (*where, key) if len(where) < 3 else where))
+    return None
 
 
 def _session_of(params: Any) -> str | None:
@@ -255,15 +256,15 @@ class Connection:
         if type(msg) is not dict:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
             return
-        if too_deep(frame, msg):
+        where = too_deep(frame, msg)
+        if where is not None:
             rid = msg.get("id")
             if "method" in msg and type(rid) in (int, str):
                 self._error(
                     rid,
-                    RpcError(
-                        INVALID_PARAMS,
-                        f"invalid params: nested deeper than {MAX_DEPTH} levels",
-                        {"limit": "max_depth", "max": MAX_DEPTH},
+                    invalid_params(
+                        f"{'.'.join(map(str, where))}: nested deeper than {MAX_DEPTH} levels",
+                        [{"loc": where, "msg": "nested too deeply", "max": MAX_DEPTH}],
                     ),
                     _session_of(msg.get("params")),
                 )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from .errors import AgentgenError
+from .guard import run_guarded
 
 app = typer.Typer(
     add_completion=False,
@@ -25,14 +25,8 @@ Fmt = typer.Option("text", "--format", help="text | json")
 
 
 def _run(fn, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-    try:
-        code = fn(*args, **kwargs)
-    except AgentgenError as err:
-        typer.echo(f"agentgen: error: {err}", err=True)
-        raise typer.Exit(err.exit_code) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    raise typer.Exit(code or 0)
+    code = run_guarded(fn, *args, **kwargs)
+    raise typer.Exit(code)
 
 
 @app.command()

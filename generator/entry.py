@@ -47,13 +47,7 @@ def main() -> None:
 
 
 def _validate(files: list[Path], fmt: str) -> int:
-    from .errors import AgentgenError
+    from .guard import run_guarded
     from .manifest.validate import run_validate
 
-    try:
-        return run_validate(files, fmt=fmt)
-    except AgentgenError as err:  # as generator.cli does for every command
-        sys.stderr.write(f"agentgen: error: {err}\n")
-        return err.exit_code
-    except KeyboardInterrupt:
-        return 130
+    return run_guarded(run_validate, files, fmt=fmt)

@@ -54,7 +54,7 @@ def read_text(path: Path, source: str) -> str:
         if path.is_dir():
             raise AgentgenError("is a directory, not a manifest file", source=source)
         if path.stat().st_size > MAX_BYTES:
-            raise AgentgenError(f"larger than {MAX_BYTES} bytes", source=source)
+            raise InvalidInput(f"larger than {MAX_BYTES} bytes", source=source)
         raw = path.read_bytes()
     except FileNotFoundError:
         raise AgentgenError("file not found", source=source) from None

@@ -243,7 +243,9 @@ def _build(
     try:
         try:
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}", dir=target.parent))
-            (staging / _OWNER).write_text(str(os.getpid()), encoding="ascii")
+            # written whole or not at all: a sweep never reads half a pid
+            (staging / "pid.tmp").write_text(str(os.getpid()), encoding="ascii")
+            (staging / "pid.tmp").replace(staging / _OWNER)
         except OSError as exc:
             raise AgentgenError(
                 f"cannot write here: {exc.strerror}", source=str(target.parent)

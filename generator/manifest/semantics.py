@@ -435,6 +435,29 @@ def _config_validator(schema: Any) -> Any:
     return validator_for(schema, default=_default_cls())(schema)
 
 
+def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(pointer, note) for each config option ACP's session config options cannot show as
+    it is: the options there are a select (a choice among values) or a boolean (v1, v1
+    unstable); v2 adds implementation-specific `_<kind>` options. Not an error: the
+    option is still set at session/new (`_meta.config`) and by
+    session/set_config_option."""
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return
+    for pointer, opt in _items(config, "options", "/config"):
+        kind = opt.get("type")
+        if kind in ("string", "integer", "number") and not opt.get("values"):
+            yield (
+                pointer,
+                (
+                    f"config option {opt.get('id')!r} ({kind}, no values) is neither a select nor "
+                    "a boolean, the kinds of ACP session config options: v1 clients set it in "
+                    "session/new `_meta.config` or with session/set_config_option, v2 clients "
+                    f"also see it as a '_{kind}' option; give it `values` to make it a select"
+                ),
+            )
+
+
 CHECKS = (package_name, errors, names, states, config_defaults, schema_validity)
 
 

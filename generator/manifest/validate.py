@@ -255,33 +255,51 @@ def _from_error(err: AgentgenError, file: str) -> Diagnostic:
 def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
     if fmt not in ("text", "json"):
         raise AgentgenError(f"unknown format {fmt!r}", hint="use text or json")
+    from .. import console
+    from .semantics import config_notes
+
     found: list[Diagnostic] = []
     notes: list[str] = []
     status = 0
+    count = bad = 0
     for file in files:
+        count += 1
         try:
             loaded = load_manifest(file)
             diags = diagnose(loaded)
         except AgentgenError as err:
             found.append(_from_error(err, str(file)))
             status = max(status, err.exit_code)
+            bad += 1
             continue
         except RecursionError:
             found.append(Diagnostic(str(file), None, None, "", "nesting too deep"))
             status = max(status, 1)
+            bad += 1
             continue
         if loaded.notes:
             notes.append(
                 f"{loaded.source}: note: read as {loaded.shape}: {'; '.join(loaded.notes)}"
             )
+        if not diags:
+            for pointer, text in config_notes(loaded.data):
+                line, col = loaded.position(pointer)
+                where = loaded.file_pointer(pointer)
+                notes.append(f"{loaded.source}:{line}:{col}: {where}: note: {text}")
         found.extend(diags)
         if diags:
             status = max(status, 1)
+            bad += 1
     if fmt == "json":
         sys.stdout.write(json.dumps([asdict(d) for d in found], indent=2) + "\n")
+        return status
+    for note in notes:
+        console.lines(note + "\n", sys.stderr, marks=("note",))
+    console.diagnostics([str(d) for d in found], sys.stdout)
+    manifests = f"{count} manifest{'s' if count != 1 else ''}"
+    if not found:
+        console.summary(f"{manifests} valid")
     else:
-        for note in notes:
-            sys.stderr.write(note + "\n")
-        for diag in found:
-            sys.stdout.write(str(diag) + "\n")
+        problems = f"{len(found)} problem{'s' if len(found) != 1 else ''}"
+        console.summary(f"{problems} in {bad} of {manifests}", ok=False)
     return status

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..render import uses_callbacks
 from . import inputs, project, template_store
 
 
@@ -134,7 +135,7 @@ def _cleanup_on_signals() -> Iterator[None]:
 
 def copier_answers(
     manifest: dict[str, Any], *, role: str, package: str, transport: str, manifest_file: str
-) -> dict[str, str]:
+) -> dict[str, Any]:
     name = manifest["name"] + ("-client" if role == "client" else "")
     title = manifest.get("title")
     return {
@@ -144,11 +145,12 @@ def copier_answers(
         "title": _summary(title) or name,
         "summary": _summary(manifest.get("description")),
         "transport": transport,
+        "callbacks": role == "agent" and uses_callbacks(manifest),
         "manifest_file": manifest_file,
     }
 
 
-def run_copier_copy(dst: Path, role: str, answers: dict[str, str]) -> None:
+def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
     import copier
 
     snap = template_store.snapshot(role, project.agentgen_version())

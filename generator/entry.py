@@ -32,7 +32,8 @@ def validate_args(argv: list[str]) -> tuple[list[Path], str] | None:
             return None
         else:
             files.append(Path(arg))
-    return (files, fmt) if files else None
+    # anything Typer would refuse (no files, an unknown format) gets Typer's usage error
+    return (files, fmt) if files and fmt in ("text", "json") else None
 
 
 def main() -> None:

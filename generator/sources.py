@@ -316,7 +316,8 @@ def _read_member(tarball: Path, path: str, shown: str) -> bytes:
             for member in tar:
                 parts = PurePosixPath(member.name).parts
                 # npm tarballs have one top folder ("package/"); the path is relative to it
-                if len(parts) < 2 or ".." in parts or parts[0].startswith("/"):
+                too_short = len(parts) < 2  # noqa: PLR2004 - the top folder and a file
+                if too_short or ".." in parts or parts[0].startswith("/"):
                     continue
                 if "/".join(parts[1:]) != path:
                     continue

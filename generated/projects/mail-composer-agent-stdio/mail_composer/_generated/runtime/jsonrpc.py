@@ -53,6 +53,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
 # JSON nesting a message may have: orjson writes at most 254 levels, and every message
 # the runtime sends back (a prompt block inside a session/update) adds a few
 MAX_DEPTH = 200
+_LOC_KEYS = 3  # how much of the path a too-deep error names (params.prompt[i])
 _HIGH_WATER = 4 * 1024 * 1024
 
 
@@ -83,7 +84,7 @@ def too_deep(frame: bytes | str, msg: Any) -> list[Any] | None:
         items = node.items() if type(node) is dict else enumerate(node)
         for key, value in items:
             if type(value) in (dict, list):
-                level.append((value, depth + 1, (*where, key) if len(where) < 3 else where))
+                level.append((value, depth + 1, (*where, key) if len(where) < _LOC_KEYS else where))
     return None
 
 
@@ -466,10 +467,11 @@ class Connection:
 # value that may still be in use.
 
 MAX_SECRETS_PER_OWNER = 256
+_MIN_SECRET = 4  # shorter values are not redacted: they would blank ordinary text
 _GLOBAL: set[str] = set()
 _OWNED: dict[int, set[str]] = {}
 _REFS: dict[str, int] = {}  # value -> how many owners hold it
-_ordered: tuple[str, ...] = ()
+_ordered: list[str] = []  # every registered value, longest first
 
 
 class SecretLimit(Exception):
@@ -477,8 +479,7 @@ class SecretLimit(Exception):
 
 
 def _reorder() -> None:
-    global _ordered
-    _ordered = tuple(sorted({*_GLOBAL, *_REFS}, key=len, reverse=True))
+    _ordered[:] = sorted({*_GLOBAL, *_REFS}, key=len, reverse=True)
 
 
 def register_secret(value: str, owner: object | None = None) -> None:
@@ -489,7 +490,7 @@ def register_secret(value: str, owner: object | None = None) -> None:
 def register_secrets(values: list[str], owner: object | None = None) -> None:
     """Register all of ``values`` or none (``SecretLimit`` when ``owner`` would hold more
     than ``MAX_SECRETS_PER_OWNER``)."""
-    fresh = {v for v in values if len(v) >= 4}
+    fresh = {v for v in values if len(v) >= _MIN_SECRET}
     if owner is None:
         if not fresh <= _GLOBAL:
             _GLOBAL.update(fresh)
@@ -572,6 +573,9 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+_MAX_LIMITED_KEYS = 1024
+
+
 class RateLimitedLog:
     """Warnings a peer can trigger once per frame, at most once per ``interval`` seconds
     per key; the next one says how many were suppressed meanwhile."""
@@ -588,7 +592,7 @@ class RateLimitedLog:
         if last is not None and now - last < self.interval:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return
-        if len(self._last) > 1024:  # keys are fixed strings; this is only a backstop
+        if len(self._last) > _MAX_LIMITED_KEYS:  # keys are fixed strings: only a backstop
             self._last.clear()
         self._last[key] = now
         skipped = self._suppressed.pop(key, 0)

@@ -20,15 +20,16 @@ from typing import Any
 from ..errors import AgentgenError
 
 HERE = Path(__file__).resolve().parent
-RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
 
 __all__ = ["profile_for", "render_generated", "runtime_files"]
 
 
 def runtime_files() -> dict[str, str]:
     """The runtime package, copied verbatim (sorted, .py only)."""
+    from ..packaged import data_dir
+
     out: dict[str, str] = {}
-    for path in sorted(RUNTIME_DIR.glob("*.py")):
+    for path in sorted((data_dir("templates") / "runtime").glob("*.py")):
         out[f"runtime/{path.name}"] = path.read_text(encoding="utf-8")
     return out
 

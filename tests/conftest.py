@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,11 @@ SCHEMAS_LOCK = REPO / "tests" / "schemas.lock.json"
 # One schema cache for the whole run (all xdist workers, tests that move HOME): every
 # locked schema is fetched with `npm pack` at most once per checkout.
 os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
+# Agents the tests start keep their sessions in a throwaway file (one per worker), not in
+# the user's ~/.local/state; a test that restarts an agent on its own store sets its own.
+os.environ.setdefault(
+    "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
+)
 
 
 def _sha256(path: Path) -> str | None:

@@ -9,12 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import AgentgenError
 from generator.manifest.load import parse_manifest_text
 from generator.manifest.validate import diagnose
+
+pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
 
 CASES = Path(__file__).parent / "cases" / "manifests"
 SHARED_AGNTCY = Path(__file__).resolve().parents[1].parent / "shared" / "agntcy"

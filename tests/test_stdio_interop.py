@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SECRET = "sk-test-SECRET-9f8e7d"

@@ -27,7 +27,11 @@ from . import inputs, project, template_store
 from .new import copier_answers
 
 ANSWERS = ".copier-answers.yml"
+MERGE_FILE_MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped here
 BESIDE = ".new"  # suffix of the new template text put beside a user-owned file
+
+
+SHOWN = 5  # uncommitted files named in the refusal
 
 
 def _git(root: Path, *args: str) -> str:
@@ -124,7 +128,7 @@ def _merge(ours: bytes, base: bytes, theirs: bytes, tmp: Path) -> tuple[bytes, b
     done = subprocess.run(
         ["git", "merge-file", "-p", *labels, *paths], capture_output=True, check=False
     )
-    if done.returncode < 0 or done.returncode > 127:
+    if done.returncode < 0 or done.returncode > MERGE_FILE_MAX_CONFLICTS:
         raise AgentgenError(f"git merge-file failed: {done.stderr.decode(errors='replace')}")
     return done.stdout, done.returncode == 0
 
@@ -141,8 +145,8 @@ def run_update(project_dir: Path) -> int:
     dirty = _status(root)
     if dirty:
         raise AgentgenError(
-            f"the project has uncommitted changes ({', '.join(dirty[:5])}"
-            f"{', ...' if len(dirty) > 5 else ''})",
+            f"the project has uncommitted changes ({', '.join(dirty[:SHOWN])}"
+            f"{', ...' if len(dirty) > SHOWN else ''})",
             source=str(root),
             hint="commit or stash them first, so the update can be reviewed and undone",
         )

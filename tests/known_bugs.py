@@ -11,7 +11,7 @@ import pytest
 # config options keyed `id` where v2 says `configId`, promptCapabilities inside v2
 # `capabilities` (not a field there).
 V2_SHAPES = (
-    "v2 wire shapes: agent_message_chunk lacks the required messageId, config options use "
+    "v2 wire shapes: agent_message_chunk and the prompt answer lack the required messageId, config options use "
     "`id` not `configId`, v2 capabilities carry promptCapabilities (fixed by `revision`)"
 )
 
@@ -32,3 +32,17 @@ def wire_check_on() -> bool:
 def wire_xfail(reason: str) -> pytest.MarkDecorator:
     """xfail(strict) for a test that fails only because the wire check catches `reason`."""
     return pytest.mark.xfail(wire_check_on(), strict=True, reason=reason)
+
+
+# Helper `sessions`: session/load and session/resume live inside the HTTP transport; a stdio
+# agent says loadSession: false and loses its sessions on restart.
+STDIO_SESSIONS = "stdio agents do not persist/load/resume sessions (fixed by `sessions`)"
+
+# Helper `sessions`: an agent with an input schema answers plain text with -32602.
+TEXT_PROMPTS = "plain-text prompt to an agent with an input schema is -32602 (fixed by `sessions`)"
+
+# Helper `sessions`: the agent sends elicitation/create to a client that never declared
+# elicitation; the client's -32601 comes back as the prompt's own error.
+NO_ELICITATION = (
+    "interrupt sent as elicitation/create to a client without elicitation (fixed by `sessions`)"
+)

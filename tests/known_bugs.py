@@ -34,10 +34,6 @@ def wire_xfail(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(wire_check_on(), strict=True, reason=reason)
 
 
-# Helper `sessions`: session/load and session/resume live inside the HTTP transport; a stdio
-# agent says loadSession: false and loses its sessions on restart.
-STDIO_SESSIONS = "stdio agents do not persist/load/resume sessions (fixed by `sessions`)"
-
 # Helper `sessions`: an agent with an input schema answers plain text with -32602.
 TEXT_PROMPTS = "plain-text prompt to an agent with an input schema is -32602 (fixed by `sessions`)"
 

@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ts_peer
-from known_bugs import NO_ELICITATION, STDIO_SESSIONS, TEXT_PROMPTS, V2_SHAPES
+from known_bugs import NO_ELICITATION, TEXT_PROMPTS, V2_SHAPES
 from ts_peer import PeerError, TsClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -231,13 +231,7 @@ def test_ts_client_echo_active_session(sdk_root: Path, build: Any, revision: str
     asyncio.run(main())
 
 
-@pytest.mark.parametrize(
-    "revision",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=STDIO_SESSIONS))
-        for r in [*V1, "v2"]
-    ],
-)
+@pytest.mark.parametrize("revision", ALL)
 def test_ts_client_echo_load_resume_after_restart(
     sdk_root: Path, build: Any, revision: str
 ) -> None:

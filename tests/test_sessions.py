@@ -246,6 +246,7 @@ def test_take_over_across_replicas_sharing_a_store(built: dict[str, Any], tmp_pa
 # ---- no trace of a prompt that never ran ---------------------------------------------------
 
 
+@pytest.mark.wire_check_send_only  # malformed params on purpose
 def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
     """Invalid params, content nested too deeply to record, a prompt while a turn runs:
     each is refused with -32602 (or the state error) and nothing of it reaches history."""
@@ -292,6 +293,7 @@ def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
 # ---- list / close / delete, and what is advertised -----------------------------------------
 
 
+@pytest.mark.wire_check_send_only  # malformed params on purpose
 def test_list_close_delete(built: dict[str, Any]) -> None:
     async def go() -> None:
         store = hs.runtime_of(PKG, "store").MemorySessionStore()

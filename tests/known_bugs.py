@@ -32,13 +32,3 @@ def wire_check_on() -> bool:
 def wire_xfail(reason: str) -> pytest.MarkDecorator:
     """xfail(strict) for a test that fails only because the wire check catches `reason`."""
     return pytest.mark.xfail(wire_check_on(), strict=True, reason=reason)
-
-
-# Helper `sessions`: an agent with an input schema answers plain text with -32602.
-TEXT_PROMPTS = "plain-text prompt to an agent with an input schema is -32602 (fixed by `sessions`)"
-
-# Helper `sessions`: the agent sends elicitation/create to a client that never declared
-# elicitation; the client's -32601 comes back as the prompt's own error.
-NO_ELICITATION = (
-    "interrupt sent as elicitation/create to a client without elicitation (fixed by `sessions`)"
-)

@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ts_peer
-from known_bugs import NO_ELICITATION, TEXT_PROMPTS, V2_SHAPES
+from known_bugs import V2_SHAPES
 from ts_peer import PeerError, TsClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -410,10 +410,7 @@ def test_ts_client_mail_config_and_interrupt_with_elicitation(
 
 @pytest.mark.parametrize(
     "revision",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=NO_ELICITATION))
-        for r in [*V1, "v2"]
-    ],
+    ALL,
 )
 def test_ts_client_mail_interrupt_without_elicitation(
     sdk_root: Path, build: Any, revision: str
@@ -444,10 +441,7 @@ def test_ts_client_mail_interrupt_without_elicitation(
 
 @pytest.mark.parametrize(
     "revision",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=TEXT_PROMPTS))
-        for r in [*V1, "v2"]
-    ],
+    ALL,
 )
 def test_ts_client_mail_plain_text_prompt(sdk_root: Path, build: Any, revision: str) -> None:
     """ACP: agents MUST accept text. Plain text that is not the input JSON ends the turn

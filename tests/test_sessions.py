@@ -15,6 +15,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from known_bugs import V2_SHAPES, wire_xfail
 
 PKG = "sessagent"
 ROOT = Path(__file__).resolve().parents[1]
@@ -396,6 +397,7 @@ def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     return hs.load(tmp, "sessagent2").Agent
 
 
+@wire_xfail(V2_SHAPES)
 def test_v2_resume_replays_what_replay_from_asks(built_v2: Any) -> None:
     """v2 has no session/load: session/resume takes the session over, replaying nothing
     without `replayFrom`, everything from `{"type": "start"}`, and refusing a cursor it

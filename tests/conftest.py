@@ -35,7 +35,7 @@ os.environ.setdefault(
 os.environ.setdefault("ACP_WIRE_CHECK", "1")
 _WIRE_LOG = Path(tempfile.mkdtemp(prefix="acp-wire-check-")) / "violations.jsonl"
 os.environ["ACP_WIRE_CHECK_LOG"] = str(_WIRE_LOG)
-_wire_seen = 0
+_wire_seen = {"bytes": 0}  # how much of the file earlier checks have read
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,14 +53,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _new_wire_violations() -> list[str]:
     """Violations written since the last call (by this process or any it started)."""
-    global _wire_seen
     if not _WIRE_LOG.exists():
         return []
     with _WIRE_LOG.open("rb") as fh:
-        fh.seek(_wire_seen)
+        fh.seek(_wire_seen["bytes"])
         data = fh.read()
     complete = data[: data.rfind(b"\n") + 1]
-    _wire_seen += len(complete)
+    _wire_seen["bytes"] += len(complete)
     return [json.loads(line)["violation"] for line in complete.splitlines() if line.strip()]
 
 

@@ -527,10 +527,13 @@ def test_generated_client_drives_ts_echo_agent(
             )
             sid = new.session_id.root
             answer = await agent.session_prompt({"sessionId": sid, "prompt": _text("ping", "pong")})
-            updates = lambda: [  # the parsed models, back on the wire
-                u.model_dump(by_alias=True, exclude_unset=True, mode="json")["update"]
-                for u in client.updates
-            ]
+
+            def updates() -> list[Any]:  # the parsed models, back on the wire
+                return [
+                    u.model_dump(by_alias=True, exclude_unset=True, mode="json")["update"]
+                    for u in client.updates
+                ]
+
             if revision == "v2":
                 assert answer.message_id.root
                 for _ in range(500):

@@ -98,16 +98,17 @@ def _walk(value: Any, path: str, problems: list[str]) -> None:
 
 
 _LOGGED_MAX = 20  # a peer sending junk must not flood (and block) a stderr nobody reads
-_logged = 0
+_SHOWN_BYTES = 600  # of a frame, in a violation's text
+_counts = {"logged": 0}
 
 
 def _record(text: str, level: int) -> None:
-    global _logged
     target = os.environ.get(LOG_ENV)
-    _logged += 1
-    if _logged <= _LOGGED_MAX:
+    _counts["logged"] += 1
+    logged = _counts["logged"]
+    if logged <= _LOGGED_MAX:
         log.log(level, "%s", text)
-    elif _logged == _LOGGED_MAX + 1:
+    elif logged == _LOGGED_MAX + 1:
         log.log(
             level, "more wire-check violations: not logged%s", f" (see {target})" if target else ""
         )
@@ -233,7 +234,7 @@ class WireCheck:
             self._report("received", problems, orjson.dumps(msg))
 
     def _report(self, direction: str, problems: list[str], frame: bytes) -> str:
-        shown = frame if len(frame) <= 600 else frame[:600] + b"..."
+        shown = frame if len(frame) <= _SHOWN_BYTES else frame[:_SHOWN_BYTES] + b"..."
         text = (
             f"ACP wire check ({self.side} {direction}): "
             + "; ".join(problems)

@@ -204,7 +204,7 @@ def test_ts_client_echo_initialize_and_prompt(sdk_root: Path, build: Any, revisi
         async with ts_client(sdk_root, built, revision) as (client, init):
             assert init["protocolVersion"] == (2 if revision == "v2" else 1)
             info = init["info"] if revision == "v2" else init["agentInfo"]
-            assert info["name"] == "echo" and info["version"] == "0.1.0"
+            assert info["name"] == "echo-agent" and info["version"] == "0.1.0"
             sid = (await _new(client, revision))["sessionId"]
             stop = await _prompt(client, revision, sid, _text("hello", " world", "!"))
             assert stop == "end_turn"

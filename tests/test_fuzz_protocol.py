@@ -48,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hardening_support as hs
 from known_bugs import V2_SHAPES, wire_xfail
 
+pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
+
 MAX_SIZE = 4096  # the in-process agent's message size limit (oversized frames exceed it)
 ID_POOL = [0, 1, 2, 3, 7, "a", "b", "dup"]
 KNOWN_EXTENSIONS = {"_agent/info"}

@@ -169,6 +169,7 @@ def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
         )
     except template_store.copier_errors() as exc:  # one clear line, no traceback
         raise AgentgenError(f"copier could not render the {role} template: {exc}") from None
+    template_store.record_source(dst / ".copier-answers.yml")
 
 
 def run_new(

@@ -606,8 +606,9 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
 
 
 def name_constrained_scalar_members(schema: Schema) -> Schema:
-    """A scalar union member with constraints (an int64 range) becomes a named
-    definition, named by its title (`"title": "Number"`), else by its type.
+    """A scalar or array union member with constraints (an int64 range, `minItems`)
+    becomes a named definition, named by its title (`"title": "Number"`), else by its
+    type.
 
     datamodel-code-generator gives a constrained scalar inside a union its own class,
     numbered after the union (`RequestId1`); named by the rule of the module docstring
@@ -623,6 +624,7 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
         "pattern",
     )
     constraints += ("minLength", "maxLength", "multipleOf", "format")
+    constraints += ("minItems", "maxItems", "uniqueItems")
     for parent in sorted(defs):
         node = defs[parent]
         if not isinstance(node, dict):
@@ -631,7 +633,10 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
         if key is None:
             continue
         for i, member in enumerate(node[key]):
-            if not (isinstance(member, dict) and _is_scalar(member)):
+            if not (
+                isinstance(member, dict)
+                and (_is_scalar(member) or (member.get("type") == "array" and "$ref" not in member))
+            ):
                 continue
             if not any(c in member for c in constraints):
                 continue

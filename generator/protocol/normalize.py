@@ -106,9 +106,10 @@ def _is_scalar(member: Schema) -> bool:
     return "properties" not in member and bool(types) and all(x in _SCALAR_TYPES for x in types)
 
 
-def variant_name(base: str, parent: str, taken: set[str]) -> str:
-    """The naming rule of the module docstring."""
-    candidates = [base] if word_count(base) > 1 else []
+def variant_name(base: str, parent: str, taken: set[str], *, alone: bool = True) -> str:
+    """The naming rule of the module docstring (`alone=False`: the union's name is always
+    added, for a base made of field names)."""
+    candidates = [base] if alone and word_count(base) > 1 else []
     candidates += [base + parent, parent + base]
     for cand in candidates:
         if cand not in taken:
@@ -196,6 +197,34 @@ def reference_beside_properties(schema: Schema) -> Schema:
         if isinstance(node.get("$ref"), str) and ("properties" in node or "required" in node):
             bases = node.get("allOf") if isinstance(node.get("allOf"), list) else []
             node["allOf"] = [{"$ref": node.pop("$ref")}, *bases]
+    return schema
+
+
+def alias_wrapped_definitions(schema: Schema) -> Schema:
+    """A definition that is only `allOf: [{$ref: X}]` (plus annotations), X a union, is
+    `$ref: X` (an object X stays a subclass: `InitializeProxyRequest(InitializeRequest)`).
+
+    Early revisions name envelope aliases that way (`AgentOutgoingMessage` =
+    `JsonRpcMessage`); when X is a union, datamodel-code-generator would build numbered
+    classes (`AgentOutgoingMessage1..4`) to combine the wrapper with every member; as a
+    reference it is a root model of the union.
+    """
+    for name, node in defs_of(schema).items():
+        if not isinstance(node, dict):
+            continue
+        bases = node.get("allOf")
+        rest = {k for k in node if k != "allOf" and not k.startswith("x-")}
+        if (
+            isinstance(bases, list)
+            and len(bases) == 1
+            and isinstance(bases[0], dict)
+            and set(bases[0]) == {"$ref"}
+            and rest <= {"title", "description", "$comment"}
+            and _ref_name(bases[0]["$ref"]) not in (None, name)
+            and union_key(_resolve(defs_of(schema), bases[0])) is not None  # of a union only
+        ):
+            del node["allOf"]
+            node["$ref"] = bases[0]["$ref"]
     return schema
 
 
@@ -322,7 +351,8 @@ def name_union_variants(schema: Schema) -> Schema:
             if base is None:
                 new_members.append(member)
                 continue
-            name = variant_name(base, parent, taken)
+            named = tag_of(member) is not None or isinstance(member.get("title"), str)
+            name = variant_name(base, parent, taken, alone=named)
             taken.add(name)
             variant = {k: v for k, v in member.items() if k != "title"}
             variant["type"] = "object"
@@ -712,6 +742,7 @@ PASSES: list[Pass] = [
     keep_definitions_only,
     bound_integer_formats,
     reference_beside_properties,
+    alias_wrapped_definitions,
     unwrap_reference_members,
     merge_untagged_alternatives,
     name_union_variants,

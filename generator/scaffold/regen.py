@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import AgentgenError
-from ..protocol import diff
 from . import compat, inputs, project
 
 
@@ -55,8 +54,8 @@ def run_regen(
                 print(
                     "(note: the recorded schema changed since generation; comparing with it as it is now)"
                 )
-            report = diff.diff_schemas(old_schema.data, rendered.schema.data)
-            print(diff.format_text(report).rstrip())
+            report = inputs.revision_report(old_schema, rendered.schema)
+            print(report.text.rstrip())
             findings += compat.newly_required_to_send(
                 report.entries,
                 rendered.schema.data,

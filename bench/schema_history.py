@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from generator.errors import AgentgenError
-from generator.protocol.models import generate_models
-from generator.protocol.normalize import TAGGED_UNION, normalize
-from tests.numbered import numbered_classes
+from generator.errors import AgentgenError  # noqa: E402
+from generator.protocol.models import generate_models  # noqa: E402
+from generator.protocol.normalize import TAGGED_UNION, normalize  # noqa: E402
+from tests.numbered import numbered_classes  # noqa: E402
 
 _SCHEMA_FILE = re.compile(r"(^|/)schema(\.[a-z]+)?\.json$")
 
@@ -71,7 +71,7 @@ def open_unions(schema: dict) -> list[str]:
         if key is None:
             continue
         tags = [_member_tag(defs, m) for m in node[key]]
-        if sum(t is not None for t in tags) >= 2:
+        if sum(t is not None for t in tags) > 1:
             out.append(name)
     return sorted(out)
 

@@ -385,7 +385,7 @@ def name_colliding_inline_objects(schema: Schema) -> Schema:
     defs = defs_of(schema)
     found: dict[str, list[tuple[str, Schema, str]]] = {}  # class name -> (owner, parent, prop)
     for owner in sorted(defs):
-        for at, node in schemas.walk(defs[owner]):
+        for _, node in schemas.walk(defs[owner]):
             props = node.get("properties")
             if not isinstance(props, dict):
                 continue

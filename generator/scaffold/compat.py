@@ -371,7 +371,7 @@ def check_tests(
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr in _CALLS
-                and len(node.args) >= 2
+                and len(node.args) > 1
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
                 and isinstance(node.args[1], ast.Dict)

@@ -46,6 +46,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hardening_support as hs
+from known_bugs import V2_SHAPES, wire_xfail
 
 pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
 
@@ -620,6 +621,7 @@ class ErrorCount(logging.Handler):
         self.records.append(record.getMessage())
 
 
+@pytest.mark.wire_check_send_only  # the fuzzer sends malformed frames
 def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
     """>= 100,000 fuzzed frames through the stdio framing into a generated agent's core:
     every request answered exactly once with the right code, notifications and responses
@@ -748,6 +750,13 @@ def typed_agent(
     }
 
 
+@pytest.mark.wire_check_send_only  # the fuzzer sends malformed frames
+@pytest.mark.wire_check_known(
+    r"agent sent\): \S+ result \(\w+\) /\w+: Field required -- frame: \S+\"result\":\{\}\}",
+    reason="a typed override returning None is answered {}, an invalid result where the "
+    "schema requires fields (session/new, session/prompt...): dispatch should refuse it "
+    "(helper `revision`)",
+)
 def test_fuzz_typed_overrides(typed_agent: dict[str, Any]) -> None:
     """A handlers.py that overrides every method of the METHODS table gets typed params:
     each wrong-typed required field (every method, every field, every wrong JSON type) is
@@ -823,8 +832,9 @@ def _junk_lines(rng: random.Random, fa: dict[str, Any], n: int) -> list[bytes]:
     return [f.replace(b"\n", b" ") for f in out]
 
 
+@pytest.mark.wire_check_send_only  # the fuzzer sends malformed frames
 @pytest.mark.slow
-@pytest.mark.parametrize("rev", ["v1", "v2"])
+@pytest.mark.parametrize("rev", ["v1", pytest.param("v2", marks=wire_xfail(V2_SHAPES))])
 def test_fuzz_stdio_subprocess(rev: str, request: pytest.FixtureRequest) -> None:
     """The generated agent (v1 unstable and v2 schema) as a real stdio subprocess gets a
     share of junk frames: one answer per request (ids counted), only JSON lines on stdout,
@@ -904,6 +914,7 @@ def _http_ok(status: int, body: bytes) -> bool:
     return 200 <= status < 500 or (status == 501 and body.lstrip().startswith(b"["))
 
 
+@pytest.mark.wire_check_send_only  # the fuzzer sends malformed frames
 @pytest.mark.slow
 def test_fuzz_http_server(fuzz_agent: dict[str, Any], tmp_path: Path) -> None:
     """The generated agent over HTTP (uvicorn, 127.0.0.1) gets junk POSTs: each one an
@@ -1082,6 +1093,7 @@ async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> 
     return 2 * len(lines)
 
 
+@pytest.mark.wire_check_send_only  # an unknown method on purpose
 def test_request_cancelled_before_it_starts_is_answered(fuzz_agent: dict[str, Any]) -> None:
     """Found by the fuzzer: a request and a `$/cancel_request` for it in the same read
     (the request's task cancelled before it ever ran) got no answer at all and stayed in
@@ -1114,6 +1126,7 @@ def test_request_cancelled_before_it_starts_is_answered(fuzz_agent: dict[str, An
     asyncio.run(main())
 
 
+@wire_xfail(V2_SHAPES)
 def test_v2_turn_cancelled_before_it_starts_still_ends(fuzz_agent_v2: dict[str, Any]) -> None:
     """v2 lifecycle: a prompt and a session/cancel in the same read (the accepted turn's
     task cancelled before it ran) sent no update at all, so a client waiting for the

@@ -270,6 +270,11 @@ def test_corpus_round_trips(generated: dict[str, Generated], rev: str, path: Pat
     cls = getattr(generated[rev].module, case["type"])
     obj = cls.model_validate(case["message"])
     assert _canon(_dump(obj)) == _canon(case["message"])
+    if "parses_as" in case:  # the member class a union chose (its `.root`, unwrapped)
+        member: Any = obj
+        while isinstance(member, RootModel):
+            member = member.root
+        assert type(member).__name__ == case["parses_as"]
 
 
 def _update_union(g: Generated) -> tuple[str, str, str]:

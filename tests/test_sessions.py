@@ -15,6 +15,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from known_bugs import V2_SHAPES, wire_xfail
 
 PKG = "sessagent"
 ROOT = Path(__file__).resolve().parents[1]
@@ -252,6 +253,7 @@ def test_take_over_across_replicas_sharing_a_store(built: dict[str, Any], tmp_pa
 # ---- no trace of a prompt that never ran ---------------------------------------------------
 
 
+@pytest.mark.wire_check_send_only  # malformed params on purpose
 def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
     """Invalid params, content nested too deeply to record, a prompt while a turn runs:
     each is refused with -32602 (or the state error) and nothing of it reaches history."""
@@ -298,6 +300,7 @@ def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
 # ---- list / close / delete, and what is advertised -----------------------------------------
 
 
+@pytest.mark.wire_check_send_only  # malformed params on purpose
 def test_list_close_delete(built: dict[str, Any]) -> None:
     async def go() -> None:
         store = hs.runtime_of(PKG, "store").MemorySessionStore()
@@ -400,6 +403,7 @@ def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     return hs.load(tmp, "sessagent2").Agent
 
 
+@wire_xfail(V2_SHAPES)
 def test_v2_resume_replays_what_replay_from_asks(built_v2: Any) -> None:
     """v2 has no session/load: session/resume takes the session over, replaying nothing
     without `replayFrom`, everything from `{"type": "start"}`, and refusing a cursor it

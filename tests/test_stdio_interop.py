@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from known_bugs import LEGACY_BOOLEAN_OPTION, V2_SHAPES, wire_xfail
 
 pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
 
@@ -322,6 +323,7 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
     asyncio.run(main())
 
 
+@pytest.mark.wire_check_send_only  # malformed frames on purpose
 def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
     env = build_agent(tmp_path, shared_acp)
     env["ACP_MAX_MESSAGE_SIZE"] = "100000"
@@ -459,6 +461,7 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
     asyncio.run(main())
 
 
+@wire_xfail(V2_SHAPES)
 def test_v2_lifecycle(tmp_path: Path, shared_acp: Path) -> None:
     env = build_agent(tmp_path, shared_acp, rev="v2", unstable=False)
 
@@ -600,6 +603,7 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.wire_check_known(r"'boolean' is not a variant", reason=LEGACY_BOOLEAN_OPTION)
 def test_interrupt_on_a_revision_without_elicitation(tmp_path: Path, shared_acp: Path) -> None:
     """The legacy schema has no `elicitation/create`: an interrupt becomes its equivalent,
     `session/request_permission` with approve/decline options; approving resumes the

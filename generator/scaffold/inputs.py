@@ -78,10 +78,15 @@ def render_generated(
 class Report:
     text: str
     breaking: bool
+    entries: list[Any] = field(default_factory=list)  # diff.Change, for regen's findings
 
 
 def revision_report(old: Loaded, new: Loaded) -> Report:
     from ..protocol import diff
 
     rep = diff.diff_schemas(old.data, new.data)
-    return Report(text=diff.format_text(rep), breaking=bool(getattr(rep, "breaking", False)))
+    return Report(
+        text=diff.format_text(rep),
+        breaking=bool(getattr(rep, "breaking", False)),
+        entries=list(rep.entries),
+    )

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from . import wirecheck
 from .errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -117,6 +118,7 @@ class Connection:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         immediate_notifications: frozenset[str] = frozenset(),
+        wire_check: wirecheck.WireCheck | None = None,
     ) -> None:
         self._sink = sink
         self._on_request = on_request
@@ -139,11 +141,17 @@ class Connection:
         self._workers: dict[str | None, asyncio.Task[None]] = {}
         self._closed = False
         self.closed = asyncio.Event()
+        # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
+        self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
+        self._wire_in: dict[Any, str] = {}  # id -> method of requests we answer
+        self._wire_out: dict[int, str] = {}  # id -> method of requests we sent
 
     # ---- outgoing ---------------------------------------------------------------
     def _enqueue(self, frame: bytes, session_id: str | None) -> None:
         if self._closed:
             return
+        if self._wire is not None:
+            self._wire_sent(frame)
         self._out.append((frame, session_id))
         self._out_bytes += len(frame)
         if self._writer is None:
@@ -201,8 +209,8 @@ class Connection:
             msg["params"] = params
         frame = _dumps(msg)  # before anything waits on it: unserializable params raise here
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._enqueue(frame, _session_of(params))  # (raises first in wire-check mode)
         self._pending[rid] = fut
-        self._enqueue(frame, _session_of(params))
         try:
             return await fut
         except asyncio.CancelledError:
@@ -242,6 +250,22 @@ class Connection:
             ),
         )
 
+    def _wire_sent(self, frame: bytes) -> None:
+        """The wire check of one outgoing frame. A response that fails it is still sent
+        (the check records it; the peer must not wait forever); anything else raises."""
+        assert self._wire is not None
+        msg = orjson.loads(frame)
+        if type(msg) is dict and "method" not in msg:
+            method = self._wire_in.pop(msg.get("id"), None)
+            try:
+                self._wire.sent(frame, method)
+            except wirecheck.WireCheckError:
+                pass  # recorded and logged
+            return
+        if type(msg) is dict and type(msg.get("id")) is int:
+            self._wire_out[msg["id"]] = str(msg.get("method"))
+        self._wire.sent(frame, None)
+
     # ---- incoming ---------------------------------------------------------------
     def feed(self, frame: bytes | str) -> None:
         """Handle one received frame (never raises)."""
@@ -272,6 +296,8 @@ class Connection:
             else:
                 _limited.warning("too-deep", "a message nested too deeply was dropped")
             return
+        if self._wire is not None:
+            self._wire_received(msg)
         try:
             self._dispatch(msg)
         except Exception as exc:  # a frame must never take the connection down
@@ -279,6 +305,18 @@ class Connection:
             rid = msg.get("id")
             if "method" in msg and type(rid) in (int, str):
                 self._error(rid, internal_error())
+
+    def _wire_received(self, msg: dict[str, Any]) -> None:
+        assert self._wire is not None
+        rid = msg.get("id")
+        hashable = rid is None or type(rid) in (int, str)
+        if "method" in msg:
+            if "id" in msg and hashable:
+                self._wire_in[rid] = str(msg["method"])
+            self._wire.received(msg, None)
+        else:
+            method = self._wire_out.pop(rid, None) if type(rid) is int else None
+            self._wire.received(msg, method)
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         has_id = "id" in msg

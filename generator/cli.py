@@ -79,7 +79,7 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"agentgen {version('agentgen')}")
+            typer.echo(f"agentgen {version('acp-agentgen')}")
         except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
             typer.echo("agentgen (not installed)")
         raise typer.Exit(0)

@@ -98,8 +98,14 @@ def new(
     manifest: Path = typer.Option(..., "--manifest", "-m", help="Agent manifest"),
     role: str = typer.Option("agent", "--role", help="agent | client"),
     transport: str = typer.Option("stdio", "--transport", help="stdio | http"),
-    schema: str | None = typer.Option(None, "--schema", help="Protocol schema (default: locked)"),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json for the schema"),
+    schema: list[str] | None = typer.Option(
+        None,
+        "--schema",
+        help="Protocol schema (default: locked); repeat it to serve several revisions (v1 and v2)",
+    ),
+    meta: list[str] | None = typer.Option(
+        None, "--meta", help="meta.json for the schema (one per --schema, in order)"
+    ),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
     from .scaffold.new import run_new
@@ -118,8 +124,12 @@ def new(
 @app.command()
 def regen(
     project: Path = typer.Option(Path("."), "--project", "-p", help="Generated project"),
-    schema: str | None = typer.Option(None, "--schema", help="New protocol schema"),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json for the new schema"),
+    schema: list[str] | None = typer.Option(
+        None, "--schema", help="New protocol schema; repeat it to serve several revisions"
+    ),
+    meta: list[str] | None = typer.Option(
+        None, "--meta", help="meta.json for the new schema (one per --schema, in order)"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only, touch nothing"),
 ) -> None:
     """Regenerate a project's _generated/ package; user code is never touched."""

@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +98,20 @@ def run_copier_copy(dst: Path, role: str, answers: dict[str, str]) -> None:
         raise AgentgenError(f"copier could not render the {role} template: {exc}") from None
 
 
+def _abs(spec: str | None) -> str | None:
+    if spec and inputs.is_local(spec):
+        return str(Path(spec).expanduser().resolve())
+    return spec
+
+
 def run_new(
     directory: Path,
     *,
     manifest: Path,
     role: str = "agent",
     transport: str = "stdio",
-    schema: str | None = None,
-    meta: str | None = None,
+    schema: str | Sequence[str] | None = None,
+    meta: str | Sequence[str] | None = None,
 ) -> int:
     if role not in project.ROLES:
         raise AgentgenError(f"unknown role {role!r}", hint="agent | client")
@@ -119,10 +126,8 @@ def run_new(
     suffix = manifest_path.suffix.lower()
     manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
     # Local inputs as absolute paths: the build runs in a staging directory.
-    schema_spec = (
-        str(Path(schema).expanduser().resolve()) if schema and inputs.is_local(schema) else schema
-    )
-    meta_spec = str(Path(meta).expanduser().resolve()) if meta and inputs.is_local(meta) else meta
+    pairs = [(_abs(s), _abs(m)) for s, m in inputs.schema_pairs(schema, meta)]
+    (schema_spec, meta_spec), more = pairs[0], tuple(pairs[1:])
 
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agentgen-", dir=target.parent))
     try:
@@ -141,6 +146,7 @@ def run_new(
             schema_spec=schema_spec,
             meta_spec=meta_spec,
             manifest_path=build / manifest_file,
+            more=more,
         )
         project.write_generated(build / package / project.GENERATED, rendered.files)
         if target.exists():

@@ -39,7 +39,7 @@ class Interrupts(RuntimeCore):
             "type": "object",
             "properties": {},
         }
-        if self.PROFILE.get("elicitation", True):
+        if self.revision.elicitation:
             req = {
                 "sessionId": s.id,
                 "mode": "form",
@@ -75,19 +75,28 @@ class Interrupts(RuntimeCore):
         error (declare such interrupts on a revision with elicitation)."""
         conn = self.connection
         assert conn is not None
-        req = {
-            "sessionId": turn.session.id,
-            "toolCall": {
+        shape = self.revision.permission
+        title = spec.get("description") or name
+        req: dict[str, Any] = {"sessionId": turn.session.id}
+        if shape.tool_call:  # v1: the permission is asked for a tool call
+            req[shape.tool_call] = {
                 "toolCallId": f"interrupt-{name}-{uuid.uuid4().hex[:12]}",
-                "title": spec.get("description") or name,
+                "title": title,
                 "rawInput": _model_dump(payload),
-            },
-            "options": [
-                {"optionId": "accept", "name": "Approve", "kind": "allow_once"},
-                {"optionId": "decline", "name": "Decline", "kind": "reject_once"},
-            ],
-            "_meta": {"interrupt": name},
-        }
+            }
+        meta: dict[str, Any] = {"interrupt": name}
+        if shape.title:  # v2: the request carries its own title; the payload goes in _meta
+            req[shape.title] = title
+            meta["payload"] = _model_dump(payload)
+        req.update(
+            {
+                "options": [
+                    {"optionId": "accept", "name": "Approve", "kind": "allow_once"},
+                    {"optionId": "decline", "name": "Decline", "kind": "reject_once"},
+                ],
+                "_meta": meta,
+            }
+        )
         answer = await conn.request("session/request_permission", req)
         outcome = answer.get("outcome") if type(answer) is dict else None
         chosen = outcome.get("optionId") if type(outcome) is dict else None

@@ -18,8 +18,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .. import schemas
 from ..errors import AgentgenError
-from .methods import _defs, _refs, method_table
+from .methods import method_table
 
 RUNTIME_REVISION = Path(__file__).resolve().parents[2] / "templates" / "runtime" / "revision.py"
 
@@ -43,7 +44,7 @@ class _Defs:
     """Property lookups on a schema's definitions (following `allOf` references)."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self.defs = _defs(schema)
+        self.defs = schemas.defs(schema)
 
     def node(self, name: str | None) -> dict[str, Any]:
         node = self.defs.get(name) if name else None
@@ -65,7 +66,7 @@ class _Defs:
                 for key, value in props.items():
                     out.setdefault(str(key), value)
             for part in node.get("allOf") or []:
-                stack.extend(_refs(part))
+                stack.extend(schemas.refs(part))
         return out
 
     def required(self, name: str | None) -> set[str]:
@@ -75,7 +76,7 @@ class _Defs:
     def field_to(self, name: str | None, target: str) -> str | None:
         """The property of `name` whose value refers (directly or as `T | null`) to `target`."""
         for key, value in self.props(name).items():
-            if target in set(_refs(value)):
+            if target in set(schemas.refs(value)):
                 return key
         return None
 
@@ -89,7 +90,7 @@ class _Defs:
             nxt: list[tuple[str, tuple[str, ...]]] = []
             for cur, path in frontier:
                 for key, value in self.props(cur).items():
-                    refs = list(_refs(value))
+                    refs = list(schemas.refs(value))
                     if target in refs:
                         return (*path, key)
                     nxt.extend((r, (*path, key)) for r in refs if r in self.defs)
@@ -119,7 +120,7 @@ class _Defs:
         """The `field` const of the variant of `union` that is (or extends) `member`."""
         for key in ("anyOf", "oneOf"):
             for branch in self.node(union).get(key) or []:
-                if not isinstance(branch, dict) or member not in set(_refs(branch)):
+                if not isinstance(branch, dict) or member not in set(schemas.refs(branch)):
                     continue
                 value = (branch.get("properties") or {}).get(field)
                 if isinstance(value, dict) and isinstance(value.get("const"), str):

@@ -64,11 +64,11 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         self._machine = StateMachine(m.get("states"))
         self._init_providers(m)
         self._mm: Any = None
-        if not self.REVISIONS:
-            raise TypeError(
-                f"{type(self).__name__} has no REVISIONS: subclass the generated AgentBase"
-            )
-        self._use_revision(self.REVISIONS[-1])
+        # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
+        self._methods = {}
+        self._dispatch_cache = {}
+        if self.REVISIONS:
+            self._use_revision(self.REVISIONS[-1])
 
     # ---- the user's API ----------------------------------------------------------
     async def prompt(self, turn: Turn, input: Any) -> Any:

@@ -167,7 +167,9 @@ def advertise(rt: AgentRuntime, caps: Any) -> None:
     sc = caps
     for key in names.session:
         inner = sc.get(key)
-        sc = sc[key] = inner if type(inner) is dict else {}
+        if type(inner) is not dict:
+            inner = sc[key] = {}
+        sc = inner
     for name in ("resume", "list", "close", "delete"):
         if f"session/{name}" in methods and name in names.session_fields:
             sc[name] = {}

@@ -108,13 +108,19 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     def prompt(conn: Any, sid: str, text: str) -> Any:
         return conn.prompt(session_id=sid, prompt=[S.TextContentBlock(type="text", text=text)])
 
-    with running_server(http.app_for(built["agent"], store=store)) as addr:
+    auth = hs.runtime_of(PKG, "auth").Auth(
+        [{"type": "bearer", "env": "SESS_TOKEN"}], {"SESS_TOKEN": "tok-sessions-1"}
+    )
+    app = http.app_for(built["agent"], store=store, auth=auth)
+    with running_server(app) as addr:
         url = f"http://{addr}/acp"
+        same_token = {"Authorization": "Bearer tok-sessions-1"}
 
         async def connect() -> tuple[Any, Collector]:
             c = Collector()
             conn = acp.connect_to_agent(
-                c, create_http_stream(url, client=httpx.AsyncClient(timeout=None))
+                c,
+                create_http_stream(url, headers=same_token, client=httpx.AsyncClient(timeout=None)),
             )
             await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
             return conn, c

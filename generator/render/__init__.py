@@ -159,9 +159,7 @@ def render_generated(
         else ("Any" if manifest.get("input") else "list[dict[str, Any]]")
     )
     output_type = (
-        "manifest_models.Output | None"
-        if manifest.get("output") and "Output" in mm_names
-        else "Any"
+        "manifest_models.Output" if manifest.get("output") and "Output" in mm_names else "Any"
     )
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")),

@@ -19,9 +19,16 @@ from .runtime.client import AgentProxy, ClientRuntime
 from .runtime.revision import Method, Revision
 
 if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import TypeAlias
+
     from . import models
     from . import manifest_models
-    from types import ModuleType
+
+    # what `prompt` receives and returns: the manifest's typed Input / Output when it has
+    # those schemas (handlers.py imports these names)
+    Input: TypeAlias = list[dict[str, Any]]
+    Output: TypeAlias = Any
 
 # the protocol revision(s) this package serves, oldest first; the last is the primary one
 REVISIONS: tuple[Revision, ...] = (REVISION,)
@@ -74,9 +81,9 @@ class AgentBase(AgentRuntime):
     def _protocol_models_of(cls, package: str) -> Any:
         return _protocol_models_of(package)
 
-    async def prompt(self, turn: Turn, input: list[dict[str, Any]]) -> Any:
+    async def prompt(self, turn: Turn, input: Input) -> Output | None:
         """Handle one prompt: stream with `turn`, return the output (or None)."""
-        return await super().prompt(turn, input)  # type: ignore[no-any-return]
+        return await super().prompt(turn, input)
 
     async def auth_status(self, params: models.AuthStatusRequest) -> models.AuthStatusResponse:
         """`auth/status` (request, unstable)."""

@@ -103,7 +103,7 @@ def run_client(
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
-        from .http_client import run_http_client  # type: ignore[import-not-found]  # provided by the HTTP transport
+        from .http_client import run_http_client
 
         run_http_client(client_cls, proxy_cls, args.url)
         return

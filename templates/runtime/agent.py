@@ -242,6 +242,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
         cfg = self._acp_manifest.get("config") or {}
+        v2 = self.revision.protocol_version >= 2  # the revision has the open "other" variant
         out = []
         shape = self.revision.config_option
         for opt in cfg.get("options") or ():
@@ -251,6 +252,13 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
                 base["description"] = opt["description"]
             if opt.get("type") == "boolean":
                 out.append({**base, "type": "boolean", shape.current_value: bool(cur)})
+            elif (
+                v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
+            ):
+                # v2 carries implementation-specific kinds ("_" + name, the "other" variant);
+                # v1 has select and boolean only: there such an option is set through
+                # session/new `_meta.config` or session/set_config_option, not listed
+                out.append({**base, "type": "_" + opt["type"], shape.current_value: cur})
             elif opt.get("values"):
                 vals = [str(v) for v in opt["values"]]
                 out.append(

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import TypeAlias
 
-    from . import models
-    from . import manifest_models
+    from . import manifest_models, models
 
     # what `prompt` receives and returns: the manifest's typed Input / Output when it has
     # those schemas (handlers.py imports these names)

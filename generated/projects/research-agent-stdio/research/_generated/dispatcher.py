@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
     from . import models
-    from . import manifest_models
 
     # what `prompt` receives and returns: the manifest's typed Input / Output when it has
     # those schemas (handlers.py imports these names)

@@ -7,7 +7,7 @@ pre-commit) and returns the exit code that implementation gives (generator/guard
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -47,22 +47,22 @@ app = typer.Typer(
 )
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     agent = "agent"
     client = "client"
 
 
-class Transport(str, Enum):
+class Transport(StrEnum):
     stdio = "stdio"
     http = "http"
 
 
-class TextFormat(str, Enum):
+class TextFormat(StrEnum):
     text = "text"
     json = "json"
 
 
-class TableFormat(str, Enum):
+class TableFormat(StrEnum):
     table = "table"
     json = "json"
 

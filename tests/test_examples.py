@@ -74,10 +74,9 @@ def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> d
     from generator.scaffold.project import write_generated
 
     schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
-    meta = json.loads((shared_acp / "v1" / "meta.unstable.json").read_text())
     manifest = load_manifest(REPO / "examples" / name / "agent.yaml").data
     files = render_generated(
-        schema=schema, meta=meta, manifest=manifest, role="agent", transport="stdio"
+        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
     )
     pkg = tmp / package
     write_generated(pkg / "_generated", files)
@@ -220,10 +219,10 @@ def test_echo_streams_each_text_block_back(project: Any) -> None:
 
 
 @pytest.mark.slow
-def test_echo_passes_acpbench(project: Any, shared_acp: Path) -> None:
+def test_echo_passes_acpbench(project: Any, acpbench: Path) -> None:
     """The shared load driver's echo check: every prompt echoed chunk by chunk."""
     env = project("echo")
-    tool = shared_acp.parent / "tools" / "acpbench.py"
+    tool = acpbench
     cmd = [sys.executable, str(tool), "--prompts", "50", "--sessions", "2", "--blocks", "5"]
     r = subprocess.run(
         [*cmd, "--", sys.executable, "-m", "exagent"],
@@ -480,8 +479,15 @@ def test_example_handlers_type_check_against_their_generated_code(
         packages += ["-m", f"{package}.handlers", "-m", f"{package}._generated.manifest_models"]
     # the handlers and the manifest models; what they import is read, not checked here
     r = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--strict", "--follow-imports=silent"]
-        + packages,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--strict",
+            "--follow-imports=silent",
+            *packages,
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -47,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hardening_support as hs
 
+pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
+
 MAX_SIZE = 4096  # the in-process agent's message size limit (oversized frames exceed it)
 ID_POOL = [0, 1, 2, 3, 7, "a", "b", "dup"]
 KNOWN_EXTENSIONS = {"_agent/info"}
@@ -591,7 +593,8 @@ async def baseline_codes(fa: dict[str, Any]) -> dict[str, Any]:
     p = InProcess(fa)
     sid = await p.session()
     out = {}
-    for i, (name, params) in enumerate(sorted(fa["minimal"].items())):
+    for i, (name, minimal) in enumerate(sorted(fa["minimal"].items())):
+        params = minimal
         if isinstance(params, dict) and "sessionId" in params:
             params = {**params, "sessionId": sid}
         out[name] = _code(await p.call(f"base-{i}", name, params))
@@ -659,7 +662,8 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
             lines: list[bytes] = []
             expects: list[Expect] = []
             for replay in range(REPLAYS):  # the same frames again: ids reused and duplicated
-                for frame, mutated_method in specs:
+                for spec_frame, mutated_method in specs:
+                    frame = spec_frame
                     if mutated_method is not None:
                         if replay:
                             continue  # unique ids: fed once

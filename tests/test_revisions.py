@@ -24,13 +24,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from generator.errors import AgentgenError
-from generator.protocol.revision import describe
-from generator.render import render_generated
-from generator.scaffold.project import write_generated
+from generator.errors import AgentgenError  # noqa: E402
+from generator.protocol.revision import describe  # noqa: E402
+from generator.render import render_generated  # noqa: E402
+from generator.scaffold.project import write_generated  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaffold_support import store  # noqa: F401 - fixture
+from scaffold_support import store  # noqa: E402, F401 - fixture
 
 PY = sys.executable
 NPM = "npm:@agentclientprotocol/sdk@2.4.0#schema/{}"

@@ -97,9 +97,14 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     (project / "tests/test_user.py").write_text(USER_TEST)
     mine = user_files(project)
 
-    # legacy -> v1: compatible for this user code
+    # legacy -> v1 (with its unstable part, which legacy's single file also had):
+    # compatible for this user code
     code, out = invoke(
-        "regen", "--project", str(project), "--schema", str(shared_acp / "v1/schema.json")
+        "regen",
+        "--project",
+        str(project),
+        "--schema",
+        str(shared_acp / "v1/schema.unstable.json"),
     )
     assert code == 0, out
     assert user_files(project) == mine

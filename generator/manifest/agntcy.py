@@ -93,8 +93,8 @@ class _Converter:
     # -- the one mechanism: copy a source subtree (value + positions) to a new pointer --
     def get(self, pointer: str) -> Any:
         node: Any = self.doc
-        for token in pointer.split("/")[1:]:
-            token = unescape(token)
+        for raw in pointer.split("/")[1:]:
+            token = unescape(raw)
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):

@@ -161,7 +161,7 @@ def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, 
             if pointer and not pointer.startswith("/"):
                 return ref  # an anchor: global to the document, unchanged
             tokens = pointer.split("/")
-            if len(tokens) >= 3:
+            if len(tokens) >= 3:  # noqa: PLR2004 - "", the container, the name
                 head = f"/{tokens[1]}/{_unescape(tokens[2])}"
                 if head in hoisted:
                     rest = "/".join(tokens[3:])

@@ -271,13 +271,14 @@ def schema_validity(data: dict[str, Any]) -> Iterator[Problem]:
     for pointer, schema in embedded_schemas(data):
         if not isinstance(schema, dict):
             continue  # the manifest schema reports the wrong type
-        for err in _meta_validator(schema).iter_errors(schema):
+        for found in _meta_validator(schema).iter_errors(schema):
+            err = found
             if err.context:
                 from jsonschema.exceptions import best_match
 
                 err = best_match(err.context)
             where = pointer + "".join(child("", p) for p in err.absolute_path)
-            message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
+            message = _clip(err.message, 120)
             yield where, f"not a valid JSON Schema: {message}", False
         yield from refs(pointer, schema)
 
@@ -342,9 +343,13 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 _A = {"boolean": "a boolean", "string": "a string", "integer": "an integer", "number": "a number"}
 
 
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return _clip(repr(value), 60)
 
 
 def _fits(kind: Any, value: Any) -> bool:
@@ -422,7 +427,7 @@ def _misfits(validator: Any, schema: dict[str, Any], value: Any) -> Iterator[str
     except Unresolvable:  # reported by the $ref check
         return
     for err in errs:
-        yield err.message if len(err.message) <= 120 else err.message[:117] + "..."
+        yield _clip(err.message, 120)
 
 
 def _config_validator(schema: Any) -> Any:

@@ -10,6 +10,7 @@ unreadable). A manifest that is not YAML/JSON is a finding like any other (1).
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import sys
@@ -24,6 +25,8 @@ from .load import LoadedManifest, load_manifest
 from .positions import child
 from .semantics import semantic_problems
 
+SHOWN = 60  # characters of a value quoted in a message
+MESSAGE_MAX = 160  # characters of one diagnostic's message
 Problem = tuple[str, str, bool]  # (pointer in contract-3 terms, message, at the key?)
 
 
@@ -43,19 +46,15 @@ class Diagnostic:
 
 # ---- schema validation --------------------------------------------------------------
 
-_VALIDATOR: Any = None
 
-
+@functools.cache
 def _validator() -> Any:
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator
 
-        from ..schema_files import load_schema
+    from ..schema_files import load_schema
 
-        schema = load_schema("manifest.schema.json")
-        _VALIDATOR = Draft202012Validator(inline_local_refs(schema) or schema)
-    return _VALIDATOR
+    schema = load_schema("manifest.schema.json")
+    return Draft202012Validator(inline_local_refs(schema) or schema)
 
 
 def inline_local_refs(schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -127,7 +126,7 @@ def show(value: Any, pointer: str = "") -> str:
     if isinstance(value, list):
         return "a list"
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + '..."'
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + '..."'
 
 
 def _schema_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -182,8 +181,8 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
     message = err.message
     if _secretish(pointer):  # jsonschema's messages quote the value
         message = f"the value does not satisfy {kind}: {err.validator_value!r}"
-    if len(message) > 160:
-        message = message[:157] + "..."
+    if len(message) > MESSAGE_MAX:
+        message = message[: MESSAGE_MAX - 3] + "..."
     yield pointer, message, False
 
 
@@ -202,10 +201,11 @@ def diagnose(loaded: LoadedManifest) -> list[Diagnostic]:
             out.add(Diagnostic(loaded.source, line, col, src, message))
     problems.extend(_schema_problems(loaded.data))
     problems.extend(semantic_problems(loaded.data))
-    for pointer, message, at_key in problems:
+    for pointer, said, at_key in problems:
         line, col = loaded.position(pointer, key=at_key)
+        message = said
         if loaded.origin:  # pointers named in the message, as the file spells them
-            message = _POINTER.sub(lambda m: loaded.file_pointer(m.group(0)), message)
+            message = _POINTER.sub(lambda m: loaded.file_pointer(m.group(0)), said)
         out.add(Diagnostic(loaded.source, line, col, loaded.file_pointer(pointer), message))
     return sorted(out)
 

@@ -252,8 +252,8 @@ def _variant_key(member: Any, tag: str | None) -> str | None:
 def _union_tag(members: list[Any]) -> str | None:
     """The property most members fix with a `const` (the discriminator), if any."""
     counts: dict[str, int] = {}
-    for m in members:
-        m = _unwrap(m)
+    for member in members:
+        m = _unwrap(member)
         props = m.get("properties") if isinstance(m, dict) else None
         for k, v in (props or {}).items():
             if isinstance(v, dict) and "const" in v:
@@ -304,7 +304,8 @@ class _Diff:
                     used.append(u)
         if not used:
             return ""
-        shown = ", ".join(used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")
+        few = 3  # the first few names, then a count
+        shown = ", ".join(used[:few]) + (f" and {len(used) - few} more" if len(used) > few else "")
         return f" (in {shown})"
 
     # methods

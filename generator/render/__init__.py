@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..packaged import data_dir
 
 HERE = Path(__file__).resolve().parent
-RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
 
 __all__ = ["render_generated", "runtime_files", "uses_callbacks"]
 
@@ -45,7 +45,8 @@ def runtime_files(
     import ast
 
     sources = {
-        path.stem: path.read_text(encoding="utf-8") for path in sorted(RUNTIME_DIR.glob("*.py"))
+        path.stem: path.read_text(encoding="utf-8")
+        for path in sorted((data_dir("templates") / "runtime").glob("*.py"))
     }
     wanted = set(sources)
     if transport is not None:

@@ -72,6 +72,7 @@ def _check_target(directory: Path) -> Path:
 
 STAGING = ".agentgen-"  # `.<target>.agentgen-XXXX`: a build in progress
 _OWNER = ".agentgen-pid"
+UNCLAIMED_AFTER = 60  # seconds: a staging directory with no owner record by then is dead
 
 
 def _alive(pid: int) -> bool:
@@ -98,7 +99,7 @@ def sweep_stale(parent: Path) -> None:
         except (OSError, ValueError):
             # no record yet: killed between mkdtemp and writing it, or being created now
             with contextlib.suppress(OSError):
-                if time.time() - path.stat().st_mtime > 60:
+                if time.time() - path.stat().st_mtime > UNCLAIMED_AFTER:
                     shutil.rmtree(path, ignore_errors=True)
             continue
         if pid != os.getpid() and not _alive(pid):
@@ -168,6 +169,7 @@ def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
         )
     except template_store.copier_errors() as exc:  # one clear line, no traceback
         raise AgentgenError(f"copier could not render the {role} template: {exc}") from None
+    template_store.record_source(dst / ".copier-answers.yml")
 
 
 def _abs(spec: str | None) -> str | None:

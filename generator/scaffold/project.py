@@ -31,7 +31,7 @@ def agentgen_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("agentgen")
+        return version("acp-agentgen")  # the distribution name
     except PackageNotFoundError:
         return "0.0.0"
 

@@ -242,7 +242,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
         cfg = self._acp_manifest.get("config") or {}
-        v2 = self.revision.protocol_version >= 2  # the revision has the open "other" variant
+        v2 = self.revision.turn.lifecycle == "v2"  # the v2 schema has the open "other" kind
         out = []
         shape = self.revision.config_option
         for opt in cfg.get("options") or ():

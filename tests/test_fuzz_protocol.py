@@ -170,7 +170,8 @@ def mutations(view: SchemaView, methods: dict[str, Any]) -> list[tuple[str, dict
     method of the table and every required field whose schema constrains its type (fields
     marked ``x-deserialize-default-on-error`` fall back to a default by the schema's word)."""
     out = []
-    for name, (_attr, kind, pcls, _r) in sorted(methods.items()):
+    for name, entry in sorted(methods.items()):
+        kind, pcls = entry.kind, entry.params
         if kind != "request" or not pcls or pcls not in view.defs:
             continue
         schema = view.resolve(view.defs[pcls])
@@ -193,7 +194,8 @@ def mutations(view: SchemaView, methods: dict[str, Any]) -> list[tuple[str, dict
 
 def minimal_requests(view: SchemaView, methods: dict[str, Any]) -> dict[str, Any]:
     out = {}
-    for name, (_attr, kind, pcls, _r) in sorted(methods.items()):
+    for name, entry in sorted(methods.items()):
+        kind, pcls = entry.kind, entry.params
         if kind == "request" and pcls in view.defs:
             out[name] = view.minimal(view.defs[pcls])
     return out
@@ -730,8 +732,8 @@ def _typed(attr: str) -> Any:
     return method
 
 
-for _attr, _kind, _params, _result in AGENT_METHODS.values():
-    setattr(Agent, _attr, _typed(_attr))
+for _method in AGENT_METHODS.values():
+    setattr(Agent, _method.attr, _typed(_method.attr))
 """
 
 

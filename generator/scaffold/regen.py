@@ -9,6 +9,7 @@ it); the project's tests write a message the new revision no longer accepts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import AgentgenError
@@ -24,18 +25,23 @@ def _abs_spec(spec: str | None) -> str | None:
 def run_regen(
     project_dir: Path,
     *,
-    schema: str | None = None,
-    meta: str | None = None,
+    schema: str | Sequence[str] | None = None,
+    meta: str | Sequence[str] | None = None,
     dry_run: bool = False,
 ) -> int:
     proj = project.find_project(project_dir)
     gen = proj.generated_dir
     old_files = project.existing_files(gen)
+    new_schema = bool(inputs.specs(schema))
+    pairs = [(_abs_spec(s), _abs_spec(m)) for s, m in inputs.schema_pairs(schema, meta)]
+    if not new_schema and inputs.specs(meta):  # a new meta table for the recorded schema
+        pairs = [(None, _abs_spec(inputs.specs(meta)[0]))]
     rendered = project.render_recorded(
         proj,
-        schema_spec=_abs_spec(schema),
-        meta_spec=_abs_spec(meta),
-        new_schema=schema is not None,
+        schema_spec=pairs[0][0],
+        meta_spec=pairs[0][1],
+        new_schema=new_schema,
+        more=tuple(pairs[1:]) if new_schema else (),
     )
 
     findings: list[compat.Finding] = []

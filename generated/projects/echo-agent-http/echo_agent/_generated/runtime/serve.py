@@ -184,17 +184,10 @@ def run_client(
 
 
 async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) -> None:
-    from .client import spawn_agent
+    from .client import negotiate, spawn_agent
 
     async with spawn_agent(client, proxy_cls, *command) as agent:
-        await agent.call(
-            "initialize",
-            {
-                "protocolVersion": 1,
-                "clientCapabilities": {},
-                "clientInfo": {"name": "client", "version": "0"},
-            },
-        )
+        await negotiate(agent, client)
         sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
         loop = asyncio.get_running_loop()
         while True:

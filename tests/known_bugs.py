@@ -32,3 +32,13 @@ def wire_check_on() -> bool:
 def wire_xfail(reason: str) -> pytest.MarkDecorator:
     """xfail(strict) for a test that fails only because the wire check catches `reason`."""
     return pytest.mark.xfail(wire_check_on(), strict=True, reason=reason)
+
+
+# v2 models (normalize/models): the official TypeScript SDK sends session/set_config_option
+# as {sessionId, configId, value} with no `type`; our v2 SetSessionConfigOptionRequest union
+# requires a `type` on that shape, so the agent's received-frame check flags a valid frame
+# (the agent still applies the option).
+V2_SET_CONFIG_UNTAGGED = (
+    "v2 SetSessionConfigOptionRequest without `type` (as the TS SDK sends it) is refused by "
+    "our v2 model: its untagged default member is not the fallback"
+)

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from .. import schemas
 from ..errors import AgentgenError
 from .methods import method_table
-
-RUNTIME_REVISION = Path(__file__).resolve().parents[2] / "templates" / "runtime" / "revision.py"
 
 __all__ = ["describe", "doc_text", "revision_module", "revision_source"]
 
@@ -32,7 +29,10 @@ def revision_module() -> ModuleType:
     name = "_agentgen_runtime_revision"
     mod = sys.modules.get(name)
     if mod is None:
-        spec = importlib.util.spec_from_file_location(name, RUNTIME_REVISION)
+        from ..packaged import data_dir  # the checkout's templates/, or the wheel's copy
+
+        path = data_dir("templates") / "runtime" / "revision.py"
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod

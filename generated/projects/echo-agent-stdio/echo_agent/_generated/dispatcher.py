@@ -204,6 +204,7 @@ class ClientBase(ClientRuntime):
 
     _acp_generated_base: ClassVar[bool] = True
     METHODS: ClassVar[dict[str, Method]] = CLIENT_METHODS
+    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
 
     @classmethod
     def _protocol_models(cls) -> Any:

@@ -131,6 +131,7 @@ class WireCheck:
         client_methods: dict[str, MethodEntry],
         *,
         check_received: bool = True,
+        owner: Any = None,
     ) -> None:
         self.side = side
         self.models = models
@@ -138,6 +139,33 @@ class WireCheck:
         self.handled = agent_methods if side == "agent" else client_methods
         self.called = client_methods if side == "agent" else agent_methods
         self.check_received = check_received
+        self.owner = owner  # an agent or client of several revisions: follow its choice
+
+    def _follow_revision(self, msg: dict[str, Any], method: str | None) -> bool:
+        """Check against the revision the connection speaks (an owner of several revisions
+        picks one at `initialize`, whose own frames are checked against the revision their
+        `protocolVersion` names). False: a version this side does not speak, nothing to
+        check against."""
+        revisions = getattr(self.owner, "REVISIONS", ()) if self.owner is not None else ()
+        if not revisions:
+            return True
+        rev = getattr(self.owner, "revision", None)
+        if (msg.get("method") if "method" in msg else method) == "initialize":
+            body = msg.get("params") if "method" in msg else msg.get("result")
+            version = body.get("protocolVersion") if type(body) is dict else None
+            rev = next((r for r in revisions if r.protocol_version == version), None)
+            if rev is None:
+                return False
+        if rev is None or (rev is revisions[-1] and len(revisions) == 1):
+            return True
+        models = self.owner._protocol_models_of(rev.package)
+        if models is None:
+            return False
+        agent_methods, client_methods = rev.side("agent"), rev.side("client")
+        self.models = models
+        self.handled = agent_methods if self.side == "agent" else client_methods
+        self.called = client_methods if self.side == "agent" else agent_methods
+        return True
 
     # ---- one message ----------------------------------------------------------------
     def _cls(self, name: str | None) -> Any:
@@ -148,6 +176,8 @@ class WireCheck:
             return ["a frame must be a JSON object"]
         if msg.get("jsonrpc") != "2.0":
             return ['"jsonrpc" must be "2.0"']
+        if not self._follow_revision(msg, method):
+            return []
         if "method" in msg:
             name = msg["method"]
             if type(name) is not str:
@@ -272,6 +302,11 @@ def for_owner(owner: Any, *, check_received: bool = True) -> WireCheck | None:
             side = "agent" if klass.__dict__.get("METHODS") is tables["agent"] else "client"
             models = klass._protocol_models()  # type: ignore[attr-defined]
             return WireCheck(
-                side, models, tables["agent"], tables["client"], check_received=check_received
+                side,
+                models,
+                tables["agent"],
+                tables["client"],
+                check_received=check_received,
+                owner=owner,
             )
     return None

@@ -427,12 +427,9 @@ def _generate(manifest: Any, source_label: str, where: str) -> str:
 def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
     """`agentgen models --manifest agent.yaml -o OUT.py` (AGNTCY manifests too)."""
     from ..files import write_output
-    from .format import read_manifest
-    from .load import load_manifest
+    from .validate import load_valid
 
-    loaded = load_manifest(manifest_path)
-    # structural problems located in the file before anything is generated
-    read_manifest(loaded.data, source=loaded.source, positions=loaded.positions)
+    loaded = load_valid(manifest_path)  # the checks `validate` runs, located in the file
     src = generate_manifest_models(
         loaded.data, source_label=Path(manifest_path).name, source=loaded.source
     )

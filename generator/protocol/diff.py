@@ -642,5 +642,10 @@ def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
         raise
     report.old = f"{old.origin} (sha256 {old.sha256[:12]})"
     report.new = f"{new.origin} (sha256 {new.sha256[:12]})"
-    sys.stdout.write(format_text(report) if fmt == "text" else format_json(report))
+    if fmt == "json":
+        sys.stdout.write(format_json(report))
+        return 0
+    from .. import console
+
+    console.lines(format_text(report), sys.stdout, marks=("BREAKING",))
     return 0

@@ -18,11 +18,13 @@ from mail_composer._generated.runtime.client import spawn_agent
 from mail_composer.handlers import Agent
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
+# Its sessions stay in memory here (the installed agent keeps them in SQLite).
 SERVE = (
     "import asyncio\n"
     "from mail_composer.handlers import Agent\n"
     "from mail_composer._generated.runtime.serve import serve_agent_stdio\n"
-    "asyncio.run(serve_agent_stdio(Agent()))\n"
+    "from mail_composer._generated.runtime.store import MemorySessionStore\n"
+    "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
 )
 
 

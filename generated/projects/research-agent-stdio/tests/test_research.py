@@ -18,11 +18,13 @@ from research._generated.runtime.client import spawn_agent
 from research.handlers import Agent
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
+# Its sessions stay in memory here (the installed agent keeps them in SQLite).
 SERVE = (
     "import asyncio\n"
     "from research.handlers import Agent\n"
     "from research._generated.runtime.serve import serve_agent_stdio\n"
-    "asyncio.run(serve_agent_stdio(Agent()))\n"
+    "from research._generated.runtime.store import MemorySessionStore\n"
+    "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
 )
 
 

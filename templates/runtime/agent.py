@@ -31,7 +31,7 @@ from .errors import (
 from .interrupts import InterruptDeclined, Interrupts, _camel
 from .jsonrpc import Connection, log
 from .providers import ProviderRoute, Providers
-from .revision import Revision
+from .revision import Revision, revision_for
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
 
 
@@ -116,10 +116,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
 
     def _negotiate(self, version: int) -> Revision:
         """ACP's rule: the client's version when the agent serves it, else the agent's latest."""
-        for rev in self.REVISIONS:
-            if rev.protocol_version == version:
-                return rev
-        return self.REVISIONS[-1]
+        return revision_for(self.REVISIONS, version) or self.REVISIONS[-1]
 
     async def _rt_initialize(self, params: Any, ctx: Any) -> Any:
         version = _need(params, "protocolVersion", int)

@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from .revision import revision_for
+
 log = logging.getLogger("acp.runtime.wirecheck")
 
 ENV = "ACP_WIRE_CHECK"
@@ -153,7 +155,7 @@ class WireCheck:
         if (msg.get("method") if "method" in msg else method) == "initialize":
             body = msg.get("params") if "method" in msg else msg.get("result")
             version = body.get("protocolVersion") if type(body) is dict else None
-            rev = next((r for r in revisions if r.protocol_version == version), None)
+            rev = revision_for(revisions, version)
             if rev is None:
                 return False
         if rev is None or (rev is revisions[-1] and len(revisions) == 1):

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from .errors import RpcError, from_validation_error, method_not_found
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext
-from .revision import Method, Revision
+from .revision import Method, Revision, revision_for
 from .stdio import read_frames
 
 
@@ -141,7 +141,7 @@ async def negotiate(
             last = err
             continue
         answered = result.get("protocolVersion") if type(result) is dict else None
-        chosen = next((r for r in revisions if r.protocol_version == answered), None)
+        chosen = revision_for(revisions, answered)
         if chosen is None:
             spoken = ", ".join(str(r.protocol_version) for r in reversed(revisions))
             raise RpcError(

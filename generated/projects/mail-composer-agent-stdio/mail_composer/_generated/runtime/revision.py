@@ -10,8 +10,9 @@ must carry `messageId`, and so on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Method(NamedTuple):
@@ -150,6 +151,11 @@ class Revision:
         return found
 
 
+def revision_for(revisions: Iterable[Revision], version: Any) -> Revision | None:
+    """The revision among `revisions` whose protocol version is `version`, if any."""
+    return next((r for r in revisions if r.protocol_version == version), None)
+
+
 __all__ = [
     "AgentCapabilityNames",
     "AuthMethodShape",
@@ -162,4 +168,5 @@ __all__ = [
     "Revision",
     "SessionShape",
     "TurnShape",
+    "revision_for",
 ]

@@ -630,6 +630,7 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
     fa = fuzz_agent
     methods = fa["methods"]
     runtime_log = logging.getLogger("acp.runtime")
+    level_before = runtime_log.level
     runtime_log.setLevel(logging.ERROR)  # one warning per junk response; errors are counted
     errors = ErrorCount()
     runtime_log.addHandler(errors)
@@ -701,6 +702,7 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
     finally:
         runner.close()
         runtime_log.removeHandler(errors)
+        runtime_log.setLevel(level_before)  # the logger is shared by every test in this worker
     assert errors.records == [], "the runtime logged errors (it tripped over input)"
     elapsed = time.perf_counter() - started
     TOTAL["in_process"] += frames_fed

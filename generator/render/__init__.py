@@ -83,6 +83,30 @@ def uses_callbacks(manifest: dict[str, Any]) -> bool:
     return isinstance(async_mode, dict) and bool(async_mode.get("callback"))
 
 
+def _interrupt_rows(manifest: dict[str, Any], mm_names: set[str]) -> list[dict[str, str]]:
+    """The client's handler of each manifest interrupt: `interrupt_<name>(payload,
+    message) -> <Name>Resume | None`, typed by the manifest models."""
+    from ..manifest.models import camel
+    from ..names import snake
+
+    rows = []
+    for spec in manifest.get("interrupts") or ():
+        name = str(spec["name"])
+        stem = camel(name)
+        payload, resume = stem + "Payload", stem + "Resume"
+        doc = " ".join(str(spec.get("description") or name).split())
+        rows.append(
+            {
+                "name": name,
+                "attr": snake(name, prefix="interrupt_"),
+                "doc": doc.replace("\\", "\\\\").replace('"' * 3, "'" * 3),
+                "payload_type": f"manifest_models.{payload}" if payload in mm_names else "Any",
+                "resume_type": f"manifest_models.{resume}" if resume in mm_names else "Any",
+            }
+        )
+    return rows
+
+
 def _ptype(cls: str | None, has_models: bool, model_names: set[str]) -> str:
     if cls and has_models and cls in model_names:
         return f"models.{cls}"
@@ -205,6 +229,9 @@ def render_generated(
     output_type = (
         "manifest_models.Output" if manifest.get("output") and "Output" in mm_names else "Any"
     )
+    interrupts = _interrupt_rows(manifest, mm_names)
+    init_rows = [m for m in agent_methods if m["name"] == "initialize"]
+    init_type = init_rows[0]["result_type"] if init_rows else "dict[str, Any]"
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")),
         autoescape=False,
@@ -221,6 +248,8 @@ def render_generated(
         "input_type": input_type,
         "output_type": output_type,
         "extra_revisions": extra_revisions,
+        "interrupts": interrupts,
+        "init_type": init_type,
     }
     files["dispatcher.py"] = ruff_format(
         env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"

@@ -205,6 +205,9 @@ class ClientBase(ClientRuntime):
     _acp_generated_base: ClassVar[bool] = True
     METHODS: ClassVar[dict[str, Method]] = CLIENT_METHODS
     REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
+    _acp_manifest: ClassVar[dict[str, Any]] = MANIFEST
+    # interrupt name -> its handler method
+    _acp_interrupts: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def _protocol_models(cls) -> Any:
@@ -213,6 +216,10 @@ class ClientBase(ClientRuntime):
     @classmethod
     def _protocol_models_of(cls, package: str) -> Any:
         return _protocol_models_of(package)
+
+    @classmethod
+    def _manifest_models(cls) -> Any:
+        return _manifest_models()
 
     async def auth_status_update(self, params: models.AuthStatusUpdateNotification) -> None:
         """`auth/status_update` (notification, unstable)."""
@@ -298,6 +305,19 @@ class AgentConnection(AgentProxy):
     @classmethod
     def _protocol_models_of(cls, package: str) -> Any:
         return _protocol_models_of(package)
+
+    async def negotiate(
+        self,
+        client: ClientRuntime | None = None,
+        *,
+        name: str = "client",
+        version: str = "0",
+        capabilities: dict[str, Any] | None = None,
+    ) -> models.InitializeResponse:
+        """`initialize`: offers this client's highest revision (older ones when refused) and
+        declares what `client` can answer (or `capabilities`); the connection then speaks
+        the revision the agent answered."""
+        return await self._negotiate(client, name=name, version=version, capabilities=capabilities)  # type: ignore[no-any-return]
 
     async def auth_status(
         self, params: models.AuthStatusRequest | dict[str, Any]

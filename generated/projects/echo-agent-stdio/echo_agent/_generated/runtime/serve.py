@@ -156,15 +156,34 @@ def run_client(
     transport: str = "stdio",
 ) -> None:
     """Start the agent command, open a session, send each stdin line as a prompt."""
+    from .client import RETRIES, RETRY_DELAY
+
     ap = argparse.ArgumentParser(
         description="An Agent Client Protocol client: opens a session with the agent and "
-        "sends each line of stdin as a prompt; the agent's answer streams to stdout.",
+        "sends each line of stdin as a prompt; the agent's answer streams to stdout. An "
+        "agent error is one line on stderr (exit status 1), as is the agent exiting.",
         epilog="example: echo hello | %(prog)s -- my-agent"
         if transport != "http"
         else "example: echo hello | %(prog)s --url http://127.0.0.1:8000/acp",
     )
     if transport == "http":
         ap.add_argument("--url", required=True, help="the agent's ACP endpoint (…/acp)")
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=_env("ACP_RETRIES", RETRIES),
+        metavar="N",
+        help="retry a prompt the agent answers with a transient error up to N times "
+        f"(env ACP_RETRIES; default {RETRIES})",
+    )
+    ap.add_argument(
+        "--retry-delay",
+        type=float,
+        default=_env("ACP_RETRY_DELAY", RETRY_DELAY, float),
+        metavar="SECONDS",
+        help="wait before the first retry, doubled before each next one "
+        f"(env ACP_RETRY_DELAY; default {RETRY_DELAY:g}: 1s, 2s, 4s)",
+    )
     ap.add_argument(
         "command",
         nargs="*",
@@ -175,33 +194,14 @@ def run_client(
     )
     args = ap.parse_args(argv)
     stderr_logging()
+    retry = {"retries": max(0, args.retries), "retry_delay": max(0.0, args.retry_delay)}
     if transport == "http":
-        _transport_module("http_client").run_http_client(client_cls, proxy_cls, args.url)
+        _transport_module("http_client").run_http_client(client_cls, proxy_cls, args.url, **retry)
         return
     if not args.command:
         ap.error("give the agent command after --")
-    asyncio.run(_client_repl(client_cls(), proxy_cls, args.command))
+    from .client import spawn_agent
+    from .console import run_console
 
-
-async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) -> None:
-    from .client import negotiate, spawn_agent
-
-    async with spawn_agent(client, proxy_cls, *command) as agent:
-        await negotiate(agent, client)
-        sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
-        loop = asyncio.get_running_loop()
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            result = await agent.call(
-                "session/prompt",
-                {
-                    "sessionId": sess["sessionId"],
-                    "prompt": [{"type": "text", "text": line.rstrip("\n")}],
-                },
-            )
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            stop = result.get("stopReason", "accepted") if isinstance(result, dict) else result
-            print(f"[turn: {stop}]", file=sys.stderr)
+    client = client_cls()
+    run_console(client, lambda: spawn_agent(client, proxy_cls, *args.command, grace=3.0), **retry)

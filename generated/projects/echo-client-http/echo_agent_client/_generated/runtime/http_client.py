@@ -33,16 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import orjson
 
-from .client import AgentProxy, ClientRuntime, negotiate
+from .client import ClientRuntime, P
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 
 log = logging.getLogger("acp.runtime.http_client")
@@ -271,13 +269,13 @@ class WebSocketTransport:
 @contextlib.asynccontextmanager
 async def connect_http(
     client: ClientRuntime,
-    proxy_cls: type[AgentProxy],
+    proxy_cls: type[P],
     url: str,
     *,
     headers: dict[str, str] | None = None,
     websocket: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-) -> AsyncIterator[AgentProxy]:
+) -> AsyncIterator[P]:
     """Connect to an ACP agent at ``url`` (``.../acp``); yield the typed proxy."""
     transport: HttpTransport | WebSocketTransport
     if websocket:
@@ -303,27 +301,10 @@ async def connect_http(
         await conn.close()
 
 
-def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str) -> None:
-    """Console script: connect, open a session, send each stdin line as a prompt."""
+def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str, **options: Any) -> None:
+    """Console script: connect, open a session, send each stdin line as a prompt
+    (console.py; `options`: retries, retry_delay)."""
+    from .console import run_console
 
-    async def repl() -> None:
-        client = client_cls()
-        async with connect_http(client, proxy_cls, url) as agent:
-            await negotiate(agent, client)
-            sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
-            loop = asyncio.get_running_loop()
-            while True:
-                line = await loop.run_in_executor(None, sys.stdin.readline)
-                if not line:
-                    break
-                result = await agent.call(
-                    "session/prompt",
-                    {
-                        "sessionId": sess["sessionId"],
-                        "prompt": [{"type": "text", "text": line.rstrip("\n")}],
-                    },
-                )
-                print(result, file=sys.stderr)
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(repl())
+    client = client_cls()
+    run_console(client, lambda: connect_http(client, proxy_cls, url), **options)

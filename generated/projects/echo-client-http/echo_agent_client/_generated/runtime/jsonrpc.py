@@ -39,6 +39,7 @@ from .errors import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     REQUEST_CANCELLED,
+    ConnectionClosed,
     RpcError,
     internal_error,
     invalid_params,
@@ -140,6 +141,7 @@ class Connection:
         self._queues: dict[str | None, asyncio.Queue[tuple[str, Any]]] = {}
         self._workers: dict[str | None, asyncio.Task[None]] = {}
         self._closed = False
+        self._close_reason: ConnectionClosed | None = None
         self.closed = asyncio.Event()
         # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
         self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
@@ -201,7 +203,7 @@ class Connection:
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
         if self._closed:
-            raise RpcError(-32603, "connection closed")
+            raise self._close_reason or ConnectionClosed()
         self._next_id += 1
         rid = self._next_id
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
@@ -469,6 +471,17 @@ class Connection:
             fut.set_result(msg.get("result"))
 
     # ---- lifecycle --------------------------------------------------------------
+    @property
+    def close_reason(self) -> ConnectionClosed | None:
+        """Why the connection ended, when whoever ended it said (e.g. `AgentExited`)."""
+        return self._close_reason
+
+    async def close_with(self, reason: ConnectionClosed) -> None:
+        """`close()`, failing pending requests with `reason` (e.g. `AgentExited`)."""
+        if not self._closed and self._close_reason is None:
+            self._close_reason = reason
+        await self.close()
+
     async def close(self) -> None:
         """End the connection: cancel work in flight, fail pending requests, flush."""
         if self._closed:
@@ -481,7 +494,7 @@ class Connection:
             w.cancel()
         for fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(RpcError(-32603, "connection closed"))
+                fut.set_exception(self._close_reason or ConnectionClosed())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.flush()

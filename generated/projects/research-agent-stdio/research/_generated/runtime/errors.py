@@ -29,6 +29,23 @@ class RpcError(Exception):
         return out
 
 
+class ConnectionClosed(RpcError):
+    """The connection ended with this request still waiting for its answer."""
+
+    def __init__(self, message: str = "connection closed", data: Any = None) -> None:
+        super().__init__(INTERNAL_ERROR, message, data)
+
+
+class AgentExited(ConnectionClosed):
+    """The agent's process ended (stdio); ``status`` is its exit status when known
+    (negative: killed by that signal)."""
+
+    def __init__(self, status: int | None) -> None:
+        how = "" if status is None else f" (exit status {status})"
+        super().__init__(f"the agent exited{how}", {"status": status})
+        self.status = status
+
+
 def internal_error() -> RpcError:
     """The answer for an unexpected exception: no stack trace, no message text."""
     return RpcError(INTERNAL_ERROR, "internal error")

@@ -1,0 +1,303 @@
+"""The generated client against real agent subprocesses: agent errors as one line,
+a refused `session/new` ends the client within seconds (even when the agent leaves a
+child holding its stdout), transient errors retried, an agent that exits fails every
+pending request at once; the capabilities it declares."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+AGENT_HANDLERS = """
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from ._generated.dispatcher import AgentBase
+from ._generated.runtime.agent import Turn
+from ._generated.runtime.errors import AgentError, RpcError
+
+
+class QuotaExceeded(AgentError):
+    code = 1001
+    name = "QuotaExceeded"
+    transient = True
+
+
+ATTEMPTS = {"n": 0}
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> Any:
+        text = "".join(b.get("text", "") for b in input if b.get("type") == "text")
+        word, _, rest = text.partition(" ")
+        if word == "quota":
+            raise QuotaExceeded("the daily quota is used up\\nretry later")
+        if word == "plain":
+            raise RpcError(-32603, "something broke")
+        if word == "flaky":  # fails transiently `rest` times, then answers
+            ATTEMPTS["n"] += 1
+            if ATTEMPTS["n"] <= int(rest):
+                raise QuotaExceeded(f"attempt {ATTEMPTS['n']} failed")
+            await turn.send_text(f"ok after {ATTEMPTS['n']}")
+            return None
+        if word == "die":
+            await turn.send_text("dying")
+            await asyncio.sleep(0.2)
+            os._exit(3)
+        await turn.send_text(text)
+        return None
+
+
+async def _refuse(self: Any, params: Any) -> Any:
+    raise RpcError(-32000, "Authentication required")
+
+
+if os.environ.get("AGENT_REFUSE_SESSIONS"):
+    Agent.session_new = _refuse  # type: ignore[method-assign]
+"""
+
+# a child that inherits the agent's stdout (the protocol pipe) and outlives the agent,
+# as `npx some-agent` leaves one: the client must not wait for it
+AGENT_MAIN = """
+import os
+import subprocess
+import sys
+
+pidfile = os.environ.get("AGENT_GRANDCHILD_PIDFILE")
+if pidfile:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(pidfile, "w") as fh:
+        fh.write(str(child.pid))
+
+from ._generated import run_agent
+from .handlers import Agent
+
+run_agent(Agent, None)
+"""
+
+CLIENT_HANDLERS = """
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._generated.dispatcher import ClientBase
+
+
+class Client(ClientBase):
+    async def session_update(self, params: Any) -> None:
+        update = params.model_dump(by_alias=True, mode="json")["update"]
+        content = update.get("content") or {}
+        if update.get("sessionUpdate") == "agent_message_chunk" and content.get("type") == "text":
+            sys.stdout.write(content["text"])
+            sys.stdout.flush()
+"""
+
+CLIENT_MAIN = """
+from ._generated import run_client
+from .handlers import Client
+
+run_client(Client, None)
+"""
+
+MANIFEST: dict[str, Any] = {
+    "name": "console-agent",
+    "version": "0.1.0",
+    "interrupts": [
+        {
+            "name": "approval",
+            "description": "approve the action",
+            "payload": {"schema": {"type": "object", "properties": {"action": {"type": "string"}}}},
+            "resume": {
+                "schema": {
+                    "type": "object",
+                    "required": ["approved"],
+                    "properties": {"approved": {"type": "boolean"}},
+                }
+            },
+        }
+    ],
+}
+
+
+def _render(tmp: Path, shared_acp: Path, package: str, role: str) -> None:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
+    files = render_generated(
+        schema=schema, meta=None, manifest=MANIFEST, role=role, transport="stdio", package=package
+    )
+    pkg = tmp / package
+    write_generated(pkg / "_generated", files)
+    (pkg / "__init__.py").write_text("")
+    handlers, main = (
+        (AGENT_HANDLERS, AGENT_MAIN) if role == "agent" else (CLIENT_HANDLERS, CLIENT_MAIN)
+    )
+    (pkg / "handlers.py").write_text(handlers)
+    (pkg / "__main__.py").write_text(main)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Path:
+    """A generated agent (`cagent`) and a generated client (`cclient`), side by side."""
+    root = tmp_path_factory.mktemp("console")
+    _render(root, shared_acp, "cagent", "agent")
+    _render(root, shared_acp, "cclient", "client")
+    return root
+
+
+def _console(
+    root: Path, prompts: str, *options: str, timeout: float = 30, **env: str
+) -> tuple[int, str, str, float]:
+    """Run the client's console script against the agent; (status, stdout, stderr, s)."""
+    start = time.monotonic()
+    done = subprocess.run(
+        [PY, "-m", "cclient", *options, "--", PY, "-m", "cagent"],
+        input=prompts,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root), **env},
+    )
+    return done.returncode, done.stdout, done.stderr, time.monotonic() - start
+
+
+def test_agent_errors_are_one_line_with_code_name_and_transient(built: Path) -> None:
+    status, out, err, _ = _console(built, "hello\nquota\nnever sent\n", "--retries", "0")
+    assert status == 1, err
+    assert out.startswith("hello")
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "error 1001 QuotaExceeded (transient): the daily quota is used up retry later"
+    )
+    status, _, err, _ = _console(built, "plain\n")
+    assert status == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "error -32603: something broke"
+
+
+def test_a_refused_session_new_ends_the_client_within_seconds(built: Path, tmp_path: Path) -> None:
+    """As codex-acp without credentials: `session/new` answers an auth error. The agent
+    also leaves a child holding its stdout (as `npx` does): the client prints one line,
+    exits 1 within seconds, and ends that child too."""
+    pidfile = tmp_path / "grandchild.pid"
+    try:
+        status, _, err, took = _console(
+            built,
+            "hello\n",
+            AGENT_REFUSE_SESSIONS="1",
+            AGENT_GRANDCHILD_PIDFILE=str(pidfile),
+        )
+        assert status == 1, err
+        assert err.strip().splitlines() == ["error -32000: Authentication required"]
+        assert took < 10, took
+        pid = int(pidfile.read_text())
+        for _ in range(50):
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(pid), "the agent's child was left running"
+    finally:
+        if pidfile.exists() and _alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its new parent) is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_transient_errors_are_retried_then_reported(built: Path) -> None:
+    status, out, err, _ = _console(built, "flaky 2\n", "--retry-delay", "0.01")
+    assert status == 0, err
+    assert out.strip() == "ok after 3"
+    retries = [line for line in err.splitlines() if "-- retry" in line]
+    assert retries == [
+        "error 1001 QuotaExceeded (transient): attempt 1 failed -- retry 1 of 3 in 0.01s",
+        "error 1001 QuotaExceeded (transient): attempt 2 failed -- retry 2 of 3 in 0.02s",
+    ]
+    status, _, err, _ = _console(built, "flaky 9\n", "--retries", "2", "--retry-delay", "0.01")
+    assert status == 1
+    assert err.strip().splitlines()[-1] == "error 1001 QuotaExceeded (transient): attempt 3 failed"
+    # a non-transient error is not retried
+    status, _, err, _ = _console(built, "plain\n", "--retry-delay", "0.01")
+    assert status == 1 and "-- retry" not in err
+
+
+def test_an_agent_that_exits_ends_the_client_with_its_status(built: Path) -> None:
+    status, out, err, took = _console(built, "die\nnever sent\n")
+    assert status == 1, err
+    assert out == "dying"
+    assert err.strip().splitlines()[-1] == "error: the agent exited (exit status 3)"
+    assert took < 10, took
+
+
+def test_pending_requests_fail_at_once_when_the_agent_exits(built: Path) -> None:
+    """Library use: `spawn_agent` fails every request still waiting with `AgentExited`."""
+    sys.path.insert(0, str(built))
+    from cclient._generated.dispatcher import AgentConnection
+    from cclient._generated.runtime.client import spawn_agent
+    from cclient._generated.runtime.errors import AgentExited
+    from cclient.handlers import Client
+
+    async def main() -> None:
+        client = Client()
+        env = {**os.environ, "PYTHONPATH": str(built)}
+        async with spawn_agent(client, AgentConnection, PY, "-m", "cagent", env=env) as agent:
+            init = await agent.negotiate(client)
+            assert init.protocol_version.root == 1
+            new = await agent.session_new({"cwd": "/tmp", "mcpServers": []})
+            sid = new.session_id.root
+
+            def prompt(text: str) -> dict[str, Any]:
+                return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+            slow = asyncio.ensure_future(agent.session_prompt(prompt("x" * 10)))
+            dying = asyncio.ensure_future(agent.session_prompt(prompt("die")))
+            for fut in (dying,):
+                with pytest.raises(AgentExited) as exc:
+                    await asyncio.wait_for(fut, 10)
+                assert exc.value.status == 3
+            await slow  # answered before the agent died
+            with pytest.raises(AgentExited):  # and nothing more is sent to it
+                await agent.session_prompt(prompt("again"))
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_the_client_declares_elicitation_and_answers_interrupts(built: Path) -> None:
+    """`negotiate` declares elicitation (form) on a revision that has it; the interrupt
+    reaches the typed `interrupt_approval` handler; with none, stdin not being a
+    terminal, it is declined with a line on stderr."""
+    sys.path.insert(0, str(built))
+    from cclient._generated.dispatcher import AgentConnection, ClientBase
+
+    assert AgentConnection.REVISIONS[-1].elicitation
+    client = ClientBase()
+    caps = client.declared_capabilities(AgentConnection.REVISIONS[-1])
+    assert caps == {"elicitation": {"form": {}}}
+    assert ClientBase._acp_interrupts == {"approval": "interrupt_approval"}

@@ -301,3 +301,50 @@ def test_the_client_declares_elicitation_and_answers_interrupts(built: Path) -> 
     caps = client.declared_capabilities(AgentConnection.REVISIONS[-1])
     assert caps == {"elicitation": {"form": {}}}
     assert ClientBase._acp_interrupts == {"approval": "interrupt_approval"}
+
+
+class _Tty:
+    """Typed-in lines, as a terminal would give them."""
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = [line + "\n" for line in lines]
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        return self.lines.pop(0) if self.lines else ""
+
+
+def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a terminal each field of the resume schema is asked and parsed (a wrong value
+    is asked again); an empty required answer or the end of input declines; a permission
+    request lists its options."""
+    sys.path.insert(0, str(built))
+    from cclient._generated.runtime.console import Terminal, ask_choice, ask_form
+
+    schema = {
+        "type": "object",
+        "required": ["approved"],
+        "properties": {
+            "approved": {"type": "boolean"},
+            "tone": {"enum": ["formal", "terse"]},
+            "count": {"type": "integer"},
+        },
+    }
+
+    async def main() -> None:
+        got = await ask_form(Terminal(_Tty("maybe", "y", "loud", "terse", "")), "ok?", schema)  # type: ignore[arg-type]
+        assert got == {"approved": True, "tone": "terse"}
+        assert await ask_form(Terminal(_Tty("")), "ok?", schema) is None  # type: ignore[arg-type]
+        assert await ask_form(Terminal(_Tty()), "ok?", schema) is None  # type: ignore[arg-type]
+        options = [
+            {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+        ]
+        assert await ask_choice(Terminal(_Tty("7", "1")), "run ls", options) == "yes"  # type: ignore[arg-type]
+        assert await ask_choice(Terminal(_Tty("")), "run ls", options) == "no"  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    err = capsys.readouterr().err
+    assert "the agent asks: ok?" in err and "expected y/n" in err and "1. Allow" in err

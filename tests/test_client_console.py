@@ -135,13 +135,19 @@ MANIFEST: dict[str, Any] = {
 }
 
 
-def _render(tmp: Path, shared_acp: Path, package: str, role: str) -> None:
+def _render(
+    tmp: Path,
+    shared_acp: Path,
+    package: str,
+    role: str,
+    schema_file: str = "v1/schema.unstable.json",
+) -> None:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
-    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
+    schema = json.loads((shared_acp / schema_file).read_text())
     files = render_generated(
         schema=schema, meta=None, manifest=MANIFEST, role=role, transport="stdio", package=package
     )
@@ -165,12 +171,12 @@ def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Path:
 
 
 def _console(
-    root: Path, prompts: str, *options: str, timeout: float = 30, **env: str
+    root: Path, prompts: str, *options: str, timeout: float = 30, prefix: str = "c", **env: str
 ) -> tuple[int, str, str, float]:
     """Run the client's console script against the agent; (status, stdout, stderr, s)."""
     start = time.monotonic()
     done = subprocess.run(
-        [PY, "-m", "cclient", *options, "--", PY, "-m", "cagent"],
+        [PY, "-m", f"{prefix}client", *options, "--", PY, "-m", f"{prefix}agent"],
         input=prompts,
         capture_output=True,
         text=True,
@@ -348,3 +354,24 @@ def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFi
     asyncio.run(main())
     err = capsys.readouterr().err
     assert "the agent asks: ok?" in err and "expected y/n" in err and "1. Allow" in err
+
+
+def test_on_v2_the_console_waits_for_the_turn_and_reports_its_error(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """v2: `session/prompt` answers on acceptance; the console waits for the turn's idle
+    `state_update` (so the answer is printed before stdin's end closes the agent), and an
+    error the turn ended with is the same one line, retried when transient."""
+    _render(tmp_path, shared_acp, "v2agent", "agent", "v2/schema.json")
+    _render(tmp_path, shared_acp, "v2client", "client", "v2/schema.json")
+    status, out, err, _ = _console(
+        tmp_path, "hello\nquota\n", "--retries", "1", "--retry-delay", "0.01", prefix="v2"
+    )
+    assert status == 1, err
+    assert out.startswith("hello")
+    lines = err.strip().splitlines()
+    assert lines[0] == "[turn: end_turn]"
+    assert lines[-1] == (
+        "error 1001 QuotaExceeded (transient): the daily quota is used up retry later"
+    )
+    assert sum("-- retry 1 of 1" in line for line in lines) == 1

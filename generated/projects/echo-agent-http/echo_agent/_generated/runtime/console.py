@@ -211,14 +211,42 @@ async def ask_choice(terminal: Terminal, title: str, options: list[dict[str, Any
 async def _next_line(terminal: Terminal, conn: Connection) -> str:
     """The next prompt line, unless the connection ends first (its error is raised)."""
     line = asyncio.ensure_future(terminal.readline())
+    try:
+        return str(await _unless_closed(line, conn))
+    finally:
+        line.cancel()
+
+
+async def _turn(client: ClientRuntime, agent: AgentProxy, sid: str, text: str) -> str:
+    """One prompt, until its turn ends: its stop reason (an error the turn ended with is
+    raised).  v1 answers at the end of the turn; v2 on acceptance, and the turn ends with
+    an idle `state_update`."""
+    v2 = client.revision is not None and client.revision.turn.lifecycle == "v2"
+    ended = client.expect_turn_end(sid) if v2 else None
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    try:
+        result = await agent.call("session/prompt", prompt)
+        if ended is None:
+            return str(result.get("stopReason") if type(result) is dict else result)
+        idle = await _unless_closed(ended, agent.connection)
+    finally:
+        if ended is not None:
+            ended.cancel()
+    err = client.turn_error(idle)
+    if err is not None:
+        raise err
+    return str(idle.get("stopReason"))
+
+
+async def _unless_closed(fut: asyncio.Future[Any], conn: Connection) -> Any:
+    """`await fut`, unless the connection ends first (its error is raised)."""
     closed = asyncio.ensure_future(conn.closed.wait())
     try:
-        await asyncio.wait({line, closed}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({fut, closed}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         closed.cancel()
-    if line.done():
-        return line.result()
-    line.cancel()
+    if fut.done():
+        return fut.result()
     raise conn.close_reason or ConnectionClosed()
 
 
@@ -248,16 +276,15 @@ async def console(
                 line = await _next_line(term, agent.connection)
                 if not line:
                     return 0
-                prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": line.rstrip("\n")}]}
-                result = await with_retries(
-                    lambda prompt=prompt: agent.call("session/prompt", prompt),  # type: ignore[misc]
+                text = line.rstrip("\n")
+                stop = await with_retries(
+                    lambda text=text: _turn(client, agent, sid, text),  # type: ignore[misc]
                     retries=retries,
                     delay=retry_delay,
                     on_retry=retrying,
                 )
                 sys.stdout.write("\n")
                 sys.stdout.flush()
-                stop = result.get("stopReason", "accepted") if type(result) is dict else result
                 _say(f"[turn: {stop}]\n")
     except RpcError as err:
         _say(describe_error(err) + "\n")

@@ -121,6 +121,7 @@ class ClientRuntime:
         self.revision: Revision | None = None  # set by `negotiate`
         # where interrupts are asked (the console shares its own); made on first use
         self.terminal: Terminal | None = None
+        self._idle_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     def declared_capabilities(self, revision: Revision) -> dict[str, Any]:
         """What this client tells the agent at `initialize` it can answer: elicitation in
@@ -170,7 +171,41 @@ class ClientRuntime:
         return await self._call(method, params)
 
     async def handle_notification(self, method: str, params: Any) -> None:
-        await self._call(method, params)
+        try:
+            await self._call(method, params)
+        finally:
+            if method == "session/update" and self._idle_waiters:
+                self._observe_update(params)
+
+    # ---- v2: the turn ends with an idle state_update, after the prompt's answer -------
+    def expect_turn_end(self, session_id: str) -> asyncio.Future[dict[str, Any]]:
+        """A future for the next `state_update` to `idle` of `session_id` (v2 lifecycle:
+        the prompt answers on acceptance); make it before sending the prompt."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._idle_waiters[session_id] = fut
+        return fut
+
+    def _observe_update(self, params: Any) -> None:
+        sid = params.get("sessionId") if type(params) is dict else None
+        update = _obj(params.get("update")) if type(params) is dict else {}
+        if update.get("sessionUpdate") != "state_update" or update.get("state") != "idle":
+            return
+        fut = self._idle_waiters.pop(sid, None) if type(sid) is str else None
+        if fut is not None and not fut.done():
+            fut.set_result(update)
+
+    def turn_error(self, idle: dict[str, Any]) -> RpcError | None:
+        """The error an idle `state_update` reports for its turn, if any."""
+        field = self.revision.turn.idle_error if self.revision is not None else None
+        err = idle.get(field) if field else None
+        if type(err) is not dict:
+            err = _obj(idle.get("_meta")).get("error")
+        if type(err) is not dict:
+            return None
+        code = err.get("code")
+        return RpcError(
+            code if type(code) is int else -32603, str(err.get("message", "")), err.get("data")
+        )
 
     # ---- interrupts and questions (runtime defaults) -------------------------------
     def _terminal(self) -> Terminal:

@@ -375,3 +375,66 @@ def test_on_v2_the_console_waits_for_the_turn_and_reports_its_error(
         "error 1001 QuotaExceeded (transient): the daily quota is used up retry later"
     )
     assert sum("-- retry 1 of 1" in line for line in lines) == 1
+
+
+def test_over_http_errors_are_one_line_and_a_lost_connection_ends_the_client(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """The HTTP console client: the agent's error is the same one line; when the agent's
+    process dies mid-turn, the pending prompt fails once the stream cannot be re-opened
+    and the client says the connection was lost (exit 1), no hang."""
+    from hardening_support import build, free_port, start_http
+
+    env = build(tmp_path, shared_acp, "hagent", manifest=MANIFEST, handlers=AGENT_HANDLERS)
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
+    files = render_generated(
+        schema=schema,
+        meta=None,
+        manifest=MANIFEST,
+        role="client",
+        transport="http",
+        package="hclient",
+    )
+    write_generated(tmp_path / "hclient" / "_generated", files)
+    (tmp_path / "hclient" / "__init__.py").write_text("")
+    (tmp_path / "hclient" / "handlers.py").write_text(CLIENT_HANDLERS)
+    (tmp_path / "hclient" / "__main__.py").write_text(
+        CLIENT_MAIN.replace(
+            "run_client(Client, None)", 'run_client(Client, None, transport="http")'
+        )
+    )
+    port = free_port()
+    agent = start_http(env, "hagent", port)
+    try:
+
+        def client(prompts: str) -> subprocess.CompletedProcess[str]:
+            url = f"http://127.0.0.1:{port}/acp"
+            return subprocess.run(
+                [PY, "-m", "hclient", "--url", url, "--retries", "0"],
+                input=prompts,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env=env,
+            )
+
+        done = client("hello\nquota\n")
+        assert done.returncode == 1, done.stderr
+        assert done.stdout.startswith("hello") and "Traceback" not in done.stderr
+        assert done.stderr.strip().splitlines()[-1] == (
+            "error 1001 QuotaExceeded (transient): the daily quota is used up retry later"
+        )
+        start = time.monotonic()
+        done = client("die\n")
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == "error: the connection to the agent was lost"
+        assert time.monotonic() - start < 30
+    finally:
+        agent.kill()
+        agent.wait()

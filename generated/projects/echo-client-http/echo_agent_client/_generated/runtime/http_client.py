@@ -41,6 +41,7 @@ import httpx
 import orjson
 
 from .client import ClientRuntime, P
+from .errors import ConnectionClosed
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 
 log = logging.getLogger("acp.runtime.http_client")
@@ -56,6 +57,7 @@ SESSION_SCOPED = frozenset(
         "session/close",
     }
 )
+LOST = "the connection to the agent was lost"
 _SID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -166,7 +168,7 @@ class HttpTransport:
             await asyncio.sleep(self.base_delay * 2 ** (failures - 1))
         if sid is None and not self._closed and self.conn is not None:
             log.warning("connection-scoped stream lost; the connection ends")
-            asyncio.get_running_loop().create_task(self.conn.close())
+            asyncio.get_running_loop().create_task(self.conn.close_with(ConnectionClosed(LOST)))
         self._streams.pop(sid, None)
 
     async def _read_sse(self, r: httpx.Response, sid: str | None) -> None:
@@ -254,7 +256,7 @@ class WebSocketTransport:
                     self.conn.feed(message.encode())
         except websockets.ConnectionClosed:
             pass
-        asyncio.get_running_loop().create_task(self.conn.close())
+        asyncio.get_running_loop().create_task(self.conn.close_with(ConnectionClosed(LOST)))
 
     async def close(self) -> None:
         if self.ws is not None:

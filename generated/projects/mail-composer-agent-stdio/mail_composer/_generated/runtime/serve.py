@@ -60,14 +60,29 @@ def run_agent(
     ap.add_argument("--max-message-size", type=int, default=_max_size())
     if transport == "http":
         ap.add_argument("--host", default="127.0.0.1")
-        ap.add_argument("--port", type=int, default=8000)
+        ap.add_argument("--port", type=int, default=8000, help="0: any free port")
+        ap.add_argument(
+            "--certfile",
+            default=os.environ.get("ACP_TLS_CERT"),
+            help="PEM certificate: serve HTTPS with HTTP/2 by ALPN (env ACP_TLS_CERT)",
+        )
+        ap.add_argument(
+            "--keyfile",
+            default=os.environ.get("ACP_TLS_KEY"),
+            help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
+        )
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
         from .http_server import serve_http  # the HTTP transport (SSE + WebSocket + session store)
 
         serve_http(
-            agent_cls, host=args.host, port=args.port, max_message_size=args.max_message_size
+            agent_cls,
+            host=args.host,
+            port=args.port,
+            max_message_size=args.max_message_size,
+            certfile=args.certfile,
+            keyfile=args.keyfile,
         )
         return
     try:

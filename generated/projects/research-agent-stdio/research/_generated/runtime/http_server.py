@@ -70,6 +70,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import time
 import uuid
 from collections import deque
@@ -587,7 +588,9 @@ def serve(
     factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
 ) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
-    _run_uvicorn(create_app(factory, **options), host, port)
+    certfile = options.pop("certfile", None)
+    keyfile = options.pop("keyfile", None)
+    run_server(create_app(factory, **options), host, port, certfile=certfile, keyfile=keyfile)
 
 
 # ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
@@ -871,16 +874,69 @@ def serve_http(
 ) -> None:
     """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
 
+    certfile = options.pop("certfile", None)
+    keyfile = options.pop("keyfile", None)
     app = app_for(agent_cls, **options)
-    _run_uvicorn(app, host, port)
+    run_server(app, host, port, certfile=certfile, keyfile=keyfile)
 
 
-def _run_uvicorn(app: Any, host: str, port: int) -> None:
-    """uvicorn with its log handlers redacting registered secrets (see jsonrpc.redact)."""
-    import uvicorn
+def server_config(
+    host: str, port: int, *, certfile: str | None = None, keyfile: str | None = None
+) -> Any:
+    """Hypercorn's configuration for a generated agent (chosen by measurement: bench/README.md).
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        for handler in logging.getLogger(name).handlers:
-            handler.addFilter(RedactingFilter())
-    uvicorn.Server(config).run()
+    Cleartext: HTTP/1.1, HTTP/2 with prior knowledge (h2c) and the h2c Upgrade; with a
+    certificate: TLS with ALPN offering h2 and http/1.1.  WebSocket over HTTP/1.1 (and RFC 8441
+    over HTTP/2).  Its error log goes through ``acp.runtime.http.server`` with secrets redacted;
+    no access log.
+    """
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    server_log = logging.getLogger("acp.runtime.http.server")
+    if not any(isinstance(f, RedactingFilter) for f in server_log.filters):
+        server_log.addFilter(RedactingFilter())
+    config.errorlog = server_log
+    if certfile is not None:
+        config.certfile = certfile
+        config.keyfile = keyfile or certfile
+    return config
+
+
+def run_server(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> None:
+    """Serve ``app`` on Hypercorn (see ``server_config``) until SIGINT/SIGTERM.
+
+    The listening socket is bound first so that ``listening on URL`` (printed on stderr once)
+    names the real port, also when ``port`` is 0.
+    """
+    import socket
+
+    from hypercorn.asyncio import serve as hypercorn_serve
+
+    config = server_config(host, port, certfile=certfile, keyfile=keyfile)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=config.backlog)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    bound = sock.getsockname()[1]
+    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn owns the socket from here
+    shown = f"[{host}]" if ":" in host else host
+    scheme = "https" if certfile is not None else "http"
+    protocols = "HTTP/2 via ALPN, HTTP/1.1" if certfile is not None else "h2c, HTTP/1.1"
+    print(
+        f"listening on {scheme}://{shown}:{bound}{ENDPOINT} ({protocols})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        asyncio.run(hypercorn_serve(app, config))
+    except KeyboardInterrupt:
+        pass

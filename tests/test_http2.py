@@ -276,3 +276,29 @@ def test_sdk_clients_still_work(built: dict[str, Any]) -> None:
             await drive(await create_websocket_stream("ws" + url[4:]))
 
         asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_refusal_before_reading_the_body_closes_http11_only(built: dict[str, Any]) -> None:
+    """A 413 sent before the body was read: over HTTP/1.1 it says ``Connection: close`` (the
+    server closes; a client reusing the connection would lose its next request), and the
+    next request on a new connection works; over HTTP/2 only the stream ends."""
+    with agent(built, "--max-message-size", "4096") as url:
+        big = (
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"' + b"x" * 9000 + b'"}}'
+        )
+        with httpx.Client(timeout=10) as c:
+            for _ in range(3):
+                r = c.post(url, content=big, headers={"Content-Type": "application/json"})
+                assert r.status_code == 413 and r.headers.get("connection") == "close"
+                assert c.get(url.replace("/acp", "/health")).status_code == 200
+
+        async def h2() -> None:
+            async with httpx.AsyncClient(http1=False, http2=True, timeout=10) as c:
+                for _ in range(3):
+                    r = await c.post(url, content=big, headers={"Content-Type": "application/json"})
+                    assert r.http_version == "HTTP/2" and r.status_code == 413
+                    assert "connection" not in r.headers
+                    assert (await c.get(url.replace("/acp", "/health"))).status_code == 200
+
+        asyncio.run(h2())

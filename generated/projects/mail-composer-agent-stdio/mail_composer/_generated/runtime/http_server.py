@@ -89,7 +89,7 @@ from .auth import Auth
 from .callbacks import CallbackSender
 from .errors import RpcError, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
-from .store import SessionStore, SqliteSessionStore
+from .store import SessionStore, SqliteSessionStore, open_store
 
 log = logging.getLogger("acp.runtime.http")
 
@@ -103,6 +103,8 @@ DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
+DRAIN_LIMIT = 256 * 1024 * 1024
+DRAIN_SECONDS = 30.0
 
 SESSION_SCOPED = frozenset(
     {
@@ -140,6 +142,32 @@ def _error(status: int, code: int, message: str, headers: dict[str, str] | None 
         media_type="application/json",
         headers=headers,
     )
+
+
+async def _body_unread(request: Request, response: Response) -> Response:
+    """An answer sent before the request body was read.  HTTP/1.1: the server closes the
+    connection after it, so say so (a client would otherwise reuse it and lose its next
+    request).  HTTP/2: read the rest of the body and drop it (at most ``DRAIN_LIMIT`` bytes
+    for ``DRAIN_SECONDS``), since Hypercorn 0.18 ends the whole connection, every other
+    stream of it included, when DATA arrives for a stream that has already answered."""
+    if request.scope.get("http_version", "1.1").startswith("1"):
+        response.headers["Connection"] = "close"
+        return response
+    drained = 0
+
+    async def drain() -> None:  # from ASGI receive: the body may be partly read already
+        nonlocal drained
+        while drained <= DRAIN_LIMIT:
+            message = await request.receive()
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(drain(), DRAIN_SECONDS)
+    return response
 
 
 class Stall(Exception):
@@ -388,13 +416,17 @@ class AcpHttpServer:
     async def post(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)
         if denied is not None:
-            return denied
+            return await _body_unread(request, denied)
         ctype = request.headers.get("content-type", "")
         if not ctype.lower().startswith("application/json"):
-            return _error(415, -32600, "Content-Type must be application/json")
+            return await _body_unread(
+                request, _error(415, -32600, "Content-Type must be application/json")
+            )
         body = await self._read_body(request)
         if body is None:
-            return _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+            return await _body_unread(
+                request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+            )
         try:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -848,9 +880,12 @@ def app_for(
 ) -> Starlette:
     """The ASGI app of a generated agent: auth and the well-known document from its manifest.
 
-    The store defaults to SQLite at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
+    The store: ``$ACP_SESSION_STORE`` when set (a URL, see ``store.open_store``), else SQLite
+    at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
+    if store is None and os.environ.get("ACP_SESSION_STORE"):
+        store = open_store()  # sqlite:///..., memory:, postgresql://... (store.py)
     if store is None:
         path = os.environ.get("ACP_SESSION_DB") or f"{manifest.get('name', 'agent')}-sessions.db"
         store = SqliteSessionStore(path)

@@ -406,7 +406,9 @@ def fetch_bytes(spec: str) -> tuple[bytes, dict[str, Any]]:
 
 def _schema_facts(data: dict[str, Any]) -> dict[str, Any]:
     """What the schema says about its own revision (when readable)."""
-    defs = data.get("$defs") or data.get("definitions") or {}
+    from .schemas import defs as schema_defs
+
+    defs = schema_defs(data)
     facts: dict[str, Any] = {"definitions": len(defs)}
     prompt = defs.get("PromptResponse")
     if isinstance(prompt, dict) and isinstance(prompt.get("properties"), dict):

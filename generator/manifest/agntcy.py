@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..pointer import tokens as pointer_tokens
+from ..pointer import unescape
 from .positions import Parsed, Pos, child
 
 DESCRIPTOR = "agntcy-descriptor"
@@ -86,7 +88,7 @@ class _Converter:
     def get(self, pointer: str) -> Any:
         node: Any = self.doc
         for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
+            token = unescape(token)
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -128,7 +130,7 @@ class _Converter:
             self.out.origin[dst] = src
 
     def _set(self, dst: str, value: Any) -> None:
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in dst.split("/")[1:]]
+        tokens = pointer_tokens(dst)
         node: Any = self.out.data
         for token in tokens[:-1]:
             node = node[int(token)] if isinstance(node, list) else node.setdefault(token, {})

@@ -14,26 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..schemas import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONE
+
 # Formats whose default pydantic type needs an optional package (email-validator):
 # generated projects must run with pydantic alone, so these stay plain strings.
 _PLAIN_STRING_FORMATS = ("email", "idn-email")
 
 
-_SCHEMA_MAPS = ("$defs", "definitions", "properties", "patternProperties", "dependentSchemas")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = (
-    "items",
-    "additionalProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "additionalItems",
-)
+_SCHEMA_MAPS = SCHEMA_MAPS
+_SCHEMA_LISTS = SCHEMA_LISTS
+_SCHEMA_ONE = SCHEMA_ONE
 _SHAPE_KEYS = (
     "properties",
     "patternProperties",

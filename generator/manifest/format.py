@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentgenError
+from ..pointer import join
 
 if TYPE_CHECKING:
     from .format_models import JsonSchema, ManifestFormat
@@ -67,7 +68,7 @@ def annotation_formats(node: Any) -> Any:
 
 
 def _pointer(loc: tuple[Any, ...]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
+    return join(loc)
 
 
 def read_manifest(

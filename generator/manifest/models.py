@@ -15,6 +15,7 @@ Python, and ruff formats the whole.  Same manifest, same bytes.
 
 from __future__ import annotations
 
+import copy
 import json
 import keyword
 import re
@@ -24,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..names import pascal
+from ..pointer import unescape
+from ..schemas import walk
 
 __all__ = ["camel", "generate_manifest_models", "run_manifest_models"]
 
@@ -38,7 +42,7 @@ _TEMPLATE_NAMES = frozenset(
 def camel(name: str) -> str:
     """`needs-review` / `needs_review` -> `NeedsReview`: the runtime's own spelling of an
     interrupt's class prefix (templates/runtime/agent.py `_camel`), so names agree."""
-    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
+    return pascal(name, digit_prefix="", empty="")
 
 
 def _usable(name: str) -> bool:
@@ -52,9 +56,7 @@ def _usable(name: str) -> bool:
 
 def _class_name(raw: str) -> str:
     """Any text -> a CamelCase identifier (`my.def-name` -> `MyDefName`)."""
-    parts = [p for p in re.split(r"[^0-9A-Za-z]+", raw) if p]
-    name = "".join(p[:1].upper() + p[1:] for p in parts) or "Model"
-    return "M" + name if name[0].isdigit() else name
+    return pascal(raw, digit_prefix="M", empty="Model")
 
 
 class _Names:
@@ -109,28 +111,17 @@ class _Error:
 def _unescape(token: str) -> str:
     from urllib.parse import unquote
 
-    return unquote(token).replace("~1", "/").replace("~0", "~")
-
-
-_SKIP_VALUES = frozenset({"const", "default", "enum", "examples", "example"})
+    return unescape(unquote(token))
 
 
 def _rewrite_refs(node: Any, fix: Any) -> Any:
     """Copy of `node` with every `$ref` string passed through `fix` (data values such
-    as `default` or `enum` are left alone)."""
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            if k == "$ref" and isinstance(v, str):
-                out[k] = fix(v)
-            elif k in _SKIP_VALUES:
-                out[k] = v
-            else:
-                out[k] = _rewrite_refs(v, fix)
-        return out
-    if isinstance(node, list):
-        return [_rewrite_refs(v, fix) for v in node]
-    return node
+    as `default` or `enum` are left alone: only schema positions are walked)."""
+    out = copy.deepcopy(node)
+    for _, sub in walk(out):
+        if isinstance(sub.get("$ref"), str):
+            sub["$ref"] = fix(sub["$ref"])
+    return out
 
 
 def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, Any]:

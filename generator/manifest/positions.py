@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AgentgenError
+from ..pointer import child as pointer_child
+from ..pointer import escape as pointer_escape
 
 Pos = tuple[int, int]
 
@@ -32,13 +34,8 @@ class Parsed:
     key_positions: dict[str, Pos] = field(default_factory=dict)
 
 
-def escape(token: str) -> str:
-    """One JSON-pointer reference token (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def child(pointer: str, token: str | int) -> str:
-    return f"{pointer}/{escape(str(token))}"
+escape = pointer_escape
+child = pointer_child
 
 
 def parse_text(text: str, *, source: str, as_json: bool) -> Parsed:

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..names import pascal
+from ..pointer import from_fragment, resolve
+from ..schemas import walk
 from .positions import child
 
 Problem = tuple[str, str, bool]
@@ -49,7 +52,7 @@ def _unique(
 
 
 def _class_name(name: Any) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in str(name).replace("-", "_").split("_") if p)
+    return pascal(str(name), digit_prefix="", empty="")
 
 
 def errors(data: dict[str, Any]) -> Iterator[Problem]:
@@ -240,44 +243,21 @@ def schema_validity(data: dict[str, Any]) -> Iterator[Problem]:
 
 
 def _walk_refs(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield child(pointer, key), value
-            elif key not in ("const", "enum", "default", "examples"):
-                yield from _walk_refs(value, child(pointer, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _walk_refs(value, child(pointer, i))
+    for at, sub in walk(node, pointer):
+        if isinstance(sub.get("$ref"), str):
+            yield child(at, "$ref"), sub["$ref"]
 
 
 def _anchors(node: Any, found: set[str]) -> set[str]:
-    if isinstance(node, dict):
-        anchor = node.get("$anchor")
-        if isinstance(anchor, str):
-            found.add(anchor)
-        for key, value in node.items():
-            if key not in ("const", "enum", "default", "examples"):
-                _anchors(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _anchors(value, found)
+    for _, sub in walk(node):
+        if isinstance(sub.get("$anchor"), str):
+            found.add(sub["$anchor"])
     return found
 
 
 def resolve_pointer(root: Any, fragment: str) -> bool:
-    from urllib.parse import unquote
-
-    node = root
-    for raw in unquote(fragment).split("/")[1:]:
-        token = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
+    target = from_fragment("#" + fragment)
+    return target is not None and resolve(root, target)[0]
 
 
 def refs(pointer: str, schema: dict[str, Any]) -> Iterator[Problem]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..schemas import ref_name
 from .load import LoadedManifest, load_manifest
 from .positions import child
 from .semantics import semantic_problems
@@ -71,8 +72,8 @@ def inline_local_refs(schema: dict[str, Any]) -> dict[str, Any] | None:
         ref = node.get("$ref")
         out: dict[str, Any] = {}
         if ref is not None:
-            name = ref.removeprefix("#/$defs/") if isinstance(ref, str) else None
-            if name is None or name not in defs or name in stack or "/" in name:
+            name = ref_name(ref) if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+            if name is None or name not in defs or name in stack:
                 raise LookupError(ref)
             out.update(walk(defs[name], (*stack, name)))
         for key, value in node.items():

@@ -23,13 +23,14 @@ and variants are tolerated by generated models).
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import schemas
 from ..errors import AgentgenError
+from ..names import words
 from .methods import Method, method_table
 
 __all__ = ["Change", "Report", "diff_schemas", "format_json", "format_text", "run_diff"]
@@ -80,20 +81,8 @@ class Report:
 # -- shapes --------------------------------------------------------------------------------
 
 
-def _defs(schema: dict[str, Any]) -> dict[str, Any]:
-    for key in ("$defs", "definitions"):
-        d = schema.get(key)
-        if isinstance(d, dict):
-            return d
-    return {}
-
-
-def _ref_name(node: Any) -> str | None:
-    if isinstance(node, dict) and isinstance(node.get("$ref"), str):
-        for prefix in ("#/$defs/", "#/definitions/"):
-            if node["$ref"].startswith(prefix):
-                return str(node["$ref"][len(prefix) :]).replace("~1", "/").replace("~0", "~")
-    return None
+_defs = schemas.defs
+_ref_name = schemas.ref_name
 
 
 def _unwrap(node: Any) -> Any:
@@ -502,14 +491,10 @@ class _Diff:
             self._compare(keyed_a[k], keyed_b[k], f"{path}[{k}]", where)
 
 
-def _words(name: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)}
-
-
 def _similar_names(a: str, b: str) -> bool:
     """Same shape alone is not a rename (many defs are a bare string): the names must
     share at least half of their words (CancelNotification -> CancelSessionNotification)."""
-    wa, wb = _words(a), _words(b)
+    wa, wb = words(a), words(b)
     return bool(wa and wb) and len(wa & wb) * 2 >= len(wa | wb)
 
 
@@ -570,19 +555,7 @@ def _reachable(defs: dict[str, Any], root: str | None) -> Iterator[str]:
             continue
         seen.add(name)
         yield name
-        stack.extend(_refs(defs[name]))
-
-
-def _refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        ref = _ref_name(node)
-        if ref is not None:
-            yield ref
-        for v in node.values():
-            yield from _refs(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _refs(v)
+        stack.extend(schemas.refs(defs[name]))
 
 
 def _describe(m: Method) -> str:

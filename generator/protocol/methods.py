@@ -33,7 +33,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import schemas
 from ..errors import AgentgenError
+from ..names import snake
 
 __all__ = [
     "Method",
@@ -97,43 +99,12 @@ class MethodTable:
 
 def python_name(wire: str) -> str:
     """A python identifier for a wire method name (snake_case, never a keyword)."""
-    ext = wire.startswith("_")
-    text = wire.removeprefix("$/")
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
-    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
-    text = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
-    if ext:
-        text = "ext_" + text if text else "ext"
-    if not text:
-        text = "method"
-    if text[0].isdigit():
-        text = "m_" + text
-    if keyword.iskeyword(text) or keyword.issoftkeyword(text):
-        text += "_"
-    return text
+    prefix = "ext_" if wire.startswith("_") else ""
+    return snake(wire.removeprefix("$/"), prefix=prefix, empty="method")
 
 
-def _defs(schema: dict[str, Any]) -> dict[str, Any]:
-    for key in ("$defs", "definitions"):
-        d = schema.get(key)
-        if isinstance(d, dict):
-            return d
-    return {}
-
-
-def _refs(node: Any) -> Iterator[str]:
-    """Every local definition name referenced under `node`."""
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            for prefix in ("#/$defs/", "#/definitions/"):
-                if ref.startswith(prefix):
-                    yield ref[len(prefix) :].replace("~1", "/").replace("~0", "~")
-        for value in node.values():
-            yield from _refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _refs(item)
+_defs = schemas.defs
+_refs = schemas.refs
 
 
 def _envelopes(defs: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
@@ -211,7 +182,7 @@ def _sides(defs: dict[str, Any], name: str, side: Any) -> list[str]:
         return ["agent", "client"]
     if isinstance(side, str) and _SIDE_NAME.match(side):
         return [side]  # agent, client, protocol, or a side a newer revision adds ("proxy")
-    where = f"/$defs/{name.replace('~', '~0').replace('/', '~1')}/x-side"
+    where = schemas.def_pointer(name) + "/x-side"
     if side is not None:
         raise AgentgenError(
             f"x-side {side!r} is not a side name",

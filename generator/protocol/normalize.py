@@ -22,7 +22,9 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .. import schemas
 from ..errors import AgentgenError
+from ..names import pascal, word_count
 
 Schema = dict[str, Any]
 
@@ -54,61 +56,19 @@ def defs_of(schema: Schema) -> dict[str, Any]:
     return defs if isinstance(defs, dict) else {}
 
 
-def pascal(text: str) -> str:
-    """`agent_message_chunk` / `searchAndReplace` / `utf-16` -> `AgentMessageChunk`..."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    words = [w for w in re.split(r"[^0-9A-Za-z]+", spaced) if w]
-    name = "".join(w[:1].upper() + w[1:] for w in words)
-    if not name or name[0].isdigit():
-        name = "V" + name
-    return name
-
-
-def _word_count(name: str) -> int:
-    return len(re.findall(r"[A-Z][a-z0-9]*|[0-9]+", name)) or 1
-
-
-_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_ONE_KEYS: tuple[str, ...] = ("items", "additionalProperties", "not", "if", "then", "else")
-_ONE_KEYS += ("contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties")
-_LIST_KEYS = ("allOf", "anyOf", "oneOf", "prefixItems")
-
-
 def walk(node: Any) -> Iterator[Schema]:
-    """Every subschema of the document, parents before children (property *names*
-    are never mistaken for keywords)."""
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        if not isinstance(cur, dict):
-            continue
-        yield cur
-        children: list[Any] = []
-        for key in _MAP_KEYS:
-            if isinstance(cur.get(key), dict):
-                children.extend(cur[key].values())
-        for key in _ONE_KEYS:
-            if isinstance(cur.get(key), dict):
-                children.append(cur[key])
-        for key in _LIST_KEYS:
-            if isinstance(cur.get(key), list):
-                children.extend(cur[key])
-        stack.extend(reversed(children))
+    """Every subschema of the document, parents before children (`schemas.walk`)."""
+    for _, sub in schemas.walk(node):
+        yield sub
 
 
 def _ref_name(ref: Any) -> str | None:
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return ref[len("#/$defs/") :].replace("~1", "/").replace("~0", "~")
-    return None
+    return schemas.ref_name(ref)
 
 
 def _resolve(defs: dict[str, Any], node: Any) -> Any:
     """Follow a `$ref` (one level) to the definition it names."""
-    if isinstance(node, dict) and "$ref" in node:
-        name = _ref_name(node["$ref"])
-        if name is not None and isinstance(defs.get(name), dict):
-            return defs[name]
-    return node
+    return schemas.resolve({"$defs": defs}, node)
 
 
 def union_key(node: Schema) -> str | None:
@@ -141,7 +101,7 @@ def _is_scalar(member: Schema) -> bool:
 
 def variant_name(base: str, parent: str, taken: set[str]) -> str:
     """The naming rule of the module docstring."""
-    candidates = [base] if _word_count(base) > 1 else []
+    candidates = [base] if word_count(base) > 1 else []
     candidates += [base + parent, parent + base]
     for cand in candidates:
         if cand not in taken:
@@ -161,7 +121,7 @@ def use_defs_keyword(schema: Schema) -> Schema:
     Every later pass, and the generated names, read `$defs`; a revision published
     with the older keyword is the same protocol.
     """
-    if "$defs" in schema or not isinstance(schema.get("definitions"), dict):
+    if "$defs" in schema or not schemas.defs(schema):  # nothing under `definitions`
         return schema
     schema["$defs"] = schema.pop("definitions")
     for node in walk(schema):
@@ -325,7 +285,7 @@ def name_union_variants(schema: Schema) -> Schema:
                 variant["required"] = req
             variant["title"] = name
             defs[name] = variant
-            new_members.append({"$ref": f"#/$defs/{name}"})
+            new_members.append({"$ref": schemas.def_ref(name)})
         node[key] = new_members
         if shared is not None and all(isinstance(m, dict) and "$ref" in m for m in new_members):
             for k in ("properties", "required", "type", "additionalProperties"):
@@ -425,7 +385,7 @@ def open_tagged_unions(schema: Schema) -> Schema:
                 "additionalProperties": True,
             }
             defs[other_name] = other
-            members.append({"$ref": f"#/$defs/{other_name}"})
+            members.append({"$ref": schemas.def_ref(other_name)})
         other["properties"][prop][REFUSED_TAGS] = known
         other["additionalProperties"] = True
         for extra in ("not", "unevaluatedProperties"):
@@ -496,7 +456,7 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
                     combo["description"] = shape_def["description"]
                 defs[name] = combo
                 by_shape[shape_name] = name
-                refs.append({"$ref": f"#/$defs/{name}"})
+                refs.append({"$ref": schemas.def_ref(name)})
             combined: Schema = {k: v for k, v in variant.items() if k in ("description", "title")}
             combined["anyOf"] = refs
             if isinstance(inner, dict):
@@ -543,7 +503,7 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
             name = variant_name(pascal(title), parent, taken)
             taken.add(name)
             defs[name] = {k: v for k, v in member.items() if k != "title"} | {"title": name}
-            node[key][i] = {"$ref": f"#/$defs/{name}"}
+            node[key][i] = {"$ref": schemas.def_ref(name)}
     return schema
 
 
@@ -617,8 +577,8 @@ PASSES: list[Pass] = [
 
 def normalize(schema: Schema, *, source: str = "the ACP schema") -> Schema:
     """Apply `PASSES` in order to a deep copy of `schema`."""
-    if not isinstance(schema, dict) or not isinstance(
-        schema.get("$defs", schema.get("definitions")), dict
+    if not isinstance(schema, dict) or not any(
+        isinstance(schema.get(key), dict) for key in schemas.DEF_KEYS
     ):
         raise AgentgenError(
             "not a protocol schema: no `$defs` object",

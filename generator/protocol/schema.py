@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import difflib
 import json
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
+from .. import pointer, schemas
 from ..errors import AgentgenError
 
 __all__ = ["check_schema", "escape", "parse_json", "resolve_pointer"]
 
-_DEF_KEYS = ("$defs", "definitions")
-
-
-def escape(token: str) -> str:
-    """One JSON pointer token (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
+_DEF_KEYS = schemas.DEF_KEYS
+escape = pointer.escape
 
 
 def parse_json(raw: bytes | str, source: str) -> Any:
@@ -53,56 +45,25 @@ def parse_json(raw: bytes | str, source: str) -> Any:
         raise AgentgenError("not valid JSON: nested too deeply", source=source) from None
 
 
-def resolve_pointer(doc: Any, pointer: str) -> tuple[bool, Any]:
+def resolve_pointer(doc: Any, at: str) -> tuple[bool, Any]:
     """(found, value) for a JSON pointer ("" or "/a/b") inside `doc`."""
-    if pointer == "":
-        return True, doc
-    if not pointer.startswith("/"):
-        return False, None
-    node = doc
-    for raw in pointer[1:].split("/"):
-        token = _unescape(raw)
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False, None
-    return True, node
+    return pointer.resolve(doc, at)
 
 
 MAX_DEPTH = 256
-# keyword -> what it holds, for the keywords whose values are (or contain) schemas
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_ONE = (
-    "items",
-    "additionalItems",
-    "additionalProperties",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contains",
-    "propertyNames",
-    "not",
-    "if",
-    "then",
-    "else",
-)
 
 
 def _bad(message: str, ptr: str) -> tuple[str, tuple[str, Any]]:
     return ("error", (ptr, message))
 
 
-def _walk_schema(root: Any, pointer: str) -> Iterator[tuple[str, tuple[str, Any]]]:
-    """Walk the schema positions of `root` in document order.
+def _walk_schema(root: Any, at: str) -> Iterator[tuple[str, tuple[str, Any]]]:
+    """Walk the schema positions of `root` (`schemas.children`) in document order.
 
     Yields ("ref", (pointer of a `$ref`, its value)) for each reference and
     ("error", (pointer, message)) for a keyword holding the wrong kind of value.
-    Only schema positions are walked: names under `properties`/`$defs` and literal
-    data (`const`, `enum`, `default`, extension keys) are never taken for keywords.
     """
-    stack: list[tuple[Any, str, int]] = [(root, pointer, 0)]
+    stack: list[tuple[Any, str, int]] = [(root, at, 0)]
     while stack:
         node, ptr, depth = stack.pop()
         if isinstance(node, bool):
@@ -115,36 +76,32 @@ def _walk_schema(root: Any, pointer: str) -> Iterator[tuple[str, tuple[str, Any]
             return
         if "$ref" in node:
             yield "ref", (f"{ptr}/$ref", node["$ref"])
-        children: list[tuple[Any, str, int]] = []
-        for key, value in node.items():
-            at = f"{ptr}/{escape(str(key))}"
-            if key in _SCHEMA_MAPS:
-                if not isinstance(value, dict):
-                    yield _bad(f"{key} must be an object of schemas", at)
-                    return
-                children += [(v, f"{at}/{escape(str(k))}", depth + 1) for k, v in value.items()]
-            elif key in _SCHEMA_LISTS or (key == "items" and isinstance(value, list)):
-                if not isinstance(value, list):
-                    yield _bad(f"{key} must be an array of schemas", at)
-                    return
-                children += [(v, f"{at}/{n}", depth + 1) for n, v in enumerate(value)]
-            elif key in _SCHEMA_ONE:
-                children.append((value, at, depth + 1))
-            elif key == "required" and (
-                not isinstance(value, list) or not all(isinstance(v, str) for v in value)
-            ):
-                yield _bad("required must be an array of property names", at)
-                return
-            elif key == "type" and not (
-                isinstance(value, str)
-                or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-            ):
-                yield _bad("type must be a type name or an array of them", at)
-                return
-            elif key == "enum" and not isinstance(value, list):
-                yield _bad("enum must be an array of values", at)
-                return
-        stack.extend(reversed(children))
+        problem = _bad_keyword(node)
+        if problem is not None:
+            yield _bad(problem[1], pointer.child(ptr, problem[0]))
+            return
+        stack.extend(reversed([(v, p, depth + 1) for p, v in schemas.children(node, ptr)]))
+
+
+def _bad_keyword(node: dict[str, Any]) -> tuple[str, str] | None:
+    """(keyword, message) for the first keyword of `node` holding the wrong kind of value."""
+    for key, value in node.items():
+        if key in schemas.SCHEMA_MAPS and not isinstance(value, dict):
+            return key, f"{key} must be an object of schemas"
+        if key in schemas.SCHEMA_LISTS and not isinstance(value, list):
+            return key, f"{key} must be an array of schemas"
+        if key == "required" and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            return key, "required must be an array of property names"
+        if key == "type" and not (
+            isinstance(value, str)
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
+            return key, "type must be a type name or an array of them"
+        if key == "enum" and not isinstance(value, list):
+            return key, "enum must be an array of values"
+    return None
 
 
 def check_schema(data: Any, source: str) -> dict[str, Any]:
@@ -199,14 +156,13 @@ def _check_ref(doc: dict[str, Any], where: str, ref: Any, source: str) -> None:
             pointer=where,
             hint="only local references (#/$defs/Name) are supported; bundle the schema first",
         )
-    target = urllib.parse.unquote(ref[1:])
-    found, _ = resolve_pointer(doc, target)
-    if found:
+    target = pointer.from_fragment(ref)
+    if target is not None and pointer.resolve(doc, target)[0]:
         return
     for key in _DEF_KEYS:
         prefix = f"/{key}/"
-        if target.startswith(prefix) and isinstance(doc.get(key), dict):
-            name = _unescape(target[len(prefix) :])
+        if target is not None and target.startswith(prefix) and isinstance(doc.get(key), dict):
+            name = pointer.unescape(target[len(prefix) :])
             close = difflib.get_close_matches(name, list(doc[key]), n=1)
             raise AgentgenError(
                 f"$ref {ref!r} points to a missing definition",

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import schemas
 from ..errors import AgentgenError
 
 HERE = Path(__file__).resolve().parent
@@ -33,9 +34,7 @@ def runtime_files() -> dict[str, str]:
     return out
 
 
-def _defs(schema: dict[str, Any]) -> dict[str, Any]:
-    d = schema.get("$defs") or schema.get("definitions") or {}
-    return d if isinstance(d, dict) else {}
+_defs = schemas.defs
 
 
 def profile_for(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -180,7 +180,7 @@ class PostgresSessionStore:
                 "WHERE l.owner = excluded.owner",
                 (session_id, owner, ttl),
             )
-            return cur.rowcount == 1
+            return bool(cur.rowcount == 1)
 
     async def release(self, session_id: str, owner: str) -> None:
         async with await self._conn() as conn:
@@ -221,6 +221,6 @@ async def migrate(conn: AsyncConnection[Any]) -> int:
         for version in range(found, len(_MIGRATIONS)):
             for stmt in _MIGRATIONS[version].split(";"):
                 if stmt.strip():
-                    await conn.execute(stmt)  # type: ignore[arg-type]  # our own fixed DDL
+                    await conn.execute(stmt)
             await conn.execute("UPDATE acp_schema SET version = %s", (version + 1,))
     return found

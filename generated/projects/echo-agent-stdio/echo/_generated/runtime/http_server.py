@@ -89,6 +89,8 @@ from .auth import Auth
 from .callbacks import CallbackSender
 from .errors import RpcError, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
+
+AFFINITY_COOKIE = "acp-replica"  # same name as redis_router.AFFINITY_COOKIE
 from .store import SessionStore, SqliteSessionStore, open_store
 
 log = logging.getLogger("acp.runtime.http")
@@ -364,8 +366,18 @@ class AcpHttpServer:
         keepalive: float = KEEPALIVE_SECONDS,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         replay_window: int = DEFAULT_REPLAY_WINDOW,
+        replica: str | None = None,
+        router: Any = None,
     ) -> None:
         self.factory = factory
+        # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
+        # relays requests for connections another replica owns
+        self.replica = replica or (router.replica if router is not None else None)
+        self.router = router
+        if router is not None:
+            router.on_post = self._relayed_post
+            router.on_delete = self._relayed_delete
+            router.open_stream = self._open_for_relay
         self.replay_window = replay_window
         self.idle_timeout = idle_timeout
         self.auth = auth or Auth([])
@@ -380,6 +392,8 @@ class AcpHttpServer:
         conn = self.connections.pop(cid, None)
         if conn is not None:
             await conn.close()
+            if self.router is not None:
+                await self.router.forget(cid)
 
     async def close(self) -> None:
         for cid in list(self.connections):
@@ -451,21 +465,37 @@ class AcpHttpServer:
             if b'"error"' in answer and "error" in orjson.loads(answer):
                 await self.remove(conn.id)  # a refused initialize opens no connection
                 return Response(answer, status_code=200, media_type="application/json")
-            return Response(
+            if self.router is not None:
+                await self.router.claim(conn.id)
+            response = Response(
                 answer,
                 status_code=200,
                 media_type="application/json",
                 headers={CONNECTION_ID_HEADER: conn.id},
             )
+            if self.replica is not None:
+                response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
+            return response
         cid = request.headers.get(CONNECTION_ID_HEADER)
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        sid = request.headers.get(SESSION_ID_HEADER)
         known = self.connections.get(cid)
         if known is None:
-            return _error(404, -32600, "unknown connection id")
-        conn = known
+            owner = await self.router.owner(cid) if self.router is not None else None
+            relayed = await self.router.relay_post(owner, cid, sid, body) if owner else None
+            if relayed is None:
+                return _error(404, -32600, "unknown connection id")
+            status, content, ctype = relayed
+            return Response(content, status_code=status, media_type=ctype)
+        return self._post_to(known, sid, msg, body)
+
+    def _post_to(
+        self, conn: HttpConnection, sid: str | None, msg: dict[str, Any], body: bytes
+    ) -> Response:
+        """A POST (not initialize) for a connection this replica holds."""
+        method = msg.get("method")
         conn.last_seen = time.monotonic()
-        sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None and method in SESSION_SCOPED:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
@@ -489,22 +519,57 @@ class AcpHttpServer:
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         conn = self.connections.get(cid)
-        if conn is None:
-            return _error(404, -32600, "unknown connection id")
         sid = request.headers.get(SESSION_ID_HEADER)
-        if sid is not None and sid not in conn.sessions:
-            return _error(404, -32600, "unknown session id")
+        raw_last = request.headers.get("last-event-id", "").strip()
+        last = int(raw_last) if raw_last.isdigit() and len(raw_last) < 19 else None
+        if conn is None:
+            owner = await self.router.owner(cid) if self.router is not None else None
+            chunks = await self.router.relay_stream(owner, cid, sid, last) if owner else None
+            if chunks is None:
+                return _error(404, -32600, "unknown connection id")
+        else:
+            if sid is not None and sid not in conn.sessions:
+                return _error(404, -32600, "unknown session id")
+            chunks = self._reader(conn, sid, last)
+        return StreamingResponse(
+            chunks,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    def _reader(
+        self, conn: HttpConnection, sid: str | None, last: int | None
+    ) -> AsyncIterator[bytes]:
         stream = conn.sessions[sid] if sid is not None else conn.main
         token = object()
         stream.reader = token  # a newer GET of the same stream takes over
-        last = request.headers.get("last-event-id", "").strip()
-        if last.isdigit():
-            stream.rewind(int(last))
-        return StreamingResponse(
-            self._sse(stream, token, conn),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "Connection": "keep-alive"},
-        )
+        if last is not None:
+            stream.rewind(last)
+        return self._sse(stream, token, conn)
+
+    # ---- relayed from another replica (redis_router.py) ---------------------------------
+    async def _relayed_post(
+        self, cid: str, sid: str | None, body: bytes
+    ) -> tuple[int, bytes, str | None]:
+        conn = self.connections.get(cid)
+        if conn is None:
+            return 404, rpc_error_body(-32600, "unknown connection id"), "application/json"
+        r = self._post_to(conn, sid, orjson.loads(body), body)
+        return r.status_code, bytes(r.body), r.headers.get("content-type")
+
+    async def _relayed_delete(self, cid: str) -> int:
+        if cid not in self.connections:
+            return 404
+        await self.remove(cid)
+        return 202
+
+    def _open_for_relay(
+        self, cid: str, sid: str | None, last: int | None
+    ) -> AsyncIterator[bytes] | None:
+        conn = self.connections.get(cid)
+        if conn is None or (sid is not None and sid not in conn.sessions):
+            return None
+        return self._reader(conn, sid, last)
 
     async def _sse(
         self, stream: OutStream, token: object, conn: HttpConnection
@@ -533,7 +598,11 @@ class AcpHttpServer:
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         if cid not in self.connections:
-            return _error(404, -32600, "unknown connection id")
+            owner = await self.router.owner(cid) if self.router is not None else None
+            status = await self.router.relay_delete(owner, cid) if owner else None
+            if status is None or status == 404:
+                return _error(404, -32600, "unknown connection id")
+            return Response(status_code=status)
         await self.remove(cid)
         return Response(status_code=202)
 
@@ -599,9 +668,13 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sweeper = asyncio.get_running_loop().create_task(server.sweep())
+        if server.router is not None:
+            await server.router.start()
         yield
         sweeper.cancel()
         await server.close()
+        if server.router is not None:
+            await server.router.close()
 
     app = Starlette(
         routes=[
@@ -899,6 +972,13 @@ def app_for(
         return info
 
     options.setdefault("auth", Auth.from_manifest(manifest))
+    replica = os.environ.get("ACP_REPLICA_ID") or None
+    redis_url = os.environ.get("ACP_REDIS_URL")
+    if redis_url and "router" not in options:
+        from .redis_router import RedisRouter  # needs redis (the project's `redis` extra)
+
+        options["router"] = RedisRouter(redis_url, replica or uuid.uuid4().hex[:12])
+    options.setdefault("replica", replica)
     options.setdefault("well_known", document)
     options.setdefault("max_body", max_message_size)
     return create_app(agent_factory(agent_cls, store, max_message_size), **options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ SHARED = (REPO / ".." / "shared").resolve()
 # One schema cache for the whole run (all xdist workers, tests that move HOME): the
 # locked default schema is fetched with `npm pack` at most once per checkout.
 os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
+# Agents the tests start keep their sessions in a throwaway file (one per worker), not in
+# the user's ~/.local/state; a test that restarts an agent on its own store sets its own.
+os.environ.setdefault(
+    "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
+)
 
 
 @pytest.fixture(scope="session")

@@ -12,32 +12,43 @@ import os
 import sys
 from typing import Any
 
-from .agent import AgentRuntime, immediate_methods
+from .agent import AgentRuntime
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
+from .sessions import SessionCore, callbacks_for, open_default_store
 from .stdio import claim_stdout, open_stdio, read_frames
+from .store import MemorySessionStore, SessionStore
 
 
 def agent_connection(
-    agent: AgentRuntime, sink: Any, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    agent: AgentRuntime,
+    sink: Any,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    store: SessionStore | None = None,
 ) -> Connection:
-    """A connection whose incoming messages go to `agent` (any transport)."""
-    conn = Connection(
-        sink,
-        agent.handle_request,
-        agent.handle_notification,
+    """A connection whose incoming messages go to `agent` (any transport), its sessions
+    served by the session core from `store` (in memory when not given)."""
+    core = SessionCore(
+        lambda: agent,
+        store if store is not None else MemorySessionStore(),
         max_message_size=max_message_size,
-        immediate_notifications=immediate_methods(),
+        callbacks=callbacks_for(type(agent)),
     )
-    agent.attach(conn)
-    return conn
+    return core(sink)
 
 
 async def serve_agent_stdio(
-    agent: AgentRuntime, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    agent: AgentRuntime,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    store: SessionStore | None = None,
 ) -> None:
+    """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
+    ``sessions.open_default_store``), so a restarted agent loads and resumes them."""
+    if store is None:
+        store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
     out_fd = claim_stdout()
     reader, sink = await open_stdio(out_fd)
-    conn = agent_connection(agent, sink, max_message_size)
+    conn = agent_connection(agent, sink, max_message_size, store)
     try:
         await read_frames(reader, conn, max_message_size)
     finally:

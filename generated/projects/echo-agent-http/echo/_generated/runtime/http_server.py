@@ -84,16 +84,15 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from .agent import AgentRuntime, Session, immediate_methods
+from .agent import AgentRuntime
 from .auth import Auth
-from .callbacks import CallbackSender
-from .errors import RpcError, invalid_params
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RedactingFilter
-
-AFFINITY_COOKIE = "acp-replica"  # same name as redis_router.AFFINITY_COOKIE
-from .store import SessionStore, SqliteSessionStore, open_store
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RedactingFilter
+from .sessions import SessionCore, advertise, callbacks_for, open_default_store
+from .store import SessionStore
 
 log = logging.getLogger("acp.runtime.http")
+
+AFFINITY_COOKIE = "acp-replica"  # same name as redis_router.AFFINITY_COOKIE
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -698,250 +697,26 @@ def serve(
     run_server(create_app(factory, **options), host, port, certfile=certfile, keyfile=keyfile)
 
 
-# ---- the generated agent over HTTP: one AgentRuntime per connection, sessions in the store ----
-
-_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
-
-
-class _RecordingConnection(Connection):
-    """The runtime core, plus a record of each session's ``session/update`` messages.
-
-    Hook on the core (runtime/jsonrpc.py): overrides ``Connection._enqueue`` -- the one
-    place every outgoing message passes, in wire order -- to copy the session updates of
-    a running turn into a per-session buffer, written to the store before the turn's
-    answer is queued.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.recorded: dict[str, list[bytes]] = {}
-
-    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
-        if session_id is not None and frame.startswith(_UPDATE_PREFIX):
-            buf = self.recorded.get(session_id)
-            if buf is not None:
-                buf.append(frame)
-        super()._enqueue(frame, session_id)
-
-
-def _session_state(s: Any) -> dict[str, Any]:
-    return {"config_raw": s.config_raw, "state": s.state, "turns": s.turns}
-
-
-def _unknown(sid: Any) -> RpcError:
-    return invalid_params(
-        f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
-    )
-
-
-STORE_RETRY_DELAYS = (0.05, 0.25)
-
-
-async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any = None) -> Any:
-    """Run one store call, retried twice (a locked database is often free a moment later);
-    when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
-    for delay in (*STORE_RETRY_DELAYS, None):
-        try:
-            return await op()
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's
-            if delay is None:
-                log.error("session store: %s (%s: %s)", failure, type(exc).__name__, str(exc)[:200])
-                break
-            await asyncio.sleep(delay)
-    raise RpcError(
-        -32603,
-        f"session store unavailable: {failure}",
-        {"name": "StoreUnavailable", "transient": True, "details": details},
-    )
+# ---- the generated agent over HTTP: sessions come from the session core (sessions.py) ----
 
 
 def agent_factory(
     agent_cls: type[AgentRuntime],
     store: SessionStore,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    replica: str | None = None,
 ) -> ConnectionFactory:
-    """Build the per-connection runtime for ``create_app``; sessions persist in ``store``.
-
-    ``session/new``, ``session/set_config_option`` and every finished ``session/prompt``
-    are saved before they are answered; ``session/load`` rebuilds a session from the
-    store (in any process sharing it) and replays its history as ``session/update``
-    notifications; ``session/resume`` rebuilds it without replay.  When the manifest
+    """The per-connection runtime for ``create_app``: one ``SessionConnection`` per ACP
+    connection, sessions persisted in ``store`` (see sessions.py); when the manifest
     declares ``output_modes.async.callback``, a prompt with ``_meta.callbackUrl`` also gets
-    its result POSTed there, signed (see ``callbacks.py``).  Both answer with the
-    ``sessionId`` in the result so SDK clients open that session's SSE stream.
-
-    When the store fails (database locked, disk full; after two retries) nothing is
-    acknowledged that is not saved: ``session/new`` and ``session/set_config_option``
-    answer a transient -32603 ``StoreUnavailable`` error and change nothing; a finished
-    turn whose save fails answers that error too (with the turn's ``stopReason`` in
-    ``data.details``: its updates were streamed), and its messages are kept in memory and
-    written ahead of the session's next saved turn (and replayed by ``session/load``).
-    """
-
-    modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
-    async_mode = modes.get("async") if type(modes) is dict else None
-    callbacks = (
-        CallbackSender() if type(async_mode) is dict and async_mode.get("callback") else None
+    its result POSTed there, signed (see ``callbacks.py``)."""
+    return SessionCore(
+        agent_cls,
+        store,
+        max_message_size=max_message_size,
+        callbacks=callbacks_for(agent_cls),
+        replica=replica,  # lease owners name the replica
     )
-
-    unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session, in order
-
-    def factory(sink: Sink) -> CoreConnection:
-        rt = agent_cls()
-
-        async def restore(params: Any) -> tuple[str, Any]:
-            sid = params.get("sessionId") if type(params) is dict else None
-            if type(sid) is not str:
-                raise _unknown(sid)
-            s = rt.sessions.get(sid)
-            if s is None:
-                saved = await _durably("could not load the session", lambda: store.load(sid))
-                if saved is None:
-                    raise _unknown(sid)
-                raw = saved.get("config_raw") or {}
-                config = rt._validate_config(raw, ("params", "sessionId"))
-                s = Session(sid, config, raw, saved.get("state") or rt._machine.initial)
-                s.turns = int(saved.get("turns") or 0)
-                rt.sessions[sid] = s
-            return sid, s
-
-        async def prompt(params: dict[str, Any], ctx: Any) -> Any:
-            sid = params["sessionId"]
-            if sid not in rt.sessions:
-                await restore_if_saved(sid, params)  # a prompt after a restart, no load first
-            if sid not in rt.sessions:
-                return await rt.handle_request("session/prompt", params, ctx)
-            buf = conn.recorded.setdefault(sid, [])
-            blocks = params.get("prompt")
-            for block in blocks if type(blocks) is list else ():
-                update = {"sessionUpdate": "user_message_chunk", "content": block}
-                buf.append(
-                    orjson.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "method": "session/update",
-                            "params": {"sessionId": sid, "update": update},
-                        }
-                    )
-                )
-            meta = params.get("_meta")
-            callback = (
-                meta.get("callbackUrl") if type(meta) is dict and callbacks is not None else None
-            )
-            try:
-                result = await rt.handle_request("session/prompt", params, ctx)
-            except BaseException:
-                with contextlib.suppress(RpcError):  # the turn's own error is the answer
-                    await save_turn(sid, None)
-                raise
-            frames = await save_turn(sid, result)
-            if callback is not None and callbacks is not None and type(result) is dict:
-                updates = [orjson.loads(f)["params"]["update"] for f in frames]
-                updates = [u for u in updates if u.get("sessionUpdate") != "user_message_chunk"]
-                callbacks.schedule(
-                    callback,
-                    {
-                        "sessionId": sid,
-                        "stopReason": result.get("stopReason"),
-                        "updates": updates,
-                    },
-                )
-            return result
-
-        async def restore_if_saved(sid: str, params: Any) -> None:
-            saved = await _durably("could not load the session", lambda: store.load(sid))
-            if saved is not None:
-                await restore(params)
-
-        async def save_turn(sid: str, result: Any) -> list[bytes]:
-            """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""
-            frames = conn.recorded.pop(sid, [])
-            s = rt.sessions.get(sid)
-            if s is None:
-                return frames
-            batch = unsaved.pop(sid, []) + frames
-            state = _session_state(s)
-            stop = result.get("stopReason") if type(result) is dict else None
-            try:
-                await _durably(
-                    "the turn finished but was not saved",
-                    lambda: store.save_turn(sid, state, batch),
-                    {"stopReason": stop},
-                )
-            except RpcError:
-                unsaved[sid] = batch
-                raise
-            return frames
-
-        async def on_request(method: str, params: Any, ctx: Any) -> Any:
-            if method in ("session/load", "session/resume"):
-                sid, s = await restore(params)
-                if method == "session/load":
-                    history = await _durably(
-                        "could not read the session history", lambda: store.history(sid)
-                    )
-                    for frame in [*history, *unsaved.get(sid, ())]:
-                        conn.send_raw(frame, sid)
-                result: dict[str, Any] = {"sessionId": sid}
-                opts = rt._config_options(s.config_raw)
-                if opts:
-                    result["configOptions"] = opts
-                return result
-            if (
-                method == "session/prompt"
-                and type(params) is dict
-                and type(params.get("sessionId")) is str
-            ):
-                return await prompt(params, ctx)
-            before = None
-            if method == "session/set_config_option" and type(params) is dict:
-                target = rt.sessions.get(str(params.get("sessionId")))
-                before = (target, target.config, target.config_raw) if target else None
-            result = await rt.handle_request(method, params, ctx)
-            if method == "initialize" and type(result) is dict:
-                caps = result.get("agentCapabilities")
-                if type(caps) is dict:
-                    caps["loadSession"] = True
-                    sc = caps.setdefault("sessionCapabilities", {})
-                    if type(sc) is dict:
-                        sc.setdefault("resume", {})
-            elif (
-                method == "session/new"
-                and type(result) is dict
-                and type(result.get("sessionId")) is str
-            ):
-                new_sid = result["sessionId"]
-                state = _session_state(rt.sessions[new_sid])
-                try:
-                    await _durably(
-                        "the session was not created", lambda: store.save(new_sid, state)
-                    )
-                except RpcError:
-                    rt.sessions.pop(new_sid, None)
-                    raise
-            elif before is not None:
-                changed, config, config_raw = before
-                state = _session_state(changed)
-                try:
-                    await _durably(
-                        "the option was not changed", lambda: store.save(changed.id, state)
-                    )
-                except RpcError:
-                    changed.config, changed.config_raw = config, config_raw
-                    raise
-            return result
-
-        conn = _RecordingConnection(
-            sink,
-            on_request,
-            rt.handle_notification,
-            max_message_size=max_message_size,
-            immediate_notifications=immediate_methods(),
-        )
-        rt.attach(conn)
-        return conn
-
-    return factory
 
 
 def app_for(
@@ -953,22 +728,20 @@ def app_for(
 ) -> Starlette:
     """The ASGI app of a generated agent: auth and the well-known document from its manifest.
 
-    The store: ``$ACP_SESSION_STORE`` when set (a URL, see ``store.open_store``), else SQLite
-    at ``$ACP_SESSION_DB`` (else ``<name>-sessions.db``).
+    The store: ``$ACP_SESSION_STORE``, else SQLite at ``$ACP_SESSION_DB``, else
+    ``<name>-sessions.db`` in the working directory (see ``sessions.open_default_store``).
+    Several replicas: ``$ACP_REDIS_URL`` and ``$ACP_REPLICA_ID`` (see redis_router.py).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
-    if store is None and os.environ.get("ACP_SESSION_STORE"):
-        store = open_store()  # sqlite:///..., memory:, postgresql://... (store.py)
+    name = str(manifest.get("name", "agent"))
     if store is None:
-        path = os.environ.get("ACP_SESSION_DB") or f"{manifest.get('name', 'agent')}-sessions.db"
-        store = SqliteSessionStore(path)
+        store = open_default_store(name, f"{name}-sessions.db")
 
     async def document() -> dict[str, Any]:
-        info: dict[str, Any] = await agent_cls()._rt_agent_info(None, None)
+        rt = agent_cls()
+        info: dict[str, Any] = await rt._rt_agent_info(None, None)
         info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
-        caps = info.get("capabilities")
-        if type(caps) is dict and "loadSession" in caps:
-            caps["loadSession"] = True  # over HTTP, sessions persist (see agent_factory)
+        advertise(rt, info.get("capabilities"))  # the session methods the core serves
         return info
 
     options.setdefault("auth", Auth.from_manifest(manifest))
@@ -981,7 +754,9 @@ def app_for(
     options.setdefault("replica", replica)
     options.setdefault("well_known", document)
     options.setdefault("max_body", max_message_size)
-    return create_app(agent_factory(agent_cls, store, max_message_size), **options)
+    router = options.get("router")
+    owner = replica or (router.replica if router is not None else None)
+    return create_app(agent_factory(agent_cls, store, max_message_size, owner), **options)
 
 
 def serve_http(

@@ -174,11 +174,9 @@ class PostgresSessionStore:
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
         async with await self._conn() as conn:
             cur = await conn.execute(
-                "INSERT INTO acp_leases AS l (session_id, owner, expires) "
-                "VALUES (%s, %s, now() + make_interval(secs => %s)) "
-                "ON CONFLICT (session_id) DO UPDATE SET expires = excluded.expires "
-                "WHERE l.owner = excluded.owner",
-                (session_id, owner, ttl),
+                "UPDATE acp_leases SET expires = now() + make_interval(secs => %s) "
+                "WHERE session_id = %s AND owner = %s",
+                (ttl, session_id, owner),
             )
             return bool(cur.rowcount == 1)
 

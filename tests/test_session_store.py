@@ -1,0 +1,178 @@
+"""The session store's lease and listing (MemorySessionStore, SqliteSessionStore, and
+PostgresSessionStore on a private server: one contract for all three), and the SQLite migration of a database written before leases existed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "templates"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from runtime.store import MemorySessionStore, SqliteSessionStore
+
+
+def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
+    return {
+        "memory": MemorySessionStore,
+        "sqlite": lambda: SqliteSessionStore(tmp_path / "s.db"),
+    }
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Any:
+    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
+    import cluster_support as cs
+
+    cs.need("postgresql")
+    server = cs.start_postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "postgres":  # the same contract, on a fresh database
+        import cluster_support as cs
+        from runtime.store import open_store
+
+        return open_store(cs.fresh_database(request.getfixturevalue("postgres")))
+    return _stores(tmp_path)[request.param]()
+
+
+def test_lease_one_owner_at_a_time(store: Any) -> None:
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        assert await store.acquire("s", "r/a", 30) is None
+        assert await store.acquire("s", "r/a", 30) is None  # the holder again: still ok
+        assert await store.acquire("s", "r/b", 30) == "r/a"  # refused, names the holder
+        assert await store.renew("s", "r/b", 30) is False
+        assert await store.renew("s", "r/a", 30) is True
+        # take over: b holds it now; a finds out on renew, and its release changes nothing
+        assert await store.acquire("s", "r/b", 30, take_over=True) is None
+        assert await store.renew("s", "r/a", 30) is False
+        await store.release("s", "r/a")
+        assert await store.acquire("s", "r/a", 30) == "r/b"
+        await store.release("s", "r/b")
+        assert await store.acquire("s", "r/a", 30) is None
+
+    asyncio.run(go())
+
+
+def test_expired_lease_is_free(store: Any) -> None:
+    async def go() -> None:
+        assert await store.acquire("s", "r/a", 0.05) is None
+        assert await store.acquire("s", "r/b", 30) == "r/a"
+        await asyncio.sleep(0.1)
+        assert await store.acquire("s", "r/b", 30) is None
+        assert await store.renew("s", "r/a", 30) is False  # b holds it: a must stop
+
+    asyncio.run(go())
+
+
+def test_delete_drops_the_lease(store: Any) -> None:
+    async def go() -> None:
+        await store.save("s", {})
+        assert await store.acquire("s", "r/a", 30) is None
+        await store.delete("s")
+        assert await store.renew("s", "r/a", 30) is False  # the holder finds out
+        assert await store.acquire("s", "r/b", 30) is None
+        assert await store.list_sessions(None, 10) == ([], None)
+
+    asyncio.run(go())
+
+
+def test_list_sessions_pages_in_creation_order(store: Any) -> None:
+    async def go() -> None:
+        for i in range(5):
+            await store.save(f"s{i}", {"n": i})
+        await store.save("s0", {"n": 10})  # an update keeps its place
+        await store.save_turn("s5", {"n": 5}, [b"m"])  # a session first saved with a turn
+        await store.delete("s2")
+        seen: list[tuple[str, Any]] = []
+        cursor = None
+        pages = 0
+        while True:
+            page, cursor = await store.list_sessions(cursor, 2)
+            assert len(page) <= 2
+            seen += page
+            pages += 1
+            if cursor is None:
+                break
+        assert seen == [
+            ("s0", {"n": 10}),
+            ("s1", {"n": 1}),
+            ("s3", {"n": 3}),
+            ("s4", {"n": 4}),
+            ("s5", {"n": 5}),
+        ]
+        assert pages == 3
+        for bad in ("x", "-1", "9" * 40):
+            with pytest.raises(ValueError):
+                await store.list_sessions(bad, 2)
+
+    asyncio.run(go())
+
+
+def test_sqlite_lease_between_two_processes_handles(tmp_path: Path) -> None:
+    """Two store objects on one file (two processes sharing it): the lease is in the file."""
+
+    async def go() -> None:
+        a = SqliteSessionStore(tmp_path / "s.db")
+        b = SqliteSessionStore(tmp_path / "s.db")
+        await a.save("s", {})
+        assert await a.acquire("s", "p1/c", 30) is None
+        assert await b.acquire("s", "p2/c", 30) == "p1/c"
+        assert await b.acquire("s", "p2/c", 30, take_over=True) is None
+        assert await a.renew("s", "p1/c", 30) is False
+        a.close()
+        b.close()
+
+    asyncio.run(go())
+
+
+def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
+    """A file written by the previous schema (no leases, no order table, user_version 0)
+    opens, keeps its sessions and history, lists them in their insertion order, and takes
+    leases; opening it again migrates nothing twice."""
+    db = tmp_path / "old.db"
+    old = sqlite3.connect(db, isolation_level=None)
+    old.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
+        CREATE TABLE history (
+            session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
+        CREATE INDEX history_by_session ON history (session_id, seq);
+        INSERT INTO sessions VALUES ('zeta', CAST('{"turns": 2}' AS BLOB));
+        INSERT INTO sessions VALUES ('alpha', CAST('{"turns": 1}' AS BLOB));
+        INSERT INTO history (session_id, message)
+            VALUES ('zeta', CAST('m1' AS BLOB)), ('zeta', CAST('m2' AS BLOB));
+        """
+    )
+    old.close()
+
+    async def go() -> None:
+        st = SqliteSessionStore(db)
+        assert await st.list_sessions(None, 10) == (
+            [("zeta", {"turns": 2}), ("alpha", {"turns": 1})],
+            None,
+        )
+        assert await st.history("zeta") == [b"m1", b"m2"]
+        assert await st.acquire("zeta", "r/a", 30) is None
+        await st.save("new", {"turns": 0})
+        st.close()
+        again = SqliteSessionStore(db)
+        page, _ = await again.list_sessions(None, 10)
+        assert [sid for sid, _ in page] == ["zeta", "alpha", "new"]
+        assert await again.acquire("zeta", "r/b", 30) == "r/a"
+        again.close()
+
+    asyncio.run(go())
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (1,)

@@ -78,6 +78,7 @@ defaults
     timeout client 120s
     timeout server 120s
     timeout tunnel 1h
+    timeout check 3s
     option redispatch
     retries 2
 frontend acp
@@ -141,7 +142,7 @@ def cluster(n: int = 3) -> Iterator[Cluster]:
                 raise RuntimeError(f"{exc}: {log}") from None
         lb_port = cs.free_port()
         servers = "\n".join(
-            f"    server {name} 127.0.0.1:{port} cookie {name} check inter 300 fall 2 rise 2"
+            f"    server {name} 127.0.0.1:{port} cookie {name} check inter 500 fall 3 rise 2"
             for name, port in ports.items()
         )
         cfg = base / "haproxy.cfg"
@@ -216,10 +217,10 @@ async def _load(url: str, sid: str, stats: Stats, deadline: float) -> tuple[Any,
         ctx = connect_http(rec, AgentProxy, url)
         proxy = await ctx.__aenter__()
         try:
-            await asyncio.wait_for(proxy.call("initialize", INIT), 10)
+            await asyncio.wait_for(proxy.call("initialize", INIT), 30)
             await asyncio.wait_for(
                 proxy.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}),
-                15,
+                30,
             )
             if waited:
                 stats.lease_waits += 1
@@ -236,13 +237,23 @@ async def _session(
     idx: int, url: str, turns: int, stats: Stats, killed: asyncio.Event, per_turn: int
 ) -> tuple[str, list[int]]:
     """One client: its session, its turns; returns (session id, acknowledged turn numbers)."""
-    rec = Recorder()
-    ctx = connect_http(rec, AgentProxy, url)
-    proxy = await ctx.__aenter__()
-    await asyncio.wait_for(proxy.call("initialize", INIT), 10)
-    sid = (
-        await asyncio.wait_for(proxy.call("session/new", {"cwd": "/tmp", "mcpServers": []}), 10)
-    )["sessionId"]
+    deadline = time.monotonic() + 120
+    while True:  # a loaded machine may answer slowly: retry the first connect too
+        rec = Recorder()
+        ctx = connect_http(rec, AgentProxy, url)
+        proxy = await ctx.__aenter__()
+        try:
+            await asyncio.wait_for(proxy.call("initialize", INIT), 30)
+            new = await asyncio.wait_for(
+                proxy.call("session/new", {"cwd": "/tmp", "mcpServers": []}), 30
+            )
+            sid = new["sessionId"]
+            break
+        except Exception:
+            await ctx.__aexit__(None, None, None)
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
     acked: list[int] = []
     t = 0
     try:
@@ -250,7 +261,7 @@ async def _session(
             prompt = [{"type": "text", "text": f"slow s{idx}t{t} {per_turn} 0.03"}]
             try:
                 r = await asyncio.wait_for(
-                    proxy.call("session/prompt", {"sessionId": sid, "prompt": prompt}), 30
+                    proxy.call("session/prompt", {"sessionId": sid, "prompt": prompt}), 60
                 )
                 if isinstance(r, dict) and r.get("stopReason") == "end_turn":
                     acked.append(t)

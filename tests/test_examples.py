@@ -111,6 +111,8 @@ class Peer:
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.seen: list[dict[str, Any]] = []
         self.elicit: Any = None
+        self.permit = False  # the answer to session/request_permission
+        self.permissions: list[dict[str, Any]] = []
         self.reader = asyncio.get_running_loop().create_task(self._read())
         self.next_id = 100
 
@@ -135,6 +137,11 @@ class Peer:
             if msg.get("method") == "elicitation/create" and "id" in msg:
                 result = self.elicit(msg["params"]) if self.elicit else {"action": "decline"}
                 await self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif msg.get("method") == "session/request_permission" and "id" in msg:
+                self.permissions.append(msg["params"])
+                chosen = "accept" if self.permit else "decline"
+                outcome = {"outcome": "selected", "optionId": chosen}
+                await self.send({"jsonrpc": "2.0", "id": msg["id"], "result": {"outcome": outcome}})
             else:
                 self.inbox.put_nowait(msg)
 
@@ -160,8 +167,11 @@ class Peer:
     async def call(self, method: str, params: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         return await self.answer(await self.request(method, params))
 
-    async def session(self, config: dict[str, Any] | None = None) -> str:
-        r, _ = await self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    async def session(
+        self, config: dict[str, Any] | None = None, *, elicitation: bool = True
+    ) -> str:
+        caps = {"elicitation": {"form": {}}} if elicitation else {}
+        r, _ = await self.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
         assert "result" in r, r
         params: dict[str, Any] = {"cwd": "/tmp", "mcpServers": []}
         if config is not None:
@@ -263,12 +273,14 @@ def test_mail_composer_config_input_interrupt_output(project: Any) -> None:
             "approved": True,
         }
 
-        # invalid input: located by the generated Input model
+        # input that does not match: the turn ends normally, saying what the agent expects
+        # (located by the generated Input model); never a JSON-RPC error
         bad = {"brief": "", "recipients": []}
-        r, _ = await peer.call("session/prompt", text_prompt(sid, json.dumps(bad)))
-        assert r["error"]["code"] == -32602
-        locs = {tuple(e["loc"]) for e in r["error"]["data"]["errors"]}
-        assert locs == {("input", "brief"), ("input", "recipients")}
+        r, before = await peer.call("session/prompt", text_prompt(sid, json.dumps(bad)))
+        assert r["result"] == {"stopReason": "end_turn"}, r
+        (said,) = chunks(before)
+        assert "input.brief" in said["text"] and "input.recipients" in said["text"]
+        assert '"recipients"' in said["text"]  # the input schema is quoted
 
         # UnknownRecipient: the manifest's error, not transient, no data
         doc_blocked = {"brief": "hi", "recipients": ["bob@mail.invalid"]}
@@ -298,6 +310,37 @@ def test_mail_composer_config_input_interrupt_output(project: Any) -> None:
         assert "result" in r, r
         r, before = await peer.call("session/prompt", text_prompt(sid, json.dumps(doc)))
         assert chunks(before)[0]["text"] == f"{brief}\n\nA. Writer"
+        await peer.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_mail_composer_without_elicitation(project: Any) -> None:
+    """A client that did not declare elicitation is never sent `elicitation/create`: the
+    approval (a yes/no resume) becomes `session/request_permission`; and a plain-text
+    prompt to this JSON-input agent ends its turn normally with what JSON it expects."""
+    env = project("mail-composer")
+
+    async def main() -> None:
+        peer = await Peer.start(env)
+        peer.permit = True
+        sid = await peer.session(elicitation=False)
+        doc = {"brief": "Hello there", "recipients": ["a@example.org"]}
+        r, before = await peer.call("session/prompt", text_prompt(sid, json.dumps(doc)))
+        assert r["result"] == {"stopReason": "end_turn"}, r
+        assert not any(m.get("method") == "elicitation/create" for m in peer.seen)
+        (asked,) = peer.permissions
+        assert asked["_meta"] == {"interrupt": "approval"}
+        assert json.loads(chunks(before)[-1]["resource"]["text"])["approved"] is True
+        peer.permit = False
+        r, _ = await peer.call("session/prompt", text_prompt(sid, json.dumps(doc)))
+        assert r["result"] == {"stopReason": "cancelled"}
+
+        r, before = await peer.call("session/prompt", text_prompt(sid, "write to Jane about lunch"))
+        assert r["result"] == {"stopReason": "end_turn"}, r
+        (said,) = chunks(before)
+        assert "not JSON" in said["text"] and '"brief"' in said["text"]
         await peer.stop()
 
     asyncio.run(main())

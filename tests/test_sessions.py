@@ -108,13 +108,19 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     def prompt(conn: Any, sid: str, text: str) -> Any:
         return conn.prompt(session_id=sid, prompt=[S.TextContentBlock(type="text", text=text)])
 
-    with running_server(http.app_for(built["agent"], store=store)) as addr:
+    auth = hs.runtime_of(PKG, "auth").Auth(
+        [{"type": "bearer", "env": "SESS_TOKEN"}], {"SESS_TOKEN": "tok-sessions-1"}
+    )
+    app = http.app_for(built["agent"], store=store, auth=auth)
+    with running_server(app) as addr:
         url = f"http://{addr}/acp"
+        same_token = {"Authorization": "Bearer tok-sessions-1"}
 
         async def connect() -> tuple[Any, Collector]:
             c = Collector()
             conn = acp.connect_to_agent(
-                c, create_http_stream(url, client=httpx.AsyncClient(timeout=None))
+                c,
+                create_http_stream(url, headers=same_token, client=httpx.AsyncClient(timeout=None)),
             )
             await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
             return conn, c
@@ -383,5 +389,62 @@ def test_stdio_agent_persists_sessions_across_restarts(
         assert r["result"] == {"stopReason": "end_turn"}
         rc, err = await peer.close()
         assert rc == 0, err
+
+    asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
+    tmp = tmp_path_factory.mktemp("sessions2")
+    hs.build(tmp, shared_acp, "sessagent2", rev="v2", unstable=False)
+    return hs.load(tmp, "sessagent2").Agent
+
+
+def test_v2_resume_replays_what_replay_from_asks(built_v2: Any) -> None:
+    """v2 has no session/load: session/resume takes the session over, replaying nothing
+    without `replayFrom`, everything from `{"type": "start"}`, and refusing a cursor it
+    does not know (-32602, located); capabilities advertise `session` (and `delete`)."""
+
+    async def go() -> None:
+        sessions = hs.runtime_of("sessagent2", "sessions")
+        store = hs.runtime_of("sessagent2", "store").MemorySessionStore()
+        core = sessions.SessionCore(built_v2, store)
+        a, b = Core(core), Core(core)
+        init = {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
+        r = await a.call("initialize", init)
+        caps = r["result"]["capabilities"]
+        assert caps["session"]["delete"] == {} and "loadSession" not in caps
+        await b.call("initialize", init)
+        sid = (await a.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        assert (await a.call("session/prompt", hs.text_prompt(sid, "hello")))["result"] == {}
+        for _ in range(200):  # v2: the turn runs on after the answer; wait for its idle
+            if await store.history(sid):
+                break
+            await asyncio.sleep(0.01)
+        kinds = [
+            orjson.loads(f)["params"]["update"]["sessionUpdate"] for f in await store.history(sid)
+        ]
+        assert kinds[0] == "user_message" and kinds[-1] == "state_update"
+        assert (await store.load(sid))["turns"] == 1
+
+        resume = {"sessionId": sid, "cwd": "/w", "mcpServers": []}
+        r = await b.call("session/resume", resume)
+        assert "result" in r, r
+        assert not [m for m in b.msgs if m.get("method") == "session/update"]
+        r = await a.call("session/prompt", hs.text_prompt(sid, "mine?"))
+        assert r["error"]["code"] == -32001 and "session/resume" in r["error"]["message"]
+        r = await b.call("session/resume", {**resume, "replayFrom": {"type": "_later"}})
+        assert r["error"]["code"] == -32602
+        assert r["error"]["data"]["errors"][0]["loc"] == ["params", "replayFrom", "type"]
+        r = await b.call("session/resume", {**resume, "replayFrom": {"type": "start"}})
+        assert "result" in r, r
+        replayed = [
+            m["params"]["update"]["sessionUpdate"]
+            for m in b.msgs
+            if m.get("method") == "session/update"
+        ]
+        assert replayed == kinds
+        await a.conn.close()
+        await b.conn.close()
 
     asyncio.run(go())

@@ -216,7 +216,13 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
         async with acp.spawn_agent_process(
             C(), PY, "-m", "tagent", env=env, use_unstable_protocol=True
         ) as (conn, _proc):
-            init = await conn.initialize(protocol_version=1)
+            # the client declares form elicitation: the agent may ask with elicitation/create
+            caps = acp.schema.ClientCapabilities(
+                elicitation=acp.schema.ElicitationCapabilities(
+                    form=acp.schema.ElicitationFormCapabilities()
+                )
+            )
+            init = await conn.initialize(protocol_version=1, client_capabilities=caps)
             assert init.agent_info is not None and init.agent_info.name == "test-agent"
             assert (
                 init.agent_capabilities is not None

@@ -13,7 +13,7 @@ import orjson
 
 from .dispatch import RuntimeCore, _model_dump, _need
 from .errors import RpcError, from_validation_error, invalid_params
-from .interrupts import InterruptDeclined
+from .interrupts import InterruptDeclined, InterruptUnavailable
 from .jsonrpc import Connection, log
 
 if TYPE_CHECKING:
@@ -23,6 +23,42 @@ if TYPE_CHECKING:
 STATE_ERROR = -32002
 
 _dumps = orjson.dumps
+
+
+class InputMismatch(Exception):
+    """A prompt that does not carry the agent's input: the turn is accepted and ends
+    normally, telling the user what JSON the agent expects (never a JSON-RPC error)."""
+
+    def __init__(self, problem: str, schema: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.schema = schema
+
+    def message(self) -> str:
+        example = _dumps(self.schema).decode() if self.schema is not None else "{}"
+        if len(example) > 2000:
+            example = example[:2000] + "..."
+        return (
+            f"This agent takes JSON input ({self.problem}). Send a JSON document matching "
+            f"this schema, as text or as an application/json resource: {example}"
+        )
+
+
+def _single_string(schema: Any, text: str) -> Any:
+    """The input a plain text makes for a single-string input schema: the text itself for
+    ``{"type": "string"}``, ``{key: text}`` for an object whose one property is a string
+    (and nothing else is required); None for any other schema."""
+    if type(schema) is not dict or not text:
+        return None
+    if schema.get("type") == "string":
+        return text
+    props = schema.get("properties")
+    if schema.get("type") == "object" and type(props) is dict and len(props) == 1:
+        key, prop = next(iter(props.items()))
+        only = set(schema.get("required") or ()) <= {key}
+        if type(prop) is dict and prop.get("type") == "string" and only:
+            return {key: text}
+    return None
 
 
 class StateMachine:
@@ -131,7 +167,10 @@ class Turn:
         )
 
     async def interrupt(self, name: str, payload: Any = None) -> Any:
-        """Pause for the client (`elicitation/create`); returns the typed resume."""
+        """Pause for the client; returns the typed resume.  Asked with `elicitation/create`
+        when the client declared it, else `session/request_permission` for a yes/no
+        resume; otherwise (or when the client answers with an error) the turn ends
+        normally with a message to the user (see interrupts.py)."""
         return await self._rt._interrupt(self, name, payload)
 
 
@@ -155,6 +194,12 @@ class Turns(RuntimeCore):
         s.state = nxt
 
     def _parse_input(self, prompt: list[Any]) -> Any:
+        """The handler's input from the prompt's content blocks: the blocks as they are
+        without an input schema; else the JSON resource (``application/json``), or the
+        text: as is for a string input, else when it parses as the input, else put into the
+        one string field of a single-string object input.  A prompt that gives none of
+        these is still accepted (agents MUST take text): its turn only tells the user what
+        JSON the agent expects (an ``InputMismatch`` is returned)."""
         for i, b in enumerate(prompt):
             if type(b) is not dict or type(b.get("type")) is not str:
                 raise invalid_params(
@@ -166,33 +211,44 @@ class Turns(RuntimeCore):
                         }
                     ],
                 )
-        if not self._acp_manifest.get("input"):
+        schema = self._acp_manifest.get("input")
+        if not schema:
             return prompt
-        doc: Any = None
-        found = False
+        doc: str | None = None
         for b in prompt:
-            if b["type"] == "resource":
-                res = b.get("resource") or {}
-                if res.get("mimeType") == "application/json" and type(res.get("text")) is str:
-                    doc, found = res["text"], True
-                    break
-        if not found:
-            texts = [
-                b.get("text") for b in prompt if b["type"] == "text" and type(b.get("text")) is str
-            ]
-            doc = "".join(texts)
-        try:
-            data = orjson.loads(doc) if doc else None
-        except orjson.JSONDecodeError:
-            raise invalid_params(
-                "the prompt must carry the input as JSON",
-                [{"loc": ["params", "prompt"], "msg": "input is not valid JSON"}],
-            ) from None
-        if data is None:
-            raise invalid_params(
-                "the prompt carries no input",
-                [{"loc": ["params", "prompt"], "msg": "no JSON input found"}],
-            )
+            res = b.get("resource") if b["type"] == "resource" else None
+            if (
+                type(res) is dict
+                and res.get("mimeType") == "application/json"
+                and type(res.get("text")) is str
+            ):
+                doc = res["text"]
+                break
+        text = "".join(
+            b["text"] for b in prompt if b["type"] == "text" and type(b.get("text")) is str
+        )
+        if doc is None and type(schema) is dict and schema.get("type") == "string" and text:
+            doc = _dumps(text).decode()  # a string input takes the text as it is
+        problem = "the prompt carries no input"
+        candidates: list[Any] = []
+        source = doc if doc is not None else text
+        if source.strip():
+            try:
+                candidates.append(orjson.loads(source))
+            except orjson.JSONDecodeError:
+                problem = "the prompt is not JSON"
+        if doc is None:
+            wrapped = _single_string(schema, text)
+            if wrapped is not None:
+                candidates.append(wrapped)
+        for data in candidates:
+            try:
+                return self._typed_input(data)
+            except InputMismatch as exc:
+                problem = exc.problem
+        return InputMismatch(problem, schema)
+
+    def _typed_input(self, data: Any) -> Any:
         cls = self._mclass("Input")
         if cls is None:
             return data
@@ -200,7 +256,8 @@ class Turns(RuntimeCore):
             return cls.model_validate(data)
         except Exception as exc:
             if hasattr(exc, "errors"):
-                raise from_validation_error(exc, ("input",)) from None
+                err = from_validation_error(exc, ("input",))
+                raise InputMismatch(err.message.removeprefix("invalid params: "), None) from None
             raise
 
     def _dump_output(self, output: Any) -> Any:
@@ -252,9 +309,12 @@ class Turns(RuntimeCore):
         ended = False
         try:
             async with limit:
-                out = await self.prompt(turn, input)
-                if out is not None:
-                    await turn.send_output(out)
+                if isinstance(input, InputMismatch):  # accepted, but nothing to run
+                    await turn.send_text(input.message())
+                else:
+                    out = await self.prompt(turn, input)
+                    if out is not None:
+                        await turn.send_output(out)
             self._transition(s, "agent", "agent_message")
             ended = True
             return turn.stop_reason
@@ -279,6 +339,10 @@ class Turns(RuntimeCore):
             raise
         except InterruptDeclined:
             return "cancelled"
+        except InterruptUnavailable as exc:  # the client cannot answer: say so, end normally
+            log.info("session %s: interrupt %s unavailable", s.id, exc.interrupt)
+            await turn.send_text(exc.message)
+            return "end_turn"
         except Exception as exc:  # noqa: BLE001 - user code: mapped to a JSON-RPC error below
             err = self._agent_error(exc)
             if err is None:

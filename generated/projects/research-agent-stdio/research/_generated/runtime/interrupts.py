@@ -1,5 +1,12 @@
-"""Interrupts: a turn pauses for the client (`elicitation/create`, or
-`session/request_permission` on a revision without elicitation) and resumes typed."""
+"""Interrupts: a turn pauses for the client and resumes typed.
+
+What the agent may ask depends on what the client declared at `initialize`: with
+elicitation (form mode) declared and `elicitation/create` in the revision, the interrupt is
+an elicitation carrying the resume schema; else, when the resume schema is answered by
+approve/decline (no required field other than booleans), `session/request_permission`;
+else the turn ends normally with a message to the user saying why.  An error the client
+answers an interrupt with ends the turn the same way: it never becomes the prompt's error.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .dispatch import RuntimeCore, _model_dump
-from .errors import from_validation_error
+from .errors import REQUEST_CANCELLED, RpcError, from_validation_error
 
 if TYPE_CHECKING:
     from .turns import Turn
@@ -22,8 +29,34 @@ class InterruptDeclined(Exception):
         self.action = action
 
 
+class InterruptUnavailable(Exception):
+    """The client cannot answer this interrupt (not declared, refused, or answered
+    something the resume schema does not accept): the turn ends normally, and
+    ``message`` is said to the user."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.interrupt = name
+        self.message = message
+
+
+def _yes_no(spec: dict[str, Any]) -> bool:
+    """Whether approve/decline answers the interrupt: its resume schema requires nothing
+    but booleans (approving sets them true)."""
+    schema = (spec.get("resume") or {}).get("schema") or {}
+    props = schema.get("properties") or {}
+    return all(
+        type(props.get(key)) is dict and props[key].get("type") == "boolean"
+        for key in schema.get("required") or ()
+    )
+
+
 class Interrupts(RuntimeCore):
     """Sends a turn's interrupts to the client (a part of AgentRuntime)."""
+
+    def _elicitation_declared(self) -> bool:
+        caps = self.client_capabilities.get("elicitation")
+        return type(caps) is dict and type(caps.get("form")) is dict
 
     async def _interrupt(self, turn: Turn, name: str, payload: Any) -> Any:
         spec = next(
@@ -31,27 +64,29 @@ class Interrupts(RuntimeCore):
         )
         if spec is None:
             raise ValueError(f"the manifest declares no interrupt named {name!r}")
-        conn = self.connection
-        assert conn is not None
         s = turn.session
+        asked = spec.get("description") or name
+        elicit = bool(self.PROFILE.get("elicitation", True)) and self._elicitation_declared()
+        if not elicit and not _yes_no(spec):
+            raise InterruptUnavailable(
+                name,
+                f"The agent needs your input to go on ({asked}), but this client cannot "
+                "answer questions (it did not declare elicitation): the turn ends here.",
+            )
         self._transition(s, "agent", "interrupt")
-        resume_schema = (spec.get("resume") or {}).get("schema") or {
-            "type": "object",
-            "properties": {},
-        }
-        if self.PROFILE.get("elicitation", True):
-            req = {
-                "sessionId": s.id,
-                "mode": "form",
-                "message": spec.get("description") or name,
-                "requestedSchema": resume_schema,
-                "_meta": {"interrupt": name, "payload": _model_dump(payload)},
-            }
-            answer = await conn.request("elicitation/create", req)
-            action = answer.get("action") if type(answer) is dict else None
-            content = (answer.get("content") if type(answer) is dict else None) or {}
-        else:
-            action, content = await self._permission_interrupt(turn, name, spec, payload)
+        try:
+            if elicit:
+                action, content = await self._elicit(turn, name, spec, payload)
+            else:
+                action, content = await self._permission_interrupt(turn, name, spec, payload)
+        except RpcError as err:  # the client's answer to our request, not the prompt's
+            if err.code == REQUEST_CANCELLED:
+                raise InterruptDeclined(name, "cancel") from None
+            raise InterruptUnavailable(
+                name,
+                f"The agent asked for your input ({asked}) and the client answered with "
+                f"error {err.code} ({err.message[:200]}): the turn ends here.",
+            ) from None
         if action != "accept":
             raise InterruptDeclined(name, str(action))
         self._transition(s, "client", "resume")
@@ -61,18 +96,41 @@ class Interrupts(RuntimeCore):
         try:
             return cls.model_validate(content)
         except Exception as exc:
-            if hasattr(exc, "errors"):
-                raise from_validation_error(exc, ("resume", name)) from None
-            raise
+            if not hasattr(exc, "errors"):
+                raise
+            why = from_validation_error(exc, ("resume", name)).message
+            raise InterruptUnavailable(
+                name,
+                f"The answer to {asked!r} does not match what the agent expects "
+                f"({why.removeprefix('invalid params: ')}): the turn ends here.",
+            ) from None
+
+    async def _elicit(
+        self, turn: Turn, name: str, spec: dict[str, Any], payload: Any
+    ) -> tuple[str, dict[str, Any]]:
+        conn = self.connection
+        assert conn is not None
+        resume_schema = (spec.get("resume") or {}).get("schema") or {
+            "type": "object",
+            "properties": {},
+        }
+        req = {
+            "sessionId": turn.session.id,
+            "mode": "form",
+            "message": spec.get("description") or name,
+            "requestedSchema": resume_schema,
+            "_meta": {"interrupt": name, "payload": _model_dump(payload)},
+        }
+        answer = await conn.request("elicitation/create", req)
+        action = answer.get("action") if type(answer) is dict else None
+        content = (answer.get("content") if type(answer) is dict else None) or {}
+        return str(action), content if type(content) is dict else {}
 
     async def _permission_interrupt(
         self, turn: Turn, name: str, spec: dict[str, Any], payload: Any
     ) -> tuple[str, dict[str, Any]]:
-        """An interrupt on a revision without `elicitation/create`: its equivalent is
-        `session/request_permission` (approve / decline). The answer is one bit, so
-        approving sets the resume schema's required boolean fields to true; a resume
-        schema that needs more than that is answered by the resume model's validation
-        error (declare such interrupts on a revision with elicitation)."""
+        """`session/request_permission` (approve / decline) as the interrupt. The answer
+        is one bit, so approving sets the resume schema's required booleans to true."""
         conn = self.connection
         assert conn is not None
         req = {

@@ -21,7 +21,8 @@ renews it every ``lease_ttl / 3`` seconds while it lives; any other connection's
 config change gets ``SESSION_IN_USE`` (a session nobody holds, e.g. after a restart, is
 taken silently).  On the same process a take-over cancels the previous owner's turn at
 once; across replicas sharing a store, the previous owner finds out at its next renewal
-(at most ``lease_ttl / 3`` s) or its next prompt, and then writes nothing more.
+(at most ``lease_ttl / 3`` s) or at its next prompt (``OWNER_CHECK`` s after the store
+last confirmed the lease), and then writes nothing more.
 
 When the store fails (after two retries) nothing is acknowledged that is not saved: see
 ``_durably``; a finished turn whose save failed is kept in memory and written ahead of the
@@ -35,6 +36,7 @@ import contextlib
 import datetime
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -56,6 +58,10 @@ SESSION_IN_USE = -32001  # implementation-defined (JSON-RPC server error range)
 LEASE_TTL = 30.0
 LIST_PAGE = 50
 STORE_RETRY_DELAYS = (0.05, 0.25)
+# a prompt re-checks the lease in the store when it was last confirmed longer ago than
+# this: a take-over by another replica stops a new turn within it (a running one within
+# lease_ttl / 3); locally, a take-over is seen at once
+OWNER_CHECK = 1.0
 TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn to end
 
 _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
@@ -200,6 +206,7 @@ class SessionConnection(Connection):
         self.held: set[str] = set()  # sessions whose lease this connection holds
         self.lost: set[str] = set()  # taken over elsewhere: write nothing more for them
         self.cwd: dict[str, str] = {}
+        self.confirmed: dict[str, float] = {}  # when the store last confirmed our lease
         self.recorded: dict[str, list[bytes]] = {}
         self.turns: dict[str, asyncio.Task[Any]] = {}  # done when the turn ended and was saved
         self._renewer: asyncio.Task[None] | None = None
@@ -238,6 +245,7 @@ class SessionConnection(Connection):
 
     def _hold(self, sid: str) -> None:
         self.held.add(sid)
+        self.confirmed[sid] = time.monotonic()
         self.lost.discard(sid)
         self.core.owners[sid] = self
         if self._renewer is None:
@@ -313,7 +321,9 @@ class SessionConnection(Connection):
                 except Exception as exc:  # noqa: BLE001 - keep the session; retry next round
                     log.warning("session %s: lease not renewed (%s)", sid, type(exc).__name__)
                     continue
-                if not ok and sid in self.held:
+                if ok:
+                    self.confirmed[sid] = time.monotonic()
+                elif sid in self.held:
                     log.info("session %s was taken over by another connection", sid)
                     await self.evict(sid, save=False)
 
@@ -534,12 +544,15 @@ class SessionConnection(Connection):
             # unknown session, or a turn runs: the runtime refuses it; nothing is recorded
             return await rt.handle_request("session/prompt", params, ctx)
         store = self.core.store
-        if not await _durably(
-            "could not check the session's owner",
-            lambda: store.renew(sid, self.owner, self.core.lease_ttl),
-        ):
-            await self.evict(sid, save=False)
-            raise self._in_use(sid)
+        now = time.monotonic()
+        if now - self.confirmed.get(sid, 0.0) > OWNER_CHECK:  # taken over by another replica?
+            if not await _durably(
+                "could not check the session's owner",
+                lambda: store.renew(sid, self.owner, self.core.lease_ttl),
+            ):
+                await self.evict(sid, save=False)
+                raise self._in_use(sid)
+            self.confirmed[sid] = now
         user = self._user_frames(sid, params)
         before = s.turns
         self.recorded[sid] = []

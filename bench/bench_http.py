@@ -81,7 +81,7 @@ def _sdk_app() -> Any:
         def on_connect(self, conn: Any) -> None:
             self.conn = conn
 
-    return create_asgi_app(lambda conn: Echo(conn))
+    return create_asgi_app(Echo)
 
 
 def serve(which: str, port: int) -> None:

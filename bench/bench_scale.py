@@ -97,7 +97,7 @@ def main() -> None:
     ) -> tuple[str, subprocess.Popen[bytes]]:
         port = cs.free_port()
         env = {**os.environ, "PYTHONPATH": str(agent), "ACP_SESSION_STORE": store, **(extra or {})}
-        p = _start([sys.executable, "-m", "echo", "--port", str(port)], env, port, "agent")
+        p = _start([sys.executable, "-m", "echo_agent", "--port", str(port)], env, port, "agent")
         return f"http://127.0.0.1:{port}/acp", p
 
     try:

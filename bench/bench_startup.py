@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+HELP_TARGET = 0.3  # seconds: `agentgen --help` on the 2-core CI machine
 BIN = Path(sys.executable).parent
 MINIMAL = REPO / "tests" / "cases" / "manifests" / "valid-minimal" / "agent.yaml"
 
@@ -55,7 +56,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=15)
     opts = ap.parse_args()
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for name, cmd in COMMANDS.items():  # warm the file cache
+    for cmd in COMMANDS.values():  # warm the file cache
         once(cmd)
     for _ in range(opts.runs):
         for name, cmd in COMMANDS.items():
@@ -70,7 +71,7 @@ def main() -> int:
             f"{best / floor:7.2f} {best / peer:7.2f}"
         )
     help_best = min(times["agentgen --help"])
-    verdict = "meets" if help_best < 0.3 else "misses"
+    verdict = "meets" if help_best < HELP_TARGET else "misses"
     print(f"\nagentgen --help best {help_best:.3f} s: {verdict} the 0.3 s target")
     return 0
 

@@ -118,11 +118,12 @@ def main() -> int:
         ours = [PY, "-m", "echo_bench"]
         sdk = [PY, str(REPO / "bench" / "agents" / "sdk_echo.py")]
         print(f"{'load':<16}{'generated/s':>14}{'sdk/s':>12}{'ratio':>8}")
-        for label, args in LOADS:
+        for label, load_args in LOADS:
+            args = load_args
             if opts.quick:
                 args = [
                     str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
-                    for prev, a in zip([""] + args, args)
+                    for prev, a in zip(["", *load_args], load_args, strict=False)
                 ]
             a = acpbench(args, ours, env)
             b = acpbench(args, sdk, env)

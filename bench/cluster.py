@@ -44,7 +44,7 @@ import cluster_support as cs
 from runtime.client import AgentProxy, ClientRuntime
 from runtime.http_client import connect_http
 
-GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo"
+GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo_agent"
 HANDLERS = """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ class Cluster:
 
 
 def _agent_dir(base: Path) -> Path:
-    pkg = base / "agent" / "echo"
+    pkg = base / "agent" / "echo_agent"
     shutil.copytree(GOLDEN, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "handlers.py").write_text(HANDLERS)
     return base / "agent"
@@ -123,7 +123,7 @@ def cluster(n: int = 3) -> Iterator[Cluster]:
             name = f"r{i}"
             ports[name] = cs.free_port()
             procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "echo", "--port", str(ports[name])],
+                [sys.executable, "-m", "echo_agent", "--port", str(ports[name])],
                 env={
                     **os.environ,
                     "PYTHONPATH": str(pythonpath),

@@ -71,9 +71,9 @@ def main() -> int:
             ],
         )
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(agent), str(client)])}
-        cmd = [sys.executable, "-m", "echo_client", "--", sys.executable, "-m", "echo"]
+        cmd = [sys.executable, "-m", "echo_agent_client", "--", sys.executable, "-m", "echo_agent"]
         print(
-            "\n$ echo-client -- echo   # the generated client drives the generated agent",
+            "\n$ echo-agent-client -- echo-agent   # the generated client drives the generated agent",
             flush=True,
         )
         proc = subprocess.run(

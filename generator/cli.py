@@ -1,62 +1,133 @@
 """The `agentgen` command line: one Typer command per verb, no logic here.
 
 Each command imports its implementation lazily (start-up time matters for
-pre-commit) and returns the exit code that implementation gives.
+pre-commit) and returns the exit code that implementation gives (generator/guard.py:
+0 clean, 1 findings in the input, 2 usage, environment or internal error).
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from .errors import AgentgenError
+from .guard import run_guarded
+
+
+def _posix_usage() -> None:
+    """Typer's plain help writes required arguments as `{DIR}` in usage lines and adds
+    `<path>` / `<list[Path]>` after their names: write `DIR`, `[SCHEMA]`, `FILE...` as
+    POSIX usage does. (Leaves Typer alone if its internals differ.)"""
+    arg = getattr(typer.core, "TyperArgument", None)
+    if arg is None or not hasattr(arg, "_usage_display_name") or not hasattr(arg, "display_type"):
+        return
+    shown_type = arg.display_type
+
+    def usage(self: typer.core.TyperArgument) -> str:
+        name = self.metavar or (self.name or "ARG").upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type(self: typer.core.TyperArgument, ctx: object) -> str:
+        return "" if self.metavar else shown_type(self, ctx)
+
+    arg._usage_display_name = usage
+    arg.display_type = display_type
+
+
+_posix_usage()
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
-    help="Generate typed models, dispatchers and ready-to-run projects for ACP agents.",
     pretty_exceptions_enable=False,
     # plain help and usage errors: rendering them with rich costs ~0.1 s of start-up
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-Fmt = typer.Option("text", "--format", help="text | json")
+
+class Role(StrEnum):
+    agent = "agent"
+    client = "client"
+
+
+class Transport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+class TextFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class TableFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+SCHEMA_HELP = "Protocol schema: a path, an http(s) URL or npm:PKG@VER#PATH"
 
 
 def _run(fn, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-    try:
-        code = fn(*args, **kwargs)
-    except AgentgenError as err:
-        typer.echo(f"agentgen: error: {err}", err=True)
-        raise typer.Exit(err.exit_code) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    raise typer.Exit(code or 0)
+    raise typer.Exit(run_guarded(fn, *args, **kwargs))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"agentgen {version('agentgen')}")
+        except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
+            typer.echo("agentgen (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Generate typed models, dispatchers and ready-to-run projects for ACP agents.
+
+    Exit codes: 0 clean, 1 findings in the input, 2 usage or internal error.
+    """
 
 
 @app.command()
 def methods(
-    schema: str = typer.Argument(
-        ..., help="Protocol schema: path, http(s) URL or npm:PKG@VER#PATH"
+    schema: str = typer.Argument(..., metavar="SCHEMA", help=SCHEMA_HELP),
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json / meta.unstable.json"
     ),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
-    fmt: str = typer.Option("table", "--format", help="table | json"),
+    fmt: TableFormat = typer.Option(TableFormat.table, "--format", help="Output format."),
 ) -> None:
     """Print the method table derived from a protocol schema."""
     from .protocol.methods import run_methods
 
-    _run(run_methods, schema, meta=meta, fmt=fmt)
+    _run(run_methods, schema, meta=meta, fmt=fmt.value)
 
 
 @app.command()
 def models(
     schema: str | None = typer.Argument(
-        None, help="Protocol schema (default: the locked upstream)"
+        None, metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked upstream)"
     ),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json / meta.unstable.json"),
-    manifest: Path | None = typer.Option(None, "--manifest", help="Generate a manifest's models"),
-    out: Path = typer.Option(..., "-o", "--out", help="Output .py file"),
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json / meta.unstable.json"
+    ),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", "-m", metavar="FILE", help="Generate a manifest's models instead."
+    ),
+    out: Path = typer.Option(..., "-o", "--out", metavar="OUT.py", help="Output .py file"),
 ) -> None:
     """Generate pydantic v2 models for a protocol schema or an agent manifest."""
     if manifest is not None:
@@ -71,35 +142,45 @@ def models(
 
 @app.command()
 def diff(
-    old: str = typer.Argument(..., help="Old protocol schema"),
-    new: str = typer.Argument(..., help="New protocol schema"),
-    fmt: str = Fmt,
+    old: str = typer.Argument(..., metavar="OLD", help="The old protocol schema"),
+    new: str = typer.Argument(..., metavar="NEW", help="The new protocol schema"),
+    fmt: TextFormat = typer.Option(TextFormat.text, "--format", help="Output format."),
 ) -> None:
-    """Report what changed between two protocol schema revisions."""
+    """Report what changed between two protocol schema revisions (BREAKING marked)."""
     from .protocol.diff import run_diff
 
-    _run(run_diff, old, new, fmt=fmt)
+    _run(run_diff, old, new, fmt=fmt.value)
 
 
 @app.command()
 def validate(
-    files: list[Path] = typer.Argument(..., help="Manifests (YAML or JSON)"),
-    fmt: str = Fmt,
+    files: list[Path] = typer.Argument(
+        ..., metavar="FILE", help="Manifests (YAML or JSON; AGNTCY documents too)"
+    ),
+    fmt: TextFormat = typer.Option(TextFormat.text, "--format", help="Output format."),
 ) -> None:
     """Validate agent manifests: exit 0 valid, 1 invalid, 2 usage error."""
     from .manifest.validate import run_validate
 
-    _run(run_validate, files, fmt=fmt)
+    _run(run_validate, files, fmt=fmt.value)
 
 
 @app.command()
 def new(
-    directory: Path = typer.Argument(..., help="Directory to create"),
-    manifest: Path = typer.Option(..., "--manifest", "-m", help="Agent manifest"),
-    role: str = typer.Option("agent", "--role", help="agent | client"),
-    transport: str = typer.Option("stdio", "--transport", help="stdio | http"),
-    schema: str | None = typer.Option(None, "--schema", help="Protocol schema (default: locked)"),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json for the schema"),
+    directory: Path = typer.Argument(..., metavar="DIR", help="Directory to create"),
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m", metavar="FILE", help="The agent manifest"
+    ),
+    role: Role = typer.Option(Role.agent, "--role", help="Scaffold the agent or a client."),
+    transport: Transport = typer.Option(
+        Transport.stdio, "--transport", help="stdio (one process per client) or HTTP (/acp)."
+    ),
+    schema: str | None = typer.Option(
+        None, "--schema", metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked one)"
+    ),
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json for the schema"
+    ),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
     from .scaffold.new import run_new
@@ -108,18 +189,25 @@ def new(
         run_new,
         directory,
         manifest=manifest,
-        role=role,
-        transport=transport,
+        role=role.value,
+        transport=transport.value,
         schema=schema,
         meta=meta,
     )
 
 
+ProjectDir = typer.Option(Path("."), "--project", "-p", metavar="DIR", help="The generated project")
+
+
 @app.command()
 def regen(
-    project: Path = typer.Option(Path("."), "--project", "-p", help="Generated project"),
-    schema: str | None = typer.Option(None, "--schema", help="New protocol schema"),
-    meta: str | None = typer.Option(None, "--meta", help="meta.json for the new schema"),
+    project: Path = ProjectDir,
+    schema: str | None = typer.Option(
+        None, "--schema", metavar="SCHEMA", help="A new protocol schema"
+    ),
+    meta: str | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json for the new schema"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only, touch nothing"),
 ) -> None:
     """Regenerate a project's _generated/ package; user code is never touched."""
@@ -129,9 +217,7 @@ def regen(
 
 
 @app.command()
-def check(
-    project: Path = typer.Option(Path("."), "--project", "-p", help="Generated project"),
-) -> None:
+def check(project: Path = ProjectDir) -> None:
     """Exit 1 when generated files are stale against their recorded inputs."""
     from .scaffold.check import run_check
 
@@ -139,9 +225,7 @@ def check(
 
 
 @app.command()
-def update(
-    project: Path = typer.Option(Path("."), "--project", "-p", help="Generated project"),
-) -> None:
+def update(project: Path = ProjectDir) -> None:
     """Apply template changes with copier's 3-way merge; exit 1 on conflicts."""
     from .scaffold.update import run_update
 

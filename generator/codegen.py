@@ -31,7 +31,9 @@ def run(
         "disable_timestamp": True,
     }
     try:
-        with warnings.catch_warnings():
+        from . import console
+
+        with warnings.catch_warnings(), console.status(f"generating models from {source}"):
             warnings.simplefilter("ignore")
             return generate(schema, **{**shared, **options})
     except AgentgenError:

@@ -32,7 +32,8 @@ def validate_args(argv: list[str]) -> tuple[list[Path], str] | None:
             return None
         else:
             files.append(Path(arg))
-    return (files, fmt) if files else None
+    # anything Typer would refuse (no files, an unknown format) gets Typer's usage error
+    return (files, fmt) if files and fmt in ("text", "json") else None
 
 
 def main() -> None:
@@ -47,13 +48,7 @@ def main() -> None:
 
 
 def _validate(files: list[Path], fmt: str) -> int:
-    from .errors import AgentgenError
+    from .guard import run_guarded
     from .manifest.validate import run_validate
 
-    try:
-        return run_validate(files, fmt=fmt)
-    except AgentgenError as err:  # as generator.cli does for every command
-        sys.stderr.write(f"agentgen: error: {err}\n")
-        return err.exit_code
-    except KeyboardInterrupt:
-        return 130
+    return run_guarded(run_validate, files, fmt=fmt)

@@ -1,4 +1,4 @@
-"""The one error type the CLI turns into a located, one-line message (exit 2).
+"""The one error type the CLI turns into a located, one-line message.
 
 Every module of the generator raises `AgentgenError` for bad input; the CLI prints
 `str(err)` and exits with `err.exit_code`. Never put a secret in a message.
@@ -49,3 +49,11 @@ class AgentgenError(Exception):
         if self.hint:
             text += f" ({self.hint})"
         return text
+
+
+class InvalidInput(AgentgenError):
+    """A finding in the user's input (a manifest that does not parse or is invalid): exit 1,
+    as `validate` exits for its findings; plain AgentgenError (2) is for usage and
+    environment errors (a missing file, an unwritable directory)."""
+
+    exit_code = 1

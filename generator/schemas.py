@@ -69,7 +69,7 @@ def ref_name(ref: Any) -> str | None:
     if target is None:
         return None
     parts = ptr.tokens(target)
-    if len(parts) == 2 and parts[0] in DEF_KEYS:
+    if len(parts) == 2 and parts[0] in DEF_KEYS:  # noqa: PLR2004 - ["$defs", name]
         return parts[1]
     return None
 

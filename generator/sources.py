@@ -265,16 +265,19 @@ def _npm_pack(npm: NpmSpec, shown: str) -> tuple[bytes, str]:
         )
     with tempfile.TemporaryDirectory(prefix="agentgen-npm-") as tmp:
         cmd = [exe, "pack", f"{npm.package}@{npm.version}", "--json", "--pack-destination", tmp]
+        from . import console
+
         try:
-            done = subprocess.run(
-                cmd,
-                check=False,
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                timeout=NPM_TIMEOUT,
-                stdin=subprocess.DEVNULL,
-            )
+            with console.status(f"fetching {shown} (npm pack)"):  # a spinner on a terminal
+                done = subprocess.run(
+                    cmd,
+                    check=False,
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    timeout=NPM_TIMEOUT,
+                    stdin=subprocess.DEVNULL,
+                )
         except subprocess.TimeoutExpired:
             raise AgentgenError(
                 f"npm pack timed out after {NPM_TIMEOUT:.0f}s", source=shown
@@ -313,7 +316,8 @@ def _read_member(tarball: Path, path: str, shown: str) -> bytes:
             for member in tar:
                 parts = PurePosixPath(member.name).parts
                 # npm tarballs have one top folder ("package/"); the path is relative to it
-                if len(parts) < 2 or ".." in parts or parts[0].startswith("/"):
+                too_short = len(parts) < 2  # noqa: PLR2004 - the top folder and a file
+                if too_short or ".." in parts or parts[0].startswith("/"):
                     continue
                 if "/".join(parts[1:]) != path:
                     continue

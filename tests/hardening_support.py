@@ -131,7 +131,7 @@ def build(
         meta=meta,
         manifest=manifest or MANIFEST,
         role="agent",
-        transport="stdio",
+        transport="http",  # every agent-side module: the tests drive it over stdio and HTTP
         package=package,
     )
     pkg = tmp / package

@@ -44,7 +44,11 @@ def cases() -> list[Case]:
     examples = sorted(p.parent.name for p in (REPO / "examples").glob("*/agent.yaml"))
     out = [Case(e, "agent", "stdio") for e in examples]
     if "echo" in examples:
-        out += [Case("echo", "agent", "http"), Case("echo", "client", "stdio")]
+        out += [
+            Case("echo", "agent", "http"),
+            Case("echo", "client", "stdio"),
+            Case("echo", "client", "http"),
+        ]
     return out
 
 

@@ -480,8 +480,15 @@ def test_example_handlers_type_check_against_their_generated_code(
         packages += ["-m", f"{package}.handlers", "-m", f"{package}._generated.manifest_models"]
     # the handlers and the manifest models; what they import is read, not checked here
     r = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--strict", "--follow-imports=silent"]
-        + packages,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--strict",
+            "--follow-imports=silent",
+            *packages,
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -589,7 +589,8 @@ async def baseline_codes(fa: dict[str, Any]) -> dict[str, Any]:
     p = InProcess(fa)
     sid = await p.session()
     out = {}
-    for i, (name, params) in enumerate(sorted(fa["minimal"].items())):
+    for i, (name, minimal) in enumerate(sorted(fa["minimal"].items())):
+        params = minimal
         if isinstance(params, dict) and "sessionId" in params:
             params = {**params, "sessionId": sid}
         out[name] = _code(await p.call(f"base-{i}", name, params))
@@ -657,7 +658,8 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
             lines: list[bytes] = []
             expects: list[Expect] = []
             for replay in range(REPLAYS):  # the same frames again: ids reused and duplicated
-                for frame, mutated_method in specs:
+                for spec_frame, mutated_method in specs:
+                    frame = spec_frame
                     if mutated_method is not None:
                         if replay:
                             continue  # unique ids: fed once

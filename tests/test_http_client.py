@@ -50,7 +50,7 @@ def sdk_app() -> Any:
         def on_connect(self, conn: Any) -> None:
             self.conn = conn
 
-    return create_asgi_app(lambda conn: Echo(conn))
+    return create_asgi_app(Echo)
 
 
 @contextlib.contextmanager

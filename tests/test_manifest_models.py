@@ -381,7 +381,7 @@ def test_cli_writes_the_module_and_locates_errors(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr
     assert f"{bad}:4:11: /errors/0/code:" in r.stderr, r.stderr
     assert not (tmp_path / "x.py").exists()
 

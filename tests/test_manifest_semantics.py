@@ -55,7 +55,7 @@ values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["object", "x", "#"]),
     lambda inner: (
         st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(KEYWORDS + ["a", "b"]), inner, max_size=4)
+        | st.dictionaries(st.sampled_from([*KEYWORDS, "a", "b"]), inner, max_size=4)
     ),
     max_leaves=12,
 )

@@ -41,7 +41,7 @@ def test_pip_install_then_the_console_script_runs_the_agent(tmp_path: Path) -> N
     )
     assert pip.returncode == 0, pip.stdout + pip.stderr
 
-    meta = next(site.glob("echo-*.dist-info")) / "METADATA"
+    meta = next(site.glob("echo_agent-*.dist-info")) / "METADATA"
     requires = [
         line.split(":", 1)[1].strip()
         for line in meta.read_text().splitlines()
@@ -51,7 +51,7 @@ def test_pip_install_then_the_console_script_runs_the_agent(tmp_path: Path) -> N
     assert {"pydantic", "orjson"} <= names
     assert not {n for n in names if "agentgen" in n.lower()}, requires
 
-    for path in (site / "echo").rglob("*.py"):
+    for path in (site / "echo_agent").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             mods = (
                 [a.name for a in node.names]
@@ -62,10 +62,10 @@ def test_pip_install_then_the_console_script_runs_the_agent(tmp_path: Path) -> N
             )
             assert not [m for m in mods if m.split(".")[0] in ("generator", "agentgen")], path
 
-    assert (site / "echo" / "_generated" / "manifest.json").is_file()
+    assert (site / "echo_agent" / "_generated" / "manifest.json").is_file()
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.Popen(
-        [str(site / "bin" / "echo")],
+        [str(site / "bin" / "echo-agent")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -90,7 +90,7 @@ def test_pip_install_then_the_console_script_runs_the_agent(tmp_path: Path) -> N
 
     try:
         init = call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})[-1]
-        assert init["result"]["agentInfo"]["name"] == "echo"  # type: ignore[index]
+        assert init["result"]["agentInfo"]["name"] == "echo-agent"  # type: ignore[index]
         sid = call(2, "session/new", {"cwd": "/", "mcpServers": []})[-1]["result"]["sessionId"]  # type: ignore[index]
         text = "installed and echoing"
         seen = call(

@@ -42,8 +42,11 @@ def test_files_deterministic_and_methods_complete(
     assert a == b
     for rel in ("__init__.py", "dispatcher.py", "models.py", "manifest_models.py", "manifest.json"):
         assert rel in a
-    for rel, text in runtime_files().items():
+    shipped = runtime_files("stdio", "agent")
+    assert {rel for rel in a if rel.startswith("runtime/")} == set(shipped)
+    for rel, text in shipped.items():
         assert a[rel] == text  # copied verbatim
+    assert "runtime/http_server.py" not in shipped  # a stdio project: no HTTP module
     tree = ast.parse(a["dispatcher.py"])
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     agent_methods = {
@@ -95,3 +98,21 @@ def test_bad_role_is_refused(shared_acp: Path) -> None:
         render_generated(
             schema=schema, meta=meta, manifest=MANIFEST, role="robot", transport="stdio"
         )
+
+
+def test_callbacks_module_ships_only_with_async_callbacks() -> None:
+    """callbacks.py (which needs httpx) is in a stdio agent only when its manifest declares
+    async output to a callback URL; an HTTP agent or client never gets what it lacks."""
+    from generator.render import uses_callbacks
+
+    with_cb = {"name": "a", "version": "1", "output_modes": {"async": {"callback": True}}}
+    assert uses_callbacks(with_cb) and not uses_callbacks(MANIFEST)
+    assert "runtime/callbacks.py" in runtime_files("stdio", "agent", callbacks=True)
+    for transport in ("stdio", "http"):
+        for role in ("agent", "client"):
+            shipped = runtime_files(transport, role)
+            assert "runtime/callbacks.py" not in shipped
+            assert ("runtime/http_server.py" in shipped) == ((transport, role) == ("http", "agent"))
+            assert ("runtime/http_client.py" in shipped) == (
+                (transport, role) == ("http", "client")
+            )

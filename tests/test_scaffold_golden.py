@@ -49,7 +49,8 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
     )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
     typed = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull, pkg],
+        # strict, from the project's own [tool.mypy]
+        [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull, "."],
         cwd=root,
         env=env,
         capture_output=True,
@@ -58,6 +59,25 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
         timeout=600,
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
+    # the project's own lint config, as a user runs it (no unused ignores, no stray imports)
+    lint = subprocess.run(
+        [str(BIN / "ruff"), "check", "--no-cache", "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", pkg, "--help"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert helped.returncode == 0 and "Agent Client Protocol" in helped.stdout, helped.stderr
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=root,
@@ -68,3 +88,52 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
         timeout=600,
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
+
+
+# what a generated project may import: its dependencies, by import name (pydantic_core
+# is part of pydantic: pydantic pins it exactly)
+_IMPORTS = {
+    "pydantic": {"pydantic", "pydantic_core"},
+    "orjson": {"orjson"},
+    "starlette": {"starlette"},
+    "uvicorn": {"uvicorn"},
+    "httpx": {"httpx"},
+    "websockets": {"websockets"},
+}
+
+
+@pytest.mark.parametrize(
+    "case", regen_golden.cases() or [None], ids=lambda c: c.name if c else "no-examples"
+)
+def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | None) -> None:
+    """Every module of a project imports only the standard library, its own package and
+    the project's declared dependencies: a stdio project ships no HTTP module."""
+    import ast
+    import re
+    import tomllib
+
+    assert case is not None
+    root = regen_golden.GOLDEN / case.name
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = {
+        name
+        for dep in pyproject["project"]["dependencies"]
+        if (m := re.match(r"[A-Za-z0-9_.-]+", dep)) and m.group(0) in _IMPORTS
+        for name in _IMPORTS[m.group(0)]
+    }
+    (pkg,) = {p.parent.parent.name for p in root.glob("*/_generated/SOURCE.json")}
+    allowed = declared | set(sys.stdlib_module_names) | {pkg, "__future__"}
+    for path in sorted((root / pkg).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in allowed, f"{path.relative_to(root)} imports {name}"
+    runtime = {p.name for p in (root / pkg / "_generated" / "runtime").glob("*.py")}
+    if case.transport == "stdio":
+        assert not runtime & {"http_server.py", "http_client.py", "auth.py", "callbacks.py"}

@@ -171,7 +171,7 @@ def test_unreachable_url_hides_credentials() -> None:
     text = str(err.value)
     assert "cannot fetch" in text
     assert "hunter2" not in text and "s3cret" not in text
-    assert f"127.0.0.1:{url.split(':')[3].split('/')[0]}" in text
+    assert f"127.0.0.1:{url.split(':')[3].split('/', maxsplit=1)[0]}" in text
     assert "v=1" in text
 
 
@@ -213,7 +213,7 @@ def test_silent_server_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     port = listener.getsockname()[1]
     monkeypatch.setattr(sources, "URL_TIMEOUT", 0.3)
     try:
-        with pytest.raises(AgentgenError, match="cannot fetch: timed out after 0.3s") as err:
+        with pytest.raises(AgentgenError, match=r"cannot fetch: timed out after 0\.3s") as err:
             sources.load_schema(f"http://127.0.0.1:{port}/schema.json")
         assert f"127.0.0.1:{port}" in str(err.value)
     finally:
@@ -369,7 +369,7 @@ def test_npm_pack_flow_with_a_fake_registry(
     )
     with pytest.raises(AgentgenError, match="not a regular file"):
         sources.load_schema("npm:acme-schemas@latest#link.json")
-    with pytest.raises(AgentgenError, match="no file schema/missing.json in the package"):
+    with pytest.raises(AgentgenError, match=r"no file schema/missing\.json in the package"):
         sources.load_schema("npm:acme-schemas@latest#schema/missing.json")
 
 

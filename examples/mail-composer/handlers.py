@@ -25,6 +25,8 @@ from ._generated.manifest_models import (
 )
 from ._generated.runtime.agent import Turn
 
+SUBJECT_MAX = 60  # characters of a subject line
+
 GREETINGS = {"formal": "Dear {name},", "friendly": "Hi {name},", "terse": ""}
 CLOSINGS = {"formal": "Kind regards,", "friendly": "Cheers,", "terse": ""}
 # Domains this composer never writes to (reserved for documentation and tests).
@@ -36,7 +38,9 @@ def compose(brief: str, recipients: list[str], config: Config) -> tuple[str, str
     tone = config.tone or "friendly"
     first = recipients[0].split("@", 1)[0].replace(".", " ").title()
     sentence = brief.strip().split(".", 1)[0]
-    subject = sentence if len(sentence) <= 60 else sentence[:57].rstrip() + "..."
+    subject = (
+        sentence if len(sentence) <= SUBJECT_MAX else sentence[: SUBJECT_MAX - 3].rstrip() + "..."
+    )
     parts = [GREETINGS[tone].format(name=first), brief.strip(), CLOSINGS[tone]]
     if config.signature:
         parts.append(config.signature)

@@ -15,6 +15,7 @@ wrote. `notes` says what such a manifest lacks compared with an agentgen manifes
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,11 @@ from .positions import Parsed, Pos, child
 DESCRIPTOR = "agntcy-descriptor"
 OASF = "agntcy-oasf"
 
+# the names OASF records give the extension holding the ACP specs (older, newer)
+RUNTIME_EXTENSIONS = (
+    "oasf.agntcy.org/feature/runtime/manifest",
+    "schema.oasf.agntcy.org/features/runtime/manifest",
+)
 _AGENT_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _INTERRUPT_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -87,8 +93,8 @@ class _Converter:
     # -- the one mechanism: copy a source subtree (value + positions) to a new pointer --
     def get(self, pointer: str) -> Any:
         node: Any = self.doc
-        for token in pointer.split("/")[1:]:
-            token = unescape(token)
+        for raw in pointer.split("/")[1:]:
+            token = unescape(raw)
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -210,6 +216,21 @@ class _Converter:
             name = ext.get("name") if isinstance(ext, dict) else None
             if isinstance(name, str) and name.rstrip("/").endswith("runtime/manifest"):
                 return f"/extensions/{i}"
+        for i, ext in enumerate(exts):  # a near miss is a typo, not "no manifest"
+            name = ext.get("name") if isinstance(ext, dict) else None
+            if isinstance(name, str):
+                close = difflib.get_close_matches(name, RUNTIME_EXTENSIONS, n=1, cutoff=0.8)
+                if close:
+                    self.out.problems.append(
+                        (
+                            f"/extensions/{i}/name",
+                            (
+                                f"unknown extension {name!r}: did you mean {close[0]!r}? "
+                                "(the runtime manifest extension, read for input, output, config "
+                                "and interrupts)"
+                            ),
+                        )
+                    )
         return None
 
     def acp(self, base: str) -> None:
@@ -224,6 +245,7 @@ class _Converter:
             self.place("/config/schema", f"{base}/config")
             self.config_options(f"{base}/config")
         self.capabilities(f"{base}/capabilities")
+        self.contradictions(base, specs)
         self.interrupts(f"{base}/interrupts")
         if "thread_state" in specs:
             self.note("thread_state is not carried: an ACP session holds the thread's state")
@@ -265,6 +287,54 @@ class _Converter:
         if caps.get("callbacks") is True:
             modes["async"] = {"callback": True}
         self.synth("/output_modes", modes, src)
+
+    def contradictions(self, base: str, specs: dict[str, Any]) -> None:
+        """Specs the declared capabilities rule out, refused as AGNTCY's own validator
+        (agntcy-acp) refuses them; a capability left out means false."""
+        caps = specs.get("capabilities", {})
+        if not isinstance(caps, dict):
+            return  # the wrong shape is reported where capabilities are read
+        streaming = caps.get("streaming")
+        custom = isinstance(streaming, dict) and streaming.get("custom") is True
+        at = f"{base}/capabilities"
+        if "custom_streaming_update" in specs and not custom:
+            self.out.problems.append(
+                (
+                    f"{base}/custom_streaming_update",
+                    (
+                        f"custom_streaming_update is declared but {at}/streaming/custom is not true: "
+                        "set it to true or drop custom_streaming_update"
+                    ),
+                )
+            )
+        if custom and "custom_streaming_update" not in specs:
+            self.out.problems.append(
+                (
+                    f"{at}/streaming/custom",
+                    "streaming.custom is true but specs has no custom_streaming_update schema",
+                )
+            )
+        if "thread_state" in specs and caps.get("threads") is not True:
+            self.out.problems.append(
+                (
+                    f"{base}/thread_state",
+                    (
+                        f"thread_state is declared but {at}/threads is not true: "
+                        "set it to true or drop thread_state"
+                    ),
+                )
+            )
+        declared = specs.get("interrupts")
+        if isinstance(declared, list) and declared and caps.get("interrupts") is not True:
+            self.out.problems.append(
+                (
+                    f"{base}/interrupts",
+                    (
+                        f"interrupts are declared but {at}/interrupts is not true: "
+                        "set it to true or drop the interrupts"
+                    ),
+                )
+            )
 
     def interrupts(self, src: str) -> None:
         items = self.get(src)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentgenError
+from ..errors import AgentgenError, InvalidInput
 from . import agntcy
 from .positions import Pos, parse_text
 
@@ -33,6 +33,8 @@ class LoadedManifest:
     origin: dict[str, str] = field(default_factory=dict)
     # (pointer in the file, message): shape problems found while converting
     problems: list[tuple[str, str]] = field(default_factory=list)
+    # pointer in the file -> position (AGNTCY manifests: the file before conversion)
+    source_positions: dict[str, Pos] = field(default_factory=dict)
 
     def position(self, pointer: str, *, key: bool = False) -> Pos:
         """Where the node at `pointer` is; its nearest located ancestor when it is absent."""
@@ -52,7 +54,7 @@ def read_text(path: Path, source: str) -> str:
         if path.is_dir():
             raise AgentgenError("is a directory, not a manifest file", source=source)
         if path.stat().st_size > MAX_BYTES:
-            raise AgentgenError(f"larger than {MAX_BYTES} bytes", source=source)
+            raise InvalidInput(f"larger than {MAX_BYTES} bytes", source=source)
         raw = path.read_bytes()
     except FileNotFoundError:
         raise AgentgenError("file not found", source=source) from None
@@ -64,7 +66,7 @@ def read_text(path: Path, source: str) -> str:
         before = raw[: err.start]
         line = before.count(b"\n") + 1
         col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
-        raise AgentgenError("not UTF-8 text", source=source, line=line, col=col) from None
+        raise InvalidInput("not UTF-8 text", source=source, line=line, col=col) from None
 
 
 def parse_manifest_text(text: str, *, source: str, as_json: bool) -> LoadedManifest:
@@ -73,7 +75,7 @@ def parse_manifest_text(text: str, *, source: str, as_json: bool) -> LoadedManif
     if not isinstance(doc, dict):
         line, col = parsed.positions.get("", (1, 1))
         kind = "a list" if isinstance(doc, list) else f"a {type(doc).__name__} scalar"
-        raise AgentgenError(
+        raise InvalidInput(
             f"the manifest must be a mapping, not {kind}", source=source, line=line, col=col
         )
     shape = agntcy.detect(doc)
@@ -94,6 +96,7 @@ def parse_manifest_text(text: str, *, source: str, as_json: bool) -> LoadedManif
         key_positions=conv.key_positions,
         origin=conv.origin,
         problems=conv.problems,
+        source_positions=parsed.positions,
     )
 
 

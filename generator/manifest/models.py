@@ -161,7 +161,7 @@ def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, 
             if pointer and not pointer.startswith("/"):
                 return ref  # an anchor: global to the document, unchanged
             tokens = pointer.split("/")
-            if len(tokens) >= 3:
+            if len(tokens) >= 3:  # noqa: PLR2004 - "", the container, the name
                 head = f"/{tokens[1]}/{_unescape(tokens[2])}"
                 if head in hoisted:
                     rest = "/".join(tokens[3:])
@@ -427,12 +427,9 @@ def _generate(manifest: Any, source_label: str, where: str) -> str:
 def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
     """`agentgen models --manifest agent.yaml -o OUT.py` (AGNTCY manifests too)."""
     from ..files import write_output
-    from .format import read_manifest
-    from .load import load_manifest
+    from .validate import load_valid
 
-    loaded = load_manifest(manifest_path)
-    # structural problems located in the file before anything is generated
-    read_manifest(loaded.data, source=loaded.source, positions=loaded.positions)
+    loaded = load_valid(manifest_path)  # the checks `validate` runs, located in the file
     src = generate_manifest_models(
         loaded.data, source_label=Path(manifest_path).name, source=loaded.source
     )

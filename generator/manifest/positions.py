@@ -6,7 +6,7 @@ characters): `positions` of each value node and `key_positions` of each mapping 
 
 JSON is read by a small position-tracking parser (strict JSON: duplicate keys, trailing
 commas, NaN are errors); YAML by ruamel.yaml's composer, whose nodes carry their marks.
-Every syntax problem is an `AgentgenError` with the file, line and column.
+Every syntax problem is an `InvalidInput` (exit 1) with the file, line and column.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AgentgenError
+from ..errors import InvalidInput
 from ..pointer import child as pointer_child
 from ..pointer import escape as pointer_escape
 
@@ -25,6 +25,9 @@ Pos = tuple[int, int]
 
 MAX_DEPTH = 200  # nesting limit for both parsers (a manifest is a few levels deep)
 MAX_NODES = 200_000  # YAML alias expansion limit ("billion laughs")
+# a number longer than this is no config value (Python refuses ints over 4300 digits)
+MAX_DIGITS = 400
+_TOO_LONG = "a number of {} characters: write at most 400 digits (quote it to keep it as text)"
 
 
 @dataclass
@@ -63,9 +66,9 @@ class _JsonParser:
         line = bisect.bisect_right(self.line_starts, offset)
         return line, offset - self.line_starts[line - 1] + 1
 
-    def fail(self, offset: int, message: str, pointer: str | None = None) -> AgentgenError:
+    def fail(self, offset: int, message: str, pointer: str | None = None) -> InvalidInput:
         line, col = self.pos(offset)
-        return AgentgenError(message, source=self.source, pointer=pointer, line=line, col=col)
+        return InvalidInput(message, source=self.source, pointer=pointer, line=line, col=col)
 
     def ws(self, i: int) -> int:
         m = _WS.match(self.text, i)
@@ -101,6 +104,8 @@ class _JsonParser:
         m = _NUMBER.match(self.text, i)
         if m and m.end() > i:
             num = m.group(0)
+            if len(num) > MAX_DIGITS:
+                raise self.fail(i, _TOO_LONG.format(len(num)), pointer or None)
             return (float(num) if m.group(1) or m.group(2) else int(num)), m.end()
         raise self.fail(i, f"expected a JSON value, found {self.what(i)}", pointer or None)
 
@@ -176,18 +181,18 @@ def _parse_yaml(text: str, source: str) -> Parsed:
         mark = err.problem_mark or err.context_mark
         message = " ".join(str(p) for p in (err.context, err.problem) if p) or "YAML syntax error"
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        raise AgentgenError(
+        raise InvalidInput(
             f"YAML syntax error: {message}", source=source, line=line, col=col
         ) from None
     except RecursionError:
         line, col = _too_deep(text)
-        raise AgentgenError(
+        raise InvalidInput(
             f"nesting deeper than {MAX_DEPTH} levels", source=source, line=line, col=col
         ) from None
     except YAMLError as err:
-        raise AgentgenError(f"YAML error: {err}", source=source) from None
+        raise InvalidInput(f"YAML error: {err}", source=source) from None
     if node is None:
-        raise AgentgenError("the file is empty: expected a mapping", source=source, line=1, col=1)
+        raise InvalidInput("the file is empty: expected a mapping", source=source, line=1, col=1)
     builder = _YamlBuilder(source, yaml.constructor)
     value = builder.build(node, "", 0)
     return Parsed(value, builder.positions, builder.key_positions)
@@ -218,9 +223,9 @@ class _YamlBuilder:
         self.active: set[int] = set()
         self.count = 0
 
-    def fail(self, node: Any, message: str, pointer: str | None = None) -> AgentgenError:
+    def fail(self, node: Any, message: str, pointer: str | None = None) -> InvalidInput:
         mark = node.start_mark
-        return AgentgenError(
+        return InvalidInput(
             message, source=self.source, pointer=pointer, line=mark.line + 1, col=mark.column + 1
         )
 
@@ -281,6 +286,8 @@ class _YamlBuilder:
         tag = node.tag
         if tag in (_TAG + "str", _TAG + "timestamp"):
             return str(node.value)  # a date stays the text the user wrote
+        if tag in (_TAG + "int", _TAG + "float") and len(str(node.value)) > MAX_DIGITS:
+            raise self.fail(node, _TOO_LONG.format(len(str(node.value))), pointer or None)
         if tag in (_TAG + "null", _TAG + "bool", _TAG + "int", _TAG + "float"):
             return self.constructor.construct_object(node, deep=True)
         raise self.fail(node, f"unsupported YAML tag {tag}", pointer or None)

@@ -11,6 +11,7 @@ whose shape is wrong: schema validation reports those.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -68,6 +69,45 @@ def errors(data: dict[str, Any]) -> Iterator[Problem]:
                 f"error code {code} is in JSON-RPC's reserved range {low}..{high}",
                 False,
             )
+
+
+# directories a project keeps beside its package, and the distributions a generated
+# project imports: a package of that name would shadow them
+RESERVED_PACKAGES = frozenset(
+    {"tests", "test", "build", "dist", "docs"}
+    | {"pydantic", "pydantic_core", "orjson", "starlette", "uvicorn", "httpx", "websockets"}
+    | {"pytest", "typing_extensions", "anyio", "agentgen", "generator"}
+)
+
+
+def package_problem(name: str) -> str | None:
+    """Why the project name `name` cannot be a Python package, or None.
+
+    The one rule `validate` and `new` share: `new` makes `name` with `-` as `_` the
+    package of the project (and `<package>_client` the client's)."""
+    import keyword
+    import sys
+
+    pkg = name.replace("-", "_")
+    if keyword.iskeyword(pkg) or keyword.issoftkeyword(pkg):
+        why = "a Python keyword"
+    elif pkg in sys.stdlib_module_names:
+        why = "a standard-library module"
+    elif pkg in RESERVED_PACKAGES:
+        why = "a directory or library a generated project uses"
+    elif not pkg.isidentifier() or pkg.startswith("_"):
+        why = "not a Python identifier"
+    else:
+        return None
+    return f"the name {name!r} makes the package {pkg!r}, which is {why}; choose another name"
+
+
+def package_name(data: dict[str, Any]) -> Iterator[Problem]:
+    name = data.get("name")
+    if isinstance(name, str) and re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        problem = package_problem(name)
+        if problem:
+            yield "/name", problem, False
 
 
 def names(data: dict[str, Any]) -> Iterator[Problem]:
@@ -231,13 +271,14 @@ def schema_validity(data: dict[str, Any]) -> Iterator[Problem]:
     for pointer, schema in embedded_schemas(data):
         if not isinstance(schema, dict):
             continue  # the manifest schema reports the wrong type
-        for err in _meta_validator(schema).iter_errors(schema):
+        for found in _meta_validator(schema).iter_errors(schema):
+            err = found
             if err.context:
                 from jsonschema.exceptions import best_match
 
                 err = best_match(err.context)
             where = pointer + "".join(child("", p) for p in err.absolute_path)
-            message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
+            message = _clip(err.message, 120)
             yield where, f"not a valid JSON Schema: {message}", False
         yield from refs(pointer, schema)
 
@@ -274,6 +315,19 @@ def refs(pointer: str, schema: dict[str, Any]) -> Iterator[Problem]:
             ok = fragment in anchors
         if not ok:
             yield where, f"$ref {ref!r} does not resolve within {pointer}", False
+    from ..protocol.schema import ref_cycle
+
+    cycle = ref_cycle(schema)
+    if cycle:
+        chain = " -> ".join(pointer + c for c in [*cycle, cycle[0]])
+        yield (
+            pointer + cycle[0],
+            (
+                f"$ref cycle {chain}: no value can satisfy it"
+                " (make one step optional, or give it an anyOf branch that ends)"
+            ),
+            False,
+        )
 
 
 # ---- config defaults ----------------------------------------------------------------
@@ -289,9 +343,13 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 _A = {"boolean": "a boolean", "string": "a string", "integer": "an integer", "number": "a number"}
 
 
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return _clip(repr(value), 60)
 
 
 def _fits(kind: Any, value: Any) -> bool:
@@ -369,7 +427,7 @@ def _misfits(validator: Any, schema: dict[str, Any], value: Any) -> Iterator[str
     except Unresolvable:  # reported by the $ref check
         return
     for err in errs:
-        yield err.message if len(err.message) <= 120 else err.message[:117] + "..."
+        yield _clip(err.message, 120)
 
 
 def _config_validator(schema: Any) -> Any:
@@ -382,7 +440,30 @@ def _config_validator(schema: Any) -> Any:
     return validator_for(schema, default=_default_cls())(schema)
 
 
-CHECKS = (errors, names, states, config_defaults, schema_validity)
+def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(pointer, note) for each config option ACP's session config options cannot show as
+    it is: the options there are a select (a choice among values) or a boolean (v1, v1
+    unstable); v2 adds implementation-specific `_<kind>` options. Not an error: the
+    option is still set at session/new (`_meta.config`) and by
+    session/set_config_option."""
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return
+    for pointer, opt in _items(config, "options", "/config"):
+        kind = opt.get("type")
+        if kind in ("string", "integer", "number") and not opt.get("values"):
+            yield (
+                pointer,
+                (
+                    f"config option {opt.get('id')!r} ({kind}, no values) is neither a select nor "
+                    "a boolean, the kinds of ACP session config options: v1 clients set it in "
+                    "session/new `_meta.config` or with session/set_config_option, v2 clients "
+                    f"also see it as a '_{kind}' option; give it `values` to make it a select"
+                ),
+            )
+
+
+CHECKS = (package_name, errors, names, states, config_defaults, schema_validity)
 
 
 def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:

@@ -3,13 +3,14 @@
 `validate_file(path)` returns every problem of one manifest as `Diagnostic`s, located at
 the offending node (a missing key at its parent object), sorted by position.
 `run_validate(files, fmt=...)` prints them as `file:line:col: /json/pointer: message`
-(or a JSON array) and returns 0 (valid), 1 (invalid) or 2 (usage error: a file missing,
-unreadable or not YAML/JSON).
+(or a JSON array) and returns 0 (valid), 1 (invalid) or 2 (usage error: a file missing or
+unreadable). A manifest that is not YAML/JSON is a finding like any other (1).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import sys
@@ -18,12 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentgenError
+from ..errors import AgentgenError, InvalidInput
 from ..schemas import ref_name
 from .load import LoadedManifest, load_manifest
 from .positions import child
 from .semantics import semantic_problems
 
+SHOWN = 60  # characters of a value quoted in a message
+MESSAGE_MAX = 160  # characters of one diagnostic's message
 Problem = tuple[str, str, bool]  # (pointer in contract-3 terms, message, at the key?)
 
 
@@ -43,19 +46,15 @@ class Diagnostic:
 
 # ---- schema validation --------------------------------------------------------------
 
-_VALIDATOR: Any = None
 
-
+@functools.cache
 def _validator() -> Any:
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator
 
-        from ..schema_files import load_schema
+    from ..schema_files import load_schema
 
-        schema = load_schema("manifest.schema.json")
-        _VALIDATOR = Draft202012Validator(inline_local_refs(schema) or schema)
-    return _VALIDATOR
+    schema = load_schema("manifest.schema.json")
+    return Draft202012Validator(inline_local_refs(schema) or schema)
 
 
 def inline_local_refs(schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -127,7 +126,7 @@ def show(value: Any, pointer: str = "") -> str:
     if isinstance(value, list):
         return "a list"
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + '..."'
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + '..."'
 
 
 def _schema_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -182,8 +181,8 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
     message = err.message
     if _secretish(pointer):  # jsonschema's messages quote the value
         message = f"the value does not satisfy {kind}: {err.validator_value!r}"
-    if len(message) > 160:
-        message = message[:157] + "..."
+    if len(message) > MESSAGE_MAX:
+        message = message[: MESSAGE_MAX - 3] + "..."
     yield pointer, message, False
 
 
@@ -191,14 +190,22 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
 
 
 def diagnose(loaded: LoadedManifest) -> list[Diagnostic]:
-    problems: list[Problem] = [(p, m, False) for p, m in _converted_problems(loaded)]
+    out = set()
+    reverse = {src: dst for dst, src in loaded.origin.items()}
+    problems: list[Problem] = []
+    for src, message in loaded.problems:  # found while converting, in the file's pointers
+        if src in reverse:
+            problems.append((reverse[src], message, False))
+        else:  # a node the conversion does not carry: located in the file itself
+            line, col = _nearest(loaded.source_positions, src)
+            out.add(Diagnostic(loaded.source, line, col, src, message))
     problems.extend(_schema_problems(loaded.data))
     problems.extend(semantic_problems(loaded.data))
-    out = set()
-    for pointer, message, at_key in problems:
+    for pointer, said, at_key in problems:
         line, col = loaded.position(pointer, key=at_key)
+        message = said
         if loaded.origin:  # pointers named in the message, as the file spells them
-            message = _POINTER.sub(lambda m: loaded.file_pointer(m.group(0)), message)
+            message = _POINTER.sub(lambda m: loaded.file_pointer(m.group(0)), said)
         out.add(Diagnostic(loaded.source, line, col, loaded.file_pointer(pointer), message))
     return sorted(out)
 
@@ -206,15 +213,39 @@ def diagnose(loaded: LoadedManifest) -> list[Diagnostic]:
 _POINTER = re.compile(r"(?<![^\s(])/[^\s)'\"]+")
 
 
-def _converted_problems(loaded: LoadedManifest) -> Iterator[tuple[str, str]]:
-    reverse = {src: dst for dst, src in loaded.origin.items()}
-    for src, message in loaded.problems:
-        yield reverse.get(src, src), message
+def _nearest(positions: dict[str, tuple[int, int]], pointer: str) -> tuple[int, int]:
+    while pointer not in positions and pointer:
+        pointer = pointer.rsplit("/", 1)[0]
+    return positions.get(pointer, (1, 1))
 
 
 def validate_file(path: str | Path) -> list[Diagnostic]:
     """All problems of one manifest. Raises AgentgenError when it cannot be read/parsed."""
     return diagnose(load_manifest(path))
+
+
+def load_valid(path: str | Path) -> LoadedManifest:
+    """The manifest, loaded and checked: the one gate `new`, `regen`, `check` and
+    `models --manifest` pass through, with exactly the checks `validate` runs.
+
+    Raises InvalidInput (exit 1) located at the first problem, counting the others."""
+    try:
+        loaded = load_manifest(path)
+        problems = diagnose(loaded)
+    except RecursionError:
+        raise InvalidInput("nesting too deep", source=str(path)) from None
+    if problems:
+        first = problems[0]
+        more = f"; {len(problems) - 1} more" if len(problems) > 1 else ""
+        raise InvalidInput(
+            first.message + more,
+            source=first.file,
+            pointer=first.pointer if first.line is not None else None,
+            line=first.line,
+            col=first.col,
+            hint=f"`agentgen validate {path}` lists every problem",
+        )
+    return loaded
 
 
 def _from_error(err: AgentgenError, file: str) -> Diagnostic:
@@ -224,33 +255,51 @@ def _from_error(err: AgentgenError, file: str) -> Diagnostic:
 def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
     if fmt not in ("text", "json"):
         raise AgentgenError(f"unknown format {fmt!r}", hint="use text or json")
+    from .. import console
+    from .semantics import config_notes
+
     found: list[Diagnostic] = []
     notes: list[str] = []
     status = 0
+    count = bad = 0
     for file in files:
+        count += 1
         try:
             loaded = load_manifest(file)
             diags = diagnose(loaded)
         except AgentgenError as err:
             found.append(_from_error(err, str(file)))
-            status = 2
+            status = max(status, err.exit_code)
+            bad += 1
             continue
         except RecursionError:
             found.append(Diagnostic(str(file), None, None, "", "nesting too deep"))
-            status = 2
+            status = max(status, 1)
+            bad += 1
             continue
         if loaded.notes:
             notes.append(
                 f"{loaded.source}: note: read as {loaded.shape}: {'; '.join(loaded.notes)}"
             )
+        if not diags:
+            for pointer, text in config_notes(loaded.data):
+                line, col = loaded.position(pointer)
+                where = loaded.file_pointer(pointer)
+                notes.append(f"{loaded.source}:{line}:{col}: {where}: note: {text}")
         found.extend(diags)
         if diags:
             status = max(status, 1)
+            bad += 1
     if fmt == "json":
         sys.stdout.write(json.dumps([asdict(d) for d in found], indent=2) + "\n")
+        return status
+    for note in notes:
+        console.lines(note + "\n", sys.stderr, marks=("note",))
+    console.diagnostics([str(d) for d in found], sys.stdout)
+    manifests = f"{count} manifest{'s' if count != 1 else ''}"
+    if not found:
+        console.summary(f"{manifests} valid")
     else:
-        for note in notes:
-            sys.stderr.write(note + "\n")
-        for diag in found:
-            sys.stdout.write(str(diag) + "\n")
+        problems = f"{len(found)} problem{'s' if len(found) != 1 else ''}"
+        console.summary(f"{problems} in {bad} of {manifests}", ok=False)
     return status

@@ -252,8 +252,8 @@ def _variant_key(member: Any, tag: str | None) -> str | None:
 def _union_tag(members: list[Any]) -> str | None:
     """The property most members fix with a `const` (the discriminator), if any."""
     counts: dict[str, int] = {}
-    for m in members:
-        m = _unwrap(m)
+    for member in members:
+        m = _unwrap(member)
         props = m.get("properties") if isinstance(m, dict) else None
         for k, v in (props or {}).items():
             if isinstance(v, dict) and "const" in v:
@@ -304,7 +304,8 @@ class _Diff:
                     used.append(u)
         if not used:
             return ""
-        shown = ", ".join(used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")
+        few = 3  # the first few names, then a count
+        shown = ", ".join(used[:few]) + (f" and {len(used) - few} more" if len(used) > few else "")
         return f" (in {shown})"
 
     # methods
@@ -642,5 +643,10 @@ def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
         raise
     report.old = f"{old.origin} (sha256 {old.sha256[:12]})"
     report.new = f"{new.origin} (sha256 {new.sha256[:12]})"
-    sys.stdout.write(format_text(report) if fmt == "text" else format_json(report))
+    if fmt == "json":
+        sys.stdout.write(format_json(report))
+        return 0
+    from .. import console
+
+    console.lines(format_text(report), sys.stdout, marks=("BREAKING",))
     return 0

@@ -274,10 +274,23 @@ def wire_fields(schema: dict[str, Any], name: str | None) -> list[str]:
 
 def format_table(table: MethodTable, schema: dict[str, Any] | None = None) -> str:
     """One row per method; with the schema, the last column lists the result's wire fields."""
+    head, rows = table_rows(table, schema)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [head, *rows]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def table_rows(
+    table: MethodTable, schema: dict[str, Any] | None = None
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """(header, rows) of the method table."""
     head: tuple[str, ...] = ("method", "side", "kind", "params", "result", "stability", "python")
     if schema is not None:
         head += ("result fields",)
-    rows: list[tuple[str, ...]] = [head]
+    rows: list[tuple[str, ...]] = []
     for m in table.methods:
         row: tuple[str, ...] = (
             m.name,
@@ -291,9 +304,7 @@ def format_table(table: MethodTable, schema: dict[str, Any] | None = None) -> st
         if schema is not None:
             row += (", ".join(wire_fields(schema, m.result)) or "-",)
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    return head, rows
 
 
 def format_json(table: MethodTable, schema: dict[str, Any] | None = None) -> str:
@@ -323,6 +334,11 @@ def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table"
             meta_ptr = err.pointer is not None and not err.pointer.startswith("/$defs")
             err.source = meta_src.origin if meta_src and meta_ptr else schema.origin
         raise
-    fmt_fn = format_table if fmt == "table" else format_json
-    sys.stdout.write(fmt_fn(table, schema.data))
+    if fmt == "json":
+        sys.stdout.write(format_json(table, schema.data))
+        return 0
+    from .. import console
+
+    head, rows = table_rows(table, schema.data)  # fitted to the terminal when it is one
+    console.table(head, rows, format_table(table, schema.data), sys.stdout)
     return 0

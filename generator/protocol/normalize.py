@@ -301,10 +301,13 @@ def _member_props(defs: dict[str, Any], member: Any) -> dict[str, Any] | None:
     return props if isinstance(props, dict) else None
 
 
+MAX_TAG_DEPTH = 16  # nested unions followed to find a member's tag
+
+
 def _member_tag(defs: dict[str, Any], member: Any, depth: int = 0) -> tuple[str, str] | None:
     """The tag of a union member: its own, or the one all members of a nested union share."""
     target = _resolve(defs, member)
-    if not isinstance(target, dict) or depth > 16:  # a union of itself has no tag
+    if not isinstance(target, dict) or depth > MAX_TAG_DEPTH:  # a union of itself has no tag
         return None
     tag = tag_of(target)
     if tag is not None:

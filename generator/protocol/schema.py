@@ -16,7 +16,7 @@ from typing import Any
 from .. import pointer, schemas
 from ..errors import AgentgenError
 
-__all__ = ["check_schema", "escape", "parse_json", "resolve_pointer"]
+__all__ = ["check_schema", "escape", "parse_json", "ref_cycle", "resolve_pointer"]
 
 _DEF_KEYS = schemas.DEF_KEYS
 escape = pointer.escape
@@ -143,6 +143,14 @@ def check_schema(data: Any, source: str) -> dict[str, Any]:
         if what == "error":
             raise AgentgenError(str(value), source=source, pointer=where)
         _check_ref(data, where, value, source)
+    cycle = ref_cycle(data)
+    if cycle:
+        raise AgentgenError(
+            f"$ref cycle {' -> '.join([*cycle, cycle[0]])}: no value can satisfy it",
+            source=source,
+            pointer=cycle[0],
+            hint="make one step optional, or give it an anyOf branch that ends",
+        )
     return data
 
 
@@ -171,3 +179,76 @@ def _check_ref(doc: dict[str, Any], where: str, ref: Any, source: str) -> None:
                 hint=f"did you mean {close[0]!r}?" if close else None,
             )
     raise AgentgenError(f"$ref {ref!r} points to nothing", source=source, pointer=where)
+
+
+_DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
+
+
+def ref_cycle(doc: Any) -> list[str] | None:
+    """The pointers of the `$ref`s of a reference cycle no value can end, or None.
+
+    A step is forced when every valid value must also satisfy the schema it leads to: a
+    `$ref`, an `allOf` member, a required property's schema. A loop of forced steps asks
+    for an infinitely deep value (or, of `$ref`s alone, for nothing at all), and the
+    generated models then refuse every input or do not import. Recursion through an
+    optional property, an array or an `anyOf` is fine. Only local `#/...` references are
+    followed (the others are reported by the reference check).
+    """
+    holders: list[str] = []  # pointers of the schema objects holding a $ref
+    todo: list[tuple[Any, str]] = [(doc, "")]
+    while todo:
+        node, ptr = todo.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("$ref"), str):
+                holders.append(ptr)
+            todo += [(v, pointer.child(ptr, k)) for k, v in node.items() if k not in _DATA_KEYS]
+        elif isinstance(node, list):
+            todo += [(v, pointer.child(ptr, i)) for i, v in enumerate(node)]
+
+    def steps(ptr: str) -> list[tuple[str, str | None]]:
+        """(next schema pointer, the $ref pointer when the step is a reference)."""
+        found, node = resolve_pointer(doc, ptr)
+        if not found or not isinstance(node, dict):
+            return []
+        out: list[tuple[str, str | None]] = []
+        ref = node.get("$ref")
+        target = pointer.from_fragment(ref) if isinstance(ref, str) else None
+        if target is not None and resolve_pointer(doc, target)[0]:
+            out.append((target, pointer.child(ptr, "$ref")))
+        members = node.get("allOf")
+        if isinstance(members, list):
+            out += [(pointer.child(ptr, "allOf", i), None) for i in range(len(members))]
+        props, required = node.get("properties"), node.get("required")
+        if isinstance(props, dict) and isinstance(required, list):
+            out += [
+                (pointer.child(ptr, "properties", name), None)
+                for name in required
+                if isinstance(name, str) and name in props
+            ]
+        return out
+
+    done: set[str] = set()
+    for start in sorted(holders):
+        if start in done:
+            continue
+        # iterative DFS; `path` holds (node, the ref taken to reach it, its pending steps)
+        path: list[tuple[str, str | None, list[tuple[str, str | None]]]] = [
+            (start, None, steps(start))
+        ]
+        on_path = {start}
+        while path:
+            node, _, pending = path[-1]
+            if not pending:
+                path.pop()
+                on_path.discard(node)
+                done.add(node)
+                continue
+            nxt, via = pending.pop()
+            if nxt in on_path:
+                at = next(i for i, entry in enumerate(path) if entry[0] == nxt)
+                chain = [entry[1] for entry in path[at + 1 :]] + [via]
+                return [ref for ref in chain if ref is not None]
+            if nxt not in done:
+                path.append((nxt, via, steps(nxt)))
+                on_path.add(nxt)
+    return None

@@ -23,18 +23,61 @@ from ..errors import AgentgenError
 HERE = Path(__file__).resolve().parent
 RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
 
-__all__ = ["profile_for", "render_generated", "runtime_files"]
+__all__ = ["profile_for", "render_generated", "runtime_files", "uses_callbacks"]
 
 
-def runtime_files() -> dict[str, str]:
-    """The runtime package, copied verbatim (sorted, .py only)."""
-    out: dict[str, str] = {}
-    for path in sorted(RUNTIME_DIR.glob("*.py")):
-        out[f"runtime/{path.name}"] = path.read_text(encoding="utf-8")
-    return out
+# the transport module a project's console script loads by name (serve._transport_module)
+_TRANSPORT_MODULES = {("agent", "http"): "http_server", ("client", "http"): "http_client"}
+
+
+def runtime_files(
+    transport: str | None = None, role: str = "agent", *, callbacks: bool = False
+) -> dict[str, str]:
+    """The runtime package, copied verbatim (sorted, .py only).
+
+    With a transport, only the modules that project imports: the package, serve.py and
+    every module they import (at any depth, module level or inside functions), plus the
+    transport module its console script loads (the HTTP server for an HTTP agent, the
+    HTTP client for an HTTP client), and callbacks.py when the manifest declares async
+    output with a callback (`callbacks`; the session core loads it by name). A stdio
+    project then ships no HTTP module, whose libraries it does not depend on. Without a
+    transport, every module."""
+    import ast
+
+    sources = {
+        path.stem: path.read_text(encoding="utf-8") for path in sorted(RUNTIME_DIR.glob("*.py"))
+    }
+    wanted = set(sources)
+    if transport is not None:
+        todo = ["__init__", "serve"]
+        extra = _TRANSPORT_MODULES.get((role, transport))
+        if extra:
+            todo.append(extra)
+        if callbacks:
+            todo.append("callbacks")
+        wanted = set()
+        while todo:
+            name = todo.pop()
+            if name in wanted or name not in sources:
+                continue
+            wanted.add(name)
+            for node in ast.walk(ast.parse(sources[name])):
+                if isinstance(node, ast.ImportFrom) and node.level == 1:
+                    if node.module:
+                        todo.append(node.module.split(".")[0])
+                    else:  # from . import x
+                        todo += [alias.name for alias in node.names]
+    return {f"runtime/{name}.py": sources[name] for name in sorted(wanted)}
 
 
 _defs = schemas.defs
+
+
+def uses_callbacks(manifest: dict[str, Any]) -> bool:
+    """Whether the manifest declares async output delivered to a callback URL."""
+    modes = manifest.get("output_modes")
+    async_mode = modes.get("async") if isinstance(modes, dict) else None
+    return isinstance(async_mode, dict) and bool(async_mode.get("callback"))
 
 
 def profile_for(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -200,7 +243,8 @@ def render_generated(
     files["manifest.json"] = (
         json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
     )
-    files.update(runtime_files())
+    callbacks = role == "agent" and uses_callbacks(manifest)
+    files.update(runtime_files(transport, role, callbacks=callbacks))
     if source is not None:
         files["SOURCE.json"] = json.dumps(source, indent=2, sort_keys=True) + "\n"
     return dict(sorted(files.items()))

@@ -50,28 +50,11 @@ def _loaded(src: Any) -> Loaded:
 
 def load_manifest(path: Path) -> dict[str, Any]:
     """The manifest as contract 3, refused (located in the user's file) unless valid."""
-    from ..manifest.load import load_manifest as _load
-    from ..manifest.validate import diagnose
+    from ..manifest.validate import load_valid
 
     if not path.is_file():
         raise AgentgenError("manifest not found", source=str(path))
-    loaded = _load(path)
-    problems = diagnose(loaded)
-    if problems:
-        first = problems[0]
-        more = f"; {len(problems) - 1} more" if len(problems) > 1 else ""
-        raise AgentgenError(
-            first.message + more,
-            source=first.file,
-            pointer=first.pointer,
-            line=first.line,
-            col=first.col,
-            hint=f"`agentgen validate {path}` lists every problem",
-        )
-    data = getattr(loaded, "data", loaded)
-    if not isinstance(data, dict):
-        raise AgentgenError("the manifest is not a mapping", source=str(path))
-    return data
+    return load_valid(path).data
 
 
 def render_generated(

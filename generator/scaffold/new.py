@@ -1,19 +1,28 @@
 """`agentgen new DIR`: copier renders the skeleton, agentgen writes `_generated/`.
 
-The project is built in a temporary sibling directory and moved into place only when
-complete, so a failure leaves nothing behind and nothing existing is overwritten.
+The project is built in a temporary sibling directory and moved into place (one rename)
+only when complete, so a failure leaves nothing behind and nothing existing is
+overwritten. SIGTERM/SIGHUP during the build clean it up like an error does; a build
+killed outright (SIGKILL, power loss) is swept by the next `new` in the same directory:
+each staging directory records the id of the process building it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import tempfile
+import time
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..render import uses_callbacks
 from . import inputs, project, template_store
 
 
@@ -61,9 +70,73 @@ def _check_target(directory: Path) -> Path:
     return target
 
 
+STAGING = ".agentgen-"  # `.<target>.agentgen-XXXX`: a build in progress
+_OWNER = ".agentgen-pid"
+UNCLAIMED_AFTER = 60  # seconds: a staging directory with no owner record by then is dead
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, someone else's
+        return True
+    return True
+
+
+def sweep_stale(parent: Path) -> None:
+    """Remove the staging directories of `new` runs that died without cleaning up."""
+    try:
+        candidates = [p for p in parent.iterdir() if p.name.startswith(".") and STAGING in p.name]
+    except OSError:
+        return
+    for path in candidates:
+        if not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            pid = int((path / _OWNER).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            # no record yet: killed between mkdtemp and writing it, or being created now
+            with contextlib.suppress(OSError):
+                if time.time() - path.stat().st_mtime > UNCLAIMED_AFTER:
+                    shutil.rmtree(path, ignore_errors=True)
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class _Terminated(BaseException):
+    """SIGTERM/SIGHUP while building: unwinds through the clean-up, then exits."""
+
+
+@contextlib.contextmanager
+def _cleanup_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into an exception so `finally` blocks run."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Terminated(signum)
+
+    previous: dict[int, object] = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: signals stay as they are
+            break
+    try:
+        yield
+    except _Terminated as stop:
+        raise SystemExit(128 + int(stop.args[0])) from None
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+
 def copier_answers(
     manifest: dict[str, Any], *, role: str, package: str, transport: str, manifest_file: str
-) -> dict[str, str]:
+) -> dict[str, Any]:
     name = manifest["name"] + ("-client" if role == "client" else "")
     title = manifest.get("title")
     return {
@@ -73,11 +146,12 @@ def copier_answers(
         "title": _summary(title) or name,
         "summary": _summary(manifest.get("description")),
         "transport": transport,
+        "callbacks": role == "agent" and uses_callbacks(manifest),
         "manifest_file": manifest_file,
     }
 
 
-def run_copier_copy(dst: Path, role: str, answers: dict[str, str]) -> None:
+def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
     import copier
 
     snap = template_store.snapshot(role, project.agentgen_version())
@@ -116,16 +190,69 @@ def run_new(
     package = project.package_name(data.get("name"), source=str(manifest_path))
     if role == "client":  # installable beside the agent it talks to
         package += "_client"
-    suffix = manifest_path.suffix.lower()
-    manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
     # Local inputs as absolute paths: the build runs in a staging directory.
     schema_spec = (
         str(Path(schema).expanduser().resolve()) if schema and inputs.is_local(schema) else schema
     )
     meta_spec = str(Path(meta).expanduser().resolve()) if meta and inputs.is_local(meta) else meta
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agentgen-", dir=target.parent))
+    sweep_stale(target.parent)
+    with _cleanup_on_signals():
+        _build(target, data, manifest_path, role, transport, package, schema_spec, meta_spec)
+    print(f"created {role} project {data['name']} ({transport}) in {directory}")
+    print(next_steps(directory, data["name"], role, transport))
+    return 0
+
+
+def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
+    """What to type next: install the project, run it, test it."""
+    script = f"{name}-client" if role == "client" else name
+    if role == "agent" and transport == "http":
+        run = f"{script} --port 8000          # serves ACP on http://127.0.0.1:8000/acp"
+    elif role == "agent":
+        run = f"{script}                      # speaks ACP on stdio (an editor starts it)"
+    elif transport == "http":
+        run = f"{script} --url http://127.0.0.1:8000/acp   # prompts from stdin"
+    else:
+        run = f"{script} -- AGENT_COMMAND...   # starts the agent, prompts from stdin"
+    return "\n".join(
+        [
+            "next:",
+            f"  cd {directory}",
+            '  python -m pip install -e ".[test]"',
+            f"  {run}",
+            "  python -m pytest",
+            (
+                f"  your code: {name.replace('-', '_')}{'_client' if role == 'client' else ''}"
+                "/handlers.py (never rewritten; `agentgen regen` updates _generated/)"
+            ),
+        ]
+    )
+
+
+def _build(
+    target: Path,
+    data: dict[str, Any],
+    manifest_path: Path,
+    role: str,
+    transport: str,
+    package: str,
+    schema_spec: str | None,
+    meta_spec: str | None,
+) -> None:
+    suffix = manifest_path.suffix.lower()
+    manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
+    staging: Path | None = None
     try:
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{STAGING}", dir=target.parent))
+            # written whole or not at all: a sweep never reads half a pid
+            (staging / "pid.tmp").write_text(str(os.getpid()), encoding="ascii")
+            (staging / "pid.tmp").replace(staging / _OWNER)
+        except OSError as exc:
+            raise AgentgenError(
+                f"cannot write here: {exc.strerror}", source=str(target.parent)
+            ) from None
         build = staging / "project"
         answers = copier_answers(
             data, role=role, package=package, transport=transport, manifest_file=manifest_file
@@ -147,6 +274,5 @@ def run_new(
             target.rmdir()  # empty, checked above
         build.rename(target)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    print(f"created {role} project {data['name']} ({transport}) in {directory}")
-    return 0
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)

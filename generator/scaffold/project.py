@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import keyword
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -27,7 +25,6 @@ SOURCE_FILE = "SOURCE.json"
 ROLES = ("agent", "client")
 TRANSPORTS = ("stdio", "http")
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_RESERVED_PACKAGES = {"tests", "test", "build", "dist", "docs"}
 
 
 def agentgen_version() -> str:
@@ -48,21 +45,12 @@ def package_name(name: Any, *, source: str) -> str:
             pointer="/name",
             hint="use lowercase letters, digits and '-', starting with a letter",
         )
+    from ..manifest.semantics import package_problem
+
+    problem = package_problem(name)
+    if problem:
+        raise AgentgenError(problem, source=source, pointer="/name")
     pkg = name.replace("-", "_")
-    if (
-        not pkg.isidentifier()
-        or keyword.iskeyword(pkg)
-        or pkg in sys.stdlib_module_names
-        or pkg in _RESERVED_PACKAGES
-        or pkg.startswith("_")
-    ):
-        raise AgentgenError(
-            f"manifest name {name!r} maps to the package {pkg!r}, which is a Python keyword, "
-            "a standard-library module or a reserved directory",
-            source=source,
-            pointer="/name",
-            hint="choose another name",
-        )
     return pkg
 
 

@@ -18,6 +18,9 @@ from .new import copier_answers
 _MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 
 
+SHOWN = 5  # uncommitted files named in the refusal
+
+
 def _git(root: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
@@ -89,8 +92,8 @@ def run_update(project_dir: Path) -> int:
     dirty = _status(root)
     if dirty:
         raise AgentgenError(
-            f"the project has uncommitted changes ({', '.join(dirty[:5])}"
-            f"{', ...' if len(dirty) > 5 else ''})",
+            f"the project has uncommitted changes ({', '.join(dirty[:SHOWN])}"
+            f"{', ...' if len(dirty) > SHOWN else ''})",
             source=str(root),
             hint="commit or stash them first, so the update can be reviewed and undone",
         )

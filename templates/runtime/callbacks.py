@@ -72,8 +72,11 @@ def verify(secret: bytes, body: bytes, header: str | None, *, tolerance: float =
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
+MAX_URL = 4096  # characters of a callback URL
+
+
 def valid_url(url: Any) -> bool:
-    if type(url) is not str or len(url) > 4096:
+    if type(url) is not str or len(url) > MAX_URL:
         return False
     parts = urlsplit(url)
     return parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -126,9 +129,9 @@ class CallbackSender:
                 }
                 try:
                     r = await client.post(url, content=body, headers=headers)
-                    if r.status_code < 300:
+                    if r.is_success:
                         return True
-                    if r.status_code < 500 and r.status_code not in _RETRY_STATUS:
+                    if not r.is_server_error and r.status_code not in _RETRY_STATUS:
                         log.warning(
                             "callback to %s refused with HTTP %d; not retried", host, r.status_code
                         )

@@ -27,7 +27,7 @@ def _need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "par
             f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}]
         )
     val = params[key]
-    if not isinstance(val, typ) or isinstance(val, bool) and typ is int:
+    if not isinstance(val, typ) or (isinstance(val, bool) and typ is int):
         name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
         raise invalid_params(
             f"{where}.{key}: expected {name}",

@@ -144,7 +144,7 @@ class HttpTransport:
             return
         if initialize:
             cid = r.headers.get(CONNECTION_ID_HEADER)
-            if r.status_code != 200 or not cid:
+            if r.status_code != httpx.codes.OK or not cid:
                 self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code)
                 return
             self.connection_id = cid
@@ -152,7 +152,7 @@ class HttpTransport:
             assert self.conn is not None
             self.conn.feed(r.content)
             return
-        if r.status_code == 200 and r.content:
+        if r.status_code == httpx.codes.OK and r.content:
             assert self.conn is not None
             self.conn.feed(r.content)
         elif r.status_code not in (200, 202):
@@ -181,7 +181,7 @@ class HttpTransport:
             try:
                 async with self.http.stream("GET", self.url, headers=headers) as r:
                     status = r.status_code
-                    if status == 200:
+                    if status == httpx.codes.OK:
                         failures = 0
                         await self._read_sse(r, sid)
             except httpx.HTTPError:

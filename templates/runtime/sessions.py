@@ -34,23 +34,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import importlib
 import logging
 import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from .callbacks import CallbackSender
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
 from .store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
+
+
+class CallbackSender(Protocol):
+    """What the session core needs of callbacks.py's sender. callbacks.py (and httpx) ship
+    only in projects whose manifest declares async output with a callback, so it is
+    loaded by name in `callbacks_for`, never imported here."""
+
+    def schedule(self, url: str, payload: dict[str, Any]) -> Any: ...
+
 
 log = logging.getLogger("acp.runtime.sessions")
 
@@ -657,5 +666,6 @@ def callbacks_for(agent_cls: type[AgentRuntime]) -> CallbackSender | None:
     modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
     async_mode = modes.get("async") if type(modes) is dict else None
     if type(async_mode) is dict and async_mode.get("callback"):
-        return CallbackSender()
+        sender: CallbackSender = importlib.import_module(".callbacks", __package__).CallbackSender()
+        return sender
     return None

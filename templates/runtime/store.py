@@ -79,10 +79,13 @@ class SessionStore(Protocol):
         ...
 
 
+_CURSOR_DIGITS = 18  # a cursor is a 64-bit sequence number
+
+
 def _cursor_seq(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit() or len(cursor) > 18:
+    if not cursor.isdigit() or len(cursor) > _CURSOR_DIGITS:
         raise ValueError("not a cursor this store handed out")
     return int(cursor)
 

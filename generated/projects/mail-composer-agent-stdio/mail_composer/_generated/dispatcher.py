@@ -16,9 +16,9 @@ from .runtime.agent import AgentRuntime, Turn
 from .runtime.client import AgentProxy, ClientRuntime
 
 if TYPE_CHECKING:
-    from . import models
-    from . import manifest_models
     from types import ModuleType
+
+    from . import manifest_models, models
 
 # wire name -> (python method, kind, params class, result class)
 MethodEntry = tuple[str, str, str | None, str | None]

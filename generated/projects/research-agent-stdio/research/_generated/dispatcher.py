@@ -16,9 +16,9 @@ from .runtime.agent import AgentRuntime, Turn
 from .runtime.client import AgentProxy, ClientRuntime
 
 if TYPE_CHECKING:
-    from . import models
-    from . import manifest_models
     from types import ModuleType
+
+    from . import models
 
 # wire name -> (python method, kind, params class, result class)
 MethodEntry = tuple[str, str, str | None, str | None]
@@ -209,7 +209,7 @@ class AgentBase(AgentRuntime):
 
     async def prompt(self, turn: Turn, input: list[dict[str, Any]]) -> Any:
         """Handle one prompt: stream with `turn`, return the output (or None)."""
-        return await super().prompt(turn, input)  # type: ignore[no-any-return]
+        return await super().prompt(turn, input)
 
     async def auth_status(self, params: models.AuthStatusRequest) -> models.AuthStatusResponse:
         """`auth/status` (request, unstable)."""

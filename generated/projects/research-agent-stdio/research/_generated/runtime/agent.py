@@ -223,14 +223,23 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
         cfg = self._acp_manifest.get("config") or {}
+        v2 = self.PROFILE.get("init_shape") == "v2"
         out = []
         for opt in cfg.get("options") or ():
             cur = raw.get(opt["id"], opt.get("default"))
-            base: dict[str, Any] = {"id": opt["id"], "name": opt.get("name") or opt["id"]}
+            key = "configId" if v2 else "id"  # SessionConfigOption's id field per revision
+            base: dict[str, Any] = {key: opt["id"], "name": opt.get("name") or opt["id"]}
             if opt.get("description"):
                 base["description"] = opt["description"]
             if opt.get("type") == "boolean":
                 out.append({**base, "type": "boolean", "currentValue": bool(cur)})
+            elif (
+                v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
+            ):
+                # v2 carries implementation-specific kinds ("_" + name, the "other" variant);
+                # v1 has select and boolean only: there such an option is set through
+                # session/new `_meta.config` or session/set_config_option, not listed
+                out.append({**base, "type": "_" + opt["type"], "currentValue": cur})
             elif opt.get("values"):
                 vals = [str(v) for v in opt["values"]]
                 out.append(

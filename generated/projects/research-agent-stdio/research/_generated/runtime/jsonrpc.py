@@ -415,11 +415,12 @@ class Connection:
 
 _SECRETS: set[str] = set()
 _MAX_SECRETS = 4096
+_MIN_SECRET = 4  # shorter values are not redacted: they would blank ordinary text
 
 
 def register_secret(value: str) -> None:
     """A credential (auth token, provider header value) that no log line may show."""
-    if len(value) >= 4 and len(_SECRETS) < _MAX_SECRETS:
+    if len(value) >= _MIN_SECRET and len(_SECRETS) < _MAX_SECRETS:
         _SECRETS.add(value)
 
 

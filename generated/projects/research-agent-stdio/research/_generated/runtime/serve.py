@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sys
 from typing import Any
@@ -63,15 +64,38 @@ def _max_size() -> int:
         return DEFAULT_MAX_MESSAGE_SIZE
 
 
+def _transport_module(name: str) -> Any:
+    """An optional transport module of this package (http_server, http_client): shipped
+    only in projects that use it, so it is imported by name, not statically."""
+    return importlib.import_module(f".{name}", __package__)
+
+
 def run_agent(
     agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio"
 ) -> None:
     """The generated project's console script."""
-    ap = argparse.ArgumentParser(prog=getattr(agent_cls, "_acp_manifest", {}).get("name", "agent"))
-    ap.add_argument("--max-message-size", type=int, default=_max_size())
+    manifest = getattr(agent_cls, "_acp_manifest", {})
+    name = manifest.get("name", "agent")
+    how = (
+        "Serves the Agent Client Protocol over HTTP at /acp (SSE and WebSocket)."
+        if transport == "http"
+        else "Speaks the Agent Client Protocol on stdin/stdout (JSON-RPC, one message a "
+        "line); an ACP client such as an editor starts it. Logs go to stderr."
+    )
+    about = manifest.get("description") or manifest.get("title") or ""
+    ap = argparse.ArgumentParser(
+        prog=name, description=f"{about.strip()}\n\n{how}".strip(), formatter_class=_Help
+    )
+    ap.add_argument(
+        "--max-message-size",
+        type=int,
+        default=_max_size(),
+        metavar="BYTES",
+        help="largest JSON-RPC message accepted (env ACP_MAX_MESSAGE_SIZE)",
+    )
     if transport == "http":
-        ap.add_argument("--host", default="127.0.0.1")
-        ap.add_argument("--port", type=int, default=8000, help="0: any free port")
+        ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
+        ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
         ap.add_argument(
             "--certfile",
             default=os.environ.get("ACP_TLS_CERT"),
@@ -85,9 +109,7 @@ def run_agent(
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
-        from .http_server import serve_http  # the HTTP transport (SSE + WebSocket + session store)
-
-        serve_http(
+        _transport_module("http_server").serve_http(
             agent_cls,
             host=args.host,
             port=args.port,
@@ -103,6 +125,10 @@ def run_agent(
     sys.exit(0)
 
 
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keep the description's paragraphs; show each option's default."""
+
+
 def run_client(
     client_cls: type[Any],
     proxy_cls: type[Any],
@@ -111,16 +137,27 @@ def run_client(
     transport: str = "stdio",
 ) -> None:
     """Start the agent command, open a session, send each stdin line as a prompt."""
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        description="An Agent Client Protocol client: opens a session with the agent and "
+        "sends each line of stdin as a prompt; the agent's answer streams to stdout.",
+        epilog="example: echo hello | %(prog)s -- my-agent"
+        if transport != "http"
+        else "example: echo hello | %(prog)s --url http://127.0.0.1:8000/acp",
+    )
     if transport == "http":
-        ap.add_argument("--url", required=True)
-    ap.add_argument("command", nargs="*")
+        ap.add_argument("--url", required=True, help="the agent's ACP endpoint (…/acp)")
+    ap.add_argument(
+        "command",
+        nargs="*",
+        metavar="AGENT_COMMAND",
+        help="the command that starts the agent (after --)"
+        if transport != "http"
+        else argparse.SUPPRESS,
+    )
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
-        from .http_client import run_http_client  # type: ignore[import-not-found]  # provided by the HTTP transport
-
-        run_http_client(client_cls, proxy_cls, args.url)
+        _transport_module("http_client").run_http_client(client_cls, proxy_cls, args.url)
         return
     if not args.command:
         ap.error("give the agent command after --")

@@ -25,6 +25,9 @@ STATE_ERROR = -32002
 _dumps = orjson.dumps
 
 
+EXAMPLE_MAX = 2000  # characters of the schema quoted in an interrupt message
+
+
 class InputMismatch(Exception):
     """A prompt that does not carry the agent's input: the turn is accepted and ends
     normally, telling the user what JSON the agent expects (never a JSON-RPC error)."""
@@ -36,8 +39,8 @@ class InputMismatch(Exception):
 
     def message(self) -> str:
         example = _dumps(self.schema).decode() if self.schema is not None else "{}"
-        if len(example) > 2000:
-            example = example[:2000] + "..."
+        if len(example) > EXAMPLE_MAX:
+            example = example[:EXAMPLE_MAX] + "..."
         return (
             f"This agent takes JSON input ({self.problem}). Send a JSON document matching "
             f"this schema, as text or as an application/json resource: {example}"

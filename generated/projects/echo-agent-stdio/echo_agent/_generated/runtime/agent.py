@@ -1,0 +1,355 @@
+"""Agent-side protocol plumbing implemented from the manifest.
+
+`AgentRuntime` is the base of the generated `AgentBase`.  It answers every agent
+method it can implement from the manifest (initialize, authenticate, `_agent/info`,
+providers/*, session/new, session/set_config_option, session/prompt, session/cancel)
+on plain wire dicts; a user override of the typed method in `handlers.py` takes over
+(its params are validated into the protocol model first).  The user's handler is
+`async def prompt(self, turn, input)`.
+
+It composes one mixin per concern: `Dispatcher` (dispatch.py: routing, typed callers),
+`Turns` (turns.py: the v1 and v2 prompt lifecycles), `Interrupts` (interrupts.py) and
+`Providers` (providers.py); initialize, authentication, `_agent/info`, sessions and
+config live here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
+from .errors import (
+    INVALID_PARAMS,
+    RpcError,
+    from_validation_error,
+    invalid_params,
+)
+from .interrupts import InterruptDeclined, Interrupts, _camel
+from .jsonrpc import Connection, log
+from .providers import ProviderRoute, Providers
+from .turns import STATE_ERROR, StateMachine, Turn, Turns
+
+
+class Session:
+    __slots__ = ("cancel_requested", "config", "config_raw", "id", "state", "task", "turns")
+
+    def __init__(self, sid: str, config: Any, config_raw: dict[str, Any], state: str) -> None:
+        self.id = sid
+        self.config = config
+        self.config_raw = config_raw
+        self.state = state
+        self.task: asyncio.Task[Any] | None = None
+        self.cancel_requested = False
+        self.turns = 0
+
+
+class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
+    """Runtime defaults for every agent method the manifest describes."""
+
+    # seconds one prompt turn may take (handler, streaming and interrupts); None: no limit.
+    # The environment variable ACP_TURN_TIMEOUT overrides it, a constructor argument both.
+    TURN_TIMEOUT: ClassVar[float | None] = None
+
+    def __init__(self, *, turn_timeout: float | None = None) -> None:
+        self.turn_timeout = turn_timeout if turn_timeout is not None else _turn_timeout(self)
+        self.connection: Connection | None = None
+        self.sessions: dict[str, Session] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        m = self._acp_manifest
+        self._machine = StateMachine(m.get("states"))
+        self._init_providers(m)
+        self._mm: Any = None
+        self._dispatch_cache: dict[str, Any] = {}
+
+    # ---- the user's API ----------------------------------------------------------
+    async def prompt(self, turn: Turn, input: Any) -> Any:
+        """Handle one prompt. Override in handlers.py."""
+        raise RpcError(-32603, "the agent has no prompt handler (override `prompt` in handlers.py)")
+
+    # ---- connection plumbing -----------------------------------------------------
+    def attach(self, conn: Connection) -> None:
+        self.connection = conn
+
+    # ---- initialize / auth / info ----------------------------------------------------
+    def _info(self) -> dict[str, Any]:
+        m = self._acp_manifest
+        out = {"name": m.get("name", "agent"), "version": str(m.get("version", "0"))}
+        if m.get("title"):
+            out["title"] = m["title"]
+        return out
+
+    def _capabilities(self) -> dict[str, Any]:
+        caps: dict[str, Any] = {
+            "loadSession": False,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        }
+        if self.PROFILE.get("init_shape") == "v2":
+            caps = {"promptCapabilities": caps["promptCapabilities"]}
+        if self._providers and self.PROFILE.get("providers"):
+            caps["providers"] = self.PROFILE.get("providers_capability", {})
+        return caps
+
+    def _auth_methods(self) -> list[dict[str, Any]]:
+        out = []
+        for a in self._acp_manifest.get("auth") or ():
+            if a.get("type") in (None, "none"):
+                continue
+            entry = {"id": a["type"], "name": a["type"]}
+            if a.get("env"):
+                entry["description"] = f"credential from ${a['env']}"
+            out.append(entry)
+        return out
+
+    async def _rt_initialize(self, params: Any, ctx: Any) -> Any:
+        version = _need(params, "protocolVersion", int)
+        if self.PROFILE.get("init_shape") == "v2":
+            _need(params, "info", dict)
+            self.client_capabilities = params.get("capabilities") or {}
+        else:
+            self.client_capabilities = params.get("clientCapabilities") or {}
+        ours = int(self.PROFILE.get("protocol_version", 1))
+        result: dict[str, Any] = {"protocolVersion": min(version, ours) if version > 0 else ours}
+        if self.PROFILE.get("init_shape") == "v2":
+            result["info"] = self._info()
+            result["capabilities"] = self._capabilities()
+        else:
+            result["agentInfo"] = self._info()
+            result["agentCapabilities"] = self._capabilities()
+        result["authMethods"] = self._auth_methods()
+        return result
+
+    async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
+        mid = _need(params, "methodId", str)
+        if mid not in {a["id"] for a in self._auth_methods()}:
+            raise invalid_params(
+                "unknown auth method",
+                [{"loc": ["params", "methodId"], "msg": "unknown auth method"}],
+            )
+        return {}
+
+    async def _rt_auth_login(self, params: Any, ctx: Any) -> Any:
+        return await self._rt_authenticate(params, ctx)
+
+    async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
+        """`_agent/info`: identity, links, capabilities and the manifest's schemas."""
+        m = self._acp_manifest
+        info: dict[str, Any] = {
+            **self._info(),
+            "description": m.get("description"),
+            "links": m.get("links") or {},
+            "protocolVersion": self.PROFILE.get("protocol_version", 1),
+            "capabilities": self._capabilities(),
+            "outputModes": m.get("output_modes") or {},
+            "schemas": {
+                "config": (m.get("config") or {}).get("schema"),
+                "input": m.get("input"),
+                "output": m.get("output"),
+                "interrupts": {
+                    i["name"]: {
+                        "payload": (i.get("payload") or {}).get("schema"),
+                        "resume": (i.get("resume") or {}).get("schema"),
+                    }
+                    for i in m.get("interrupts") or ()
+                },
+                "errors": [
+                    {k: e.get(k) for k in ("code", "name", "description", "transient", "data")}
+                    for e in m.get("errors") or ()
+                ],
+            },
+            "providers": [
+                {
+                    "providerId": p["id"],
+                    "supported": list(p.get("supported") or ()),
+                    "required": bool(p.get("required")),
+                }
+                for p in m.get("providers") or ()
+            ],
+            "configOptions": self._config_options({}),
+            "states": m.get("states"),
+        }
+        return info
+
+    # ---- sessions and config -------------------------------------------------------
+    def _validate_config(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> Any:
+        cls = self._mclass("Config") if self._acp_manifest.get("config") else None
+        if cls is None:
+            self._check_options(raw, loc)
+            return raw
+        try:
+            return cls.model_validate(raw)
+        except Exception as exc:
+            if hasattr(exc, "errors"):
+                raise from_validation_error(exc, loc) from None
+            raise
+
+    def _check_options(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> None:
+        """Without a Config model: check option values against the manifest's options."""
+        types: dict[str, tuple[type, ...]] = {
+            "boolean": (bool,),
+            "string": (str,),
+            "integer": (int,),
+            "number": (int, float),
+        }
+        errs: list[dict[str, Any]] = []
+        for opt in (self._acp_manifest.get("config") or {}).get("options") or ():
+            if opt["id"] not in raw:
+                continue
+            val = raw[opt["id"]]
+            want = types.get(str(opt.get("type")))
+            bad_bool = isinstance(val, bool) and opt.get("type") in ("integer", "number")
+            where = [*loc, opt["id"]] if loc[-1:] != ("value",) else list(loc)
+            if want is not None and (not isinstance(val, want) or bad_bool):
+                errs.append(
+                    {"loc": where, "msg": f"expected {opt.get('type')}", "type": "type_error"}
+                )
+            elif opt.get("values") and val not in opt["values"]:
+                errs.append({"loc": where, "msg": "not one of the allowed values", "type": "enum"})
+        if errs:
+            raise invalid_params(
+                "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in errs), errs
+            )
+
+    def _config_defaults(self) -> dict[str, Any]:
+        cfg = self._acp_manifest.get("config") or {}
+        out: dict[str, Any] = {}
+        for opt in cfg.get("options") or ():
+            if "default" in opt and opt["default"] is not None:
+                out[opt["id"]] = opt["default"]
+        return out
+
+    def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
+        cfg = self._acp_manifest.get("config") or {}
+        v2 = self.PROFILE.get("init_shape") == "v2"
+        out = []
+        for opt in cfg.get("options") or ():
+            cur = raw.get(opt["id"], opt.get("default"))
+            key = "configId" if v2 else "id"  # SessionConfigOption's id field per revision
+            base: dict[str, Any] = {key: opt["id"], "name": opt.get("name") or opt["id"]}
+            if opt.get("description"):
+                base["description"] = opt["description"]
+            if opt.get("type") == "boolean":
+                out.append({**base, "type": "boolean", "currentValue": bool(cur)})
+            elif (
+                v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
+            ):
+                # v2 carries implementation-specific kinds ("_" + name, the "other" variant);
+                # v1 has select and boolean only: there such an option is set through
+                # session/new `_meta.config` or session/set_config_option, not listed
+                out.append({**base, "type": "_" + opt["type"], "currentValue": cur})
+            elif opt.get("values"):
+                vals = [str(v) for v in opt["values"]]
+                out.append(
+                    {
+                        **base,
+                        "type": "select",
+                        "currentValue": str(cur) if cur is not None else vals[0],
+                        "options": [{"value": v, "name": v} for v in vals],
+                    }
+                )
+        return out
+
+    def _session(self, params: Any) -> Session:
+        sid = _need(params, "sessionId", str)
+        s = self.sessions.get(sid)
+        if s is None:
+            raise invalid_params(
+                f"unknown session {sid!r}",
+                [{"loc": ["params", "sessionId"], "msg": "unknown session"}],
+            )
+        return s
+
+    async def _rt_session_new(self, params: Any, ctx: Any) -> Any:
+        _need(params, "cwd", str)
+        if "mcpServers" in params and type(params["mcpServers"]) is not list:
+            raise invalid_params(
+                "params.mcpServers: expected an array",
+                [{"loc": ["params", "mcpServers"], "msg": "expected an array"}],
+            )
+        meta = params.get("_meta") or {}
+        given = meta.get("config") if type(meta) is dict else None
+        if given is not None and type(given) is not dict:
+            raise invalid_params(
+                "params._meta.config: expected an object",
+                [{"loc": ["params", "_meta", "config"], "msg": "expected an object"}],
+            )
+        raw = {**self._config_defaults(), **(given or {})}
+        config = self._validate_config(raw, ("params", "_meta", "config"))
+        sid = "sess_" + uuid.uuid4().hex
+        self.sessions[sid] = Session(sid, config, raw, self._machine.initial)
+        result: dict[str, Any] = {"sessionId": sid}
+        opts = self._config_options(raw)
+        if opts:
+            result["configOptions"] = opts
+        return result
+
+    async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
+        s = self._session(params)
+        cid = _need(params, "configId", str)
+        if "value" not in params:
+            raise invalid_params(
+                "params.value: field required",
+                [{"loc": ["params", "value"], "msg": "field required"}],
+            )
+        opt = next(
+            (
+                o
+                for o in (self._acp_manifest.get("config") or {}).get("options") or ()
+                if o["id"] == cid
+            ),
+            None,
+        )
+        if opt is None:
+            raise invalid_params(
+                f"unknown config option {cid!r}",
+                [{"loc": ["params", "configId"], "msg": "unknown config option"}],
+            )
+        value = params["value"]
+        if opt.get("values"):
+            match = [v for v in opt["values"] if str(v) == str(value)]
+            if not match:
+                raise invalid_params(
+                    f"value not allowed for {cid!r}",
+                    [{"loc": ["params", "value"], "msg": "not one of the allowed values"}],
+                )
+            value = match[0]
+        self._transition(s, "client", "set_config")
+        raw = {**s.config_raw, cid: value}
+        s.config = self._validate_config(raw, ("params", "value"))
+        s.config_raw = raw
+        return {"configOptions": self._config_options(raw)}
+
+
+def _turn_timeout(rt: AgentRuntime) -> float | None:
+    raw = os.environ.get("ACP_TURN_TIMEOUT", "").strip()
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            log.warning("ACP_TURN_TIMEOUT=%r is not a number of seconds; ignored", raw[:20])
+        else:
+            return value if value > 0 else None
+    return rt.TURN_TIMEOUT
+
+
+def iter_sessions(rt: AgentRuntime) -> Iterable[Session]:
+    return rt.sessions.values()
+
+
+__all__ = [
+    "INVALID_PARAMS",
+    "STATE_ERROR",
+    "AgentRuntime",
+    "InterruptDeclined",
+    "ProviderRoute",
+    "Session",
+    "StateMachine",
+    "Turn",
+    "_camel",
+    "_model_dump",
+    "immediate_methods",
+    "iter_sessions",
+]

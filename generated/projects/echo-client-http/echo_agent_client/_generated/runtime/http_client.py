@@ -1,0 +1,367 @@
+"""ACP remote transport, client side: Streamable HTTP (POST + SSE) or WebSocket, on httpx.
+
+Usage from a generated client (``--transport http``)::
+
+    async with connect_http(MyClient(), AgentConnection, "http://127.0.0.1:8000/acp",
+                            headers={"Authorization": "Bearer ..."}) as agent:
+        await agent.initialize(...)          # typed methods of the generated proxy
+    # or websocket=True (ws:// URL derived from the http:// one)
+
+The runtime's client-side ``Connection`` (requests, notifications, ordering) runs over
+this transport exactly as over stdio; ``run_http_client(client_cls, proxy_cls, url)``
+is the console-script REPL.
+
+Wire behaviour (same as the official SDK's client): ``initialize`` is POSTed first and
+must answer 200 with ``Acp-Connection-Id``; its body is the response.  Then the
+connection-scoped SSE stream is opened; each ``sessionId`` seen in a message opens that
+session's stream.  Every other message is POSTed (202) with ``Acp-Connection-Id``, plus
+``Acp-Session-Id`` for session-scoped methods.  A POST that fails (non-2xx, network
+error) makes its request fail at once with a JSON-RPC error (``data.status`` carries the
+HTTP status) instead of hanging.  ``close`` DELETEs the connection.
+
+Reconnect: an SSE stream that drops is re-opened with exponential backoff, with
+``Last-Event-ID`` set to the last event id received on it, so the server resends what
+the dropped socket may have swallowed (our server keeps a replay window per stream).  When the server no longer
+knows the connection (404, e.g. it restarted), or the retries run out, the connection
+ends: pending requests fail with "connection closed".  Connect again and call
+``session/load`` (history replayed) or ``session/resume`` to continue the session; the
+agent's session store makes that work across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+
+from .client import AgentProxy, ClientRuntime
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+
+log = logging.getLogger("acp.runtime.http_client")
+
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
+SESSION_SCOPED = frozenset(
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/close",
+    }
+)
+_SID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _http_client(http2: bool, *, prior_knowledge: bool) -> httpx.AsyncClient:
+    """h2 prior knowledge means no HTTP/1.1 at all on that client (httpx's rule)."""
+    return httpx.AsyncClient(
+        http1=not prior_knowledge,
+        http2=http2,
+        timeout=httpx.Timeout(30.0, read=None),
+    )
+
+
+class HttpTransport:
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+        retries: int = 5,
+        base_delay: float = 0.2,
+        http2: bool = True,
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self._owns = http is None
+        # HTTP/2: by ALPN over https; over cleartext with prior knowledge (h2c), falling back
+        # to HTTP/1.1 once if the server does not speak it.  One client (cookie jar included:
+        # the server's affinity cookie) per ACP connection.
+        self._h2c = http is None and http2 and url.startswith("http://")
+        self.http = http or _http_client(http2, prior_knowledge=self._h2c)
+        self.retries = retries
+        self.base_delay = base_delay
+        self.connection_id: str | None = None
+        self.conn: Connection | None = None
+        self._streams: dict[str | None, asyncio.Task[None]] = {}
+        self._last_id: dict[str | None, bytes] = {}
+        self._closed = False
+
+    # ---- sending (the Connection's sink) -------------------------------------------
+    async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        for frame, sid in batch:
+            await self._post(frame, sid)
+
+    def _fail(self, rid: Any, message: str, status: int | None) -> None:
+        if rid is None or self.conn is None:
+            return
+        err: dict[str, Any] = {"code": -32603, "message": message}
+        if status is not None:
+            err["data"] = {"status": status}
+        self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
+
+    async def _post(self, frame: bytes, sid: str | None) -> None:
+        msg = orjson.loads(frame)
+        method = msg.get("method")
+        rid = msg.get("id") if method is not None else None
+        headers = {**self.headers, "Content-Type": "application/json"}
+        initialize = method == "initialize" and rid is not None
+        if not initialize:
+            if self.connection_id is None:
+                self._fail(rid, "not connected: send initialize first", None)
+                return
+            headers[CONNECTION_ID_HEADER] = self.connection_id
+            if method in SESSION_SCOPED and sid is not None:
+                headers[SESSION_ID_HEADER] = sid
+        try:
+            r = await self.http.post(self.url, content=frame, headers=headers)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            if not (initialize and self._h2c):
+                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
+                return
+            # the server does not speak h2c: the same POST again over HTTP/1.1
+            log.info("%s does not speak HTTP/2 in cleartext; using HTTP/1.1", self.url)
+            self._h2c = False
+            await self.http.aclose()
+            self.http = _http_client(False, prior_knowledge=False)
+            try:
+                r = await self.http.post(self.url, content=frame, headers=headers)
+            except httpx.HTTPError as exc:
+                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
+                return
+        except httpx.HTTPError as exc:
+            self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
+            return
+        if initialize:
+            cid = r.headers.get(CONNECTION_ID_HEADER)
+            if r.status_code != httpx.codes.OK or not cid:
+                self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code)
+                return
+            self.connection_id = cid
+            self._open(None)
+            assert self.conn is not None
+            self.conn.feed(r.content)
+            return
+        if r.status_code == httpx.codes.OK and r.content:
+            assert self.conn is not None
+            self.conn.feed(r.content)
+        elif r.status_code not in (200, 202):
+            self._fail(rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code)
+
+    # ---- receiving -----------------------------------------------------------------
+    def _open(self, sid: str | None) -> None:
+        if self._closed or sid in self._streams:
+            return
+        self._streams[sid] = asyncio.get_running_loop().create_task(self._stream(sid))
+
+    async def _stream(self, sid: str | None) -> None:
+        failures = 0
+        while not self._closed and self.connection_id is not None:
+            headers = {
+                **self.headers,
+                "Accept": "text/event-stream",
+                CONNECTION_ID_HEADER: self.connection_id,
+            }
+            if sid is not None:
+                headers[SESSION_ID_HEADER] = sid
+            last = self._last_id.get(sid)
+            if last is not None:
+                headers["Last-Event-ID"] = last.decode("ascii", "replace")
+            status = None
+            try:
+                async with self.http.stream("GET", self.url, headers=headers) as r:
+                    status = r.status_code
+                    if status == httpx.codes.OK:
+                        failures = 0
+                        await self._read_sse(r, sid)
+            except httpx.HTTPError:
+                pass
+            if self._closed:
+                return
+            if status in (401, 403, 404):
+                break  # the server does not know (or accept) this connection any more
+            failures += 1
+            if failures > self.retries:
+                break
+            await asyncio.sleep(self.base_delay * 2 ** (failures - 1))
+        if sid is None and not self._closed and self.conn is not None:
+            log.warning("connection-scoped stream lost; the connection ends")
+            asyncio.get_running_loop().create_task(self.conn.close())
+        self._streams.pop(sid, None)
+
+    async def _read_sse(self, r: httpx.Response, sid: str | None) -> None:
+        assert self.conn is not None
+        buf = b""
+        data: list[bytes] = []
+        event_id = b""
+        async for chunk in r.aiter_bytes():
+            buf += chunk
+            while True:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    break
+                line = buf[:nl].rstrip(b"\r")
+                buf = buf[nl + 1 :]
+                if line:
+                    if line.startswith(b"data:"):
+                        v = line[5:]
+                        data.append(v[1:] if v.startswith(b" ") else v)
+                    elif line.startswith(b"id:"):
+                        event_id = line[3:].strip()
+                    continue
+                if data:
+                    payload = b"\n".join(data)
+                    data = []
+                    m = _SID.search(payload)
+                    if m is not None:
+                        found = m.group(1).decode()
+                        if found not in self._streams:
+                            self._open(found)
+                    if event_id:
+                        self._last_id[sid] = event_id
+                        event_id = b""
+                    self.conn.feed(payload)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for t in self._streams.values():
+            t.cancel()
+        for t in list(self._streams.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.connection_id is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                await self.http.delete(
+                    self.url, headers={**self.headers, CONNECTION_ID_HEADER: self.connection_id}
+                )
+        if self._owns:
+            await self.http.aclose()
+
+
+class WebSocketTransport:
+    def __init__(self, url: str, *, headers: dict[str, str] | None = None) -> None:
+        if url.startswith("http"):
+            url = "ws" + url[4:]
+        self.url = url
+        self.headers = dict(headers or {})
+        self.ws: Any = None
+        self.connection_id: str | None = None
+        self.conn: Connection | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        from websockets.asyncio.client import connect
+
+        self.ws = await connect(self.url, additional_headers=self.headers or None, max_size=None)
+        self.connection_id = self.ws.response.headers.get(CONNECTION_ID_HEADER)
+
+    async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        for frame, _sid in batch:
+            await self.ws.send(frame.decode())
+
+    def start(self) -> None:
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        import websockets
+
+        assert self.conn is not None
+        try:
+            async for message in self.ws:
+                if isinstance(message, str):
+                    self.conn.feed(message.encode())
+        except websockets.ConnectionClosed:
+            pass
+        asyncio.get_running_loop().create_task(self.conn.close())
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await self.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+
+@contextlib.asynccontextmanager
+async def connect_http(
+    client: ClientRuntime,
+    proxy_cls: type[AgentProxy],
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    websocket: bool = False,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    http2: bool = True,
+) -> AsyncIterator[AgentProxy]:
+    """Connect to an ACP agent at ``url`` (``.../acp``); yield the typed proxy.
+
+    ``http2``: over https, offer HTTP/2 by ALPN; over http, HTTP/2 with prior knowledge (h2c),
+    HTTP/1.1 when the server does not speak it.  False: HTTP/1.1 only."""
+    transport: HttpTransport | WebSocketTransport
+    if websocket:
+        transport = WebSocketTransport(url, headers=headers)
+        await transport.open()
+    else:
+        transport = HttpTransport(url, headers=headers, http2=http2)
+    conn = Connection(
+        transport.sink,
+        client.handle_request,
+        client.handle_notification,
+        max_message_size=max_message_size,
+    )
+    transport.conn = conn
+    client.connection = conn
+    if isinstance(transport, WebSocketTransport):
+        transport.start()
+    try:
+        yield proxy_cls(conn)
+    finally:
+        await conn.flush()
+        await transport.close()
+        await conn.close()
+
+
+def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str) -> None:
+    """Console script: connect, open a session, send each stdin line as a prompt."""
+
+    async def repl() -> None:
+        async with connect_http(client_cls(), proxy_cls, url) as agent:
+            await agent.call(
+                "initialize",
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {},
+                    "clientInfo": {"name": "client", "version": "0"},
+                },
+            )
+            sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+            loop = asyncio.get_running_loop()
+            while True:
+                line = await loop.run_in_executor(None, sys.stdin.readline)
+                if not line:
+                    break
+                result = await agent.call(
+                    "session/prompt",
+                    {
+                        "sessionId": sess["sessionId"],
+                        "prompt": [{"type": "text", "text": line.rstrip("\n")}],
+                    },
+                )
+                print(result, file=sys.stderr)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(repl())

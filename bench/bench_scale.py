@@ -33,10 +33,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-import cluster_support as cs
-from bench_http import cpu_seconds
-from cluster import _agent_dir
-from loadgen import run as load
+import cluster_support as cs  # noqa: E402
+from bench_http import cpu_seconds  # noqa: E402
+from cluster import _agent_dir  # noqa: E402
+from loadgen import run as load  # noqa: E402
 
 
 def _sdk_serve(port: int) -> None:
@@ -77,7 +77,7 @@ def measure(url: str, pids: list[int], args: argparse.Namespace, http2: bool) ->
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--sdk":
+    if sys.argv[1:2] == ["--sdk"]:
         _sdk_serve(int(sys.argv[2]))
         return
     ap = argparse.ArgumentParser()

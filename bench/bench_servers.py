@@ -23,8 +23,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_http import _ours_app, cpu_seconds, free_port
-from loadgen import run as load
+from bench_http import _ours_app, cpu_seconds, free_port  # noqa: E402
+from loadgen import run as load  # noqa: E402
 
 # (name, server, the protocol the load generator speaks)
 CASES = [

@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "templates"))
 
-import cluster_support as cs
-from runtime.client import AgentProxy, ClientRuntime
-from runtime.http_client import connect_http
+import cluster_support as cs  # noqa: E402
+from runtime.client import AgentProxy, ClientRuntime  # noqa: E402
+from runtime.http_client import connect_http  # noqa: E402
 
 GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo_agent"
 HANDLERS = """

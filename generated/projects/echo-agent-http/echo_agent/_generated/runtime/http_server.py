@@ -75,6 +75,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http import HTTPStatus
 from typing import Any, Protocol
 
 import orjson
@@ -105,6 +106,7 @@ DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
 DRAIN_LIMIT = 256 * 1024 * 1024
+MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
 DRAIN_SECONDS = 30.0
 
 SESSION_SCOPED = frozenset(
@@ -520,7 +522,9 @@ class AcpHttpServer:
         conn = self.connections.get(cid)
         sid = request.headers.get(SESSION_ID_HEADER)
         raw_last = request.headers.get("last-event-id", "").strip()
-        last = int(raw_last) if raw_last.isdigit() and len(raw_last) < 19 else None
+        last = (
+            int(raw_last) if raw_last.isdigit() and len(raw_last) <= MAX_EVENT_ID_DIGITS else None
+        )
         if conn is None:
             owner = await self.router.owner(cid) if self.router is not None else None
             chunks = await self.router.relay_stream(owner, cid, sid, last) if owner else None
@@ -599,7 +603,7 @@ class AcpHttpServer:
         if cid not in self.connections:
             owner = await self.router.owner(cid) if self.router is not None else None
             status = await self.router.relay_delete(owner, cid) if owner else None
-            if status is None or status == 404:
+            if status is None or status == HTTPStatus.NOT_FOUND:
                 return _error(404, -32600, "unknown connection id")
             return Response(status_code=status)
         await self.remove(cid)

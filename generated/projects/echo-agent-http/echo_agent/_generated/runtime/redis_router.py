@@ -29,6 +29,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -130,7 +131,7 @@ class RedisRouter:
         ans = await self._ask(
             owner, {"op": "attach", "cid": cid, "sid": sid, "last": last, "reader": reader}
         )
-        if ans is None or ans.get("status") != 200:
+        if ans is None or ans.get("status") != HTTPStatus.OK:
             await self.redis.delete(alive)
             if ans is None:
                 await self._drop_owner(cid, owner)

@@ -18,6 +18,7 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+MAX_CURSOR_DIGITS = 18  # fits a bigint
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
 # Each step runs once, in order, in one transaction, on a database older than it.
@@ -46,7 +47,7 @@ _MIGRATIONS: tuple[str, ...] = (
 def _after(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit() or len(cursor) > 18:
+    if not cursor.isdigit() or len(cursor) > MAX_CURSOR_DIGITS:
         raise ValueError("not a cursor this store handed out")
     return int(cursor)
 

@@ -1,9 +1,11 @@
 # The two commands of the README's quick start: `make demo` and `make test`.
+# `make test-fast` is the edit-test loop: everything not marked slow (fuzzers, soak,
+# golden rebuilds, interop, the wheel), in well under a minute.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench regen-golden cluster
+.PHONY: setup demo test test-fast bench regen-golden cluster
 
 $(BIN)/agentgen: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,6 +20,9 @@ demo: setup
 
 test: setup
 	$(BIN)/pytest -q -n 2
+
+test-fast: setup
+	$(BIN)/pytest -q -n 2 -m "not slow"
 
 bench: setup
 	$(BIN)/python bench/run_all.py

@@ -34,16 +34,14 @@ def _ours_app() -> Any:
     from runtime.agent import AgentRuntime
     from runtime.http_server import app_for
 
-    m = ("request", None, None)
+    sys.path.insert(0, str(ROOT))
+    from generator.protocol.revision import describe
+    from generator.sources import load_schema
+
+    revision = describe(load_schema(None).data)
 
     class Echo(AgentRuntime):
-        METHODS = {  # noqa: RUF012
-            "initialize": ("initialize", *m),
-            "session/new": ("session_new", *m),
-            "session/prompt": ("session_prompt", *m),
-            "session/cancel": ("session_cancel", "notification", None, None),
-        }
-        PROFILE = {"protocol_version": 1}  # noqa: RUF012
+        REVISIONS = (revision,)
         _acp_manifest = {"name": "bench-echo", "version": "0"}  # noqa: RUF012
 
         async def prompt(self, turn: Any, input: Any) -> Any:

@@ -79,7 +79,7 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"agentgen {version('agentgen')}")
+            typer.echo(f"agentgen {version('acp-agentgen')}")
         except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
             typer.echo("agentgen (not installed)")
         raise typer.Exit(0)
@@ -175,11 +175,14 @@ def new(
     transport: Transport = typer.Option(
         Transport.stdio, "--transport", help="stdio (one process per client) or HTTP (/acp)."
     ),
-    schema: str | None = typer.Option(
-        None, "--schema", metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked one)"
+    schema: list[str] | None = typer.Option(
+        None,
+        "--schema",
+        metavar="SCHEMA",
+        help=SCHEMA_HELP + " (default: the locked one); repeat it to serve several revisions",
     ),
-    meta: str | None = typer.Option(
-        None, "--meta", metavar="FILE", help="meta.json for the schema"
+    meta: list[str] | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json for the schema (one per --schema)"
     ),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
@@ -202,11 +205,11 @@ ProjectDir = typer.Option(Path("."), "--project", "-p", metavar="DIR", help="The
 @app.command()
 def regen(
     project: Path = ProjectDir,
-    schema: str | None = typer.Option(
-        None, "--schema", metavar="SCHEMA", help="A new protocol schema"
+    schema: list[str] | None = typer.Option(
+        None, "--schema", metavar="SCHEMA", help="A new protocol schema; repeat it for several"
     ),
-    meta: str | None = typer.Option(
-        None, "--meta", metavar="FILE", help="meta.json for the new schema"
+    meta: list[str] | None = typer.Option(
+        None, "--meta", metavar="FILE", help="meta.json for the new schema (one per --schema)"
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only, touch nothing"),
 ) -> None:

@@ -42,7 +42,9 @@ __all__ = [
     "LOCK_NAME",
     "Source",
     "cache_dir",
+    "check_lock_entry",
     "fetch_bytes",
+    "fetch_locked",
     "load_meta",
     "load_schema",
     "read_lock",
@@ -371,22 +373,48 @@ def read_lock(path: Path | None = None) -> dict[str, str]:
         from .schema_files import schema_path
 
         path = schema_path(LOCK_NAME)
+    return check_lock_entry(read_lock_file(path), str(path))
+
+
+def read_lock_file(path: Path) -> Any:
+    """A lock file's JSON (any shape; `check_lock_entry` checks one entry)."""
     try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AgentgenError(
             "the upstream lock file is missing from this installation", source=str(path)
         ) from None
     except (OSError, ValueError) as err:
         raise AgentgenError(f"cannot read the upstream lock: {err}", source=str(path)) from None
-    if not isinstance(lock, dict):
-        raise AgentgenError("the upstream lock is not a JSON object", source=str(path), pointer="")
+
+
+def check_lock_entry(entry: Any, source: str, pointer: str = "") -> dict[str, str]:
+    """One lock entry {package, version, path, sha256}, checked (located errors)."""
+    if not isinstance(entry, dict):
+        raise AgentgenError("a lock entry must be a JSON object", source=source, pointer=pointer)
     for key in ("package", "version", "path", "sha256"):
-        if not isinstance(lock.get(key), str) or not lock[key]:
-            raise AgentgenError(f"missing string {key!r}", source=str(path), pointer=f"/{key}")
-    if not _SHA256.match(lock["sha256"]):
-        raise AgentgenError("not a lowercase hex sha256", source=str(path), pointer="/sha256")
-    return {k: lock[k] for k in ("package", "version", "path", "sha256")}
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise AgentgenError(
+                f"missing string {key!r}", source=source, pointer=f"{pointer}/{key}"
+            )
+    if not _SHA256.match(entry["sha256"]):
+        raise AgentgenError(
+            "not a lowercase hex sha256", source=source, pointer=f"{pointer}/sha256"
+        )
+    if not _EXACT_VERSION.match(entry["version"]):
+        raise AgentgenError(
+            "a lock pins an exact version (e.g. 2.4.0), not a range or tag",
+            source=source,
+            pointer=f"{pointer}/version",
+        )
+    return {k: entry[k] for k in ("package", "version", "path", "sha256")}
+
+
+def fetch_locked(entry: dict[str, str], source: str = LOCK_NAME) -> bytes:
+    """The bytes a checked lock entry names (cached; sha256 verified on every use)."""
+    npm = NpmSpec(entry["package"], entry["version"], _safe_relpath(entry["path"], source))
+    raw, _ = fetch_npm(npm, expected_sha256=entry["sha256"])
+    return raw
 
 
 # -- entry points ------------------------------------------------------------------------

@@ -2,23 +2,155 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = (REPO / ".." / "shared").resolve()
+SCHEMAS_LOCK = REPO / "tests" / "schemas.lock.json"
 
-# One schema cache for the whole run (all xdist workers, tests that move HOME): the
-# locked default schema is fetched with `npm pack` at most once per checkout.
+# One schema cache for the whole run (all xdist workers, tests that move HOME): every
+# locked schema is fetched with `npm pack` at most once per checkout.
 os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
 # Agents the tests start keep their sessions in a throwaway file (one per worker), not in
 # the user's ~/.local/state; a test that restarts an agent on its own store sets its own.
 os.environ.setdefault(
     "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
 )
+
+# Schema-checked wire (templates/runtime/wirecheck.py) for the whole suite: every frame a
+# generated runtime sends or receives, in process or in a subprocess that inherits the
+# environment, is validated against its revision's models. Violations are appended to one
+# file per test worker; a test during which one was written fails. `ACP_WIRE_CHECK=0 pytest`
+# turns it off. Tests whose peer sends malformed frames on purpose are marked
+# `wire_check_send_only` (only what the runtime sends is checked). A known runtime bug that
+# another test must not be blind to meanwhile: `wire_check_known(pattern, reason=...)`
+# tolerates violations matching the regex `pattern` and fails the test when none occurs
+# (the bug is fixed: remove the marker).
+os.environ.setdefault("ACP_WIRE_CHECK", "1")
+_WIRE_LOG = Path(tempfile.mkdtemp(prefix="acp-wire-check-")) / "violations.jsonl"
+os.environ["ACP_WIRE_CHECK_LOG"] = str(_WIRE_LOG)
+_wire_seen = {"bytes": 0}  # how much of the file earlier checks have read
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "wire_check_send_only: the test's peer sends malformed frames on purpose; check only "
+        "what the runtime sends",
+    )
+    config.addinivalue_line(
+        "markers",
+        "wire_check_known(pattern, reason): wire-check violations matching the regex are a "
+        "known bug (named in reason); the test fails if none occurs",
+    )
+
+
+def _new_wire_violations() -> list[str]:
+    """Violations written since the last call (by this process or any it started)."""
+    if not _WIRE_LOG.exists():
+        return []
+    with _WIRE_LOG.open("rb") as fh:
+        fh.seek(_wire_seen["bytes"])
+        data = fh.read()
+    complete = data[: data.rfind(b"\n") + 1]
+    _wire_seen["bytes"] += len(complete)
+    return [json.loads(line)["violation"] for line in complete.splitlines() if line.strip()]
+
+
+def _fail_on_wire_violations(when: str, item: pytest.Item | None = None) -> None:
+    found = _new_wire_violations()
+    if item is not None and item.get_closest_marker("wire_check_send_only") is not None:
+        # (subprocess agents inherit an environment copied before the test ran, so the
+        # direction is filtered here rather than with ACP_WIRE_CHECK=send)
+        found = [v for v in found if not re.match(r"ACP wire check \(\w+ received\)", v)]
+    marker = item.get_closest_marker("wire_check_known") if item is not None else None
+    if marker is not None and os.environ.get("ACP_WIRE_CHECK", "1") not in ("", "0"):
+        pattern = re.compile(marker.args[0])
+        known = [v for v in found if pattern.search(v)]
+        found = [v for v in found if not pattern.search(v)]
+        if not known and not found:
+            reason = marker.kwargs.get("reason", "")
+            pytest.fail(
+                f"wire_check_known({marker.args[0]!r}) no longer happens ({reason}): "
+                "remove the marker",
+                False,
+            )
+    if found:
+        shown = "\n".join(found[:10])
+        more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
+        pytest.fail(
+            f"{len(found)} frame(s) failed the ACP wire check {when}:\n{shown}{more}", False
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    _new_wire_violations()  # anything older was reported with an earlier test
+    result = yield
+    _fail_on_wire_violations("while its fixtures started")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        result = yield
+    except BaseException:
+        found = _new_wire_violations()  # the test failed anyway: say what the wire check saw
+        if found:
+            item.add_report_section("call", "ACP wire check", "\n".join(found[:20]))
+        raise
+    _fail_on_wire_violations("during the test", item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    result = yield
+    _fail_on_wire_violations("while its fixtures ended")
+    return result
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def upstream_schemas() -> Path:
+    """The upstream ACP schemas the tests use, laid out as `<rev>/schema[.unstable].json`.
+
+    Each file is the one `tests/schemas.lock.json` pins (npm package, version, path,
+    sha256), fetched through agentgen's own npm source and cached; `../shared/acp/<rel>`
+    is read instead only when present with the locked sha256. Upstream publishes no
+    meta.json on npm: tests read method names from the schema's x-method/x-side.
+    """
+    from generator import sources
+    from generator.files import write_atomic
+
+    root = Path(sources.cache_dir()) / "test-schemas"
+    lock = sources.read_lock_file(SCHEMAS_LOCK)
+    for rel, raw_entry in sorted(lock.items()):
+        entry = sources.check_lock_entry(raw_entry, str(SCHEMAS_LOCK), f"/{rel}")
+        dest = root / rel
+        if _sha256(dest) == entry["sha256"]:
+            continue
+        shortcut = SHARED / "acp" / rel
+        if _sha256(shortcut) == entry["sha256"]:
+            raw = shortcut.read_bytes()
+        else:
+            raw = sources.fetch_locked(entry, str(SCHEMAS_LOCK))
+        write_atomic(dest, raw)
+    return root
 
 
 @pytest.fixture(scope="session")
@@ -29,14 +161,24 @@ def repo() -> Path:
 @pytest.fixture(scope="session")
 def shared_acp() -> Path:
     """The upstream ACP schemas (read-only, never copied into the repo)."""
-    path = SHARED / "acp"
-    assert path.is_dir(), f"upstream schemas not found at {path}"
-    return path
+    return upstream_schemas()
 
 
 @pytest.fixture(scope="session")
 def shared_agntcy() -> Path:
-    """The two real AGNTCY manifests."""
+    """The two real AGNTCY manifests (published in AGNTCY's git repositories, not in any
+    package registry: read from ../shared/agntcy when present, else the test is skipped
+    with the reason shown)."""
     path = SHARED / "agntcy"
-    assert path.is_dir(), f"AGNTCY manifests not found at {path}"
+    if not path.is_dir():
+        pytest.skip(f"AGNTCY example manifests not found at {path} (not in any registry)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def acpbench() -> Path:
+    """The lab's stdio load driver (../shared/tools/acpbench.py), when present."""
+    path = SHARED / "tools" / "acpbench.py"
+    if not path.is_file():
+        pytest.skip(f"the acpbench load driver is not at {path}")
     return path

@@ -4,9 +4,8 @@
     python tests/regen_golden.py --check    # exit 1 if any differs (what the drift test does)
 
 Each case is `agentgen new` on one example manifest with agentgen's default (locked)
-schema. The template store is a temporary one reached through a temporary HOME, so
-`.copier-answers.yml` records the default `~/.cache/agentgen/templates` wherever it
-runs.
+schema. The template store is a temporary one reached through a temporary HOME
+(`.copier-answers.yml` records `_src_path: acp-agentgen`, never a store's path).
 """
 
 from __future__ import annotations

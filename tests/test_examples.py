@@ -74,10 +74,9 @@ def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> d
     from generator.scaffold.project import write_generated
 
     schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
-    meta = json.loads((shared_acp / "v1" / "meta.unstable.json").read_text())
     manifest = load_manifest(REPO / "examples" / name / "agent.yaml").data
     files = render_generated(
-        schema=schema, meta=meta, manifest=manifest, role="agent", transport="stdio"
+        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
     )
     pkg = tmp / package
     write_generated(pkg / "_generated", files)
@@ -220,10 +219,10 @@ def test_echo_streams_each_text_block_back(project: Any) -> None:
 
 
 @pytest.mark.slow
-def test_echo_passes_acpbench(project: Any, shared_acp: Path) -> None:
+def test_echo_passes_acpbench(project: Any, acpbench: Path) -> None:
     """The shared load driver's echo check: every prompt echoed chunk by chunk."""
     env = project("echo")
-    tool = shared_acp.parent / "tools" / "acpbench.py"
+    tool = acpbench
     cmd = [sys.executable, str(tool), "--prompts", "50", "--sessions", "2", "--blocks", "5"]
     r = subprocess.run(
         [*cmd, "--", sys.executable, "-m", "exagent"],

@@ -1,10 +1,13 @@
-"""Async output with callbacks: retries with backoff, HMAC signature, end to end through
-the HTTP agent driven by the official SDK client; the secret never reaches a log line."""
+"""Async output with callbacks: retries with backoff, Standard Webhooks signature (checked
+with our verify and with the ``standardwebhooks`` package), end to end through the HTTP
+agent driven by the official SDK client; the secret never reaches a log line."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import datetime
 import logging
 import socket
 import sys
@@ -24,7 +27,8 @@ from starlette.routing import Route
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runtime.callbacks import SIGNATURE_HEADER, CallbackSender, sign, verify
+import standardwebhooks
+from runtime.callbacks import CallbackSender, key_from_env, sign, verify
 from runtime.http_server import app_for
 from runtime.store import MemorySessionStore
 from test_http_sessions import EchoAgent
@@ -56,7 +60,7 @@ def running(app: Any):
 
 
 def receiver(fail_first: int, status: int = 503):
-    got: list[tuple[bytes, str | None]] = []
+    got: list[tuple[bytes, dict[str, str]]] = []
     calls = {"n": 0}
 
     async def hook(request: Request) -> Response:
@@ -64,7 +68,7 @@ def receiver(fail_first: int, status: int = 503):
         body = await request.body()
         if calls["n"] <= fail_first:
             return Response(status_code=status)
-        got.append((body, request.headers.get(SIGNATURE_HEADER)))
+        got.append((body, dict(request.headers)))
         return Response(status_code=204)
 
     return Starlette(routes=[Route("/hook", hook, methods=["POST"])]), got, calls
@@ -77,12 +81,40 @@ def test_retries_then_delivers_signed(caplog: pytest.LogCaptureFixture) -> None:
         sender = CallbackSender(SECRET, base_delay=0.01, attempts=4)
         ok = asyncio.run(sender.deliver(f"http://127.0.0.1:{port}/hook?token=q", {"a": 1}))
     assert ok and calls["n"] == 3 and len(got) == 1
-    body, sig = got[0]
-    assert verify(SECRET, body, sig)
-    assert not verify(b"other", body, sig)
-    assert not verify(SECRET, body + b" ", sig)
-    assert not verify(SECRET, body, sign(SECRET, body, int(time.time()) - 3600))  # stale
+    body, headers = got[0]
+    assert verify(SECRET, body, headers)
+    assert standardwebhooks.Webhook(SECRET).verify(body, headers) == {"a": 1}
+    assert not verify(b"other", body, headers)
+    assert not verify(SECRET, body + b" ", headers)
+    stale = int(time.time()) - 3600
+    old = {
+        **headers,
+        "webhook-timestamp": str(stale),
+        "webhook-signature": sign(SECRET, headers["webhook-id"], stale, body),
+    }
+    assert not verify(SECRET, body, old)
+    with pytest.raises(standardwebhooks.webhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(SECRET).verify(body, old)
     assert "cb-shared-secret-42" not in caplog.text and "token=q" not in caplog.text
+
+
+def test_signature_is_standard_webhooks() -> None:
+    """The library signs the same message to the same header (whsec_ keys and plain ones)."""
+    key = b"\x01\x02 raw key bytes \xff"
+    whsec = "whsec_" + base64.b64encode(key).decode()
+    assert key_from_env(whsec) == key and key_from_env("plain-secret") == b"plain-secret"
+    assert key_from_env("") is None and key_from_env("whsec_%%%") is None
+    body = b'{"sessionId":"s","stopReason":"end_turn","updates":[]}'
+    ts = int(time.time())
+    lib = standardwebhooks.Webhook(whsec)
+    when = datetime.datetime.fromtimestamp(ts, tz=datetime.UTC)
+    assert sign(key, "msg_1", ts, body) == lib.sign("msg_1", when, body.decode())
+    headers = {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": sign(key, "msg_1", ts, body),
+    }
+    assert lib.verify(body, headers)["stopReason"] == "end_turn"
 
 
 def test_final_4xx_and_bad_urls_and_no_secret() -> None:
@@ -152,8 +184,9 @@ def test_prompt_result_posted_to_callback(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(got) == 1
     import orjson
 
-    body, sig = got[0]
-    assert verify(SECRET, body, sig)
+    body, headers = got[0]
+    assert verify(SECRET, body, headers)
+    assert standardwebhooks.Webhook(SECRET).verify(body, headers)["stopReason"] == "end_turn"
     doc = orjson.loads(body)
     assert doc["stopReason"] == "end_turn"
     assert doc["updates"][0]["content"]["text"] == "echo:hi"

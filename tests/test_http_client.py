@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 from runtime.client import AgentProxy, ClientRuntime
 from runtime.errors import RpcError
 from runtime.http_client import connect_http
+from runtime.revision import Method
 
 
 def sdk_app() -> Any:
@@ -77,8 +78,8 @@ def running(app: Any):
 
 
 class Collect(ClientRuntime):
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {
-        "session/update": ("session_update", "notification", None, None),
+    METHODS: ClassVar[dict[str, Method]] = {
+        "session/update": Method("session_update", "notification", None, None),
     }
 
     def __init__(self) -> None:

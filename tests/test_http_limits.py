@@ -1,20 +1,80 @@
-"""Slow and vanished SSE readers: memory stays bounded (backpressure, then the connection
-ends after the stall timeout), and a stream closed mid-way loses nothing: the next GET
-of the same stream (with Last-Event-ID) gets the rest, and the turn still completes."""
+"""Limits of the HTTP transport.
+
+* Slow and vanished SSE readers: memory stays bounded (backpressure, then the connection
+  ends after the stall timeout), and a stream closed mid-way loses nothing: the next GET
+  of the same stream (with Last-Event-ID) gets the rest, and the turn still completes.
+* The server-level limits (``server_config``: Hypercorn's settings, what ``serve_http`` runs): sockets
+  trickling their headers are closed after the header timeout, a flood of connections
+  stops at ``max_connections``, sessions per connection at ``max_sessions``, WebSocket
+  frames up to the message limit are read (one over it gets an error and the socket
+  lives on); a normal client is served within a second meanwhile.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
-from runtime.http_server import create_app
-from test_http_transport import echo_factory, running_server
+from runtime.http_server import create_app, server_config
+from test_http_transport import echo_factory, free_port, running_server
+
+
+@contextlib.contextmanager
+def limited_server(
+    app: Any,
+    *,
+    header_timeout: float = 10.0,
+    keep_alive: float = 5.0,
+    max_message_size: int = 50 * 1024 * 1024,
+) -> Iterator[str]:
+    """The app under Hypercorn with the production ``server_config`` (what ``serve_http``
+    runs), in a thread of this process."""
+    from hypercorn.asyncio import serve
+
+    port = free_port()
+    config = server_config(
+        "127.0.0.1",
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=max_message_size,
+    )
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(serve(app, config, shutdown_trigger=stop.wait))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        t.join(10)
 
 
 def _init(c: httpx.Client, url: str) -> tuple[str, str]:
@@ -103,3 +163,219 @@ def test_closed_stream_loses_nothing() -> None:
         texts = [ln.split('"text":"')[1][:6] for ln in seen]
         assert texts == [f"m{i:05d}" for i in range(n)]  # all of them, in order, once
         assert answer is not None and '"end_turn"' in answer
+
+
+def _served_within_a_second(c: httpx.Client, addr: str) -> None:
+    """Liveness: a normal request gets its answer within a second (generous on loopback)."""
+    started = time.monotonic()
+    r = c.get(f"http://{addr}/health", timeout=5)
+    assert r.status_code == 200
+    assert time.monotonic() - started < 1.0
+
+
+def _peer_closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(65536) == b""
+    except (BlockingIOError, TimeoutError):
+        return False
+    except OSError:
+        return True
+
+
+def test_slow_header_sockets_are_closed_while_others_are_served() -> None:
+    """40 sockets each send one header line every 0.3 s and never finish: all are closed
+    by the server once the 1 s header timeout passes, though they keep sending; a normal
+    client is served throughout.  (Without a deadline a server holds them as long as they keep sending.)"""
+    app = create_app(echo_factory)
+    with limited_server(app, header_timeout=1.0, keep_alive=30.0) as addr, httpx.Client() as c:
+        host, port = addr.split(":")
+        socks = []
+        for _ in range(40):
+            s = socket.create_connection((host, int(port)), timeout=5)
+            s.sendall(b"POST /acp HTTP/1.1\r\nHost: x\r\n")
+            s.setblocking(False)
+            socks.append(s)
+        open_ = set(range(len(socks)))
+        started = time.monotonic()
+        line = 0
+        while open_ and time.monotonic() - started < 6:
+            line += 1
+            for i in list(open_):
+                if _peer_closed(socks[i]):
+                    open_.discard(i)
+                    continue
+                with contextlib.suppress(OSError):
+                    socks[i].sendall(f"X-Slow-{line}: y\r\n".encode())
+            _served_within_a_second(c, addr)
+            time.sleep(0.3)
+        elapsed = time.monotonic() - started
+        for s in socks:
+            s.close()
+        assert not open_, f"{len(open_)} slow sockets still open after {elapsed:.1f} s"
+        assert elapsed > 0.9  # not closed before the deadline
+        # a request whose headers come in time is unaffected by the deadline
+        r = c.post(
+            f"http://{addr}/acp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        )
+        assert r.status_code == 200
+
+
+def _initialize(c: httpx.Client, url: str) -> httpx.Response:
+    return c.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+
+
+def test_connection_flood_stops_at_the_cap_and_a_normal_client_is_served() -> None:
+    """max_connections=20: a normal client connects first; 60 more initialize calls get
+    19 connections and 41 refusals (503, Retry-After, a JSON-RPC error); the process never
+    holds more than 20; the normal client's prompt still streams and answers within a
+    second; ending one connection makes room for one more."""
+    app = create_app(echo_factory, max_connections=20)
+    server = app.state.acp
+    with limited_server(app) as addr, httpx.Client(timeout=10) as c:
+        url = f"http://{addr}/acp"
+        cid, sid = _init(c, url)
+        codes = [_initialize(c, url) for _ in range(60)]
+        assert len(server.connections) == 20
+        ok = [r for r in codes if r.status_code == 200]
+        refused = [r for r in codes if r.status_code == 503]
+        assert len(ok) == 19 and len(refused) == 41
+        assert refused[0].headers["retry-after"] == "1"
+        assert "too many connections" in refused[0].json()["error"]["message"]
+        assert "acp-connection-id" not in refused[0].headers
+        started = time.monotonic()
+        _prompt(c, url, cid, sid, 1, 7)
+        headers = {"Acp-Connection-Id": cid, "Acp-Session-Id": sid, "Accept": "text/event-stream"}
+        with c.stream("GET", url, headers=headers) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:") and '"result"' in line:
+                    assert '"end_turn"' in line
+                    break
+        assert time.monotonic() - started < 1.0
+        _served_within_a_second(c, addr)
+        gone = ok[0].headers["Acp-Connection-Id"]
+        assert c.delete(url, headers={"Acp-Connection-Id": gone}).status_code == 202
+        assert _initialize(c, url).status_code == 200
+        assert _initialize(c, url).status_code == 503
+
+
+def test_sessions_per_connection_capped_over_http_and_websocket() -> None:
+    """max_sessions=3: the 4th session/new gets an error (HTTP 429 with the JSON-RPC error
+    over POST; an error answer with its id over WebSocket) and the connection lives on:
+    its first session still takes prompts."""
+    import websockets.sync.client as ws_client
+
+    app = create_app(echo_factory, max_sessions=3)
+    with limited_server(app) as addr, httpx.Client(timeout=10) as c:
+        url = f"http://{addr}/acp"
+        cid, sid = _init(c, url)
+        h = {"Acp-Connection-Id": cid}
+        for rid in (10, 11):
+            new = {"jsonrpc": "2.0", "id": rid, "method": "session/new", "params": {}}
+            assert c.post(url, json=new, headers=h).status_code == 202
+        deadline = time.monotonic() + 5
+        while app.state.acp.connections[cid].session_count() < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        r = c.post(
+            url, json={"jsonrpc": "2.0", "id": 12, "method": "session/new", "params": {}}, headers=h
+        )
+        assert r.status_code == 429
+        assert r.json()["id"] == 12 and "too many sessions" in r.json()["error"]["message"]
+        _prompt(c, url, cid, sid, 1, 13)
+        headers = {**h, "Acp-Session-Id": sid, "Accept": "text/event-stream"}
+        with c.stream("GET", url, headers=headers) as s:
+            assert any('"end_turn"' in ln for ln in s.iter_lines() if '"result"' in ln)
+
+        with ws_client.connect(f"ws://{addr}/acp", open_timeout=10) as ws:
+            msgs = [
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                *(
+                    {"jsonrpc": "2.0", "id": i, "method": "session/new", "params": {}}
+                    for i in range(2, 7)
+                ),
+                {
+                    "jsonrpc": "2.0",
+                    "id": 9,
+                    "method": "session/prompt",
+                    "params": {"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]},
+                },
+            ]
+            answers = []
+            for m in msgs:
+                ws.send(json.dumps(m))
+                answers.append(_next_answer(ws))
+        assert [("result" in a) for a in answers[1:6]] == [True, True, True, False, False]
+        assert answers[4]["id"] == 5 and answers[4]["error"]["code"] == -32600
+        assert answers[-1]["result"] == {"stopReason": "end_turn"}
+
+
+def _next_answer(ws: Any) -> dict[str, Any]:
+    while True:
+        msg = json.loads(ws.recv(timeout=10))
+        if "id" in msg and "method" not in msg:
+            return msg
+
+
+def test_websocket_frames_up_to_the_limit_are_read_and_one_over_gets_an_error() -> None:
+    """A 20 MiB frame (under the 24 MiB message limit; Hypercorn's own 16 MiB default would close
+    the socket with 1009 at 16 MiB) is read and answered; a 24.5 MiB frame (over the
+    limit, under limit + WS_FRAME_MARGIN) gets a -32600 "message too large" error and the
+    socket lives on."""
+    import websockets.sync.client as ws_client
+
+    limit = 24 * 1024 * 1024
+
+    def factory(sink: Any) -> Any:
+        core = echo_factory(sink)
+        core.max_message_size = limit  # what agent_factory sets from --max-message-size
+        return core
+
+    app = create_app(factory, max_body=limit)
+    with (
+        limited_server(app, max_message_size=limit) as addr,
+        ws_client.connect(f"ws://{addr}/acp", max_size=None, open_timeout=10) as ws,
+    ):
+        if True:
+            pad = "x" * (20 * 1024 * 1024)
+            big = {"jsonrpc": "2.0", "id": 1, "method": "nothing/here", "params": {"pad": pad}}
+            ws.send(json.dumps(big))
+            answer = json.loads(ws.recv(timeout=30))
+            assert answer["id"] == 1 and answer["error"]["code"] == -32601
+            over = json.dumps(
+                {**big, "id": 2, "params": {"pad": pad + "x" * (4 * 1024 * 1024 + 512 * 1024)}}
+            )
+            ws.send(over)
+            answer = json.loads(ws.recv(timeout=30))
+            assert answer["error"]["code"] == -32600 and answer["error"]["data"]["limit"] == limit
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}}))
+            assert json.loads(ws.recv(timeout=10))["result"]["agentInfo"]["name"] == "echo"
+
+
+def test_idle_websocket_is_closed_but_not_while_a_request_runs() -> None:
+    """idle_timeout=0.5: a WebSocket that sends nothing is closed with 1001; one whose
+    prompt is still streaming (2 s) is not, and gets its answer."""
+    import websockets
+    import websockets.sync.client as ws_client
+
+    app = create_app(echo_factory, idle_timeout=0.5)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    with limited_server(app) as addr:
+        with ws_client.connect(f"ws://{addr}/acp", open_timeout=10) as ws:
+            ws.send(json.dumps(init))
+            assert _next_answer(ws)["id"] == 1
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                ws.recv(timeout=5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        with ws_client.connect(f"ws://{addr}/acp", open_timeout=10) as ws:
+            ws.send(json.dumps(init))
+            _next_answer(ws)
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new"}))
+            sid = _next_answer(ws)["result"]["sessionId"]
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]}
+            ws.send(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+                )
+            )
+            assert _next_answer(ws)["result"] == {"stopReason": "end_turn"}

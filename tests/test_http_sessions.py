@@ -23,21 +23,21 @@ sys.path.insert(0, str(ROOT / "templates"))
 from runtime.agent import AgentRuntime
 from runtime.store import SqliteSessionStore
 
-M = ("request", None, None)
-METHODS = {
-    "initialize": ("initialize", *M),
-    "session/new": ("session_new", *M),
-    "session/load": ("session_load", *M),
-    "session/resume": ("session_resume", *M),
-    "session/prompt": ("session_prompt", *M),
-    "session/cancel": ("session_cancel", "notification", None, None),
-    "session/set_config_option": ("session_set_config_option", *M),
-}
+
+def _revision() -> Any:
+    """The locked default revision, as the generator describes it."""
+    sys.path.insert(0, str(ROOT))
+    from generator.protocol.revision import describe
+    from generator.sources import load_schema
+
+    return describe(load_schema(None).data)
+
+
+REVISION = _revision()
 
 
 class EchoAgent(AgentRuntime):
-    METHODS = METHODS
-    PROFILE: ClassVar[dict[str, Any]] = {"protocol_version": 1}
+    REVISIONS = (REVISION,)
     _acp_manifest: ClassVar[dict[str, Any]] = {
         "name": "echo-http",
         "version": "0.1.0",

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hardening_support as hs
 
+pytestmark = pytest.mark.slow  # load / soak: `make test`, not `make test-fast`
+
 PKG = "loadagent"
 SESSIONS = 100
 CHUNKS = 12  # numbered chunks per turn

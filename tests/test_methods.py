@@ -14,12 +14,7 @@ from generator.errors import AgentgenError
 from generator.protocol.methods import Method, method_table, python_name
 
 SCHEMAS = ["legacy/schema.json", "v1/schema.json", "v1/schema.unstable.json", "v2/schema.json"]
-META_FOR = {
-    "legacy/schema.json": "legacy/meta.json",
-    "v1/schema.json": "v1/meta.json",
-    "v1/schema.unstable.json": "v1/meta.unstable.json",
-    "v2/schema.json": "v2/meta.json",
-}
+SECTIONS = {"agent": "agentMethods", "client": "clientMethods", "protocol": "protocolMethods"}
 
 
 def _load(shared_acp: Path, rel: str) -> dict[str, Any]:
@@ -47,11 +42,27 @@ def _sides(node: dict[str, Any]) -> list[str]:
     return ["agent", "client"] if node["x-side"] == "both" else [node["x-side"]]
 
 
+def _meta_from(schema: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """A meta table (python name -> wire name per side) read off a schema's x-method /
+    x-side tags: upstream publishes meta.json in its repository, not on npm."""
+    meta: dict[str, dict[str, str]] = {}
+    for node in _tagged(schema).values():
+        for side in _sides(node):
+            if side in SECTIONS:
+                meta.setdefault(SECTIONS[side], {})[python_name(node["x-method"])] = node[
+                    "x-method"
+                ]
+    return meta
+
+
 @pytest.mark.parametrize("rel", SCHEMAS)
 def test_every_tagged_method_is_listed_with_the_right_kind(shared_acp: Path, rel: str) -> None:
     schema = _load(shared_acp, rel)
     defs = schema["$defs"]
-    results = _refs_under(defs["AgentResponse"]) | _refs_under(defs["ClientResponse"])
+    # every side's response envelope (newer revisions add `ProxyResponse`)
+    results: set[str] = set()
+    for side in {s for node in _tagged(schema).values() for s in _sides(node)}:
+        results |= _refs_under(defs.get(f"{side.capitalize()}Response", {}))
     table = method_table(schema)
     expected: dict[tuple[str, str], str] = {}
     for name, node in _tagged(schema).items():
@@ -76,16 +87,16 @@ def test_every_tagged_method_is_listed_with_the_right_kind(shared_acp: Path, rel
 
 @pytest.mark.parametrize("rel", SCHEMAS)
 def test_meta_tables_agree_with_the_schema(shared_acp: Path, rel: str) -> None:
+    """A meta table naming every tagged method changes no name and no side."""
     schema = _load(shared_acp, rel)
-    meta = _load(shared_acp, META_FOR[rel])
+    meta = _meta_from(schema)
     table = method_table(schema, meta)
-    sections = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
-    for section, side in sections.items():
+    bare = method_table(schema)
+    for section, side in {v: k for k, v in SECTIONS.items()}.items():
         for attr, wire in meta.get(section, {}).items():
             m = next(x for x in table.for_side(side) if x.name == wire)
             assert m.attr == attr
-            # without the meta table, the derived python name is the same
-            assert python_name(wire) == attr
+    assert table == bare
 
 
 def test_v1_unstable_providers_are_unstable_agent_requests(shared_acp: Path) -> None:
@@ -103,18 +114,18 @@ def test_v1_unstable_providers_are_unstable_agent_requests(shared_acp: Path) -> 
 
 
 def test_stable_meta_marks_methods_it_does_not_list_unstable(shared_acp: Path) -> None:
+    """The stable revision's method list, as a meta table over the unstable schema: what it
+    does not list is unstable."""
     schema = _load(shared_acp, "v1/schema.unstable.json")
-    meta = _load(shared_acp, "v1/meta.json")
-    listed = {
-        w
-        for sec in ("agentMethods", "clientMethods", "protocolMethods")
-        for w in meta[sec].values()
-    }
+    meta = _meta_from(_load(shared_acp, "v1/schema.json"))
+    listed = {w for sec in meta.values() for w in sec.values()}
     table = method_table(schema, meta)
-    for m in table.methods:
-        if m.name not in listed:
-            assert m.unstable, m.name
-    assert table.get("nes/start") is not None and table.get("nes/start").unstable  # type: ignore[union-attr]
+    unlisted = [m for m in table.methods if m.name not in listed]
+    assert unlisted, "the unstable schema adds methods to the stable one"
+    for m in unlisted:
+        assert m.unstable, m.name
+    providers = table.get("providers/list")
+    assert providers is not None and providers.unstable
 
 
 def test_v2_prompt_result_has_no_stop_reason(shared_acp: Path) -> None:
@@ -133,8 +144,24 @@ def test_protocol_side_and_both_sides(shared_acp: Path) -> None:
     assert [(m.side, m.kind, m.attr) for m in cancel] == [
         ("protocol", "notification", "cancel_request")
     ]
-    # x-side "both": one entry per side, the request wins over the notification form
-    mcp = [m for m in table.methods if m.name == "mcp/message"]
+
+
+def test_both_sides_one_entry_per_side_request_wins() -> None:
+    """x-side "both" (older upstream revisions tagged `mcp/message` so; the npm releases
+    locked for the tests no longer do): one entry per side, the request form wins."""
+    schema = {
+        "$defs": {
+            "Response": {"properties": {"id": {}, "result": {"$ref": "#/$defs/McpReply"}}},
+            "Request": {
+                "properties": {"id": {}, "method": {}, "params": {"$ref": "#/$defs/McpParams"}}
+            },
+            "Note": {"properties": {"method": {}, "params": {"$ref": "#/$defs/McpNote"}}},
+            "McpParams": {"x-method": "mcp/message", "x-side": "both"},
+            "McpReply": {"x-method": "mcp/message", "x-side": "both"},
+            "McpNote": {"x-method": "mcp/message", "x-side": "both"},
+        }
+    }
+    mcp = method_table(schema).methods
     assert sorted(m.side for m in mcp) == ["agent", "client"]
     assert {m.kind for m in mcp} == {"request"}
 
@@ -195,7 +222,7 @@ def test_duplicate_python_names_stay_distinct() -> None:
     assert len(set(attrs)) == 2
 
 
-def test_cli_methods_table_and_json(shared_acp: Path) -> None:
+def test_cli_methods_table_and_json(shared_acp: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     path = str(shared_acp / "v1/schema.unstable.json")
     res = runner.invoke(app, ["methods", path, "--format", "json"])
@@ -207,7 +234,9 @@ def test_cli_methods_table_and_json(shared_acp: Path) -> None:
     assert set(rows[0]) == {
         "name", "side", "kind", "params", "result", "unstable", "attr", "params_fields", "result_fields",
     }  # fmt: skip
-    res = runner.invoke(app, ["methods", path, "--meta", str(shared_acp / "v1/meta.json")])
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps(_meta_from(_load(shared_acp, "v1/schema.json"))))
+    res = runner.invoke(app, ["methods", path, "--meta", str(meta)])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.stdout.splitlines() if x.startswith("providers/disable "))
     assert line.split()[1:4] == ["agent", "request", "DisableProviderRequest"]

@@ -270,6 +270,11 @@ def test_corpus_round_trips(generated: dict[str, Generated], rev: str, path: Pat
     cls = getattr(generated[rev].module, case["type"])
     obj = cls.model_validate(case["message"])
     assert _canon(_dump(obj)) == _canon(case["message"])
+    if "parses_as" in case:  # the member class a union chose (its `.root`, unwrapped)
+        member: Any = obj
+        while isinstance(member, RootModel):
+            member = member.root
+        assert type(member).__name__ == case["parses_as"]
 
 
 def _update_union(g: Generated) -> tuple[str, str, str]:
@@ -385,7 +390,7 @@ def test_open_string_enum_accepts_a_new_value(generated: dict[str, Generated]) -
         and any(m.get("const") for m in d["anyOf"] if isinstance(m, dict))
         and any(m.get("title") == "other" and m.get("type") == "string" for m in d["anyOf"])
     ]
-    assert "StopReason" in open_enums
+    assert open_enums, "v2 has open string enums (an `other` string branch)"
     for name in open_enums:
         cls = getattr(mod, name)
         assert _dump(cls.model_validate("_vendor_value")) == "_vendor_value"
@@ -558,7 +563,11 @@ def test_every_lenient_field_is_compiled(generated: dict[str, Generated], rev: s
                 assert node["type"] == "list", f"{cls.__name__}.{name}"
                 assert node["items_schema"].get("on_error") == "omit", f"{cls.__name__}.{name}"
                 skipping += 1
-    assert lenient > 20 and skipping > 3
+    if '"x-deserialize-' not in json.dumps(generated[rev].schema):
+        # the legacy revision (npm 0.14.1) predates the markers
+        assert lenient == skipping == 0
+    else:
+        assert lenient > 20 and skipping > 3
 
 
 @pytest.mark.parametrize(("old", "new"), [("legacy", "v1"), ("v1", "v1-unstable")])

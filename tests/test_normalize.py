@@ -147,6 +147,7 @@ def test_tagged_unions_are_opened() -> None:
         "property": "kind",
         "tags": {"a": "A", "b": "B"},
         "other": "OtherU",
+        "default": None,
     }
     # an upstream catch-all is kept, refuses the known tags, loses its `not`
     assert defs["V"]["anyOf"] == [_ref("A"), _ref("Free")]
@@ -213,6 +214,7 @@ def test_tag_distributes_over_a_union_base() -> None:
         "property": "state",
         "tags": {"running": "RunningUpdate", "idle": "IdleUpdate"},
         "other": "OtherStateUpdate",
+        "default": None,
     }
 
 

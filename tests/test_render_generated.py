@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from generator.render import profile_for, render_generated, runtime_files
+from generator.protocol.revision import describe
+from generator.render import render_generated, runtime_files
 
 MANIFEST = {"name": "r", "version": "1.0.0", "title": "R"}
 
@@ -79,15 +80,30 @@ def test_generated_code_is_ruff_formatted(shared_acp: Path, tmp_path: Path) -> N
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_profile_follows_the_schema(shared_acp: Path) -> None:
+def test_revision_follows_the_schema(shared_acp: Path) -> None:
+    """The revision description reads each wire name and requiredness from the schema."""
     v1u, m1u = _load(shared_acp, "v1", True)
     v1, m1 = _load(shared_acp, "v1")
     v2, m2 = _load(shared_acp, "v2")
-    p = profile_for(v1u, m1u)
-    assert p["lifecycle"] == "v1" and p["providers"] and p["init_shape"] == "v1"
-    assert profile_for(v1, m1)["providers"] is False
-    p2 = profile_for(v2, m2)
-    assert p2["lifecycle"] == "v2" and p2["init_shape"] == "v2" and p2["protocol_version"] == 2
+    r1u = describe(v1u, m1u)
+    assert r1u.turn.lifecycle == "v1" and r1u.agent_capabilities.providers == "providers"
+    assert (r1u.init.request_info, r1u.init.response_capabilities) == (
+        "clientInfo",
+        "agentCapabilities",
+    )
+    assert r1u.turn.prompt_usage == "usage" and r1u.sessions.load
+    r1 = describe(v1, m1)
+    assert r1.agent_capabilities.providers is None and r1.turn.prompt_usage is None
+    assert r1.config_option.id == "id" and not r1.turn.chunk_message_id_required
+    r2 = describe(v2, m2)
+    assert r2.turn.lifecycle == "v2" and r2.protocol_version == 2
+    assert (r2.init.request_info, r2.init.request_info_required) == ("info", True)
+    assert r2.config_option.id == "configId" and r2.turn.chunk_message_id_required
+    assert r2.auth_method == type(r2.auth_method)(id="methodId", agent_type="agent")
+    assert r2.agent_capabilities.prompt == ("session", "prompt")
+    assert r2.agent_capabilities.load_session is None and not r2.sessions.load
+    assert r2.permission.tool_call is None and r2.permission.title == "title"
+    assert r2.side("agent")["session/prompt"].params == "PromptRequest"
 
 
 def test_bad_role_is_refused(shared_acp: Path) -> None:

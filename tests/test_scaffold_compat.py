@@ -115,3 +115,79 @@ def test_model_fields_reads_both_field_styles() -> None:
     assert fields["PromptResponse"]["stopReason"] == compat.Field("stop_reason", "stopReason", True)
     assert fields["PromptResponse"]["_meta"].required is False
     assert fields["PromptRequest"]["sessionId"].required is True
+
+
+# -- what a project sends; what its tests send ---------------------------------------------
+
+
+def _schema(init_required: list[str], init_props: list[str]) -> dict[str, object]:
+    def obj(props: list[str], required: list[str], **extra: object) -> dict[str, object]:
+        return {
+            "type": "object",
+            "properties": {p: {"type": "string"} for p in props},
+            "required": required,
+            **extra,
+        }
+
+    return {
+        "$defs": {
+            "InitializeRequest": obj(
+                init_props, init_required, **{"x-method": "initialize", "x-side": "agent"}
+            ),
+            "InitializeResponse": obj(
+                ["protocolVersion", *init_props],
+                ["protocolVersion", *init_required],
+                **{"x-method": "initialize", "x-side": "agent"},
+            ),
+            "WriteRequest": obj(["path"], ["path"], **{"x-method": "fs/write", "x-side": "client"}),
+            "WriteResponse": obj([], [], **{"x-method": "fs/write", "x-side": "client"}),
+        }
+    }
+
+
+def test_newly_required_to_send_depends_on_the_role() -> None:
+    from generator.protocol.diff import diff_schemas
+
+    old = _schema(["protocolVersion"], ["protocolVersion", "clientInfo"])
+    new = _schema(["protocolVersion", "info"], ["protocolVersion", "info"])
+    entries = diff_schemas(old, new).entries
+    agent = [str(f) for f in compat.newly_required_to_send(entries, new, "agent", "new.json")]
+    client = [str(f) for f in compat.newly_required_to_send(entries, new, "client", "new.json")]
+    # the agent sends the initialize result; the client sends the initialize params
+    assert any(f.startswith("new.json: InitializeResponse.info is newly required") for f in agent)
+    assert not any("InitializeRequest" in f for f in agent)
+    assert any(f.startswith("new.json: InitializeRequest.info is newly required") for f in client)
+    assert not any("InitializeResponse" in f for f in client)
+    # nothing new required: nothing to say
+    assert compat.newly_required_to_send(diff_schemas(old, old).entries, old, "agent", "x") == []
+
+
+def test_check_tests_finds_hand_written_messages_the_new_revision_refuses(tmp_path: Path) -> None:
+    old = _schema(["protocolVersion"], ["protocolVersion", "clientInfo"])
+    new = _schema(["protocolVersion", "info"], ["protocolVersion", "info"])
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_p.py").write_text(
+        textwrap.dedent(
+            """
+            async def go(agent, extra):
+                await agent.call("initialize", {"protocolVersion": 1, "clientInfo": {}})
+                await agent.call("initialize", {"protocolVersion": 1, "info": {}})
+                await agent.call("initialize", {"protocolVersion": 1, **extra})
+                await agent.call("fs/write", {"path": "x"})
+            """
+        )
+    )
+    found = [str(f) for f in compat.check_tests([tests / "test_p.py"], tmp_path, old, new)]
+    assert found == [
+        (
+            "tests/test_p.py:3: sends initialize with 'clientInfo', which the new revision no "
+            "longer has in InitializeRequest: remove or rename it in the test"
+        ),
+        (
+            "tests/test_p.py:3: sends initialize without 'info', which the new revision requires "
+            "(InitializeRequest.info): add it to the test's message"
+        ),
+    ]
+    # the same tests against the old revision are fine
+    assert compat.check_tests([tests / "test_p.py"], tmp_path, old, old) == []

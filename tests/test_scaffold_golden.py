@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import regen_golden
 
+pytestmark = pytest.mark.slow  # golden rebuilds: `make test`, not `make test-fast`
+
 BIN = Path(sys.executable).parent
 
 

@@ -233,30 +233,6 @@ class TestUpdate:
         git_commit_all(target, "generated")
         return templates, target
 
-    def test_conflicting_user_edit(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        templates, target = self._project(tmp_path, monkeypatch)
-        handlers = target / "research_agent/handlers.py"
-        text = handlers.read_text().splitlines(keepends=True)
-        text[0] = '"""My agent: it reads papers.\n'
-        handlers.write_text("".join(text))
-        git_commit_all(target, "my docstring")
-        tpl = templates / "agent/project/{{ package_name }}/handlers.py.jinja"
-        lines = tpl.read_text().splitlines(keepends=True)
-        lines[0] = '"""The agent\'s handlers, version two of the template.\n'
-        tpl.write_text("".join(lines))
-        readme_tpl = templates / "agent/project/README.md.jinja"
-        readme_tpl.write_text(readme_tpl.read_text().replace("## Run\n", "## Run it\n"))
-
-        code, out = invoke("update", "--project", str(target))
-        assert code == 1, out
-        assert "conflict: research_agent/handlers.py" in out
-        assert "conflict: README.md" not in out
-        assert "## Run it" in (target / "README.md").read_text()  # merged cleanly
-        merged = handlers.read_text()
-        assert "My agent: it reads papers." in merged  # the user's line survives
-        assert "version two of the template" in merged
-        assert "<<<<<<<" in merged
-
     def test_clean_update_keeps_user_code(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -97,9 +97,14 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     (project / "tests/test_user.py").write_text(USER_TEST)
     mine = user_files(project)
 
-    # legacy -> v1: compatible for this user code
+    # legacy -> v1 (with its unstable part, which legacy's single file also had):
+    # compatible for this user code
     code, out = invoke(
-        "regen", "--project", str(project), "--schema", str(shared_acp / "v1/schema.json")
+        "regen",
+        "--project",
+        str(project),
+        "--schema",
+        str(shared_acp / "v1/schema.unstable.json"),
     )
     assert code == 0, out
     assert user_files(project) == mine
@@ -153,6 +158,12 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
         f"paper_scout/handlers.py:{use}: ScoutAgent.session_prompt: uses PromptResponse.stopReason"
         in out
     )
+    # a field v2 newly requires in what this agent sends is a finding, with advice
+    assert "InitializeResponse.info is newly required in what this agent sends" in out
+    # the project's generated test writes a v1 initialize: it must change, and says where
+    test_file = f"tests/test_{'paper_scout'}.py"
+    sent = [ln for ln in out.splitlines() if ln.startswith(test_file + ":")]
+    assert any("sends initialize without 'info'" in ln for ln in sent), out
     # nothing of the user's lost; _generated/ is the v2 one and consistent
     assert user_files(project) == mine
     assert invoke("check", "--project", str(project))[0] == 0

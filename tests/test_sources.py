@@ -16,6 +16,7 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,12 +68,31 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def _meta_table(schema_path: Path, version: int) -> str:
+    """A meta.json-shaped table read off a schema's x-method/x-side tags (upstream does
+    not publish meta.json on npm)."""
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    sections = {"agent": "agentMethods", "client": "clientMethods", "protocol": "protocolMethods"}
+    meta: dict[str, Any] = {"version": version}
+    for node in schema["$defs"].values():
+        section = sections.get(node.get("x-side")) if isinstance(node, dict) else None
+        if section:
+            wire = node["x-method"]
+            meta.setdefault(section, {})[wire.strip("$/").replace("/", "_")] = wire
+    return json.dumps(meta)
+
+
 @pytest.fixture(scope="module")
-def http_base(shared_acp: Path) -> Iterator[str]:
-    """http://127.0.0.1:PORT serving the upstream schemas."""
+def http_base(shared_acp: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """http://127.0.0.1:PORT serving the upstream schemas (and a v2 meta table)."""
+    root = tmp_path_factory.mktemp("served")
+    for rel in ("v1/schema.json", "v2/schema.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes((shared_acp / rel).read_bytes())
+    (root / "v2" / "meta.json").write_text(_meta_table(shared_acp / "v2" / "schema.json", 2))
 
     def handler(*args: object, **kwargs: object) -> _Handler:
-        return _Handler(*args, directory=str(shared_acp), **kwargs)  # type: ignore[arg-type]
+        return _Handler(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -108,8 +128,10 @@ def test_local_path(shared_acp: Path) -> None:
     assert v2.revision["lifecycle"] == "v2"
 
 
-def test_local_meta(shared_acp: Path) -> None:
-    src = sources.load_meta(str(shared_acp / "v1" / "meta.unstable.json"))
+def test_local_meta(shared_acp: Path, tmp_path: Path) -> None:
+    path = tmp_path / "meta.unstable.json"
+    path.write_text(_meta_table(shared_acp / "v1" / "schema.unstable.json", 1))
+    src = sources.load_meta(str(path))
     assert src.data["agentMethods"]["providers_list"] == "providers/list"
     assert src.revision["protocol_version"] == 1
 
@@ -396,13 +418,15 @@ def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_lock_ships_and_the_fetched_schema_is_not_committed(repo: Path) -> None:
-    import fnmatch
+    """The lock is in schema/, which the wheel carries (setup.py copies the folder;
+    tests/test_wheel.py proves it on a built wheel); no tracked file is a locked upstream
+    schema (the default one or one the tests use)."""
     import subprocess
-    import tomllib
 
-    conf = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
-    shipped = [g for globs in conf["tool"]["setuptools"]["data-files"].values() for g in globs]
-    assert any(fnmatch.fnmatch("schema/upstream.lock.json", g) for g in shipped)
+    assert (repo / "schema" / sources.LOCK_NAME).is_file()
+    assert '"schema"' in (repo / "setup.py").read_text(encoding="utf-8")
+    test_locks = json.loads((repo / "tests" / "schemas.lock.json").read_text(encoding="utf-8"))
+    locked = {LOCK["sha256"], *(entry["sha256"] for entry in test_locks.values())}
     tracked = subprocess.run(
         ["git", "ls-files", "*.json"], cwd=repo, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -410,7 +434,7 @@ def test_lock_ships_and_the_fetched_schema_is_not_committed(repo: Path) -> None:
         digest = (
             hashlib.sha256((repo / rel).read_bytes()).hexdigest() if (repo / rel).is_file() else ""
         )
-        assert digest != LOCK["sha256"], f"{rel} is the fetched upstream schema"
+        assert digest not in locked, f"{rel} is a fetched upstream schema"
 
 
 def test_unwritable_cache_only_costs_a_fetch(

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from known_bugs import LEGACY_BOOLEAN_OPTION
+
+pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -320,6 +323,7 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
     asyncio.run(main())
 
 
+@pytest.mark.wire_check_send_only  # malformed frames on purpose
 def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
     env = build_agent(tmp_path, shared_acp)
     env["ACP_MAX_MESSAGE_SIZE"] = "100000"
@@ -479,7 +483,7 @@ def test_v2_lifecycle(tmp_path: Path, shared_acp: Path) -> None:
             }
         )
         answer = await raw.recv()
-        assert answer == {"jsonrpc": "2.0", "id": 3, "result": {}}
+        assert answer["id"] == 3 and list(answer["result"]) == ["messageId"]
         kinds = []
         while True:
             u = (await raw.recv())["params"]["update"]
@@ -509,11 +513,11 @@ def test_v2_lifecycle(tmp_path: Path, shared_acp: Path) -> None:
     asyncio.run(main())
 
 
-def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path) -> None:
+def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path, acpbench: Path) -> None:
     env = build_agent(
         tmp_path, shared_acp, unstable=False, manifest={"name": "echo", "version": "0.1.0"}
     )
-    tool = shared_acp.parent / "tools" / "acpbench.py"
+    tool = acpbench
     r = subprocess.run(
         [
             PY,
@@ -545,10 +549,9 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
     from generator.scaffold.project import write_generated
 
     schema = json.loads((shared_acp / "v1" / "schema.json").read_text())
-    meta = json.loads((shared_acp / "v1" / "meta.json").read_text())
     files = render_generated(
         schema=schema,
-        meta=meta,
+        meta=None,
         manifest={"name": "c", "version": "1"},
         role="client",
         transport="stdio",
@@ -599,6 +602,7 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.wire_check_known(r"'boolean' is not a variant", reason=LEGACY_BOOLEAN_OPTION)
 def test_interrupt_on_a_revision_without_elicitation(tmp_path: Path, shared_acp: Path) -> None:
     """The legacy schema has no `elicitation/create`: an interrupt becomes its equivalent,
     `session/request_permission` with approve/decline options; approving resumes the

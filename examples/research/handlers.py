@@ -16,6 +16,7 @@ from typing import Any
 
 from ._generated.dispatcher import AgentBase
 from ._generated.runtime.agent import ProviderRoute, Turn
+from ._generated.runtime.masking import mask_url
 
 # Seconds one research step takes: stands in for the LLM round trip.
 STEP_DELAY = float(os.environ.get("RESEARCH_STEP_DELAY", "0.05"))
@@ -59,7 +60,8 @@ class Agent(AgentBase):
         if route is None:  # `main` is required: the runtime never lets it be disabled
             raise RuntimeError("the main provider is not configured")
         request = llm_request(route, question)
-        await turn.send_text(f"Using {route.api_type} at {request['url']}\n")
+        # what is streamed is stored in the session's history: never a credential in the URL
+        await turn.send_text(f"Using {route.api_type} at {mask_url(request['url'])}\n")
         for step in plan(question):
             await asyncio.sleep(STEP_DELAY)  # a cancel lands here and ends the turn
             await turn.send_text(step)

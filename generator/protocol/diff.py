@@ -15,7 +15,10 @@ definition renamed without changing shape is a rename, not a removal.
 
 Breaking, by rule: a method removed or changed in kind/side; a type removed; a field
 removed; a required field added; a field made required; a field retyped unless the new
-type only widens the old one; an enum value or union variant removed. Additions of
+type only widens the old one; an enum value or union variant removed.  An object that
+becomes a union one of whose members has exactly its old shape (`McpServer`, `AuthMethod`)
+is one widening, not a removal of every field; when no member has its shape, its fields
+are compared with the member that shares most of them. Additions of
 optional fields, methods, types, variants and values are not breaking (unknown fields
 and variants are tolerated by generated models).
 """
@@ -406,8 +409,16 @@ class _Diff:
         ):
             self._retyped(a, b, path, where)
             return
-        self._compare_props(a, b, path, where)
         ua, ub = _union(a), _union(b)
+        if (
+            ua is None
+            and ub is not None
+            and isinstance(a.get("properties"), dict)
+            and not isinstance(b.get("properties"), dict)  # a pure union now
+        ):
+            self._object_to_union(a, b, ub, path, where)
+            return
+        self._compare_props(a, b, path, where)
         if ua is not None and ub is not None:  # anyOf and oneOf alike
             self._compare_variants(ua, ub, path, where)
         elif (ua is None) != (ub is None):
@@ -423,6 +434,32 @@ class _Diff:
             if key in a and key in b and a[key] != b[key]:
                 self._retyped(a, b, path, where)  # breaking unless it only widens
                 return
+
+    def _object_to_union(
+        self, a: dict[str, Any], b: dict[str, Any], members: list[Any], path: str, where: str
+    ) -> None:
+        """An object that became a union: one non-breaking entry when a member has exactly
+        the old shape (old values still valid); else the old fields compared against the
+        member closest to them (most shared property names)."""
+        if _widens(a, b, self):
+            self._retyped(a, b, path, where)
+            return
+        old_props = set(a["properties"])
+
+        def overlap(m: Any) -> int:
+            target = _unwrap(m)
+            name = _ref_name(target)
+            if name is not None:
+                target = self.new_defs.get(name)
+            props = target.get("properties") if isinstance(target, dict) else None
+            return len(old_props & set(props)) if isinstance(props, dict) else -1
+
+        best = max(_flatten(members), key=overlap, default=None)
+        if best is None or overlap(best) <= 0:
+            self._retyped(a, b, path, where)
+            return
+        name = _ref_name(_unwrap(best))
+        self._compare(a, self.new_defs.get(name) if name else best, path, where)
 
     def _retyped(self, a: Any, b: Any, path: str, where: str) -> None:
         widened = _widens(a, b, self)

@@ -166,15 +166,20 @@ def _acp_tag_value(value: _Any, prop: str) -> _Any:
     return None
 
 
-def _acp_tag(prop: str, known: tuple[str, ...], other: str) -> _Discriminator:
+def _acp_tag(
+    prop: str, known: tuple[str, ...], other: str, missing: str | None = None
+) -> _Discriminator:
     """Dispatch a tagged union on `prop`: a known value picks its member, any other
-    value (a newer variant, an extension) the catch-all member."""
+    value (a newer variant, an extension) the catch-all member, and a value without the
+    tag the default member (`missing`), when the union has one."""
     names = frozenset(known)
 
     def pick(value: _Any) -> str:
         tag = value.get(prop) if type(value) is dict else None
         if tag is None:
             tag = _acp_tag_value(value, prop)
+        if tag is None and missing is not None:
+            return missing
         return tag if isinstance(tag, str) and tag in names else other
 
     return _Discriminator(pick)
@@ -187,20 +192,30 @@ def _tagged_union_source(name: str, node: dict[str, Any]) -> str:
     spec = node[TAGGED_UNION]
     tags: dict[str, str] = spec["tags"]
     other: str | None = spec.get("other")
+    default: str | None = spec.get("default")
     label = "*"
     while label in tags:
         label += "*"
     choices = list(tags.items())  # upstream order
     if other:
         choices.append((label, other))
+    # a message without the tag: the default member, under the tag it stands for (or
+    # a label of its own)
+    missing = next((t for t, cls in tags.items() if cls == default), None)
+    if default and missing is None:
+        missing = "-"
+        while missing in tags:
+            missing += "-"
+        choices.append((missing, default))
     plain = " | ".join(dict.fromkeys(cls for _, cls in choices))
     tagged = " | ".join(f"_Annotated[{cls}, _Tag({tag!r})]" for tag, cls in choices)
     desc = node.get("description")
     field = f", _Field(description={desc!r})" if isinstance(desc, str) and desc else ""
     known = tuple(sorted(tags))
+    args = f"{spec['property']!r}, {known!r}, {label!r}" + (f", {missing!r}" if missing else "")
     return (
         f"\n\nclass {name}(_RootModel[{plain}]):\n"
-        f"    root: _Annotated[{tagged}, _acp_tag({spec['property']!r}, {known!r}, {label!r}){field}]\n"
+        f"    root: _Annotated[{tagged}, _acp_tag({args}){field}]\n"
     )
 
 
@@ -222,7 +237,8 @@ def _take_over_tagged_unions(normalized: dict[str, Any]) -> tuple[dict[str, Any]
             return
         visiting.add(name)
         spec = defs[name][TAGGED_UNION]
-        for member in sorted(set(spec["tags"].values()) | {spec.get("other") or ""}):
+        members = set(spec["tags"].values()) | {spec.get("other") or "", spec.get("default") or ""}
+        for member in sorted(members):
             if member in names:
                 visit(member)
         if name not in ordered:

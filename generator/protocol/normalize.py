@@ -9,10 +9,12 @@ so a revision nobody has seen goes through the same way.
 `normalize(schema)` returns a new dict; the input is never modified.
 
 Naming rule for a union member that needs its own class (`variant_name`): the PascalCase
-of its tag constant (`"agent_message_chunk"` -> `AgentMessageChunk`) or else of its
-title; when that is a single word (`Text`) or already taken (`ToolCall` is a
-definition), the union's name is appended (`TextContentBlock`, `ToolCallSessionUpdate`);
-if that is taken too, it is prepended (`SessionUpdateToolCall`).
+of its tag constant (`"agent_message_chunk"` -> `AgentMessageChunk`), else of its title,
+else of the required fields only it has (`result` / `error` of a response, `Text` of an
+externally tagged enum), else of its type (`integer` -> `IntegerRequestId`); when that is
+a single word (`Text`) or already taken (`ToolCall` is a definition), the union's name is
+appended (`TextContentBlock`, `ToolCallSessionUpdate`); if that is taken too, it is
+prepended (`SessionUpdateToolCall`).  Case folders: tests/cases/naming/.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ REFUSED_TAGS = "x-agentgen-refused-tags"
 # class of each tag value and the catch-all member.  models.py renders these unions
 # itself, as pydantic unions that dispatch on the tag.
 TAGGED_UNION = "x-agentgen-tagged-union"
+# On a union: the title upstream gave each member it wrapped as a plain reference
+# (`{"title": "agent", "allOf": [{"$ref": ...AuthMethodAgent}]}`), by member name.  A
+# tagged union's default member (no tag property) is titled with the tag value it stands
+# for; set by `unwrap_reference_members`, read by `open_tagged_unions`.
+MEMBER_TITLES = "x-agentgen-member-titles"
 # Extension keywords the generated module needs at run time (kept on the fields).
 FIELD_EXTRA_KEYS = (
     "x-deserialize-default-on-error",
@@ -99,9 +106,10 @@ def _is_scalar(member: Schema) -> bool:
     return "properties" not in member and bool(types) and all(x in _SCALAR_TYPES for x in types)
 
 
-def variant_name(base: str, parent: str, taken: set[str]) -> str:
-    """The naming rule of the module docstring."""
-    candidates = [base] if word_count(base) > 1 else []
+def variant_name(base: str, parent: str, taken: set[str], *, alone: bool = True) -> str:
+    """The naming rule of the module docstring (`alone=False`: the union's name is always
+    added, for a base made of field names)."""
+    candidates = [base] if alone and word_count(base) > 1 else []
     candidates += [base + parent, parent + base]
     for cand in candidates:
         if cand not in taken:
@@ -176,6 +184,50 @@ def bound_integer_formats(schema: Schema) -> Schema:
     return schema
 
 
+def reference_beside_properties(schema: Schema) -> Schema:
+    """`{"$ref": X, "properties": {...}}` becomes `{"allOf": [{"$ref": X}], "properties": ...}`.
+
+    Early revisions extend a definition by writing properties next to its `$ref` (a tag
+    added to `ToolCall` in a union member); in 2020-12 both apply, which is what `allOf`
+    says.  datamodel-code-generator reads a `$ref` as the whole schema and would drop the
+    properties, or number a class for the member; as `allOf` the member is a subclass
+    with the extra fields, named by the rule of the module docstring.
+    """
+    for node in walk(schema):
+        if isinstance(node.get("$ref"), str) and ("properties" in node or "required" in node):
+            bases = node.get("allOf") if isinstance(node.get("allOf"), list) else []
+            node["allOf"] = [{"$ref": node.pop("$ref")}, *bases]
+    return schema
+
+
+def alias_wrapped_definitions(schema: Schema) -> Schema:
+    """A definition that is only `allOf: [{$ref: X}]` (plus annotations), X a union, is
+    `$ref: X` (an object X stays a subclass: `InitializeProxyRequest(InitializeRequest)`).
+
+    Early revisions name envelope aliases that way (`AgentOutgoingMessage` =
+    `JsonRpcMessage`); when X is a union, datamodel-code-generator would build numbered
+    classes (`AgentOutgoingMessage1..4`) to combine the wrapper with every member; as a
+    reference it is a root model of the union.
+    """
+    for name, node in defs_of(schema).items():
+        if not isinstance(node, dict):
+            continue
+        bases = node.get("allOf")
+        rest = {k for k in node if k != "allOf" and not k.startswith("x-")}
+        if (
+            isinstance(bases, list)
+            and len(bases) == 1
+            and isinstance(bases[0], dict)
+            and set(bases[0]) == {"$ref"}
+            and rest <= {"title", "description", "$comment"}
+            and _ref_name(bases[0]["$ref"]) not in (None, name)
+            and union_key(_resolve(defs_of(schema), bases[0])) is not None  # of a union only
+        ):
+            del node["allOf"]
+            node["$ref"] = bases[0]["$ref"]
+    return schema
+
+
 def unwrap_reference_members(schema: Schema) -> Schema:
     """A union member that is only `allOf: [{$ref: X}]` (plus a title/description) is `X`.
 
@@ -195,7 +247,11 @@ def unwrap_reference_members(schema: Schema) -> Schema:
                 and isinstance(member["allOf"][0], dict)
                 and set(member["allOf"][0]) == {"$ref"}
             ):
-                node[key][i] = {"$ref": member["allOf"][0]["$ref"]}
+                ref = member["allOf"][0]["$ref"]
+                node[key][i] = {"$ref": ref}
+                name = _ref_name(ref)
+                if isinstance(member.get("title"), str) and name is not None:
+                    node.setdefault(MEMBER_TITLES, {})[name] = member["title"]
     return schema
 
 
@@ -237,11 +293,39 @@ def merge_untagged_alternatives(schema: Schema) -> Schema:
     return schema
 
 
+def _required_names(member: Schema) -> list[str]:
+    req = member.get("required")
+    return [r for r in req if isinstance(r, str)] if isinstance(req, list) else []
+
+
+def _member_base(member: Schema, members: list[Any]) -> str | None:
+    """The name an inline union member goes by, before the union's name is added: its
+    tag constant, else its title, else the required fields only it has (`result` /
+    `error` of a response; `Text` / `Image` of an externally tagged enum), else all its
+    required fields, else its property names."""
+    tag = tag_of(member)
+    if tag is not None:
+        return pascal(tag[1])
+    title = member.get("title")
+    if isinstance(title, str) and title.strip():
+        return pascal(title)
+    own = _required_names(member)
+    others = [set(_required_names(m)) for m in members if isinstance(m, dict) and m is not member]
+    common = set.intersection(*others) if others else set()
+    for names in ([r for r in own if r not in common], own):
+        if names:
+            return "".join(pascal(n) for n in names)
+    props = member.get("properties")
+    if isinstance(props, dict) and props:
+        return "".join(pascal(str(n)) for n in props)
+    return None
+
+
 def name_union_variants(schema: Schema) -> Schema:
     """Inline object members of a definition's union become named definitions.
 
-    Names follow the rule of the module docstring (tag constant, else title), so no
-    class is numbered (`SessionUpdate4`).  When the definition also has properties of
+    Names follow the rule of the module docstring (tag constant, else title, else the
+    member's own required fields), so no class is numbered (`SessionUpdate4`).  When the definition also has properties of
     its own (fields shared by every variant, e.g. `SessionConfigOption.id`), each
     variant gets them and the definition becomes the plain union.
     """
@@ -263,16 +347,12 @@ def name_union_variants(schema: Schema) -> Schema:
             if "properties" not in member and "allOf" not in member:
                 new_members.append(member)
                 continue
-            tag = tag_of(member)
-            title = member.get("title")
-            if tag is not None:
-                base = pascal(tag[1])
-            elif isinstance(title, str) and title.strip():
-                base = pascal(title)
-            else:
+            base = _member_base(member, node[key])
+            if base is None:
                 new_members.append(member)
                 continue
-            name = variant_name(base, parent, taken)
+            named = tag_of(member) is not None or isinstance(member.get("title"), str)
+            name = variant_name(base, parent, taken, alone=named)
             taken.add(name)
             variant = {k: v for k, v in member.items() if k != "title"}
             variant["type"] = "object"
@@ -290,6 +370,43 @@ def name_union_variants(schema: Schema) -> Schema:
         if shared is not None and all(isinstance(m, dict) and "$ref" in m for m in new_members):
             for k in ("properties", "required", "type", "additionalProperties"):
                 node.pop(k, None)
+    return schema
+
+
+def name_colliding_inline_objects(schema: Schema) -> Schema:
+    """An inline object property whose class name would be taken becomes a definition
+    named after its property and its definition (`toolCall` in `ToolCallUpdate` ->
+    `ToolCallToolCallUpdate`).
+
+    datamodel-code-generator names an inline object after its property; when a
+    definition (or another inline object) already has that name, one of them is
+    numbered (`ToolCall1`), and it may be the definition.
+    """
+    defs = defs_of(schema)
+    found: dict[str, list[tuple[str, Schema, str]]] = {}  # class name -> (owner, parent, prop)
+    for owner in sorted(defs):
+        for _, node in schemas.walk(defs[owner]):
+            props = node.get("properties")
+            if not isinstance(props, dict):
+                continue
+            for prop, sub in props.items():
+                if (
+                    isinstance(sub, dict)
+                    and isinstance(sub.get("properties"), dict)
+                    and "$ref" not in sub
+                    and union_key(sub) is None
+                ):
+                    found.setdefault(pascal(str(prop)), []).append((owner, node, prop))
+    taken = set(defs)
+    for cls in sorted(found):
+        places = found[cls]
+        if cls not in taken and len(places) == 1:
+            continue
+        for owner, parent, prop in places:
+            name = variant_name(pascal(str(prop)), owner, taken)
+            taken.add(name)
+            defs[name] = parent["properties"][prop] | {"title": name}
+            parent["properties"][prop] = {"$ref": schemas.def_ref(name)}
     return schema
 
 
@@ -324,16 +441,22 @@ def _member_tag(defs: dict[str, Any], member: Any, depth: int = 0) -> tuple[str,
 def open_tagged_unions(schema: Schema) -> Schema:
     """Every tagged union accepts a variant it does not know, as a catch-all member.
 
-    A union whose object members all carry a constant on one tag property
-    (`sessionUpdate`, `type`...) is open by the protocol's extensibility rules: a
-    v1.21 peer must keep working when a v1.22 peer sends a new update kind.  Upstream
-    already spells the catch-all in newer revisions (the `other` member with a `not`
-    clause); older ones get the same member.  The catch-all's tag refuses the known
-    values (`x-agentgen-refused-tags`, checked by the generated base class) so a
-    known variant with bad fields is an error, not an "unknown" message, and it keeps
-    every field (`additionalProperties`), so it dumps back unchanged.  The union
-    loses its `discriminator` (pydantic's discriminator needs a constant on every
-    member); the tags still decide, because only one member accepts each value.
+    A union whose object members carry a constant on one tag property (`sessionUpdate`,
+    `type`...) is open by the protocol's extensibility rules: a v1.21 peer must keep
+    working when a v1.22 peer sends a new update kind.  Upstream already spells the
+    catch-all in newer revisions (the `other` member, whose tag is any string but the
+    known ones); older ones get the same member.  The catch-all's tag refuses the known
+    values (`x-agentgen-refused-tags`, checked by the generated base class) so a known
+    variant with bad fields is an error, not an "unknown" message, and it keeps every
+    field (`additionalProperties`), so it dumps back unchanged.
+
+    A member without the tag property at all is the union's *default* (v1 `AuthMethod`:
+    "when no `type` is present, the method is treated as `agent`"): a message without
+    the tag goes there, and so does the tag value upstream titles it with (`agent`); an
+    unknown tag still goes to the catch-all, never to the default.
+
+    The union loses its `discriminator` (pydantic's needs a constant on every member);
+    the generated union dispatches on the tag itself (models.py).
     """
     defs = defs_of(schema)
     taken = set(defs)
@@ -348,7 +471,7 @@ def open_tagged_unions(schema: Schema) -> Schema:
         if not all(isinstance(m, dict) and "$ref" in m for m in members) or len(members) < 1:
             continue
         tagged: list[tuple[str, str, str]] = []  # (property, value, member name)
-        catch_all: list[str] = []
+        untagged_objects: list[str] = []
         untagged = False
         for m in members:
             mname = _ref_name(m["$ref"]) or ""
@@ -356,23 +479,40 @@ def open_tagged_unions(schema: Schema) -> Schema:
             if tag is not None:
                 tagged.append((tag[0], tag[1], mname))
             elif _member_props(defs, m) is not None:
-                catch_all.append(mname)
+                untagged_objects.append(mname)
             else:
                 untagged = True
         if not tagged or untagged:
             continue
         prop = tagged[0][0]
-        if any(t[0] != prop for t in tagged) or len(catch_all) > 1:
+        if any(t[0] != prop for t in tagged):
             continue
         if len({t[1] for t in tagged}) != len(tagged):  # one tag value, several shapes
             continue
-        known = sorted(t[1] for t in tagged)
+        # an untagged member whose tag property is a plain string is upstream's catch-all;
+        # one without the tag property is the default
+        catch_all = [n for n in untagged_objects if _tag_is_open_string(defs[n], prop)]
+        defaults = [
+            n
+            for n in untagged_objects
+            if prop not in (_member_props(defs, {"$ref": schemas.def_ref(n)}) or {})
+        ]
+        if (
+            len(catch_all) > 1
+            or len(defaults) > 1
+            or len(catch_all) + len(defaults) != len(untagged_objects)
+        ):
+            continue
+        tags = {value: name for _, value, name in tagged}
+        default = defaults[0] if defaults else None
+        if default is not None:
+            title = (node.get(MEMBER_TITLES) or {}).get(default)
+            if isinstance(title, str) and title and title not in tags and title == title.strip():
+                tags[title] = default  # the tag value the default stands for
+        known = sorted(tags)
         if catch_all:
             other_name = catch_all[0]
             other = defs[other_name]
-            tag_schema = other["properties"].get(prop)
-            if not isinstance(tag_schema, dict) or tag_schema.get("type") != "string":
-                continue
         else:
             other_name = variant_name("Other", parent, taken)
             taken.add(other_name)
@@ -396,10 +536,39 @@ def open_tagged_unions(schema: Schema) -> Schema:
         node.pop("discriminator", None)
         node[TAGGED_UNION] = {
             "property": prop,
-            "tags": {value: name for _, value, name in tagged},
+            "tags": tags,
             "other": other_name,
+            "default": default,
         }
     return schema
+
+
+def _tag_is_open_string(member: Any, prop: str) -> bool:
+    """Whether `member`'s tag property takes any string (upstream's `other` member)."""
+    props = member.get("properties") if isinstance(member, dict) else None
+    tag = props.get(prop) if isinstance(props, dict) else None
+    return isinstance(tag, dict) and tag.get("type") == "string" and "const" not in tag
+
+
+def _union_base(defs: dict[str, Any], member: Any) -> tuple[str, Schema, list[Any], Schema] | None:
+    """(variant name, variant, its allOf, the one union among its bases) for a tagged
+    union member built on a union; None for any other member."""
+    vname = _ref_name(member.get("$ref")) if isinstance(member, dict) else None
+    variant = defs.get(vname) if vname else None
+    if not vname or not isinstance(variant, dict) or tag_of(variant) is None:
+        return None
+    bases = variant.get("allOf")
+    if not isinstance(bases, list):
+        return None
+    unions = [
+        _resolve(defs, b)
+        for b in bases
+        if isinstance(b, dict)
+        and isinstance(_resolve(defs, b), dict)
+        and "properties" not in _resolve(defs, b)
+        and union_key(_resolve(defs, b)) is not None
+    ]
+    return (vname, variant, bases, unions[0]) if len(unions) == 1 else None
 
 
 def distribute_tags_over_union_bases(schema: Schema) -> Schema:
@@ -420,25 +589,17 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
         key = union_key(node)
         if key is None:
             continue
+        shared_bases: dict[int, int] = {}  # id(base union) -> variants built on it
         for member in node[key]:
-            vname = _ref_name(member.get("$ref")) if isinstance(member, dict) else None
-            variant = defs.get(vname) if vname else None
-            if not isinstance(variant, dict) or tag_of(variant) is None:
+            found = _union_base(defs, member)
+            if found is not None:
+                shared_bases[id(found[3])] = shared_bases.get(id(found[3]), 0) + 1
+        for member in node[key]:
+            found = _union_base(defs, member)
+            if found is None:
                 continue
-            bases = variant.get("allOf")
-            if not isinstance(bases, list):
-                continue
-            unions = [
-                b
-                for b in bases
-                if isinstance(b, dict)
-                and isinstance(_resolve(defs, b), dict)
-                and "properties" not in _resolve(defs, b)
-                and union_key(_resolve(defs, b)) is not None
-            ]
-            if len(unions) != 1:
-                continue
-            base_union = _resolve(defs, unions[0])
+            vname, variant, bases, base_union = found
+            unions = [b for b in bases if _resolve(defs, b) is base_union]
             shapes = base_union[union_key(base_union) or "anyOf"]
             if not all(isinstance(s, dict) and _ref_name(s.get("$ref")) for s in shapes):
                 continue
@@ -447,7 +608,11 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
             by_shape: dict[str, str] = {}
             for shape in shapes:
                 shape_name = _ref_name(shape["$ref"]) or ""
-                name = variant_name(shape_name, parent, taken)
+                # several tagged variants on one base union (`userMessage` and
+                # `agentMessage`, each a `ContentBlock`) tell their shapes apart by
+                # the variant's own name
+                outer = vname if shared_bases.get(id(base_union), 0) > 1 else parent
+                name = variant_name(shape_name, outer or parent, taken)
                 taken.add(name)
                 combo = {k: copy.deepcopy(v) for k, v in variant.items() if k != "allOf"}
                 combo["allOf"] = [b for b in bases if b is not unions[0]] + [
@@ -467,18 +632,20 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
                     "property": inner["property"],
                     "tags": {t: by_shape[n] for t, n in inner["tags"].items() if n in by_shape},
                     "other": by_shape.get(inner["other"]),
+                    "default": by_shape.get(inner.get("default") or ""),
                 }
             defs[vname or ""] = combined
     return schema
 
 
 def name_constrained_scalar_members(schema: Schema) -> Schema:
-    """A titled scalar union member with constraints (`"title": "Number"`, an int64
-    range) becomes a named definition.
+    """A scalar or array union member with constraints (an int64 range, `minItems`)
+    becomes a named definition, named by its title (`"title": "Number"`), else by its
+    type.
 
     datamodel-code-generator gives a constrained scalar inside a union its own class,
     numbered after the union (`RequestId1`); named by the rule of the module docstring
-    it is `NumberRequestId`.
+    it is `NumberRequestId` (titled) or `IntegerRequestId` (untitled).
     """
     defs = defs_of(schema)
     taken = set(defs)
@@ -490,6 +657,7 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
         "pattern",
     )
     constraints += ("minLength", "maxLength", "multipleOf", "format")
+    constraints += ("minItems", "maxItems", "uniqueItems")
     for parent in sorted(defs):
         node = defs[parent]
         if not isinstance(node, dict):
@@ -498,12 +666,21 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
         if key is None:
             continue
         for i, member in enumerate(node[key]):
-            if not (isinstance(member, dict) and _is_scalar(member)):
+            if not (
+                isinstance(member, dict)
+                and (_is_scalar(member) or (member.get("type") == "array" and "$ref" not in member))
+            ):
+                continue
+            if not any(c in member for c in constraints):
                 continue
             title = member.get("title")
-            if not isinstance(title, str) or not any(c in member for c in constraints):
-                continue
-            name = variant_name(pascal(title), parent, taken)
+            if isinstance(title, str) and title.strip():
+                base = pascal(title)
+            else:  # named by its type: `IntegerErrorCode`, `StringRequestId`
+                kinds = member.get("type")
+                kinds = kinds if isinstance(kinds, list) else [kinds]
+                base = "".join(pascal(str(k)) for k in kinds if k != "null") or "Value"
+            name = variant_name(base, parent, taken)
             taken.add(name)
             defs[name] = {k: v for k, v in member.items() if k != "title"} | {"title": name}
             node[key][i] = {"$ref": schemas.def_ref(name)}
@@ -567,10 +744,13 @@ PASSES: list[Pass] = [
     use_defs_keyword,
     keep_definitions_only,
     bound_integer_formats,
+    reference_beside_properties,
+    alias_wrapped_definitions,
     unwrap_reference_members,
     merge_untagged_alternatives,
     name_union_variants,
     name_constrained_scalar_members,
+    name_colliding_inline_objects,
     open_tagged_unions,
     distribute_tags_over_union_bases,
     describe_model_defaults,

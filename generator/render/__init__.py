@@ -1,7 +1,8 @@
 """Render a project's `_generated/` package (contract 4).
 
 `render_generated(...)` returns `{path relative to _generated/: text}`: dispatcher.py
-(from the Jinja template beside this module), models.py (contract 2),
+(from the Jinja template beside this module), revision.py (the typed description of
+the protocol revision, generator/protocol/revision.py), models.py (contract 2),
 manifest_models.py, manifest.json, __init__.py and runtime/ (copied verbatim from
 templates/runtime).  SOURCE.json is written by the scaffold, which knows the origins;
 pass `source=` to have it rendered here.  Deterministic: same inputs, same bytes.
@@ -17,17 +18,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import schemas
 from ..errors import AgentgenError
+from ..packaged import data_dir
 
 HERE = Path(__file__).resolve().parent
-RUNTIME_DIR = HERE.parents[1] / "templates" / "runtime"
 
-__all__ = ["profile_for", "render_generated", "runtime_files", "uses_callbacks"]
+__all__ = ["render_generated", "runtime_files", "uses_callbacks"]
 
 
 # the transport module a project's console script loads by name (serve._transport_module)
-_TRANSPORT_MODULES = {("agent", "http"): "http_server", ("client", "http"): "http_client"}
+# modules a transport loads by name (never imported statically, so other projects lack them):
+# an HTTP agent also ships the replicas' PostgreSQL store and Redis router
+_TRANSPORT_MODULES = {
+    ("agent", "http"): ("http_server", "store_postgres", "redis_router"),
+    ("client", "http"): ("http_client",),
+}
 
 
 def runtime_files(
@@ -37,22 +42,21 @@ def runtime_files(
 
     With a transport, only the modules that project imports: the package, serve.py and
     every module they import (at any depth, module level or inside functions), plus the
-    transport module its console script loads (the HTTP server for an HTTP agent, the
-    HTTP client for an HTTP client), and callbacks.py when the manifest declares async
+    transport modules its console script loads (the HTTP server, the PostgreSQL store and
+    the Redis router for an HTTP agent, the HTTP client for an HTTP client), and callbacks.py when the manifest declares async
     output with a callback (`callbacks`; the session core loads it by name). A stdio
     project then ships no HTTP module, whose libraries it does not depend on. Without a
     transport, every module."""
     import ast
 
     sources = {
-        path.stem: path.read_text(encoding="utf-8") for path in sorted(RUNTIME_DIR.glob("*.py"))
+        path.stem: path.read_text(encoding="utf-8")
+        for path in sorted((data_dir("templates") / "runtime").glob("*.py"))
     }
     wanted = set(sources)
     if transport is not None:
         todo = ["__init__", "serve"]
-        extra = _TRANSPORT_MODULES.get((role, transport))
-        if extra:
-            todo.append(extra)
+        todo += _TRANSPORT_MODULES.get((role, transport), ())
         if callbacks:
             todo.append("callbacks")
         wanted = set()
@@ -70,7 +74,9 @@ def runtime_files(
     return {f"runtime/{name}.py": sources[name] for name in sorted(wanted)}
 
 
-_defs = schemas.defs
+def _method_rows(rev: Any) -> list[dict[str, Any]]:
+    """The revision's method table as template rows."""
+    return [m._asdict() for m in rev.methods]
 
 
 def uses_callbacks(manifest: dict[str, Any]) -> bool:
@@ -78,53 +84,6 @@ def uses_callbacks(manifest: dict[str, Any]) -> bool:
     modes = manifest.get("output_modes")
     async_mode = modes.get("async") if isinstance(modes, dict) else None
     return isinstance(async_mode, dict) and bool(async_mode.get("callback"))
-
-
-def profile_for(schema: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the runtime must know about the protocol revision, read from the schema."""
-    defs = _defs(schema)
-    init = (defs.get("InitializeResponse") or {}).get("properties") or {}
-    v2_init = "agentInfo" not in init and "info" in init
-    prompt_resp = (defs.get("PromptResponse") or {}).get("properties") or {}
-    lifecycle = "v1" if "stopReason" in prompt_resp else "v2"
-    caps = (defs.get("AgentCapabilities") or {}).get("properties") or {}
-    prov = caps.get("providers")
-    providers = prov is not None
-    prov_cap: Any = {}
-    if isinstance(prov, dict) and prov.get("type") == "boolean":
-        prov_cap = True
-    version = (meta or {}).get("version")
-    if not isinstance(version, int):
-        version = 2 if lifecycle == "v2" else 1
-    return {
-        "init_shape": "v2" if v2_init else "v1",
-        "lifecycle": lifecycle,
-        "protocol_version": version,
-        "providers": providers,
-        "providers_capability": prov_cap,
-        "elicitation": any(
-            isinstance(v, dict) and v.get("x-method") == "elicitation/create" for v in defs.values()
-        ),
-    }
-
-
-def _method_table(schema: dict[str, Any], meta: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Contract 1's table as dicts (from generator.protocol.methods)."""
-    from ..protocol.methods import method_table
-
-    table = method_table(schema, meta)
-    return [
-        {
-            "name": m.name,
-            "side": m.side,
-            "kind": m.kind,
-            "params": m.params,
-            "result": m.result,
-            "unstable": m.unstable,
-            "attr": m.attr,
-        }
-        for m in table.methods
-    ]
 
 
 def _ptype(cls: str | None, has_models: bool, model_names: set[str]) -> str:
@@ -180,8 +139,14 @@ def render_generated(
     package: str = "agent",
     source_label: str | None = None,
     source: dict[str, Any] | None = None,
+    also: tuple[tuple[dict[str, Any], dict[str, Any] | None, str], ...] = (),
 ) -> dict[str, str]:
-    """Every file of `_generated/`, keyed by path relative to it."""
+    """Every file of `_generated/`, keyed by path relative to it.
+
+    `also`: more protocol revisions the agent serves, as (schema, meta, label).  The
+    highest protocol version is the primary one (its models and revision at the top of
+    `_generated/`, the typed dispatcher from its method table); each other revision gets
+    `_generated/v<N>/` with its own `models.py` and `revision.py`."""
     import jinja2
 
     if role not in ("agent", "client"):
@@ -189,7 +154,35 @@ def render_generated(
     if transport not in ("stdio", "http"):
         raise AgentgenError(f"unknown transport {transport!r} (stdio or http)")
     label = source_label or "the ACP schema"
+    from ..protocol.revision import describe, doc_text, revision_source
+
+    given = [(schema, meta, label), *also]
+    described = sorted(
+        ((describe(s, m, label=lb), s, m, lb) for s, m, lb in given),
+        key=lambda item: item[0].protocol_version,
+    )
+    versions = [d[0].protocol_version for d in described]
+    dup = sorted({v for v in versions if versions.count(v) > 1})
+    if dup:
+        raise AgentgenError(
+            f"more than one schema of protocol version {dup[0]}",
+            hint="give one --schema per protocol version (e.g. one v1 and one v2 schema)",
+        )
+    rev, schema, meta, label = described[-1]
     files: dict[str, str] = {}
+    extra_revisions: list[dict[str, str]] = []
+    for older, old_schema, old_meta, old_label in described[:-1]:
+        pkg = f"v{older.protocol_version}"
+        old_rev = describe(old_schema, old_meta, label=old_label, package=pkg)
+        files[f"{pkg}/__init__.py"] = (
+            f'"""Protocol revision {old_rev.protocol_version} ({doc_text(old_label)}): '
+            'its models and revision description. Generated by agentgen: do not edit."""\n'
+        )
+        files[f"{pkg}/models.py"] = _models_source(old_schema, old_meta, old_label)
+        files[f"{pkg}/revision.py"] = ruff_format(
+            revision_source(old_rev, runtime="..runtime"), "revision.py"
+        )
+        extra_revisions.append({"package": pkg, "alias": f"REVISION_{pkg.upper()}"})
     models_src = _models_source(schema, meta, label)
     files["models.py"] = models_src
     mm_src = _manifest_models_source(manifest, "agent.yaml")
@@ -197,14 +190,15 @@ def render_generated(
     names = _model_names(models_src)
     has_models = bool(names)
     mm_names = _model_names(mm_src)
-    table = _method_table(schema, meta)
+    files["revision.py"] = ruff_format(revision_source(rev), "revision.py")
+    table = _method_rows(rev)
     for m in table:
         m["params_type"] = _ptype(m["params"], has_models, names)
         m["result_type"] = (
             "None" if m["kind"] == "notification" else _ptype(m["result"], has_models, names)
         )
     agent_methods = [m for m in table if m["side"] == "agent"]
-    client_methods = [m for m in table if m["side"] in ("client", "both")]
+    client_methods = [m for m in table if m["side"] == "client"]
     has_mm = bool(mm_names)
     input_type = (
         "manifest_models.Input"
@@ -212,11 +206,8 @@ def render_generated(
         else ("Any" if manifest.get("input") else "list[dict[str, Any]]")
     )
     output_type = (
-        "manifest_models.Output | None"
-        if manifest.get("output") and "Output" in mm_names
-        else "Any"
+        "manifest_models.Output" if manifest.get("output") and "Output" in mm_names else "Any"
     )
-    profile = profile_for(schema, meta)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(HERE / "templates")),
         autoescape=False,
@@ -228,11 +219,11 @@ def render_generated(
         "source_label": label.replace('"""', "'''"),
         "agent_methods": agent_methods,
         "client_methods": client_methods,
-        "profile_repr": repr(dict(sorted(profile.items()))),
         "has_models": has_models,
         "has_manifest_models": has_mm,
         "input_type": input_type,
         "output_type": output_type,
+        "extra_revisions": extra_revisions,
     }
     files["dispatcher.py"] = ruff_format(
         env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"

@@ -10,13 +10,21 @@ same name is a handler. Comparing the old and the new dispatcher and models:
 - a model in its signature lost a field, or gained a required one: the handler is
   named, and so is every line of it that uses the lost field (as `name=`, `.name` or
   the wire name as a string).
+
+From the schemas (no generated text): a field newly required in a message the project
+sends (`newly_required_to_send`), and the messages its tests write by hand that the new
+revision would refuse (`check_tests`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from .. import schemas
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,9 @@ class Finding:
     line: int
     message: str
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # line 0: about a file as a whole (the protocol schema)
+        if self.line == 0:
+            return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}: {self.message}"
 
 
@@ -273,3 +283,127 @@ def find_breakage(
                         )
                     )
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
+
+
+# -- what the project sends, and what its tests send ---------------------------------------
+
+# (role of the project, side of the method) -> the part of the method this project sends
+_SENDS = {
+    ("agent", "agent"): "result",
+    ("agent", "client"): "params",
+    ("client", "agent"): "params",
+    ("client", "client"): "result",
+}
+
+
+def sent_definitions(schema: dict[str, Any], role: str) -> dict[str, list[str]]:
+    """`{definition: ["initialize params", ...]}`: every definition reachable from what a
+    project of `role` ("agent" or "client") sends (params of the requests it makes,
+    results of those it answers; both for protocol methods)."""
+    from ..protocol.diff import _reachable
+    from ..protocol.methods import method_table
+
+    defs = schemas.defs(schema)
+    out: dict[str, set[str]] = {}
+    for m in method_table(schema).methods:
+        parts = ("params",) if m.side == "protocol" else ()
+        part = _SENDS.get((role, m.side))
+        parts += (part,) if part else ()
+        for part in parts:
+            root = m.params if part == "params" else m.result
+            for name in _reachable(defs, root):
+                out.setdefault(name, set()).add(f"{m.name} {part}")
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def newly_required_to_send(
+    entries: list[Any], schema: dict[str, Any], role: str, source: str
+) -> list[Finding]:
+    """A field the new revision requires (added required, or made required) in a message
+    this project sends: the runtime and any user code building that message must send it."""
+    sent = sent_definitions(schema, role)
+    found: list[Finding] = []
+    for c in entries:
+        required = (c.kind == "field-added" and c.breaking) or c.kind == "field-required"
+        if not required:
+            continue
+        owner = re.split(r"[.\[]", c.subject, maxsplit=1)[0]
+        if owner not in sent:
+            continue
+        where = ", ".join(sent[owner][:3])
+        found.append(
+            Finding(
+                source,
+                0,
+                f"{c.subject} is newly required in what this {role} sends ({where}): "
+                f"the runtime and any code of yours that builds {owner} must send it",
+            )
+        )
+    return found
+
+
+_CALLS = frozenset({"call", "notify", "request", "send_request", "send_notification"})
+
+
+def check_tests(
+    test_files: list[Path], root: Path, old: dict[str, Any] | None, new: dict[str, Any]
+) -> list[Finding]:
+    """Wire messages the project's tests write by hand (`x.call("initialize", {...})` with
+    a literal dict): a field the new revision requires that the dict lacks, or a field it
+    sends that the new revision no longer has."""
+    from ..protocol.methods import method_table
+
+    new_defs, old_defs = schemas.defs(new), schemas.defs(old or {})
+    params = {m.name: m.params for m in method_table(new).methods if m.params}
+    old_params = {m.name: m.params for m in method_table(old).methods if m.params} if old else {}
+    found: list[Finding] = []
+    for path in test_files:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        try:
+            shown = path.relative_to(root).as_posix()
+        except ValueError:
+            shown = path.as_posix()
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _CALLS
+                and len(node.args) > 1
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and isinstance(node.args[1], ast.Dict)
+            ):
+                continue
+            method, body = node.args[0].value, node.args[1]
+            if any(k is None for k in body.keys):  # `**spread`: not ours to judge
+                continue
+            keys = {k.value for k in body.keys if isinstance(k, ast.Constant)}
+            target = new_defs.get(params.get(method) or "")
+            if not isinstance(target, dict) or not isinstance(target.get("properties"), dict):
+                continue
+            props = target["properties"]
+            for name in sorted(set(target.get("required") or []) - keys):
+                found.append(
+                    Finding(
+                        shown,
+                        node.lineno,
+                        f"sends {method} without {name!r}, which the new revision requires "
+                        f"({params[method]}.{name}): add it to the test's message",
+                    )
+                )
+            before = old_defs.get(old_params.get(method) or "")
+            before_props = before.get("properties") if isinstance(before, dict) else None
+            for name in sorted(keys - set(props)):
+                if isinstance(before_props, dict) and name in before_props:
+                    found.append(
+                        Finding(
+                            shown,
+                            node.lineno,
+                            f"sends {method} with {name!r}, which the new revision no longer "
+                            f"has in {params[method]}: remove or rename it in the test",
+                        )
+                    )
+    return sorted(set(found), key=lambda f: (f.path, f.line, f.message))

@@ -8,6 +8,7 @@ revision report from `generator.protocol.diff`. Each function here adapts one ca
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,30 @@ _REMOTE = re.compile(r"^(https?://|npm:)")
 
 def is_local(spec: str) -> bool:
     return not _REMOTE.match(spec)
+
+
+def specs(value: str | Sequence[str] | None) -> list[str]:
+    """One `--schema`/`--meta` value or several, as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def schema_pairs(
+    schema: str | Sequence[str] | None, meta: str | Sequence[str] | None
+) -> list[tuple[str | None, str | None]]:
+    """(schema, meta) per revision: the n-th `--meta` belongs to the n-th `--schema`;
+    no `--schema` means the locked default."""
+    schemas: list[str | None] = list(specs(schema)) or [None]
+    metas = specs(meta)
+    if len(metas) > len(schemas):
+        raise AgentgenError(
+            f"{len(metas)} --meta for {len(schemas)} --schema",
+            hint="give at most one --meta per --schema, in the same order",
+        )
+    return [(s, metas[i] if i < len(metas) else None) for i, s in enumerate(schemas)]
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,14 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 
 def render_generated(
-    *, schema: Any, meta: Any, manifest: dict[str, Any], role: str, transport: str, package: str
+    *,
+    schema: Any,
+    meta: Any,
+    manifest: dict[str, Any],
+    role: str,
+    transport: str,
+    package: str,
+    also: tuple[tuple[Any, Any, str], ...] = (),
 ) -> dict[str, str]:
     from ..render import render_generated as _render
 
@@ -70,6 +102,7 @@ def render_generated(
             role=role,
             transport=transport,
             package=package,
+            also=also,
         )
     )
 
@@ -78,10 +111,15 @@ def render_generated(
 class Report:
     text: str
     breaking: bool
+    entries: list[Any] = field(default_factory=list)  # diff.Change, for regen's findings
 
 
 def revision_report(old: Loaded, new: Loaded) -> Report:
     from ..protocol import diff
 
     rep = diff.diff_schemas(old.data, new.data)
-    return Report(text=diff.format_text(rep), breaking=bool(getattr(rep, "breaking", False)))
+    return Report(
+        text=diff.format_text(rep),
+        breaking=bool(getattr(rep, "breaking", False)),
+        entries=list(rep.entries),
+    )

@@ -17,7 +17,7 @@ import signal
 import tempfile
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,13 @@ def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
         )
     except template_store.copier_errors() as exc:  # one clear line, no traceback
         raise AgentgenError(f"copier could not render the {role} template: {exc}") from None
+    template_store.record_source(dst / ".copier-answers.yml")
+
+
+def _abs(spec: str | None) -> str | None:
+    if spec and inputs.is_local(spec):
+        return str(Path(spec).expanduser().resolve())
+    return spec
 
 
 def run_new(
@@ -177,8 +184,8 @@ def run_new(
     manifest: Path,
     role: str = "agent",
     transport: str = "stdio",
-    schema: str | None = None,
-    meta: str | None = None,
+    schema: str | Sequence[str] | None = None,
+    meta: str | Sequence[str] | None = None,
 ) -> int:
     if role not in project.ROLES:
         raise AgentgenError(f"unknown role {role!r}", hint="agent | client")
@@ -191,14 +198,12 @@ def run_new(
     if role == "client":  # installable beside the agent it talks to
         package += "_client"
     # Local inputs as absolute paths: the build runs in a staging directory.
-    schema_spec = (
-        str(Path(schema).expanduser().resolve()) if schema and inputs.is_local(schema) else schema
-    )
-    meta_spec = str(Path(meta).expanduser().resolve()) if meta and inputs.is_local(meta) else meta
+    pairs = [(_abs(s), _abs(m)) for s, m in inputs.schema_pairs(schema, meta)]
+    (schema_spec, meta_spec), more = pairs[0], tuple(pairs[1:])
 
     sweep_stale(target.parent)
     with _cleanup_on_signals():
-        _build(target, data, manifest_path, role, transport, package, schema_spec, meta_spec)
+        _build(target, data, manifest_path, role, transport, package, schema_spec, meta_spec, more)
     print(f"created {role} project {data['name']} ({transport}) in {directory}")
     print(next_steps(directory, data["name"], role, transport))
     return 0
@@ -239,6 +244,7 @@ def _build(
     package: str,
     schema_spec: str | None,
     meta_spec: str | None,
+    more: tuple[tuple[str | None, str | None], ...] = (),
 ) -> None:
     suffix = manifest_path.suffix.lower()
     manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
@@ -268,6 +274,7 @@ def _build(
             schema_spec=schema_spec,
             meta_spec=meta_spec,
             manifest_path=build / manifest_file,
+            more=more,
         )
         project.write_generated(build / package / project.GENERATED, rendered.files)
         if target.exists():

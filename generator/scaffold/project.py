@@ -31,7 +31,7 @@ def agentgen_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("agentgen")
+        return version("acp-agentgen")  # the distribution name
     except PackageNotFoundError:
         return "0.0.0"
 
@@ -134,6 +134,7 @@ def render(
     schema_spec: str | None,
     meta_spec: str | None,
     manifest_path: Path | None = None,
+    more: tuple[tuple[str | None, str | None], ...] = (),
 ) -> Rendered:
     """Render every file of `_generated/` from the inputs, SOURCE.json included.
 
@@ -144,6 +145,9 @@ def render(
     schema = inputs.load_schema(schema_spec)
     meta = inputs.load_meta(meta_spec) if meta_spec else None
     manifest = inputs.load_manifest(manifest_path)
+    # more revisions the project serves (`--schema` given more than once)
+    extra = [(inputs.load_schema(s), inputs.load_meta(m) if m else None) for s, m in more]
+    also = tuple((s.data, m.data if m else None, s.origin) for s, m in extra)
     files = dict(
         inputs.render_generated(
             schema=schema.data,
@@ -152,9 +156,10 @@ def render(
             role=role,
             transport=transport,
             package=package,
+            **({"also": also} if also else {}),
         )
     )
-    record = {
+    record: dict[str, Any] = {
         "agentgen": agentgen_version(),
         "role": role,
         "transport": transport,
@@ -170,6 +175,20 @@ def render(
         ),
         "manifest": {"path": manifest_rel, "sha256": sha256_file(manifest_path)},
     }
+    if extra:
+        record["more_schemas"] = [
+            {
+                "origin": _origin_for_record(s.origin, root),
+                "sha256": s.sha256,
+                "revision": s.revision,
+                "meta": (
+                    {"origin": _origin_for_record(m.origin, root), "sha256": m.sha256}
+                    if m
+                    else None
+                ),
+            }
+            for s, m in extra
+        ]
     files[SOURCE_FILE] = json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     for rel in files:
         check_relpath(rel)
@@ -182,13 +201,22 @@ def render_recorded(
     schema_spec: str | None = None,
     meta_spec: str | None = None,
     new_schema: bool = False,
+    more: tuple[tuple[str | None, str | None], ...] = (),
 ) -> Rendered:
-    """Re-render from the recorded inputs (or a new schema when `new_schema`)."""
+    """Re-render from the recorded inputs (or new schemas when `new_schema`: `schema_spec`
+    and `more`)."""
     src = project.source
     if new_schema:
         schema = schema_spec
         meta = meta_spec
     else:
+        more = tuple(
+            (
+                resolve_origin(rec["origin"], project.root),
+                resolve_origin(rec["meta"]["origin"], project.root) if rec.get("meta") else None,
+            )
+            for rec in src.get("more_schemas") or ()
+        )
         origin = src["schema"].get("origin")
         schema = resolve_origin(origin, project.root) if origin else None
         meta_rec = src.get("meta")
@@ -203,6 +231,7 @@ def render_recorded(
         transport=src["transport"],
         schema_spec=schema,
         meta_spec=meta,
+        more=more,
     )
 
 

@@ -1,22 +1,21 @@
-"""A git store of copier template snapshots, so that `copier update` can 3-way merge.
+"""A git store of copier template snapshots, from which `new` renders and `update`
+renders the project's old and new template revisions for its 3-way merge.
 
-copier only updates projects made from a git-tracked template whose old revision it
-can check out again; a folder inside agentgen's own tree is neither (copier needs the
-template at a repository root, and an installed agentgen is no repository at all).
-So every template that `new` or `update` uses is first committed to a small local
-repository, the *store*, as its own root commit:
+copier renders only git-tracked templates at a repository root; an installed agentgen
+is no repository at all. So every template that `new` or `update` uses is first
+committed to a small local repository, the *store*, as its own root commit:
 
 - the tree holds the template's files (mode 100644, sorted, no caches);
 - author, committer and dates are fixed, the message names role and version,
   so the commit id depends only on the template bytes and the agentgen version;
 - the tag is `<agentgen version>+<role>.<tree id[:12]>`: copier records it as the
-  project's `_commit`, and reads its PEP 440 public part as the template version
-  (an older agentgen is a downgrade, which copier refuses; the same version with
-  other template bytes is an update).
+  project's `_commit`.
 
-The store lives in `$AGENTGEN_TEMPLATE_STORE`, else `$XDG_CACHE_HOME/agentgen/templates`
-(default `~/.cache/...`). It is recorded in `.copier-answers.yml` as `_src_path`, in
-`~/` form when it is under the home directory, so the file does not name the user.
+The store is a cache (`$AGENTGEN_TEMPLATE_STORE`, else `$XDG_CACHE_HOME/agentgen/templates`,
+default `~/.cache/...`): a project records no path to it. Its `.copier-answers.yml`
+says `_src_path: acp-agentgen` (the distribution whose templates made it) and `_commit`
+(the revision); `ensure_revision` rebuilds that revision in a fresh store from the
+templates the installed agentgen carries, so `update` works on any machine.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ def copier_errors() -> tuple[type[BaseException], ...]:
     return (CopierError, ProcessExecutionError, OSError, ValueError)
 
 
-TEMPLATES_ROOT = Path(__file__).resolve().parents[2] / "templates"
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
 _FIXED_ENV = {
     "GIT_AUTHOR_NAME": "agentgen",
@@ -48,6 +46,9 @@ _FIXED_ENV = {
 }
 
 
+RECORDED_SOURCE = "acp-agentgen"  # `_src_path` in .copier-answers.yml: no machine's path
+
+
 @dataclass(frozen=True)
 class Snapshot:
     src_path: str  # what copier gets as src_path and records as `_src_path`
@@ -57,7 +58,11 @@ class Snapshot:
 def templates_root() -> Path:
     """Where the role templates are read from (`$AGENTGEN_TEMPLATES` overrides it)."""
     override = os.environ.get("AGENTGEN_TEMPLATES")
-    return Path(override).resolve() if override else TEMPLATES_ROOT
+    if override:
+        return Path(override).resolve()
+    from ..packaged import data_dir
+
+    return data_dir("templates")
 
 
 def store_path() -> Path:
@@ -111,9 +116,11 @@ def _files(template_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(template_dir).as_posix())
 
 
-def snapshot(role: str, version: str) -> Snapshot:
-    """Commit the current template for `role` to the store; return where copier finds it."""
-    template_dir = templates_root() / role
+def snapshot(role: str, version: str, template_dir: Path | None = None) -> Snapshot:
+    """Commit the template for `role` (default: the current one) to the store; return
+    where copier finds it."""
+    if template_dir is None:
+        template_dir = templates_root() / role
     if not (template_dir / "copier.yml").is_file():
         raise AgentgenError(f"no copier template for role {role!r}", source=str(template_dir))
     store = store_path()
@@ -140,3 +147,46 @@ def snapshot(role: str, version: str) -> Snapshot:
     ).strip()
     _git(store, "update-ref", f"refs/tags/{tag}", commit)
     return Snapshot(src_path=_label(store), tag=tag)
+
+
+def _has_tag(store: Path, tag: str) -> bool:
+    if not (store / ".git").is_dir():
+        return False
+    try:
+        _git(store, "rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}")
+    except AgentgenError:
+        return False
+    return True
+
+
+def ensure_revision(role: str, tag: str, version: str) -> Snapshot:
+    """The store's snapshot `tag` (a project's `_commit`), rebuilt from the templates
+    this agentgen carries when the store lacks it (a fresh cache, another machine)."""
+    store = store_path()
+    if _has_tag(store, tag):
+        return Snapshot(src_path=_label(store), tag=tag)
+    from ..packaged import data_dir
+
+    shipped = snapshot(role, version, data_dir("templates") / role)
+    if shipped.tag == tag:
+        return shipped
+    made_with = tag.split("+", 1)[0]
+    raise AgentgenError(
+        f"the project was made from template revision {tag!r}, which this agentgen "
+        f"({version}) does not carry and this machine's template store does not hold",
+        source=str(store),
+        hint=f"run `agentgen update` once with acp-agentgen {made_with} (e.g. `uvx --from "
+        f"acp-agentgen=={made_with} agentgen update`): it stores that revision here",
+    )
+
+
+def record_source(answers: Path) -> None:
+    """Make `.copier-answers.yml` name agentgen, not this machine's store, as `_src_path`."""
+    text = answers.read_text(encoding="utf-8")
+    lines = [
+        f"_src_path: {RECORDED_SOURCE}" if line.startswith("_src_path:") else line
+        for line in text.split("\n")
+    ]
+    fixed = "\n".join(lines)
+    if fixed != text:
+        answers.write_text(fixed, encoding="utf-8")

@@ -1,21 +1,34 @@
-"""`agentgen update`: apply template changes with copier's 3-way merge.
+"""`agentgen update`: apply template changes to a project with a 3-way merge.
 
-copier exits 0 even when it leaves conflict markers (or `.rej` files), so every file
-the update touched is scanned; any conflict exits 1 naming the files. The project
-must be a clean git work tree: copier needs git to merge, and the user needs git to
-see (and undo) what the update did.
+copier renders the project's old template revision (`_commit` in .copier-answers.yml,
+with the answers recorded there) and the current one (with answers from the manifest
+as it is now) into temporary folders; each file the template changed is merged into
+the project with `git merge-file` (base: the old render). The old revision comes from
+the template store, rebuilt from the installed agentgen when the store lacks it, so
+the project records no machine's path and `update` works on any machine.
+
+User-owned files (`<package>/handlers.py`, everything under `tests/`) are never
+written: when the template changed one, the new template text is put beside it
+(`handlers.py.new`) and reported. A merge conflict in any other file leaves conflict
+markers there and exits 1 naming it. The project must be a clean git work tree, so
+the user can review (and undo) what the update did.
 """
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import AgentgenError
+from ..files import write_atomic
 from . import inputs, project, template_store
 from .new import copier_answers
 
-_MARKERS = (b"<<<<<<< ", b">>>>>>> ")
+ANSWERS = ".copier-answers.yml"
+MERGE_FILE_MAX_CONFLICTS = 127  # git merge-file exits with the conflict count, capped here
+BESIDE = ".new"  # suffix of the new template text put beside a user-owned file
 
 
 SHOWN = 5  # uncommitted files named in the refusal
@@ -52,39 +65,79 @@ def _status(root: Path) -> list[str]:
     return sorted(set(paths))
 
 
-def conflicted_files(root: Path, candidates: list[str]) -> list[str]:
-    """Files holding conflict markers or `.rej` leftovers, and unmerged index entries."""
-    found: set[str] = set()
-    for rel in candidates:
-        path = root / rel
-        if rel.endswith(".rej"):
-            found.add(rel)
-            continue
-        if not path.is_file():
-            continue
-        with path.open("rb") as fh:
-            if any(line.startswith(_MARKERS) for line in fh):
-                found.add(rel)
-    unmerged = _git(root, "diff", "--name-only", "--diff-filter=U", "--relative", "--", ".")
-    found |= {line for line in unmerged.splitlines() if line}
-    return sorted(found)
+def user_owned(rel: str) -> bool:
+    """Files agentgen promises never to rewrite: the handlers and the project's tests."""
+    parts = rel.split("/")
+    return parts[0] == "tests" or parts[-1] == "handlers.py"
 
 
-def _recorded_src(answers: Path) -> str | None:
-    for line in answers.read_text(encoding="utf-8").splitlines():
-        if line.startswith("_src_path:"):
-            value = line.split(":", 1)[1].strip()
-            return value.strip("'\"")
-    return None
+def _read_answers(path: Path) -> dict[str, Any]:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except (OSError, YAMLError) as exc:
+        raise AgentgenError(f"cannot read the copier answers: {exc}", source=str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("_commit"), str):
+        raise AgentgenError(
+            "no `_commit`: cannot tell which template revision made this project",
+            source=str(path),
+            hint="restore .copier-answers.yml from git",
+        )
+    return data
+
+
+def _render(snap: template_store.Snapshot, data: dict[str, Any], dst: Path) -> dict[str, bytes]:
+    """The project copier renders from one template revision, as {path: bytes}."""
+    import copier
+
+    try:
+        copier.run_copy(
+            snap.src_path,
+            dst,
+            data=data,
+            vcs_ref=snap.tag,
+            defaults=True,
+            overwrite=True,
+            quiet=True,
+            unsafe=False,
+            skip_tasks=True,
+        )
+    except template_store.copier_errors() as exc:  # one clear line, no traceback
+        raise AgentgenError(
+            f"copier could not render template revision {snap.tag}: {exc}",
+            source=str(template_store.store_path()),
+        ) from None
+    template_store.record_source(dst / ANSWERS)
+    return {
+        p.relative_to(dst).as_posix(): p.read_bytes()
+        for p in sorted(dst.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(dst).parts
+    }
+
+
+def _merge(ours: bytes, base: bytes, theirs: bytes, tmp: Path) -> tuple[bytes, bool]:
+    """3-way merge with `git merge-file`: (merged bytes, clean?)."""
+    paths = []
+    for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+        path = tmp / name
+        path.write_bytes(data)
+        paths.append(str(path))
+    labels = ["-L", "yours", "-L", "old template", "-L", "new template"]
+    done = subprocess.run(
+        ["git", "merge-file", "-p", *labels, *paths], capture_output=True, check=False
+    )
+    if done.returncode < 0 or done.returncode > MERGE_FILE_MAX_CONFLICTS:
+        raise AgentgenError(f"git merge-file failed: {done.stderr.decode(errors='replace')}")
+    return done.stdout, done.returncode == 0
 
 
 def run_update(project_dir: Path) -> int:
-    import copier
-
     proj = project.find_project(project_dir)
     root = proj.root
-    answers = root / ".copier-answers.yml"
-    if not answers.is_file():
+    answers_file = root / ANSWERS
+    if not answers_file.is_file():
         raise AgentgenError(
             "no .copier-answers.yml: cannot tell which template made this project", source=str(root)
         )
@@ -97,51 +150,80 @@ def run_update(project_dir: Path) -> int:
             source=str(root),
             hint="commit or stash them first, so the update can be reviewed and undone",
         )
-    # The answers follow the manifest as it is now (title, summary, version).
-    data = copier_answers(
+    recorded = _read_answers(answers_file)
+    role = proj.source["role"]
+    version = project.agentgen_version()
+    old_snap = template_store.ensure_revision(role, recorded["_commit"], version)
+    new_snap = template_store.snapshot(role, version)
+    old_data = {k: v for k, v in recorded.items() if not str(k).startswith("_")}
+    # The new answers follow the manifest as it is now (title, summary, version).
+    new_data = copier_answers(
         inputs.load_manifest(proj.manifest_path),
-        role=proj.source["role"],
+        role=role,
         package=proj.package,
         transport=proj.source["transport"],
         manifest_file=proj.source["manifest"]["path"],
     )
-    snap = template_store.snapshot(proj.source["role"], project.agentgen_version())
-    recorded = _recorded_src(answers)
-    if recorded != snap.src_path:
-        raise AgentgenError(
-            f"the project was made from the template store {recorded!r}, "
-            f"agentgen now uses {snap.src_path!r}",
-            source=str(answers),
-            hint="set AGENTGEN_TEMPLATE_STORE to the recorded store",
-        )
-    try:
-        copier.run_update(
-            root,
-            data=data,
-            vcs_ref=snap.tag,
-            defaults=True,
-            overwrite=True,
-            quiet=True,
-            unsafe=False,
-            skip_tasks=True,
-            conflict="inline",
-        )
-    except template_store.copier_errors() as exc:  # one clear line, no traceback
-        raise AgentgenError(
-            f"copier update failed: {exc}",
-            source=str(root),
-            hint="the template revision recorded in .copier-answers.yml must be in the "
-            f"template store ({template_store.store_path()})",
-        ) from None
-    changed = _status(root)
-    conflicts = conflicted_files(root, changed)
+    changed: list[str] = []
+    conflicts: list[str] = []
+    beside: list[str] = []
+    kept: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="agentgen-update-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        old = _render(old_snap, old_data, tmp / "old")
+        new = _render(new_snap, new_data, tmp / "new")
+        for rel in sorted(set(old) | set(new)):
+            base, theirs = old.get(rel), new.get(rel)
+            if base == theirs:
+                continue  # the template (and its answers) did not change this file
+            path = root / rel
+            ours = path.read_bytes() if path.is_file() else None
+            if rel == ANSWERS:  # copier's bookkeeping ("do not edit"): the new one
+                if theirs is not None and ours != theirs:
+                    write_atomic(path, theirs)
+                    changed.append(rel)
+                continue
+            if user_owned(rel):
+                if theirs is not None and ours != theirs:
+                    write_atomic(path.with_name(path.name + BESIDE), theirs)
+                    beside.append(rel)
+                continue
+            if theirs is None:  # the template dropped the file
+                if ours is not None and ours == base:
+                    path.unlink()
+                    changed.append(rel)
+                elif ours is not None:
+                    kept.append(rel)
+                continue
+            if ours is None:
+                if base is None:  # a file the template added
+                    write_atomic(path, theirs)
+                    changed.append(rel)
+                continue  # the user deleted it: stays deleted
+            if ours == theirs:
+                continue
+            if base is None or ours == base:
+                merged, clean = theirs, True
+            else:
+                merged, clean = _merge(ours, base, theirs, tmp)
+            write_atomic(path, merged)
+            changed.append(rel)
+            if not clean:
+                conflicts.append(rel)
     for rel in changed:
         print(f"updated {rel}")
+    for rel in kept:
+        print(f"kept {rel}: the template no longer has it, and you changed it")
+    for rel in beside:
+        print(
+            f"template changed {rel}: your file is unchanged (agentgen never rewrites it); "
+            f"the new template text is in {rel}{BESIDE}"
+        )
     if conflicts:
-        print(f"\n{len(conflicts)} file(s) need your hand (conflict markers or rejected hunks):")
+        print(f"\n{len(conflicts)} file(s) need your hand (conflict markers):")
         for rel in conflicts:
             print(f"conflict: {rel}")
         return 1
-    if not changed:
+    if not (changed or beside or kept):
         print("the project already matches the template")
     return 0

@@ -4,11 +4,15 @@ The client names the URL in the prompt: ``session/prompt`` params ``_meta.callba
 When the turn ends, the agent POSTs ``{"sessionId", "stopReason", "updates": [...]}``
 (the turn's ``session/update`` payloads) as JSON to that URL.
 
-Signature: header ``X-ACP-Signature: t=<unix seconds>,v1=<hex>`` where ``<hex>`` is
-HMAC-SHA256 over ``b"<t>." + body`` keyed with the shared secret from the environment
-variable ``ACP_CALLBACK_SECRET`` (or the one passed in).  A receiver checks it with
-:func:`verify` (constant-time, with a freshness window against replays).  Without a
-secret nothing is sent (fail closed) and a warning names the variable, never a value.
+Signature: Standard Webhooks (https://www.standardwebhooks.com/): headers
+``webhook-id`` (``msg_<hex>``, the same on every retry of one delivery),
+``webhook-timestamp`` (unix seconds) and ``webhook-signature: v1,<base64>``, the
+HMAC-SHA256 of ``"<id>.<timestamp>.<body>"``, so a receiver verifies it with any Standard
+Webhooks library (``standardwebhooks.Webhook(key).verify(body, headers)``) or with
+:func:`verify`.  The key comes from ``ACP_CALLBACK_SECRET`` (or is passed in): a
+``whsec_<base64>`` value is the base64 key (the usual form); any other value is used as
+its UTF-8 bytes.  Without a secret nothing is sent (fail closed) and a warning names the
+variable, never a value.
 
 Delivery: up to ``attempts`` tries; a network error, a 408/425/429 or a 5xx is retried
 after ``base_delay * 2**n`` seconds (capped at ``max_delay``, with jitter); any other
@@ -19,12 +23,16 @@ the URL only (no query string, no secret, no signature).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import logging
 import os
 import random
 import time
+import uuid
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,26 +58,48 @@ def _strip(url: httpx.URL) -> str:
 
 logging.getLogger("httpx").addFilter(_RedactQuery())
 
-SIGNATURE_HEADER = "X-ACP-Signature"
+ID_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
+SIGNATURE_HEADER = "webhook-signature"
 SECRET_ENV = "ACP_CALLBACK_SECRET"
+SECRET_PREFIX = "whsec_"
 _RETRY_STATUS = frozenset({408, 425, 429})
 
 
-def sign(secret: bytes, body: bytes, timestamp: int) -> str:
-    mac = hmac.new(secret, str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
-    return f"t={timestamp},v1={mac}"
+def key_from_env(value: str | None) -> bytes | None:
+    """The signing key from ``ACP_CALLBACK_SECRET``: ``whsec_<base64>`` or plain text."""
+    if not value:
+        return None
+    if value.startswith(SECRET_PREFIX):
+        try:
+            return base64.b64decode(value[len(SECRET_PREFIX) :], validate=True) or None
+        except (binascii.Error, ValueError):
+            log.warning("%s starts with %s but is not base64: not used", SECRET_ENV, SECRET_PREFIX)
+            return None
+    return value.encode("utf-8")
 
 
-def verify(secret: bytes, body: bytes, header: str | None, *, tolerance: float = 300.0) -> bool:
-    """True when ``header`` is a valid, fresh signature of ``body``."""
-    if not header:
+def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value of one message."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    mac = hmac.new(secret, signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode("ascii")
+
+
+def verify(
+    secret: bytes, body: bytes, headers: Mapping[str, str], *, tolerance: float = 300.0
+) -> bool:
+    """True when ``headers`` carry a valid, fresh Standard Webhooks signature of ``body``."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    msg_id, ts = lower.get(ID_HEADER, ""), lower.get(TIMESTAMP_HEADER, "")
+    if not msg_id or not ts.isdigit() or abs(time.time() - int(ts)) > tolerance:
         return False
-    parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
-    ts, given = parts.get("t", ""), parts.get("v1", "")
-    if not ts.isdigit() or abs(time.time() - int(ts)) > tolerance:
-        return False
-    expected = sign(secret, body, int(ts)).split("v1=", 1)[1]
-    return hmac.compare_digest(expected.encode(), given.encode())
+    expected = sign(secret, msg_id, int(ts), body).encode()
+    return any(
+        hmac.compare_digest(expected, given.encode())
+        for given in lower.get(SIGNATURE_HEADER, "").split(" ")
+        if given
+    )
 
 
 MAX_URL = 4096  # characters of a callback URL
@@ -93,8 +123,7 @@ class CallbackSender:
         timeout: float = 10.0,
     ) -> None:
         if secret is None:
-            raw = os.environ.get(SECRET_ENV)
-            secret = raw.encode() if raw else None
+            secret = key_from_env(os.environ.get(SECRET_ENV))
         self._secret = secret
         self.attempts = attempts
         self.base_delay = base_delay
@@ -121,11 +150,15 @@ class CallbackSender:
             log.warning("callback to %s not sent: %s is not set", host, SECRET_ENV)
             return False
         body = orjson.dumps(payload)
+        msg_id = "msg_" + uuid.uuid4().hex  # one id for every attempt: receivers dedupe on it
         async with httpx.AsyncClient(timeout=self.timeout) as client:
             for attempt in range(self.attempts):
+                now = int(time.time())
                 headers = {
                     "Content-Type": "application/json",
-                    SIGNATURE_HEADER: sign(self._secret, body, int(time.time())),
+                    ID_HEADER: msg_id,
+                    TIMESTAMP_HEADER: str(now),
+                    SIGNATURE_HEADER: sign(self._secret, msg_id, now, body),
                 }
                 try:
                     r = await client.post(url, content=body, headers=headers)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import from_validation_error, invalid_params, method_not_found
 from .jsonrpc import Connection, RequestContext
+from .revision import Method, Revision
 
 if TYPE_CHECKING:
     from .agent import Session
@@ -52,10 +53,15 @@ class RuntimeCore:
     """What every part of AgentRuntime shares: the data the generated dispatcher sets,
     the connection, the sessions, and the generated models."""
 
-    # set by the generated dispatcher: wire name -> (python method, kind, params, result)
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {}
-    PROFILE: ClassVar[dict[str, Any]] = {}
+    # set by the generated dispatcher: the revisions this agent serves, oldest first
+    # (one `Revision` per `--schema`), and the primary revision's agent-side methods
+    REVISIONS: ClassVar[tuple[Revision, ...]] = ()
+    METHODS: ClassVar[dict[str, Method]] = {}
     _acp_manifest: ClassVar[dict[str, Any]] = {}
+
+    # the revision this connection speaks: the latest until `initialize` negotiates
+    revision: Revision
+    _methods: dict[str, Method]
 
     connection: Connection | None
     sessions: dict[str, Session]
@@ -72,6 +78,20 @@ class RuntimeCore:
     @classmethod
     def _protocol_models(cls) -> Any:
         return None
+
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        """The protocol models of the revision in `_generated/<package>` ("": the only one)."""
+        return cls._protocol_models() if not package else None
+
+    def _revision_models(self) -> Any:
+        return self._protocol_models_of(self.revision.package)
+
+    def _use_revision(self, rev: Revision) -> None:
+        """Serve this connection with `rev` from now on."""
+        self.revision = rev
+        self._methods = rev.side("agent")
+        self._dispatch_cache = {}
 
     def _models(self) -> Any:
         if self._mm is None:
@@ -109,13 +129,12 @@ class Dispatcher(RuntimeCore):
         await fn(params, None)
 
     def _resolve(self, method: str) -> Any:
-        entry = self.METHODS.get(method)
-        attr = entry[0] if entry else None
-        if entry is not None and attr is not None and self._overridden(attr):
-            return self._typed_caller(method, attr, entry)
+        entry = self._methods.get(method)
+        if entry is not None and self._overridden(entry.attr):
+            return self._typed_caller(entry)
         rt = getattr(self, runtime_attr(method), None)
         # an extension name (`_agent/info`) is not an alias of a protocol method (`_initialize`)
-        alias = method.startswith("_") and method.lstrip("_") in self.METHODS
+        alias = method.startswith("_") and method.lstrip("_") in self._methods
         if rt is not None and (entry is not None or (method.startswith("_") and not alias)):
             return rt
 
@@ -133,12 +152,12 @@ class Dispatcher(RuntimeCore):
                 return klass.__dict__.get(attr) is not impl
         return True
 
-    def _typed_caller(self, method: str, attr: str, entry: tuple[Any, ...]) -> Any:
-        bound = getattr(self, attr)
-        params_cls_name = entry[2]
+    def _typed_caller(self, entry: Method) -> Any:
+        bound = getattr(self, entry.attr)
+        params_cls_name = entry.params
 
         async def call(params: Any, ctx: Any) -> Any:
-            pm = self._protocol_models()
+            pm = self._revision_models()
             pcls = getattr(pm, params_cls_name, None) if pm and params_cls_name else None
             if pcls is not None:
                 try:
@@ -153,7 +172,7 @@ class Dispatcher(RuntimeCore):
             return (
                 _model_dump(result)
                 if result is not None
-                else ({} if entry[1] == "request" else None)
+                else ({} if entry.kind == "request" else None)
             )
 
         return call
@@ -165,9 +184,9 @@ class Dispatcher(RuntimeCore):
             raise method_not_found(method)
         raw = _model_dump(params) if params is not None else None
         result = await rt(raw, None)
-        entry = self.METHODS.get(method)
-        pm = self._protocol_models()
-        rcls = getattr(pm, entry[3], None) if pm and entry and entry[3] else None
+        entry = self._methods.get(method)
+        pm = self._revision_models()
+        rcls = getattr(pm, entry.result, None) if pm and entry and entry.result else None
         if rcls is not None and result is not None:
             return rcls.model_validate(result)
         return result

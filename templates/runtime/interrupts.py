@@ -55,8 +55,11 @@ class Interrupts(RuntimeCore):
     """Sends a turn's interrupts to the client (a part of AgentRuntime)."""
 
     def _elicitation_declared(self) -> bool:
-        caps = self.client_capabilities.get("elicitation")
-        return type(caps) is dict and type(caps.get("form")) is dict
+        names = self.revision.client_capabilities
+        if not names.elicitation or not names.elicitation_form:
+            return False
+        caps = self.client_capabilities.get(names.elicitation)
+        return type(caps) is dict and type(caps.get(names.elicitation_form)) is dict
 
     async def _interrupt(self, turn: Turn, name: str, payload: Any) -> Any:
         spec = next(
@@ -66,7 +69,7 @@ class Interrupts(RuntimeCore):
             raise ValueError(f"the manifest declares no interrupt named {name!r}")
         s = turn.session
         asked = spec.get("description") or name
-        elicit = bool(self.PROFILE.get("elicitation", True)) and self._elicitation_declared()
+        elicit = self.revision.elicitation and self._elicitation_declared()
         if not elicit and not _yes_no(spec):
             raise InterruptUnavailable(
                 name,
@@ -133,19 +136,28 @@ class Interrupts(RuntimeCore):
         is one bit, so approving sets the resume schema's required booleans to true."""
         conn = self.connection
         assert conn is not None
-        req = {
-            "sessionId": turn.session.id,
-            "toolCall": {
+        shape = self.revision.permission
+        title = spec.get("description") or name
+        req: dict[str, Any] = {"sessionId": turn.session.id}
+        if shape.tool_call:  # v1: the permission is asked for a tool call
+            req[shape.tool_call] = {
                 "toolCallId": f"interrupt-{name}-{uuid.uuid4().hex[:12]}",
-                "title": spec.get("description") or name,
+                "title": title,
                 "rawInput": _model_dump(payload),
-            },
-            "options": [
-                {"optionId": "accept", "name": "Approve", "kind": "allow_once"},
-                {"optionId": "decline", "name": "Decline", "kind": "reject_once"},
-            ],
-            "_meta": {"interrupt": name},
-        }
+            }
+        meta: dict[str, Any] = {"interrupt": name}
+        if shape.title:  # v2: the request carries its own title; the payload goes in _meta
+            req[shape.title] = title
+            meta["payload"] = _model_dump(payload)
+        req.update(
+            {
+                "options": [
+                    {"optionId": "accept", "name": "Approve", "kind": "allow_once"},
+                    {"optionId": "decline", "name": "Decline", "kind": "reject_once"},
+                ],
+                "_meta": meta,
+            }
+        )
         answer = await conn.request("session/request_permission", req)
         outcome = answer.get("outcome") if type(answer) is dict else None
         chosen = outcome.get("optionId") if type(outcome) is dict else None

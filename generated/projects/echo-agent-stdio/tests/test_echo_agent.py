@@ -9,7 +9,7 @@ from typing import Any
 
 from echo_agent._generated.dispatcher import (
     MANIFEST,
-    PROFILE,
+    REVISIONS,
     AgentBase,
     AgentConnection,
     ClientBase,
@@ -18,11 +18,13 @@ from echo_agent._generated.runtime.client import spawn_agent
 from echo_agent.handlers import Agent
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
+# Its sessions stay in memory here (the installed agent keeps them in SQLite).
 SERVE = (
     "import asyncio\n"
     "from echo_agent.handlers import Agent\n"
     "from echo_agent._generated.runtime.serve import serve_agent_stdio\n"
-    "asyncio.run(serve_agent_stdio(Agent()))\n"
+    "from echo_agent._generated.runtime.store import MemorySessionStore\n"
+    "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
 )
 
 
@@ -31,14 +33,17 @@ def test_handlers_subclass_the_generated_base() -> None:
 
 
 def test_the_agent_introduces_itself_and_opens_a_session() -> None:
-    async def run() -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """For each protocol revision the agent serves: `initialize` in that revision's shape
+    (field names from the generated revision description), then `session/new`."""
+
+    async def run(rev: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
         async with spawn_agent(ClientBase(), AgentConnection, sys.executable, "-c", SERVE) as agent:
             init = await agent.call(
                 "initialize",
                 {
-                    "protocolVersion": PROFILE["protocol_version"],
-                    "clientCapabilities": {},
-                    "clientInfo": {"name": "test", "version": "0"},
+                    "protocolVersion": rev.protocol_version,
+                    rev.init.request_capabilities: {},
+                    rev.init.request_info: {"name": "test", "version": "0"},
                 },
             )
             session = None
@@ -48,9 +53,10 @@ def test_the_agent_introduces_itself_and_opens_a_session() -> None:
                 session = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
             return init, session
 
-    init, session = asyncio.run(asyncio.wait_for(run(), 60))
-    assert init["protocolVersion"] == PROFILE["protocol_version"]
-    info = init.get("agentInfo") or init.get("info") or {}
-    assert info.get("name") == MANIFEST["name"]
-    if session is not None:
-        assert session["sessionId"]
+    for rev in REVISIONS:
+        init, session = asyncio.run(asyncio.wait_for(run(rev), 60))
+        assert init["protocolVersion"] == rev.protocol_version
+        info = init.get(rev.init.response_info) or {}
+        assert info.get("name") == MANIFEST["name"]
+        if session is not None:
+            assert session["sessionId"]

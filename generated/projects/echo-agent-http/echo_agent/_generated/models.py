@@ -136,15 +136,20 @@ def _acp_tag_value(value: _Any, prop: str) -> _Any:
     return None
 
 
-def _acp_tag(prop: str, known: tuple[str, ...], other: str) -> _Discriminator:
+def _acp_tag(
+    prop: str, known: tuple[str, ...], other: str, missing: str | None = None
+) -> _Discriminator:
     """Dispatch a tagged union on `prop`: a known value picks its member, any other
-    value (a newer variant, an extension) the catch-all member."""
+    value (a newer variant, an extension) the catch-all member, and a value without the
+    tag the default member (`missing`), when the union has one."""
     names = frozenset(known)
 
     def pick(value: _Any) -> str:
         tag = value.get(prop) if type(value) is dict else None
         if tag is None:
             tag = _acp_tag_value(value, prop)
+        if tag is None and missing is not None:
+            return missing
         return tag if isinstance(tag, str) and tag in names else other
 
     return _Discriminator(pick)
@@ -694,6 +699,62 @@ class StringMultiSelectItems(AcpModel):
 
 class TitledMultiSelectItems(AcpModel):
     any_of: Annotated[list[EnumOption], Field(alias="anyOf", description="Titled enum options.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nOptional. Omitted and `null` are equivalent and mean no metadata.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class MultiSelectPropertySchema(AcpModel):
+    title: Annotated[
+        str | None,
+        Field(
+            description="Optional title for the property.\n\nOptional. Omitted and `null` are equivalent and mean no title is provided.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    description: Annotated[
+        str | None,
+        Field(
+            description="Human-readable description.\n\nOptional. Omitted and `null` are equivalent and mean no description is provided.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    min_items: Annotated[
+        int | None,
+        Field(
+            alias="minItems",
+            description="Minimum number of items to select.\n\nOptional. Omitted and `null` are equivalent and mean there is no minimum selection count.",
+            ge=0,
+            le=18446744073709551615,
+        ),
+    ] = None
+    max_items: Annotated[
+        int | None,
+        Field(
+            alias="maxItems",
+            description="Maximum number of items to select.\n\nOptional. Omitted and `null` are equivalent and mean there is no maximum selection count.",
+            ge=0,
+            le=18446744073709551615,
+        ),
+    ] = None
+    items: Annotated[
+        MultiSelectItems, Field(description="The items definition describing allowed values.")
+    ]
+    default: Annotated[
+        list[str] | None,
+        Field(
+            description="Default selected values.\n\nOptional. Omitted and `null` are equivalent and mean no default selections are provided.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
     field_meta: Annotated[
         dict[str, Any] | None,
         Field(
@@ -2906,6 +2967,10 @@ class BooleanElicitationPropertySchema(BooleanPropertySchema):
     type: Literal["boolean"]
 
 
+class ArrayElicitationPropertySchema(MultiSelectPropertySchema):
+    type: Literal["array"]
+
+
 class OtherElicitationPropertySchema(AcpModel):
     model_config = ConfigDict(
         extra="allow",
@@ -3104,7 +3169,8 @@ class OtherMultiSelectItems(AcpModel):
     type: Annotated[
         str,
         Field(
-            description="Custom or future multi-select item type.\n\nValues beginning with `_` are reserved for implementation-specific\nextensions. Unknown values that do not begin with `_` are reserved for\nfuture ACP variants."
+            description="Custom or future multi-select item type.\n\nValues beginning with `_` are reserved for implementation-specific\nextensions. Unknown values that do not begin with `_` are reserved for\nfuture ACP variants.",
+            json_schema_extra={"x-agentgen-refused-tags": ["string", "titled"]},
         ),
     ]
 
@@ -3347,6 +3413,15 @@ class NumberRequestId(RootModel[int]):
     ]
 
 
+class OtherAuthMethod(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["agent", "terminal"]})
+    ]
+
+
 class OtherContentBlock(AcpModel):
     model_config = ConfigDict(
         extra="allow",
@@ -3358,6 +3433,15 @@ class OtherContentBlock(AcpModel):
                 "x-agentgen-refused-tags": ["audio", "image", "resource", "resource_link", "text"]
             }
         ),
+    ]
+
+
+class OtherMcpServer(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["acp", "http", "sse", "stdio"]})
     ]
 
 
@@ -3421,6 +3505,13 @@ class OtherSessionUpdate(AcpModel):
             },
         ),
     ]
+
+
+class OtherSetSessionConfigOptionRequest(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[str, Field(json_schema_extra={"x-agentgen-refused-tags": ["boolean"]})]
 
 
 class OtherToolCallContent(AcpModel):
@@ -3849,71 +3940,6 @@ class ElicitationSchema(AcpModel):
     ] = None
 
 
-class MultiSelectItems(
-    RootModel[MultiSelectItemsString | OtherMultiSelectItems | TitledMultiSelectItems]
-):
-    root: Annotated[
-        MultiSelectItemsString | OtherMultiSelectItems | TitledMultiSelectItems,
-        Field(description="Items for a multi-select (array) property schema."),
-    ]
-
-
-class MultiSelectPropertySchema(AcpModel):
-    title: Annotated[
-        str | None,
-        Field(
-            description="Optional title for the property.\n\nOptional. Omitted and `null` are equivalent and mean no title is provided.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description.\n\nOptional. Omitted and `null` are equivalent and mean no description is provided.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    min_items: Annotated[
-        int | None,
-        Field(
-            alias="minItems",
-            description="Minimum number of items to select.\n\nOptional. Omitted and `null` are equivalent and mean there is no minimum selection count.",
-            ge=0,
-            le=18446744073709551615,
-        ),
-    ] = None
-    max_items: Annotated[
-        int | None,
-        Field(
-            alias="maxItems",
-            description="Maximum number of items to select.\n\nOptional. Omitted and `null` are equivalent and mean there is no maximum selection count.",
-            ge=0,
-            le=18446744073709551615,
-        ),
-    ] = None
-    items: Annotated[
-        MultiSelectItems, Field(description="The items definition describing allowed values.")
-    ]
-    default: Annotated[
-        list[str] | None,
-        Field(
-            description="Default selected values.\n\nOptional. Omitted and `null` are equivalent and mean no default selections are provided.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nOptional. Omitted and `null` are equivalent and mean no metadata.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
 class ElicitationFormMode(AcpModel):
     requested_schema: Annotated[
         ElicitationSchema,
@@ -4034,15 +4060,6 @@ class AgentAuthCapabilities(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
-
-
-class AuthMethod(RootModel[TerminalAuthMethod | AuthMethodAgent]):
-    root: Annotated[
-        TerminalAuthMethod | AuthMethodAgent,
-        Field(
-            description="Describes an available authentication method.\n\nThe `type` field acts as the discriminator in the serialized JSON form.\nWhen no `type` is present, the method is treated as `agent`."
-        ),
-    ]
 
 
 class ProviderInfo(AcpModel):
@@ -4553,15 +4570,6 @@ class ElicitationCapabilities(AcpModel):
     ] = None
 
 
-class McpServer(RootModel[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio]):
-    root: Annotated[
-        HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio,
-        Field(
-            description="Configuration for connecting to an MCP (Model Context Protocol) server.\n\nMCP servers provide tools and context that the agent can use when\nprocessing prompts.\n\nSee protocol docs: [MCP Servers](https://agentclientprotocol.com/protocol/v1/draft/session-setup#mcp-servers)"
-        ),
-    ]
-
-
 class SystemPrompt(AcpModel):
     mode: Annotated[
         SystemPromptMode,
@@ -4721,13 +4729,6 @@ class ResumeSessionRequest(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
-
-
-class SetSessionConfigOptionRequest(RootModel[BooleanSetSessionConfigOptionRequest | ValueId]):
-    root: Annotated[
-        BooleanSetSessionConfigOptionRequest | ValueId,
-        Field(description="Request parameters for setting a session configuration option."),
-    ]
 
 
 class TerminalOutputResponse(AcpModel):
@@ -4911,10 +4912,6 @@ class OtherCreateElicitationRequest(AcpModel):
         RequestId | None,
         Field(alias="requestId", description="The request this elicitation is tied to."),
     ] = None
-
-
-class ArrayElicitationPropertySchema(MultiSelectPropertySchema):
-    type: Literal["array"]
 
 
 class ItemsPlanUpdateContent(PlanItems):
@@ -5613,7 +5610,6 @@ class InitializeResponse(AcpModel):
                 "x-deserialize-default-on-error": True,
                 "x-deserialize-skip-invalid-items": True,
             },
-            validate_default=True,
         ),
     ] = []
     agent_info: Annotated[
@@ -5737,6 +5733,18 @@ class ProxyResponse(RootModel[ResultProxyResponse | ErrorProxyResponse]):
     ]
 
 
+class AuthMethod(_RootModel[TerminalAuthMethod | AuthMethodAgent | OtherAuthMethod]):
+    root: _Annotated[
+        _Annotated[TerminalAuthMethod, _Tag("terminal")]
+        | _Annotated[AuthMethodAgent, _Tag("agent")]
+        | _Annotated[OtherAuthMethod, _Tag("*")],
+        _acp_tag("type", ("agent", "terminal"), "*", "agent"),
+        _Field(
+            description="Describes an available authentication method.\n\nThe `type` field acts as the discriminator in the serialized JSON form.\nWhen no `type` is present, the method is treated as `agent`."
+        ),
+    ]
+
+
 class ContentBlock(
     _RootModel[
         TextContentBlock
@@ -5816,6 +5824,34 @@ class ElicitationPropertySchema(
         _Field(
             description='Property schema for elicitation form fields.\n\nEach variant corresponds to a JSON Schema `"type"` value.\nSingle-select enums use `type: "string"` with `enum` or `oneOf` set.\nMulti-select enums use `type: "array"`.'
         ),
+    ]
+
+
+class McpServer(
+    _RootModel[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio | OtherMcpServer]
+):
+    root: _Annotated[
+        _Annotated[HttpMcpServer, _Tag("http")]
+        | _Annotated[SseMcpServer, _Tag("sse")]
+        | _Annotated[AcpMcpServer, _Tag("acp")]
+        | _Annotated[McpServerStdio, _Tag("stdio")]
+        | _Annotated[OtherMcpServer, _Tag("*")],
+        _acp_tag("type", ("acp", "http", "sse", "stdio"), "*", "stdio"),
+        _Field(
+            description="Configuration for connecting to an MCP (Model Context Protocol) server.\n\nMCP servers provide tools and context that the agent can use when\nprocessing prompts.\n\nSee protocol docs: [MCP Servers](https://agentclientprotocol.com/protocol/v1/draft/session-setup#mcp-servers)"
+        ),
+    ]
+
+
+class MultiSelectItems(
+    _RootModel[MultiSelectItemsString | TitledMultiSelectItems | OtherMultiSelectItems]
+):
+    root: _Annotated[
+        _Annotated[MultiSelectItemsString, _Tag("string")]
+        | _Annotated[TitledMultiSelectItems, _Tag("titled")]
+        | _Annotated[OtherMultiSelectItems, _Tag("*")],
+        _acp_tag("type", ("string", "titled"), "*", "titled"),
+        _Field(description="Items for a multi-select (array) property schema."),
     ]
 
 
@@ -5940,6 +5976,18 @@ class SessionUpdate(
         _Field(
             description="Different types of updates that can be sent during session processing.\n\nThese updates provide real-time feedback about the agent's progress.\n\nSee protocol docs: [Agent Reports Output](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#3-agent-reports-output)"
         ),
+    ]
+
+
+class SetSessionConfigOptionRequest(
+    _RootModel[BooleanSetSessionConfigOptionRequest | OtherSetSessionConfigOptionRequest | ValueId]
+):
+    root: _Annotated[
+        _Annotated[BooleanSetSessionConfigOptionRequest, _Tag("boolean")]
+        | _Annotated[OtherSetSessionConfigOptionRequest, _Tag("*")]
+        | _Annotated[ValueId, _Tag("-")],
+        _acp_tag("type", ("boolean",), "*", "-"),
+        _Field(description="Request parameters for setting a session configuration option."),
     ]
 
 

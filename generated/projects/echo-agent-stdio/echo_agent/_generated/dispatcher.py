@@ -8,171 +8,33 @@ client-side method.  `AgentConnection`: typed calls from a client to the agent.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .revision import REVISION
 from .runtime.agent import AgentRuntime, Turn
 from .runtime.client import AgentProxy, ClientRuntime
+from .runtime.revision import Method, Revision
 
 if TYPE_CHECKING:
     from types import ModuleType
+    from typing import TypeAlias
 
     from . import models
 
-# wire name -> (python method, kind, params class, result class)
-MethodEntry = tuple[str, str, str | None, str | None]
+    # what `prompt` receives and returns: the manifest's typed Input / Output when it has
+    # those schemas (handlers.py imports these names)
+    Input: TypeAlias = list[dict[str, Any]]
+    Output: TypeAlias = Any
 
-AGENT_METHODS: dict[str, MethodEntry] = {
-    "auth/status": ("auth_status", "request", "AuthStatusRequest", "AuthStatusResponse"),
-    "authenticate": ("authenticate", "request", "AuthenticateRequest", "AuthenticateResponse"),
-    "initialize": ("initialize", "request", "InitializeRequest", "InitializeResponse"),
-    "logout": ("logout", "request", "LogoutRequest", "LogoutResponse"),
-    "mcp/message": ("mcp_message", "notification", "MessageMcpNotification", None),
-    "providers/disable": (
-        "providers_disable",
-        "request",
-        "DisableProviderRequest",
-        "DisableProviderResponse",
-    ),
-    "providers/list": (
-        "providers_list",
-        "request",
-        "ListProvidersRequest",
-        "ListProvidersResponse",
-    ),
-    "providers/set": ("providers_set", "request", "SetProviderRequest", "SetProviderResponse"),
-    "session/archive": (
-        "session_archive",
-        "request",
-        "ArchiveSessionRequest",
-        "ArchiveSessionResponse",
-    ),
-    "session/cancel": ("session_cancel", "notification", "CancelNotification", None),
-    "session/close": ("session_close", "request", "CloseSessionRequest", "CloseSessionResponse"),
-    "session/delete": (
-        "session_delete",
-        "request",
-        "DeleteSessionRequest",
-        "DeleteSessionResponse",
-    ),
-    "session/fork": ("session_fork", "request", "ForkSessionRequest", "ForkSessionResponse"),
-    "session/list": ("session_list", "request", "ListSessionsRequest", "ListSessionsResponse"),
-    "session/load": ("session_load", "request", "LoadSessionRequest", "LoadSessionResponse"),
-    "session/new": ("session_new", "request", "NewSessionRequest", "NewSessionResponse"),
-    "session/prompt": ("session_prompt", "request", "PromptRequest", "PromptResponse"),
-    "session/resume": (
-        "session_resume",
-        "request",
-        "ResumeSessionRequest",
-        "ResumeSessionResponse",
-    ),
-    "session/set_config_option": (
-        "session_set_config_option",
-        "request",
-        "SetSessionConfigOptionRequest",
-        "SetSessionConfigOptionResponse",
-    ),
-    "session/set_mode": (
-        "session_set_mode",
-        "request",
-        "SetSessionModeRequest",
-        "SetSessionModeResponse",
-    ),
-    "session/set_title": (
-        "session_set_title",
-        "request",
-        "SetSessionTitleRequest",
-        "SetSessionTitleResponse",
-    ),
-    "session/status": (
-        "session_status",
-        "request",
-        "SessionStatusRequest",
-        "SessionStatusResponse",
-    ),
-    "session/unarchive": (
-        "session_unarchive",
-        "request",
-        "UnarchiveSessionRequest",
-        "UnarchiveSessionResponse",
-    ),
-}
-CLIENT_METHODS: dict[str, MethodEntry] = {
-    "auth/status_update": (
-        "auth_status_update",
-        "notification",
-        "AuthStatusUpdateNotification",
-        None,
-    ),
-    "elicitation/complete": (
-        "elicitation_complete",
-        "notification",
-        "CompleteElicitationNotification",
-        None,
-    ),
-    "elicitation/create": (
-        "elicitation_create",
-        "request",
-        "CreateElicitationRequest",
-        "CreateElicitationResponse",
-    ),
-    "fs/read_text_file": (
-        "fs_read_text_file",
-        "request",
-        "ReadTextFileRequest",
-        "ReadTextFileResponse",
-    ),
-    "fs/write_text_file": (
-        "fs_write_text_file",
-        "request",
-        "WriteTextFileRequest",
-        "WriteTextFileResponse",
-    ),
-    "mcp/message": ("mcp_message", "request", "MessageMcpRequest", "MessageMcpResponse"),
-    "session/request_permission": (
-        "session_request_permission",
-        "request",
-        "RequestPermissionRequest",
-        "RequestPermissionResponse",
-    ),
-    "session/update": ("session_update", "notification", "SessionNotification", None),
-    "terminal/create": (
-        "terminal_create",
-        "request",
-        "CreateTerminalRequest",
-        "CreateTerminalResponse",
-    ),
-    "terminal/kill": ("terminal_kill", "request", "KillTerminalRequest", "KillTerminalResponse"),
-    "terminal/output": (
-        "terminal_output",
-        "request",
-        "TerminalOutputRequest",
-        "TerminalOutputResponse",
-    ),
-    "terminal/release": (
-        "terminal_release",
-        "request",
-        "ReleaseTerminalRequest",
-        "ReleaseTerminalResponse",
-    ),
-    "terminal/wait_for_exit": (
-        "terminal_wait_for_exit",
-        "request",
-        "WaitForTerminalExitRequest",
-        "WaitForTerminalExitResponse",
-    ),
-}
-METHODS: dict[str, dict[str, MethodEntry]] = {"agent": AGENT_METHODS, "client": CLIENT_METHODS}
-
-PROFILE: dict[str, Any] = {
-    "elicitation": True,
-    "init_shape": "v1",
-    "lifecycle": "v1",
-    "protocol_version": 1,
-    "providers": True,
-    "providers_capability": {},
-}
+# the protocol revision(s) this package serves, oldest first; the last is the primary one
+REVISIONS: tuple[Revision, ...] = (REVISION,)
+# wire name -> Method(attr, kind, params, result, name, side, unstable)
+AGENT_METHODS: dict[str, Method] = REVISION.side("agent")
+CLIENT_METHODS: dict[str, Method] = REVISION.side("client")
+METHODS: dict[str, dict[str, Method]] = {"agent": AGENT_METHODS, "client": CLIENT_METHODS}
 
 MANIFEST: dict[str, Any] = json.loads(
     (Path(__file__).parent / "manifest.json").read_text(encoding="utf-8")
@@ -185,6 +47,13 @@ def _protocol_models() -> ModuleType:
     return _models
 
 
+def _protocol_models_of(package: str) -> ModuleType:
+    """The models of the revision in `_generated/<package>` ("": the primary one)."""
+    if not package:
+        return _protocol_models()
+    return importlib.import_module(f".{package}.models", __package__)
+
+
 def _manifest_models() -> ModuleType:
     from . import manifest_models as _mm
 
@@ -195,8 +64,8 @@ class AgentBase(AgentRuntime):
     """The agent's protocol methods; override any in handlers.py."""
 
     _acp_generated_base: ClassVar[bool] = True
-    METHODS: ClassVar[dict[str, MethodEntry]] = AGENT_METHODS
-    PROFILE: ClassVar[dict[str, Any]] = PROFILE
+    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
+    METHODS: ClassVar[dict[str, Method]] = AGENT_METHODS
     _acp_manifest: ClassVar[dict[str, Any]] = MANIFEST
 
     @classmethod
@@ -207,7 +76,11 @@ class AgentBase(AgentRuntime):
     def _protocol_models(cls) -> Any:
         return _protocol_models()
 
-    async def prompt(self, turn: Turn, input: list[dict[str, Any]]) -> Any:
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return _protocol_models_of(package)
+
+    async def prompt(self, turn: Turn, input: Input) -> Output | None:
         """Handle one prompt: stream with `turn`, return the output (or None)."""
         return await super().prompt(turn, input)
 
@@ -330,11 +203,16 @@ class ClientBase(ClientRuntime):
     """The client's protocol methods (what the agent may call); override in handlers.py."""
 
     _acp_generated_base: ClassVar[bool] = True
-    METHODS: ClassVar[dict[str, MethodEntry]] = CLIENT_METHODS
+    METHODS: ClassVar[dict[str, Method]] = CLIENT_METHODS
+    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
 
     @classmethod
     def _protocol_models(cls) -> Any:
         return _protocol_models()
+
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return _protocol_models_of(package)
 
     async def auth_status_update(self, params: models.AuthStatusUpdateNotification) -> None:
         """`auth/status_update` (notification, unstable)."""
@@ -410,11 +288,16 @@ class ClientBase(ClientRuntime):
 class AgentConnection(AgentProxy):
     """Typed calls to the agent: one method per agent-side method."""
 
-    METHODS: ClassVar[dict[str, MethodEntry]] = AGENT_METHODS
+    METHODS: ClassVar[dict[str, Method]] = AGENT_METHODS
+    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
 
     @classmethod
     def _protocol_models(cls) -> Any:
         return _protocol_models()
+
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return _protocol_models_of(package)
 
     async def auth_status(
         self, params: models.AuthStatusRequest | dict[str, Any]

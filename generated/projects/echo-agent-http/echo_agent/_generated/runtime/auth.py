@@ -5,16 +5,22 @@ manifest names, ``X-API-Key`` by default), ``basic`` (``Authorization: Basic``; 
 env var holds ``user:password``), ``none``.  ``oauth2``/``jwt`` tokens are obtained out
 of band and presented as bearer tokens: checked like ``bearer`` against the env var.
 A request passes when any configured scheme accepts it.  Credentials come from the
-environment variables the manifest names, are compared with ``hmac.compare_digest``
-over bytes, and never appear in a log line, an error body or a ``repr``.  A scheme
-whose env var is unset accepts nothing (fail closed) and is reported once by name
-of the variable only.
+environment variables the manifest names and never appear in a log line, an error body
+or a ``repr``.  Comparison is over UTF-8 bytes (a header's raw bytes, as sent), in
+constant time: both sides are hashed with SHA-256 first, so neither the content nor the
+length of the secret shows in the timing.  An empty presented credential never matches.
+
+Fail closed: a scheme whose env var is unset or empty makes the server refuse to start
+(:class:`MissingSecret`, one line naming the variable).  With ``allow_missing=True``
+(``--allow-missing-auth``) it starts anyway, logs a warning naming the variable, and that
+scheme accepts nothing.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import logging
 import os
@@ -27,6 +33,27 @@ from starlette.responses import Response
 from .jsonrpc import register_secret
 
 log = logging.getLogger("acp.runtime.auth")
+
+
+class MissingSecret(Exception):
+    """An auth scheme's environment variable is unset or empty (the server must not start)."""
+
+
+def _raw(value: str) -> bytes:
+    """A header value's bytes as sent: ASGI servers decode headers as Latin-1, so encoding
+    back gives the client's UTF-8 bytes; a value that is not Latin-1 text (set in code, not
+    read from the wire) is taken as UTF-8."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8")
+
+
+def _same(given: bytes, secret: bytes) -> bool:
+    """Constant time in content and length; an empty credential never matches."""
+    if not given or not secret:
+        return False
+    return hmac.compare_digest(hashlib.sha256(given).digest(), hashlib.sha256(secret).digest())
 
 
 class _Scheme:
@@ -47,9 +74,7 @@ class _Scheme:
             return False
         if self.kind == "api_key":
             given = headers.get(self.header)
-            return given is not None and hmac.compare_digest(
-                given.encode("utf-8", "replace"), secret
-            )
+            return given is not None and _same(_raw(given.strip()), secret)
         value = headers.get("authorization")
         if value is None:
             return False
@@ -62,10 +87,10 @@ class _Scheme:
                 decoded = base64.b64decode(rest.encode("ascii"), validate=True)
             except (binascii.Error, ValueError, UnicodeEncodeError):
                 return False
-            return hmac.compare_digest(decoded, secret)
+            return _same(decoded, secret)
         if scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(rest.encode("utf-8", "replace"), secret)
+        return _same(_raw(rest), secret)
 
     def challenge(self) -> str:
         if self.kind == "basic":
@@ -79,7 +104,11 @@ class Auth:
     """The accepted schemes; ``check(headers)`` returns None or a 401 response."""
 
     def __init__(
-        self, entries: list[dict[str, Any]], environ: Mapping[str, str] | None = None
+        self,
+        entries: list[dict[str, Any]],
+        environ: Mapping[str, str] | None = None,
+        *,
+        allow_missing: bool = False,
     ) -> None:
         env = os.environ if environ is None else environ
         self.schemes: list[_Scheme] = []
@@ -91,12 +120,23 @@ class Auth:
                 kind = "bearer"
             var = entry.get("env")
             raw = env.get(var) if isinstance(var, str) else None
-            if raw is None:
+            if kind == "basic" and raw is not None and not raw.partition(":")[2]:
+                raw = ""  # "user:" or no colon: no password, nothing to check against
+            if not raw:
+                state = "is empty" if raw == "" else "is not set"
+                name = var if isinstance(var, str) else "(no env in the manifest)"
+                if not allow_missing:
+                    raise MissingSecret(
+                        f"auth {kind}: environment variable {name} {state}; set it, or start "
+                        "with --allow-missing-auth to run with that scheme refusing everyone"
+                    )
                 log.warning(
-                    "auth %s: environment variable %s is not set; that scheme accepts nothing",
+                    "auth %s: environment variable %s %s; that scheme accepts nothing",
                     kind,
-                    var,
+                    name,
+                    state,
                 )
+                raw = None
             if raw is not None:
                 register_secret(raw)  # never shown in a log line
                 if kind == "basic":
@@ -111,9 +151,13 @@ class Auth:
 
     @classmethod
     def from_manifest(
-        cls, manifest: Mapping[str, Any], environ: Mapping[str, str] | None = None
+        cls,
+        manifest: Mapping[str, Any],
+        environ: Mapping[str, str] | None = None,
+        *,
+        allow_missing: bool = False,
     ) -> Auth:
-        return cls(list(manifest.get("auth") or []), environ)
+        return cls(list(manifest.get("auth") or []), environ, allow_missing=allow_missing)
 
     def accepts(self, headers: Mapping[str, str]) -> bool:
         if not self.enabled:
@@ -146,7 +190,7 @@ class Auth:
         env = os.environ if environ is None else environ
         for s in self.schemes:
             value = env.get(s.env or "")
-            if value is None:
+            if not value:
                 continue
             if s.kind == "api_key":
                 return {s.header: value}

@@ -61,13 +61,22 @@ bytes, so a connection with N sessions at most (N + 1) x both; with many busy se
 per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew RSS by
 ~23 MiB as the windows filled).  A connection its client abandoned without ``DELETE``
 (no SSE reader, no WebSocket, no request in flight) is ended after ``idle_timeout``
+seconds, and so is a WebSocket that sent nothing for that long with no request in flight
+(closed with 1001)
 seconds (600 by default; its sessions stay in the store).
+
+Limits (README, "Limits of the HTTP agent"): ``max_connections`` ACP connections per
+process (``initialize`` over it: 503), ``max_sessions`` per connection (a request that
+would open one more: 429 over POST, an error answer over WebSocket; the connection lives
+on).  Server-level ones (header timeout, keep-alive, WebSocket frame size) are set in
+one place, :func:`server_settings`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -86,12 +95,14 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime
-from .auth import Auth
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RedactingFilter
+from .auth import Auth, MissingSecret
+from .errors import RpcError
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RateLimitedLog, RedactingFilter
 from .sessions import SessionCore, advertise, callbacks_for, open_default_store
 from .store import SessionStore
 
 log = logging.getLogger("acp.runtime.http")
+_limited = RateLimitedLog(log)
 
 AFFINITY_COOKIE = "acp-replica"  # same name as redis_router.AFFINITY_COOKIE
 
@@ -108,6 +119,13 @@ DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
 DRAIN_LIMIT = 256 * 1024 * 1024
 MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
 DRAIN_SECONDS = 30.0
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_SESSIONS = 100
+DEFAULT_KEEP_ALIVE = 5.0
+# a WebSocket frame this much over the message limit is still read (and answered with an
+# error); a bigger one closes the socket with 1009 (the server will not buffer it)
+WS_FRAME_MARGIN = 1024 * 1024
 
 SESSION_SCOPED = frozenset(
     {
@@ -119,6 +137,8 @@ SESSION_SCOPED = frozenset(
     }
 )
 _ATTACHING = frozenset({"session/load", "session/resume"})
+_OPENING = frozenset({"session/new", *_ATTACHING})
+_OPENING_NEEDLES = (b'"session/new"', b'"session/load"', b'"session/resume"')
 
 Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 
@@ -128,6 +148,7 @@ class CoreConnection(Protocol):
 
     def feed(self, frame: bytes | str) -> None: ...
     def too_large(self, size: int) -> None: ...
+    def reject(self, rid: Any, err: RpcError) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -271,6 +292,8 @@ class HttpConnection:
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
+        self.opening: set[Any] = set()  # ids of session/new|load|resume not answered yet
+        self.ws_sessions: set[str] = set()  # sessions opened over a WebSocket
         self.closed = False
         self.last_seen = time.monotonic()
 
@@ -282,6 +305,48 @@ class HttpConnection:
             return True
         return bool(getattr(self.core, "_incoming", None))
 
+    def session_count(self) -> int:
+        return len(self.sessions) + len(self.ws_sessions) + len(self.opening)
+
+    def admit(self, msg: dict[str, Any]) -> RpcError | None:
+        """The per-connection session cap (``max_sessions``): a request that would open
+        one more session gets an error; the connection lives on.  Sessions opened on a
+        connection count until it ends (their streams are kept until then)."""
+        method = msg.get("method")
+        if (
+            type(method) is not str
+            or method not in _OPENING
+            or type(msg.get("id")) not in (int, str)
+        ):
+            return None  # a notification, or an id the core refuses anyway
+        params = msg.get("params")
+        target = params.get("sessionId") if type(params) is dict else None
+        if type(target) is str and (target in self.sessions or target in self.ws_sessions):
+            return None
+        limit = self.server.max_sessions
+        if self.session_count() >= limit:
+            return RpcError(
+                -32600,
+                f"too many sessions on this connection (limit {limit}); open a new connection",
+                {"limit": "max_sessions", "max": limit},
+            )
+        self.opening.add(msg["id"])
+        return None
+
+    def _opened(self, frame: bytes) -> None:
+        """A WebSocket connection's answer to a session/new|load|resume: count the session."""
+        try:
+            msg = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return
+        if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
+            return
+        self.opening.discard(msg["id"])
+        result = msg.get("result")
+        sid = result.get("sessionId") if type(result) is dict else None
+        if type(sid) is str:
+            self.ws_sessions.add(sid)
+
     def session_stream(self, sid: str) -> OutStream:
         s = self.sessions.get(sid)
         if s is None:
@@ -292,7 +357,9 @@ class HttpConnection:
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         if self.ws_send is not None:
-            for frame, _sid in batch:
+            for frame, sid in batch:
+                if self.opening and sid is None:
+                    self._opened(frame)
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
@@ -320,6 +387,8 @@ class HttpConnection:
         if type(msg) is not dict or "method" in msg or "id" not in msg:
             return False
         rid = msg["id"]
+        if type(rid) in (int, str):
+            self.opening.discard(rid)
         fut = self.waiters.pop(rid, None)
         if fut is not None:
             if not fut.done():
@@ -367,10 +436,14 @@ class AcpHttpServer:
         keepalive: float = KEEPALIVE_SECONDS,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         replay_window: int = DEFAULT_REPLAY_WINDOW,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
         replica: str | None = None,
         router: Any = None,
     ) -> None:
         self.factory = factory
+        self.max_connections = max_connections
+        self.max_sessions = max_sessions
         # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
         # relays requests for connections another replica owns
         self.replica = replica or (router.replica if router is not None else None)
@@ -456,6 +529,8 @@ class AcpHttpServer:
             return _error(400, -32600, "invalid request: id must be a string, integer or null")
         method = msg.get("method")
         if method == "initialize" and "id" in msg:
+            if len(self.connections) >= self.max_connections:
+                return self._full()
             conn = HttpConnection(self)
             self.connections[conn.id] = conn
             try:
@@ -501,6 +576,13 @@ class AcpHttpServer:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
             return _error(404, -32600, "unknown session id")
+        refused = conn.admit(msg)
+        if refused is not None:
+            return Response(
+                orjson.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "error": refused.to_wire()}),
+                status_code=429,
+                media_type="application/json",
+            )
         if method in _ATTACHING and "id" in msg:
             params = msg.get("params")
             target = params.get("sessionId") if type(params) is dict else None
@@ -508,6 +590,17 @@ class AcpHttpServer:
                 conn.attaching[msg["id"]] = target
         conn.core.feed(body)
         return Response(status_code=202)
+
+    def _full(self) -> Response:
+        _limited.warning(
+            "connections", "connection limit (%d) reached: refused", self.max_connections
+        )
+        return _error(
+            503,
+            -32600,
+            f"too many connections (limit {self.max_connections}); retry later",
+            {"Retry-After": "1"},
+        )
 
     async def get(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)
@@ -629,12 +722,27 @@ class AcpHttpServer:
             else:
                 await ws.close(code=1008, reason="unauthorized")  # the server answers 403
             return
+        if len(self.connections) >= self.max_connections:
+            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+                await ws.send_denial_response(self._full())
+            else:
+                await ws.close(code=1013, reason="too many connections")
+            return
         conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
         self.connections[conn.id] = conn
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
         try:
             while True:
-                message = await ws.receive()
+                try:
+                    message = await asyncio.wait_for(ws.receive(), self.idle_timeout or None)
+                except TimeoutError:
+                    if getattr(conn.core, "_incoming", None) or getattr(
+                        conn.core, "_pending", None
+                    ):
+                        continue  # a request still runs: the client is waiting, not idle
+                    log.info("WebSocket connection %s idle: closed", conn.id[:8])
+                    await ws.close(code=1001, reason="idle")
+                    return
                 if message["type"] == "websocket.disconnect":
                     return
                 text = message.get("text")
@@ -644,11 +752,27 @@ class AcpHttpServer:
                 if len(data) > conn.core.max_message_size:
                     conn.core.too_large(len(data))
                     continue
+                if any(n in data for n in _OPENING_NEEDLES) and not self._ws_admit(conn, data):
+                    continue
                 conn.core.feed(data)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
+
+    def _ws_admit(self, conn: HttpConnection, data: bytes) -> bool:
+        try:
+            msg = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return True  # the core answers the parse error
+        if type(msg) is not dict:
+            return True
+        refused = conn.admit(msg)
+        if refused is None:
+            return True
+        rid = msg.get("id")
+        conn.core.reject(rid if type(rid) in (int, str) else None, refused)
+        return False
 
     # ---- info -------------------------------------------------------------------
     async def agent_json(self, request: Request) -> Response:
@@ -693,12 +817,28 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
 
 
 def serve(
-    factory: ConnectionFactory, host: str = "127.0.0.1", port: int = 8000, **options: Any
+    factory: ConnectionFactory,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    **options: Any,
 ) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
+    limit = int(options.get("max_body", DEFAULT_MAX_BODY))
     certfile = options.pop("certfile", None)
     keyfile = options.pop("keyfile", None)
-    run_server(create_app(factory, **options), host, port, certfile=certfile, keyfile=keyfile)
+    run_server(
+        create_app(factory, **options),
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=limit,
+        certfile=certfile,
+        keyfile=keyfile,
+    )
 
 
 # ---- the generated agent over HTTP: sessions come from the session core (sessions.py) ----
@@ -728,15 +868,21 @@ def app_for(
     *,
     store: SessionStore | None = None,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    allow_missing_auth: bool = False,
     **options: Any,
 ) -> Starlette:
     """The ASGI app of a generated agent: auth and the well-known document from its manifest.
+
+    An auth scheme whose env var is unset or empty raises :class:`MissingSecret` unless
+    ``allow_missing_auth`` (then that scheme accepts nothing, with a warning).
 
     The store: ``$ACP_SESSION_STORE``, else SQLite at ``$ACP_SESSION_DB``, else
     ``<name>-sessions.db`` in the working directory (see ``sessions.open_default_store``).
     Several replicas: ``$ACP_REDIS_URL`` and ``$ACP_REPLICA_ID`` (see redis_router.py).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
+    if "auth" not in options:  # first: an agent that refuses to start creates no store
+        options["auth"] = Auth.from_manifest(manifest, allow_missing=allow_missing_auth)
     name = str(manifest.get("name", "agent"))
     if store is None:
         store = open_default_store(name, f"{name}-sessions.db")
@@ -748,13 +894,12 @@ def app_for(
         advertise(rt, info.get("capabilities"))  # the session methods the core serves
         return info
 
-    options.setdefault("auth", Auth.from_manifest(manifest))
     replica = os.environ.get("ACP_REPLICA_ID") or None
     redis_url = os.environ.get("ACP_REDIS_URL")
     if redis_url and "router" not in options:
-        from .redis_router import RedisRouter  # needs redis (the project's `redis` extra)
-
-        options["router"] = RedisRouter(redis_url, replica or uuid.uuid4().hex[:12])
+        # needs redis (the project's `redis` extra); imported by name: shipped with HTTP only
+        router_module = importlib.import_module(".redis_router", __package__)
+        options["router"] = router_module.RedisRouter(redis_url, replica or uuid.uuid4().hex[:12])
     options.setdefault("replica", replica)
     options.setdefault("well_known", document)
     options.setdefault("max_body", max_message_size)
@@ -764,31 +909,70 @@ def app_for(
 
 
 def serve_http(
-    agent_cls: type[AgentRuntime], host: str = "127.0.0.1", port: int = 8000, **options: Any
+    agent_cls: type[AgentRuntime],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    **options: Any,
 ) -> None:
-    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``)."""
+    """The generated agent's ``--transport http`` entry point (called by ``serve.run_agent``).
 
+    A missing or empty auth secret stops it here: one line on stderr naming the variable,
+    exit status 2 (see auth.py)."""
     certfile = options.pop("certfile", None)
     keyfile = options.pop("keyfile", None)
-    app = app_for(agent_cls, **options)
-    run_server(app, host, port, certfile=certfile, keyfile=keyfile)
+    try:
+        app = app_for(agent_cls, **options)
+    except MissingSecret as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    run_server(
+        app,
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=int(options.get("max_message_size", DEFAULT_MAX_MESSAGE_SIZE)),
+        certfile=certfile,
+        keyfile=keyfile,
+    )
 
 
 def server_config(
-    host: str, port: int, *, certfile: str | None = None, keyfile: str | None = None
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    certfile: str | None = None,
+    keyfile: str | None = None,
 ) -> Any:
-    """Hypercorn's configuration for a generated agent (chosen by measurement: bench/README.md).
+    """Hypercorn's configuration for a generated agent (chosen by measurement: bench/README.md),
+    with every server-level limit mapped onto it in this one place.
 
     Cleartext: HTTP/1.1, HTTP/2 with prior knowledge (h2c) and the h2c Upgrade; with a
     certificate: TLS with ALPN offering h2 and http/1.1.  WebSocket over HTTP/1.1 (and RFC 8441
-    over HTTP/2).  Its error log goes through ``acp.runtime.http.server`` with secrets redacted;
-    no access log.
+    over HTTP/2).
+
+    Limits: Hypercorn runs one timer per connection from the moment it opens (and again
+    from each completed response) until a request's headers are complete, and closes the
+    connection when it fires; data arriving does not reset it.  That timer is both the
+    keep-alive and the header deadline, so it is set to the smaller of the two: a socket
+    trickling header lines is closed like a silent one.  ``websocket_max_message_size``
+    lets a WebSocket frame a little over the message limit through so the runtime answers
+    it with an error.  The error log goes through ``acp.runtime.http.server`` with secrets
+    redacted; no access log.
     """
     from hypercorn.config import Config
 
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
+    config.keep_alive_timeout = min(keep_alive, header_timeout)
+    config.websocket_max_message_size = max_message_size + WS_FRAME_MARGIN
     server_log = logging.getLogger("acp.runtime.http.server")
     if not any(isinstance(f, RedactingFilter) for f in server_log.filters):
         server_log.addFilter(RedactingFilter())
@@ -804,6 +988,9 @@ def run_server(
     host: str = "127.0.0.1",
     port: int = 8000,
     *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     certfile: str | None = None,
     keyfile: str | None = None,
 ) -> None:
@@ -816,7 +1003,15 @@ def run_server(
 
     from hypercorn.asyncio import serve as hypercorn_serve
 
-    config = server_config(host, port, certfile=certfile, keyfile=keyfile)
+    config = server_config(
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=max_message_size,
+        certfile=certfile,
+        keyfile=keyfile,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family, backlog=config.backlog)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -56,12 +56,48 @@ async def serve_agent_stdio(
         await conn.close()
 
 
-def _max_size() -> int:
-    raw = os.environ.get("ACP_MAX_MESSAGE_SIZE")
+def _env(name: str, default: Any, kind: type = int) -> Any:
+    """An option's default from the environment (``ACP_<OPTION>``), else ``default``."""
+    raw = os.environ.get(name)
     try:
-        return int(raw) if raw else DEFAULT_MAX_MESSAGE_SIZE
+        return kind(raw) if raw else default
     except ValueError:
-        return DEFAULT_MAX_MESSAGE_SIZE
+        return default
+
+
+def _max_size() -> int:
+    return int(_env("ACP_MAX_MESSAGE_SIZE", DEFAULT_MAX_MESSAGE_SIZE))
+
+
+def _http_options(ap: argparse.ArgumentParser) -> None:
+    """The HTTP transport's limits (README, "Hardening"): flag, else env var, else default."""
+    h = _transport_module("http_server")
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    ap.add_argument(
+        "--certfile",
+        default=os.environ.get("ACP_TLS_CERT"),
+        help="PEM certificate: serve HTTPS with HTTP/2 by ALPN (env ACP_TLS_CERT)",
+    )
+    ap.add_argument(
+        "--keyfile",
+        default=os.environ.get("ACP_TLS_KEY"),
+        help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
+    )
+    for flag, env, default, kind in (
+        ("--header-timeout", "ACP_HEADER_TIMEOUT", h.DEFAULT_HEADER_TIMEOUT, float),
+        ("--keep-alive", "ACP_KEEP_ALIVE", h.DEFAULT_KEEP_ALIVE, float),
+        ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
+        ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
+        ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
+    ):
+        ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
+    ap.add_argument(
+        "--allow-missing-auth",
+        action="store_true",
+        default=os.environ.get("ACP_ALLOW_MISSING_AUTH") == "1",
+        help="start even when an auth secret is unset or empty (that scheme refuses everyone)",
+    )
 
 
 def _transport_module(name: str) -> Any:
@@ -94,18 +130,7 @@ def run_agent(
         help="largest JSON-RPC message accepted (env ACP_MAX_MESSAGE_SIZE)",
     )
     if transport == "http":
-        ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
-        ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
-        ap.add_argument(
-            "--certfile",
-            default=os.environ.get("ACP_TLS_CERT"),
-            help="PEM certificate: serve HTTPS with HTTP/2 by ALPN (env ACP_TLS_CERT)",
-        )
-        ap.add_argument(
-            "--keyfile",
-            default=os.environ.get("ACP_TLS_KEY"),
-            help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
-        )
+        _http_options(ap)
     args = ap.parse_args(argv)
     stderr_logging()
     if transport == "http":
@@ -116,6 +141,12 @@ def run_agent(
             max_message_size=args.max_message_size,
             certfile=args.certfile,
             keyfile=args.keyfile,
+            header_timeout=args.header_timeout,
+            keep_alive=args.keep_alive,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
+            max_sessions=args.max_sessions,
+            allow_missing_auth=args.allow_missing_auth,
         )
         return
     try:
@@ -165,17 +196,10 @@ def run_client(
 
 
 async def _client_repl(client: Any, proxy_cls: type[Any], command: list[str]) -> None:
-    from .client import spawn_agent
+    from .client import negotiate, spawn_agent
 
     async with spawn_agent(client, proxy_cls, *command) as agent:
-        await agent.call(
-            "initialize",
-            {
-                "protocolVersion": 1,
-                "clientCapabilities": {},
-                "clientInfo": {"name": "client", "version": "0"},
-            },
-        )
+        await negotiate(agent, client)
         sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
         loop = asyncio.get_running_loop()
         while True:

@@ -400,9 +400,18 @@ def open_store(url: str | None = None) -> SessionStore:
             "sqlite:////absolute/path.db"
         )
     if url.startswith(("postgresql://", "postgres://")):
-        from .store_postgres import PostgresSessionStore
+        # loaded by name: HTTP agents ship it (with the `postgres` extra: psycopg)
+        import importlib
 
-        return PostgresSessionStore(url)
+        try:
+            postgres = importlib.import_module(".store_postgres", __package__)
+        except ModuleNotFoundError as exc:
+            raise ValueError(
+                f"ACP_SESSION_STORE: the PostgreSQL store needs {exc.name!r} "
+                "(HTTP agents ship it; install the project's `postgres` extra)"
+            ) from None
+        store: SessionStore = postgres.PostgresSessionStore(url)
+        return store
     scheme = url.split(":", 1)[0]
     raise ValueError(
         f"ACP_SESSION_STORE: unknown store {scheme!r}; use sqlite:///path.db, memory: "

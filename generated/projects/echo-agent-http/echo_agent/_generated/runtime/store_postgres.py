@@ -58,7 +58,7 @@ class PostgresSessionStore:
     ) -> None:
         """``open_timeout``: how long the first call waits for the server (then it raises,
         and the next call tries again)."""
-        self.url = url
+        self._url = url  # holds the password: never shown
         self._open_timeout = open_timeout
         self._sizes = (min_size, max_size)
         self._pool = self._new_pool()
@@ -66,7 +66,7 @@ class PostgresSessionStore:
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(
-            self.url,
+            self._url,
             min_size=self._sizes[0],
             max_size=self._sizes[1],
             open=False,

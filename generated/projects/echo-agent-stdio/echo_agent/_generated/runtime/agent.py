@@ -31,6 +31,7 @@ from .errors import (
 from .interrupts import InterruptDeclined, Interrupts, _camel
 from .jsonrpc import Connection, log
 from .providers import ProviderRoute, Providers
+from .revision import Revision, revision_for
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
 
 
@@ -63,7 +64,11 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         self._machine = StateMachine(m.get("states"))
         self._init_providers(m)
         self._mm: Any = None
-        self._dispatch_cache: dict[str, Any] = {}
+        # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
+        self._methods = {}
+        self._dispatch_cache = {}
+        if self.REVISIONS:
+            self._use_revision(self.REVISIONS[-1])
 
     # ---- the user's API ----------------------------------------------------------
     async def prompt(self, turn: Turn, input: Any) -> Any:
@@ -83,48 +88,59 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         return out
 
     def _capabilities(self) -> dict[str, Any]:
-        caps: dict[str, Any] = {
-            "loadSession": False,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-        }
-        if self.PROFILE.get("init_shape") == "v2":
-            caps = {"promptCapabilities": caps["promptCapabilities"]}
-        if self._providers and self.PROFILE.get("providers"):
-            caps["providers"] = self.PROFILE.get("providers_capability", {})
+        """The agent's capabilities, each where this revision's AgentCapabilities puts it."""
+        names = self.revision.agent_capabilities
+        caps: dict[str, Any] = {}
+        if names.load_session:
+            caps[names.load_session] = False
+        if names.prompt:
+            prompt = {"image": False, "audio": False, "embeddedContext": True}
+            _put(caps, names.prompt, {k: v for k, v in prompt.items() if k in names.prompt_fields})
+        if self._providers and names.providers:
+            caps[names.providers] = True if names.providers_is_flag else {}
         return caps
 
     def _auth_methods(self) -> list[dict[str, Any]]:
+        shape = self.revision.auth_method
         out = []
         for a in self._acp_manifest.get("auth") or ():
             if a.get("type") in (None, "none"):
                 continue
-            entry = {"id": a["type"], "name": a["type"]}
+            entry = {shape.id: a["type"], "name": a["type"]}
+            if shape.agent_type:
+                entry["type"] = shape.agent_type
             if a.get("env"):
                 entry["description"] = f"credential from ${a['env']}"
             out.append(entry)
         return out
 
+    def _negotiate(self, version: int) -> Revision:
+        """ACP's rule: the client's version when the agent serves it, else the agent's latest."""
+        return revision_for(self.REVISIONS, version) or self.REVISIONS[-1]
+
     async def _rt_initialize(self, params: Any, ctx: Any) -> Any:
         version = _need(params, "protocolVersion", int)
-        if self.PROFILE.get("init_shape") == "v2":
-            _need(params, "info", dict)
-            self.client_capabilities = params.get("capabilities") or {}
+        rev = self._negotiate(version)
+        self._use_revision(rev)
+        shape = rev.init
+        if rev.protocol_version == version:
+            # the request is in this revision's shape: check what it requires
+            if shape.request_info_required:
+                _need(params, shape.request_info, dict)
+            caps = params.get(shape.request_capabilities)
         else:
-            self.client_capabilities = params.get("clientCapabilities") or {}
-        ours = int(self.PROFILE.get("protocol_version", 1))
-        result: dict[str, Any] = {"protocolVersion": min(version, ours) if version > 0 else ours}
-        if self.PROFILE.get("init_shape") == "v2":
-            result["info"] = self._info()
-            result["capabilities"] = self._capabilities()
-        else:
-            result["agentInfo"] = self._info()
-            result["agentCapabilities"] = self._capabilities()
-        result["authMethods"] = self._auth_methods()
+            caps = None  # another revision's body: its capabilities are not ours to read
+        self.client_capabilities = caps if type(caps) is dict else {}
+        result: dict[str, Any] = {"protocolVersion": rev.protocol_version}
+        result[shape.response_info] = self._info()
+        result[shape.response_capabilities] = self._capabilities()
+        if shape.auth_methods:
+            result[shape.auth_methods] = self._auth_methods()
         return result
 
     async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
         mid = _need(params, "methodId", str)
-        if mid not in {a["id"] for a in self._auth_methods()}:
+        if mid not in {a[self.revision.auth_method.id] for a in self._auth_methods()}:
             raise invalid_params(
                 "unknown auth method",
                 [{"loc": ["params", "methodId"], "msg": "unknown auth method"}],
@@ -141,7 +157,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
             **self._info(),
             "description": m.get("description"),
             "links": m.get("links") or {},
-            "protocolVersion": self.PROFILE.get("protocol_version", 1),
+            "protocolVersion": self.revision.protocol_version,
             "capabilities": self._capabilities(),
             "outputModes": m.get("output_modes") or {},
             "schemas": {
@@ -223,31 +239,31 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
         cfg = self._acp_manifest.get("config") or {}
-        v2 = self.PROFILE.get("init_shape") == "v2"
+        v2 = self.revision.turn.lifecycle == "v2"  # the v2 schema has the open "other" kind
         out = []
+        shape = self.revision.config_option
         for opt in cfg.get("options") or ():
             cur = raw.get(opt["id"], opt.get("default"))
-            key = "configId" if v2 else "id"  # SessionConfigOption's id field per revision
-            base: dict[str, Any] = {key: opt["id"], "name": opt.get("name") or opt["id"]}
+            base: dict[str, Any] = {shape.id: opt["id"], "name": opt.get("name") or opt["id"]}
             if opt.get("description"):
                 base["description"] = opt["description"]
             if opt.get("type") == "boolean":
-                out.append({**base, "type": "boolean", "currentValue": bool(cur)})
+                out.append({**base, "type": "boolean", shape.current_value: bool(cur)})
             elif (
                 v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
             ):
                 # v2 carries implementation-specific kinds ("_" + name, the "other" variant);
                 # v1 has select and boolean only: there such an option is set through
                 # session/new `_meta.config` or session/set_config_option, not listed
-                out.append({**base, "type": "_" + opt["type"], "currentValue": cur})
+                out.append({**base, "type": "_" + opt["type"], shape.current_value: cur})
             elif opt.get("values"):
                 vals = [str(v) for v in opt["values"]]
                 out.append(
                     {
                         **base,
                         "type": "select",
-                        "currentValue": str(cur) if cur is not None else vals[0],
-                        "options": [{"value": v, "name": v} for v in vals],
+                        shape.current_value: str(cur) if cur is not None else vals[0],
+                        shape.select_options: [{"value": v, "name": v} for v in vals],
                     }
                 )
         return out
@@ -321,6 +337,13 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         s.config = self._validate_config(raw, ("params", "value"))
         s.config_raw = raw
         return {"configOptions": self._config_options(raw)}
+
+
+def _put(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set `value` at `path` in `doc`, creating the objects on the way."""
+    for key in path[:-1]:
+        doc = doc.setdefault(key, {})
+    doc[path[-1]] = value
 
 
 def _turn_timeout(rt: AgentRuntime) -> float | None:

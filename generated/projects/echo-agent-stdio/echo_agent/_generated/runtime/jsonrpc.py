@@ -27,11 +27,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
+from . import wirecheck
 from .errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -39,6 +41,7 @@ from .errors import (
     REQUEST_CANCELLED,
     RpcError,
     internal_error,
+    invalid_params,
 )
 
 log = logging.getLogger("acp.runtime")
@@ -48,6 +51,10 @@ RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
+# JSON nesting a message may have: orjson writes at most 254 levels, and every message
+# the runtime sends back (a prompt block inside a session/update) adds a few
+MAX_DEPTH = 200
+_LOC_KEYS = 3  # how much of the path a too-deep error names (params.prompt[i])
 _HIGH_WATER = 4 * 1024 * 1024
 
 
@@ -61,6 +68,25 @@ def _to_json(obj: Any) -> Any:
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, default=_to_json)
+
+
+def too_deep(frame: bytes | str, msg: Any) -> list[Any] | None:
+    """Where ``msg`` nests more than ``MAX_DEPTH`` levels (the first three keys of the
+    path, e.g. ``["params", "prompt", 1]``), or None.  A frame with fewer brackets than
+    that cannot (counting is fast): only those with many are walked."""
+    raw = frame.encode() if isinstance(frame, str) else frame
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return None
+    level: list[tuple[Any, int, tuple[Any, ...]]] = [(msg, 1, ())]
+    while level:
+        node, depth, where = level.pop()
+        if depth > MAX_DEPTH:
+            return list(where)
+        items = node.items() if type(node) is dict else enumerate(node)
+        for key, value in items:
+            if type(value) in (dict, list):
+                level.append((value, depth + 1, (*where, key) if len(where) < _LOC_KEYS else where))
+    return None
 
 
 def _session_of(params: Any) -> str | None:
@@ -92,6 +118,7 @@ class Connection:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         immediate_notifications: frozenset[str] = frozenset(),
+        wire_check: wirecheck.WireCheck | None = None,
     ) -> None:
         self._sink = sink
         self._on_request = on_request
@@ -114,11 +141,17 @@ class Connection:
         self._workers: dict[str | None, asyncio.Task[None]] = {}
         self._closed = False
         self.closed = asyncio.Event()
+        # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
+        self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
+        self._wire_in: dict[Any, str] = {}  # id -> method of requests we answer
+        self._wire_out: dict[int, str] = {}  # id -> method of requests we sent
 
     # ---- outgoing ---------------------------------------------------------------
     def _enqueue(self, frame: bytes, session_id: str | None) -> None:
         if self._closed:
             return
+        if self._wire is not None:
+            self._wire_sent(frame)
         self._out.append((frame, session_id))
         self._out_bytes += len(frame)
         if self._writer is None:
@@ -176,8 +209,8 @@ class Connection:
             msg["params"] = params
         frame = _dumps(msg)  # before anything waits on it: unserializable params raise here
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._enqueue(frame, _session_of(params))  # (raises first in wire-check mode)
         self._pending[rid] = fut
-        self._enqueue(frame, _session_of(params))
         try:
             return await fut
         except asyncio.CancelledError:
@@ -202,6 +235,10 @@ class Connection:
             session_id,
         )
 
+    def reject(self, rid: Any, err: RpcError) -> None:
+        """Answer a frame the transport refused before feeding it (a limit)."""
+        self._error(rid, err)
+
     def too_large(self, size: int) -> None:
         """Answer a frame that exceeded the size limit (its id is unknown)."""
         self._error(
@@ -212,6 +249,22 @@ class Connection:
                 {"size": size, "limit": self.max_message_size},
             ),
         )
+
+    def _wire_sent(self, frame: bytes) -> None:
+        """The wire check of one outgoing frame. A response that fails it is still sent
+        (the check records it; the peer must not wait forever); anything else raises."""
+        assert self._wire is not None
+        msg = orjson.loads(frame)
+        if type(msg) is dict and "method" not in msg:
+            method = self._wire_in.pop(msg.get("id"), None)
+            try:
+                self._wire.sent(frame, method)
+            except wirecheck.WireCheckError:
+                pass  # recorded and logged
+            return
+        if type(msg) is dict and type(msg.get("id")) is int:
+            self._wire_out[msg["id"]] = str(msg.get("method"))
+        self._wire.sent(frame, None)
 
     # ---- incoming ---------------------------------------------------------------
     def feed(self, frame: bytes | str) -> None:
@@ -228,6 +281,23 @@ class Connection:
         if type(msg) is not dict:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
             return
+        where = too_deep(frame, msg)
+        if where is not None:
+            rid = msg.get("id")
+            if "method" in msg and type(rid) in (int, str):
+                self._error(
+                    rid,
+                    invalid_params(
+                        f"{'.'.join(map(str, where))}: nested deeper than {MAX_DEPTH} levels",
+                        [{"loc": where, "msg": "nested too deeply", "max": MAX_DEPTH}],
+                    ),
+                    _session_of(msg.get("params")),
+                )
+            else:
+                _limited.warning("too-deep", "a message nested too deeply was dropped")
+            return
+        if self._wire is not None:
+            self._wire_received(msg)
         try:
             self._dispatch(msg)
         except Exception as exc:  # a frame must never take the connection down
@@ -235,6 +305,18 @@ class Connection:
             rid = msg.get("id")
             if "method" in msg and type(rid) in (int, str):
                 self._error(rid, internal_error())
+
+    def _wire_received(self, msg: dict[str, Any]) -> None:
+        assert self._wire is not None
+        rid = msg.get("id")
+        hashable = rid is None or type(rid) in (int, str)
+        if "method" in msg:
+            if "id" in msg and hashable:
+                self._wire_in[rid] = str(msg["method"])
+            self._wire.received(msg, None)
+        else:
+            method = self._wire_out.pop(rid, None) if type(rid) is int else None
+            self._wire.received(msg, method)
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         has_id = "id" in msg
@@ -360,14 +442,14 @@ class Connection:
             raise
         except RpcError as exc:  # the peer's notification was refused: there is no one to tell
             if exc.code != METHOD_NOT_FOUND:
-                log.warning("notification %s refused: %s", method, exc.code)
+                _limited.warning("notification-refused", "a notification was refused: %s", exc.code)
         except Exception as exc:
             log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
 
     def _on_response(self, rid: Any, msg: dict[str, Any]) -> None:
         fut = self._pending.pop(rid, None) if type(rid) is int else None
         if fut is None:
-            log.warning("response to an unknown request id ignored")
+            _limited.warning("stray-response", "response to an unknown request id ignored")
             return
         if fut.done():
             return
@@ -404,6 +486,7 @@ class Connection:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.flush()
         self._closed = True
+        forget_secrets(self)
         ending = list(self._workers.values())
         if self._writer is not None:
             self._writer.cancel()
@@ -413,24 +496,91 @@ class Connection:
         self.closed.set()
 
 
-_SECRETS: set[str] = set()
-_MAX_SECRETS = 4096
+# ---- secrets out of logs ----------------------------------------------------------
+# Values registered here are replaced by ``[redacted]`` in every log line the runtime's
+# handlers write.  Process-wide secrets (auth tokens, the callback key) stay for the life
+# of the process; values a connection registers (provider headers, URL credentials) are
+# counted against that connection (at most ``MAX_SECRETS_PER_OWNER``) and forgotten when
+# it ends.  A registration over the cap is refused (``SecretLimit``), never evicting a
+# value that may still be in use.
+
+MAX_SECRETS_PER_OWNER = 256
 _MIN_SECRET = 4  # shorter values are not redacted: they would blank ordinary text
+_GLOBAL: set[str] = set()
+_OWNED: dict[int, set[str]] = {}
+_REFS: dict[str, int] = {}  # value -> how many owners hold it
+_ordered: list[str] = []  # every registered value, longest first
 
 
-def register_secret(value: str) -> None:
-    """A credential (auth token, provider header value) that no log line may show."""
-    if len(value) >= _MIN_SECRET and len(_SECRETS) < _MAX_SECRETS:
-        _SECRETS.add(value)
+class SecretLimit(Exception):
+    """A connection tried to register more secret values than it may hold."""
+
+
+def _reorder() -> None:
+    _ordered[:] = sorted({*_GLOBAL, *_REFS}, key=len, reverse=True)
+
+
+def register_secret(value: str, owner: object | None = None) -> None:
+    """A credential that no log line may show; ``owner`` (a connection) scopes it."""
+    register_secrets([value], owner)
+
+
+def register_secrets(values: list[str], owner: object | None = None) -> None:
+    """Register all of ``values`` or none (``SecretLimit`` when ``owner`` would hold more
+    than ``MAX_SECRETS_PER_OWNER``)."""
+    fresh = {v for v in values if len(v) >= _MIN_SECRET}
+    if owner is None:
+        if not fresh <= _GLOBAL:
+            _GLOBAL.update(fresh)
+            _reorder()
+        return
+    held = _OWNED.setdefault(id(owner), set())
+    fresh -= held
+    if not fresh:
+        return
+    if len(held) + len(fresh) > MAX_SECRETS_PER_OWNER:
+        raise SecretLimit(
+            f"too many distinct secret values on this connection (limit "
+            f"{MAX_SECRETS_PER_OWNER}); open a new connection"
+        )
+    held.update(fresh)
+    for value in fresh:
+        _REFS[value] = _REFS.get(value, 0) + 1
+    _reorder()
+
+
+def forget_secrets(owner: object) -> None:
+    """The connection ended: drop the values only it held."""
+    held = _OWNED.pop(id(owner), None)
+    if not held:
+        return
+    for value in held:
+        n = _REFS.get(value, 0) - 1
+        if n > 0:
+            _REFS[value] = n
+        else:
+            _REFS.pop(value, None)
+    _reorder()
 
 
 def redact(text: str) -> str:
     """`text` with every registered secret replaced by ``[redacted]``."""
-    if _SECRETS and text:
-        for secret in sorted(_SECRETS, key=len, reverse=True):
+    if _ordered and text:
+        for secret in _ordered:
             if secret in text:
                 text = text.replace(secret, "[redacted]")
     return text
+
+
+def _redact_arg(arg: Any) -> Any:
+    """One %-format argument: kept as it is (its type matters to the formatter: uvicorn's
+    access log unpacks them and reads the status code as an int) unless its text holds
+    a secret, then the redacted text."""
+    if isinstance(arg, (int, float)) or arg is None:
+        return arg
+    text = arg if isinstance(arg, str) else str(arg)
+    clean = redact(text)
+    return arg if clean == text else clean
 
 
 class RedactingFormatter(logging.Formatter):
@@ -441,16 +591,56 @@ class RedactingFormatter(logging.Formatter):
 
 
 class RedactingFilter(logging.Filter):
-    """For handlers the runtime does not format (uvicorn's): secrets out of each record."""
+    """For handlers the runtime does not format (uvicorn's): secrets out of the record's
+    message and arguments, which keep their shape (a formatter may unpack them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _SECRETS:
-            record.msg = redact(record.getMessage())
-            record.args = None
-            if record.exc_info:
-                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-                record.exc_info = None
+        if not _ordered:
+            return True
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(_redact_arg(a) for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: _redact_arg(v) for k, v in args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
+
+
+_MAX_LIMITED_KEYS = 1024
+
+
+class RateLimitedLog:
+    """Warnings a peer can trigger once per frame, at most once per ``interval`` seconds
+    per key; the next one says how many were suppressed meanwhile."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        if len(self._last) > _MAX_LIMITED_KEYS:  # keys are fixed strings: only a backstop
+            self._last.clear()
+        self._last[key] = now
+        skipped = self._suppressed.pop(key, 0)
+        if skipped:
+            msg += " (%d more like it suppressed)"
+            args = (*args, skipped)
+        self.logger.warning(msg, *args)
+
+
+_limited = RateLimitedLog(log)
 
 
 def stderr_logging(level: int = logging.WARNING) -> None:

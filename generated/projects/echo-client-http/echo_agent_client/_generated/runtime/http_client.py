@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 import orjson
 
-from .client import AgentProxy, ClientRuntime
+from .client import AgentProxy, ClientRuntime, negotiate
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 
 log = logging.getLogger("acp.runtime.http_client")
@@ -339,15 +339,9 @@ def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str) -> No
     """Console script: connect, open a session, send each stdin line as a prompt."""
 
     async def repl() -> None:
-        async with connect_http(client_cls(), proxy_cls, url) as agent:
-            await agent.call(
-                "initialize",
-                {
-                    "protocolVersion": 1,
-                    "clientCapabilities": {},
-                    "clientInfo": {"name": "client", "version": "0"},
-                },
-            )
+        client = client_cls()
+        async with connect_http(client, proxy_cls, url) as agent:
+            await negotiate(agent, client)
             sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
             loop = asyncio.get_running_loop()
             while True:

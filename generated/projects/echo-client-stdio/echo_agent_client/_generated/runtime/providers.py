@@ -6,7 +6,7 @@ from typing import Any
 
 from .dispatch import RuntimeCore, _need
 from .errors import invalid_params
-from .jsonrpc import register_secret
+from .masking import mask_url, register_route_secrets, url_secrets
 
 
 class ProviderRoute:
@@ -23,7 +23,7 @@ class ProviderRoute:
     def __repr__(self) -> str:
         return (
             f"ProviderRoute({self.provider_id!r}, api_type={self.api_type!r}, "
-            f"base_url={self.base_url!r}, headers=<{len(self.headers)} hidden>)"
+            f"base_url={mask_url(self.base_url)!r}, headers=<{len(self.headers)} hidden>)"
         )
 
 
@@ -52,7 +52,7 @@ class Providers(RuntimeCore):
                     "providerId": pid,
                     "supported": list(p.get("supported") or ()),
                     "required": bool(p.get("required")),
-                    "current": {"apiType": route.api_type, "baseUrl": route.base_url}
+                    "current": {"apiType": route.api_type, "baseUrl": mask_url(route.base_url)}
                     if route
                     else None,
                 }
@@ -88,8 +88,7 @@ class Providers(RuntimeCore):
                     }
                 ],
             )
-        for value in headers.values():
-            register_secret(value)
+        register_route_secrets(ctx, [*headers.values(), *url_secrets(base)])
         self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
         return {}
 

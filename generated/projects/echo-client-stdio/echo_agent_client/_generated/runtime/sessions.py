@@ -47,7 +47,7 @@ import orjson
 
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
-from .store import MemorySessionStore, SessionStore, SqliteSessionStore
+from .store import SessionStore, SqliteSessionStore, open_store
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
@@ -113,25 +113,15 @@ async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any 
 
 
 def open_default_store(name: str, default_path: str | Path | None = None) -> SessionStore:
-    """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db`` or
-    ``memory:``), else SQLite at ``$ACP_SESSION_DB``, else at ``default_path``, else at
+    """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db``,
+    ``memory:`` or ``postgresql://...``, see ``store.open_store``), else SQLite at ``$ACP_SESSION_DB``, else at ``default_path``, else at
     ``$XDG_STATE_HOME/<name>/sessions.db`` (``~/.local/state/...``)."""
     url = os.environ.get("ACP_SESSION_STORE", "").strip()
     if url:
-        from . import store as store_mod
-
-        opener = getattr(store_mod, "open_store", None)
-        if opener is not None:
-            opened: SessionStore = opener(url)
-            return opened
-        if url == "memory:":
-            return MemorySessionStore()
-        if url.startswith("sqlite:///"):
-            return SqliteSessionStore(url.removeprefix("sqlite://"))
-        raise SystemExit(
-            f"ACP_SESSION_STORE: unsupported store URL scheme in {url.split(':', 1)[0]!r}:"
-            " use sqlite:///path.db or memory:"
-        )
+        try:
+            return open_store(url)
+        except ValueError as exc:  # says what to write instead; never the URL's credentials
+            raise SystemExit(f"error: {exc}") from None
     path = os.environ.get("ACP_SESSION_DB") or default_path
     if not path:
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -169,29 +159,24 @@ class SessionCore:
 
 def advertise(rt: AgentRuntime, caps: Any) -> None:
     """Put the session methods this core serves into an agent-capabilities object, under
-    the names the revision's schema gives them (v1 ``loadSession`` and
+    the names the connection's revision description gives them (v1 ``loadSession`` and
     ``sessionCapabilities.*``; v2 ``session`` and ``session.delete``)."""
     if type(caps) is not dict:
         return
-    methods = rt.METHODS
-    pm = rt._protocol_models()
-    sc_cls = getattr(pm, "SessionCapabilities", None) if pm is not None else None
-    known: set[str] | None = None
-    if sc_cls is not None:
-        known = {f.alias or n for n, f in sc_cls.model_fields.items()}
-    ac_cls = getattr(pm, "AgentCapabilities", None) if pm is not None else None
-    ac_fields = {f.alias or n for n, f in ac_cls.model_fields.items()} if ac_cls else None
-    if rt.PROFILE.get("init_shape") == "v2" or (ac_fields is not None and "session" in ac_fields):
-        sc = caps.get("session")
-        sc = caps["session"] = sc if type(sc) is dict else {}
-        if "session/delete" in methods and (known is None or "delete" in known):
-            sc["delete"] = {}
+    methods = rt._methods
+    names = rt.revision.agent_capabilities
+    if names.load_session:
+        caps[names.load_session] = "session/load" in methods
+    if not names.session:
         return
-    caps["loadSession"] = "session/load" in methods
-    sc = caps.get("sessionCapabilities")
-    sc = caps["sessionCapabilities"] = sc if type(sc) is dict else {}
+    sc = caps
+    for key in names.session:
+        inner = sc.get(key)
+        if type(inner) is not dict:
+            inner = sc[key] = {}
+        sc = inner
     for name in ("resume", "list", "close", "delete"):
-        if f"session/{name}" in methods and (known is None or name in known):
+        if f"session/{name}" in methods and name in names.session_fields:
             sc[name] = {}
 
 
@@ -219,8 +204,12 @@ class SessionConnection(Connection):
         self.recorded: dict[str, list[bytes]] = {}
         self.turns: dict[str, asyncio.Task[Any]] = {}  # done when the turn ended and was saved
         self._renewer: asyncio.Task[None] | None = None
-        self.v2 = rt.PROFILE.get("lifecycle") == "v2"
         rt.attach(self)
+
+    @property
+    def v2(self) -> bool:
+        """The connection's revision (negotiated at initialize) has the v2 lifecycle."""
+        return self.rt.revision.turn.lifecycle == "v2"
 
     # ---- recording ---------------------------------------------------------------
     def _enqueue(self, frame: bytes, session_id: str | None) -> None:
@@ -339,9 +328,9 @@ class SessionConnection(Connection):
     # ---- requests ----------------------------------------------------------------
     async def _on_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         rt = self.rt
-        entry = rt.METHODS.get(method)
+        entry = rt._methods.get(method)
         # in the revision's method table and not overridden in handlers.py
-        served = entry is not None and not rt._overridden(entry[0])
+        served = entry is not None and not rt._overridden(entry.attr)
         if served and method in _CORE:
             self._validate(method, params)
         if served and method == "session/load":
@@ -370,7 +359,7 @@ class SessionConnection(Connection):
                 return await self._set_config(sid, params, ctx)
         result = await rt.handle_request(method, params, ctx)
         if method == "initialize" and type(result) is dict:
-            advertise(rt, result.get("agentCapabilities", result.get("capabilities")))
+            advertise(rt, result.get(rt.revision.init.response_capabilities))
         elif method == "_agent/info" and type(result) is dict:
             advertise(rt, result.get("capabilities"))
         elif method == "session/new" and type(result) is dict:
@@ -379,9 +368,11 @@ class SessionConnection(Connection):
 
     def _validate(self, method: str, params: Any) -> None:
         """Params checked against the revision's model of them (-32602, located)."""
-        entry = self.rt.METHODS.get(method)
-        pm = self.rt._protocol_models()
-        pcls = getattr(pm, entry[2], None) if pm is not None and entry and entry[2] else None
+        entry = self.rt._methods.get(method)
+        pm = self.rt._revision_models()
+        pcls = (
+            getattr(pm, entry.params, None) if pm is not None and entry and entry.params else None
+        )
         if type(params) is not dict:
             raise invalid_params(
                 "params must be an object", [{"loc": ["params"], "msg": "expected an object"}]

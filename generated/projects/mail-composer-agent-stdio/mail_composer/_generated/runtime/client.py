@@ -13,8 +13,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from .errors import from_validation_error, method_not_found
+from .errors import RpcError, from_validation_error, method_not_found
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext
+from .revision import Method, Revision, revision_for
 from .stdio import read_frames
 
 
@@ -26,14 +27,19 @@ def _dump(obj: Any) -> Any:
 
 
 class ClientRuntime:
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {}
+    METHODS: ClassVar[dict[str, Method]] = {}
 
     @classmethod
     def _protocol_models(cls) -> Any:
         return None
 
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return cls._protocol_models() if not package else None
+
     def __init__(self) -> None:
         self.connection: Connection | None = None
+        self.revision: Revision | None = None  # set by `negotiate`
 
     def _overridden(self, attr: str) -> bool:
         impl = getattr(type(self), attr, None)
@@ -45,13 +51,13 @@ class ClientRuntime:
         return True
 
     async def _call(self, method: str, params: Any) -> Any:
-        entry = self.METHODS.get(method)
-        if entry is None or not self._overridden(entry[0]):
-            if entry is not None and entry[1] == "notification":
+        entry = (self.revision.side("client") if self.revision else self.METHODS).get(method)
+        if entry is None or not self._overridden(entry.attr):
+            if entry is not None and entry.kind == "notification":
                 return None
             raise method_not_found(method)
-        pm = self._protocol_models()
-        pcls = getattr(pm, entry[2], None) if pm is not None and entry[2] else None
+        pm = self._protocol_models_of(self.revision.package if self.revision else "")
+        pcls = getattr(pm, entry.params, None) if pm is not None and entry.params else None
         typed = params
         if pcls is not None:
             try:
@@ -60,8 +66,8 @@ class ClientRuntime:
                 if hasattr(exc, "errors"):
                     raise from_validation_error(exc, ("params",)) from None
                 raise
-        result = await getattr(self, entry[0])(typed)
-        if entry[1] == "notification":
+        result = await getattr(self, entry.attr)(typed)
+        if entry.kind == "notification":
             return None
         return _dump(result) if result is not None else {}
 
@@ -75,20 +81,29 @@ class ClientRuntime:
 class AgentProxy:
     """Typed calls to the agent; generated subclasses add one method per agent method."""
 
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {}
+    METHODS: ClassVar[dict[str, Method]] = {}
+    # the revisions this client speaks, oldest first (set by the generated dispatcher)
+    REVISIONS: ClassVar[tuple[Revision, ...]] = ()
 
     @classmethod
     def _protocol_models(cls) -> Any:
         return None
 
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return cls._protocol_models() if not package else None
+
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+        self.revision: Revision | None = None  # set by `negotiate`
 
     async def _request(self, method: str, params: Any) -> Any:
         raw = await self.connection.request(method, _dump(params))
-        entry = self.METHODS.get(method)
-        pm = self._protocol_models()
-        rcls = getattr(pm, entry[3], None) if pm is not None and entry and entry[3] else None
+        entry = (self.revision.side("agent") if self.revision else self.METHODS).get(method)
+        pm = self._protocol_models_of(self.revision.package if self.revision else "")
+        rcls = (
+            getattr(pm, entry.result, None) if pm is not None and entry and entry.result else None
+        )
         return rcls.model_validate(raw) if rcls is not None and raw is not None else raw
 
     async def _notify(self, method: str, params: Any) -> None:
@@ -97,6 +112,48 @@ class AgentProxy:
     async def call(self, method: str, params: Any = None) -> Any:
         """Any method by wire name (extensions included), on wire dicts."""
         return await self.connection.request(method, _dump(params))
+
+
+async def negotiate(
+    agent: AgentProxy,
+    client: ClientRuntime | None = None,
+    *,
+    name: str = "client",
+    version: str = "0",
+    capabilities: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`initialize`, offering the highest revision this client speaks; the revision the
+    agent answers (when this client speaks it) serves the connection from then on.  An
+    agent that refuses the offer is asked again with the next older revision."""
+    revisions = sorted(agent.REVISIONS, key=lambda r: r.protocol_version, reverse=True)
+    if not revisions:
+        raise RpcError(-32603, "this client has no protocol revision (REVISIONS is empty)")
+    last: RpcError | None = None
+    for offer in revisions:
+        params = {
+            "protocolVersion": offer.protocol_version,
+            offer.init.request_capabilities: capabilities or {},
+            offer.init.request_info: {"name": name, "version": version},
+        }
+        try:
+            result = await agent.connection.request("initialize", params)
+        except RpcError as err:
+            last = err
+            continue
+        answered = result.get("protocolVersion") if type(result) is dict else None
+        chosen = revision_for(revisions, answered)
+        if chosen is None:
+            spoken = ", ".join(str(r.protocol_version) for r in reversed(revisions))
+            raise RpcError(
+                -32603,
+                f"the agent speaks protocol version {answered!r}; this client speaks {spoken}",
+            )
+        agent.revision = chosen
+        if client is not None:
+            client.revision = chosen
+        return dict(result)
+    assert last is not None
+    raise last
 
 
 @contextlib.asynccontextmanager

@@ -107,6 +107,7 @@ class Turn:
         "_prefix",
         "_rt",
         "message_id",
+        "reply_id",
         "session",
         "started",
         "stop_reason",
@@ -117,10 +118,20 @@ class Turn:
         self._rt = rt
         self._conn = conn
         self.session = session
+        shape = rt.revision.turn
+        # the agent's reply: its chunks carry one message id where the revision requires it
+        self.reply_id = str(uuid.uuid4()) if shape.chunk_message_id_required else None
+        msg_id = (
+            b'"' + shape.chunk_message_id.encode() + b'":' + _dumps(self.reply_id) + b","
+            if self.reply_id is not None and shape.chunk_message_id
+            else b""
+        )
         self._prefix = (
             b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             + _dumps(session.id)
-            + b',"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":'
+            + b',"update":{"sessionUpdate":"agent_message_chunk",'
+            + msg_id
+            + b'"content":{"type":"text","text":'
         )
         self.stop_reason = "end_turn"
         self.started = False  # (v2) the background turn task began
@@ -155,9 +166,13 @@ class Turn:
     async def send_output(self, output: Any) -> None:
         """Validate `output` against the manifest's output and stream it as JSON."""
         data = self._rt._dump_output(output)
+        chunk: dict[str, Any] = {"sessionUpdate": "agent_message_chunk"}
+        key = self._rt.revision.turn.chunk_message_id
+        if self.reply_id is not None and key:
+            chunk[key] = self.reply_id
         await self.send_update(
             {
-                "sessionUpdate": "agent_message_chunk",
+                **chunk,
                 "content": {
                     "type": "resource",
                     "resource": {
@@ -369,14 +384,18 @@ class Turns(RuntimeCore):
         conn = self.connection
         assert conn is not None
         turn = Turn(cast("AgentRuntime", self), conn, s)
-        if self.PROFILE.get("lifecycle") == "v2":
+        shape = self.revision.turn
+        if shape.lifecycle == "v2":
             turn.message_id = (
                 params.get("messageId") if type(params.get("messageId")) is str else None
             ) or str(uuid.uuid4())
             task = asyncio.get_running_loop().create_task(self._v2_turn(s, turn, input, prompt))
             task.add_done_callback(lambda t: self._v2_never_ran(s, turn, prompt))
             s.task = task
-            return {}
+            accepted: dict[str, Any] = {}
+            if shape.prompt_message_id:
+                accepted[shape.prompt_message_id] = turn.message_id
+            return accepted
         s.task = asyncio.current_task()
         try:
             reason = await self._run_turn(s, turn, input)
@@ -384,8 +403,8 @@ class Turns(RuntimeCore):
             self._reset_state(s)
             raise
         result: dict[str, Any] = {"stopReason": reason}
-        if turn.usage:
-            result["usage"] = turn.usage
+        if turn.usage and shape.prompt_usage:
+            result[shape.prompt_usage] = turn.usage
         return result
 
     def _reset_state(self, s: Session) -> None:
@@ -428,12 +447,18 @@ class Turns(RuntimeCore):
         self._v2_update(s, {"sessionUpdate": "state_update", "state": "running"})
         try:
             idle["stopReason"] = await self._run_turn(s, turn, input)
-            if turn.usage:
-                idle["usage"] = turn.usage
+            shape = self.revision.turn
+            if turn.usage and shape.idle_usage:
+                idle[shape.idle_usage] = turn.usage
         except RpcError as err:
             self._reset_state(s)
-            idle["stopReason"] = "end_turn"
-            idle["_meta"] = {"error": err.to_wire()}
+            shape = self.revision.turn
+            if shape.idle_error:  # the revision has an `error` stop reason carrying it
+                idle["stopReason"] = "error"
+                idle[shape.idle_error] = err.to_wire()
+            else:
+                idle["stopReason"] = "end_turn"
+                idle["_meta"] = {"error": err.to_wire()}
         except asyncio.CancelledError:
             idle["stopReason"] = "cancelled"
         self._v2_update(s, idle)

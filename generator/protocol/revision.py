@@ -1,0 +1,307 @@
+"""The typed description of a protocol revision, read once from its schema.
+
+`describe(schema, meta, label=..., package=...)` returns the runtime's own `Revision`
+(templates/runtime/revision.py: frozen dataclasses and NamedTuples), and
+`revision_source(rev)` renders it as `_generated/revision.py`.  Every wire name comes
+from the schema: a field is found by what it refers to (the property of
+`InitializeRequest` whose type is `Implementation` is the client's info, whatever it is
+called), or by the definition that declares it; requiredness is the schema's
+`required`.  Where a revision lacks a definition the field is None / False, and the
+runtime leaves that feature out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+from .. import schemas
+from ..errors import AgentgenError
+from .methods import method_table
+
+__all__ = ["describe", "doc_text", "revision_module", "revision_source"]
+
+
+def revision_module() -> ModuleType:
+    """templates/runtime/revision.py, loaded by path (it is copied into every project)."""
+    name = "_agentgen_runtime_revision"
+    mod = sys.modules.get(name)
+    if mod is None:
+        from ..packaged import data_dir  # the checkout's templates/, or the wheel's copy
+
+        path = data_dir("templates") / "runtime" / "revision.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+class _Defs:
+    """Property lookups on a schema's definitions (following `allOf` references)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.defs = schemas.defs(schema)
+
+    def node(self, name: str | None) -> dict[str, Any]:
+        node = self.defs.get(name) if name else None
+        return node if isinstance(node, dict) else {}
+
+    def props(self, name: str | None) -> dict[str, Any]:
+        """The properties of definition `name` and of what its `allOf` parts refer to."""
+        out: dict[str, Any] = {}
+        seen: set[str] = set()
+        stack = [name] if name else []
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            node = self.node(cur)
+            props = node.get("properties")
+            if isinstance(props, dict):
+                for key, value in props.items():
+                    out.setdefault(str(key), value)
+            for part in node.get("allOf") or []:
+                stack.extend(schemas.refs(part))
+        return out
+
+    def required(self, name: str | None) -> set[str]:
+        node = self.node(name)
+        return {str(r) for r in node.get("required") or []}
+
+    def field_to(self, name: str | None, target: str) -> str | None:
+        """The property of `name` whose value refers (directly or as `T | null`) to `target`."""
+        for key, value in self.props(name).items():
+            if target in set(schemas.refs(value)):
+                return key
+        return None
+
+    def has(self, name: str | None, field: str) -> bool:
+        return field in self.props(name)
+
+    def path_to(self, name: str, target: str, depth: int = 2) -> tuple[str, ...]:
+        """The property path from `name` to a property referring to `target` (breadth first)."""
+        frontier: list[tuple[str, tuple[str, ...]]] = [(name, ())]
+        for _ in range(depth):
+            nxt: list[tuple[str, tuple[str, ...]]] = []
+            for cur, path in frontier:
+                for key, value in self.props(cur).items():
+                    refs = list(schemas.refs(value))
+                    if target in refs:
+                        return (*path, key)
+                    nxt.extend((r, (*path, key)) for r in refs if r in self.defs)
+            frontier = nxt
+        return ()
+
+    def consts(self, name: str | None, field: str) -> tuple[str, ...]:
+        """The `const` values `field` takes in the variants (anyOf/oneOf) of `name`."""
+        out: list[str] = []
+        node = self.node(name)
+        for key in ("anyOf", "oneOf"):
+            for branch in node.get(key) or []:
+                if not isinstance(branch, dict):
+                    continue
+                value = (branch.get("properties") or {}).get(field)
+                if isinstance(value, dict) and isinstance(value.get("const"), str):
+                    out.append(value["const"])
+                elif isinstance(value, dict) and isinstance(value.get("enum"), list):
+                    out.extend(str(v) for v in value["enum"])
+                elif "const" in branch and isinstance(branch["const"], str):
+                    out.append(branch["const"])
+        if isinstance(node.get("enum"), list):
+            out.extend(str(v) for v in node["enum"])
+        return tuple(out)
+
+    def variant_tag(self, union: str, member: str, field: str) -> str | None:
+        """The `field` const of the variant of `union` that is (or extends) `member`."""
+        for key in ("anyOf", "oneOf"):
+            for branch in self.node(union).get(key) or []:
+                if not isinstance(branch, dict) or member not in set(schemas.refs(branch)):
+                    continue
+                value = (branch.get("properties") or {}).get(field)
+                if isinstance(value, dict) and isinstance(value.get("const"), str):
+                    return str(value["const"])
+        return None
+
+
+def _version(meta: dict[str, Any] | None, v2_lifecycle: bool) -> int:
+    version = (meta or {}).get("version")
+    if isinstance(version, int) and not isinstance(version, bool):
+        return version
+    # The schema itself does not state its protocol version (ProtocolVersion is any
+    # uint16); a revision whose prompt answers on acceptance is version 2.
+    return 2 if v2_lifecycle else 1
+
+
+def describe(
+    schema: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+    *,
+    label: str = "the ACP schema",
+    package: str = "",
+) -> Any:
+    """The `Revision` of `schema` (an instance of templates/runtime/revision.py's class)."""
+    rv = revision_module()
+    d = _Defs(schema)
+    table = method_table(schema, meta)
+    by_name = {(m.side, m.name): m for m in table.methods}
+
+    def cls(side: str, wire: str, role: str) -> str | None:
+        m = by_name.get((side, wire))
+        return getattr(m, role) if m is not None else None
+
+    init_req = cls("agent", "initialize", "params") or "InitializeRequest"
+    init_resp = cls("agent", "initialize", "result") or "InitializeResponse"
+    if not d.node(init_req) or not d.node(init_resp):
+        raise AgentgenError(
+            "the schema has no initialize request/response definitions",
+            pointer="/$defs",
+            hint="pass an ACP protocol schema (schema.json of a protocol revision)",
+        )
+    req_info = d.field_to(init_req, "Implementation")
+    req_caps = d.field_to(init_req, "ClientCapabilities")
+    resp_info = d.field_to(init_resp, "Implementation")
+    resp_caps = d.field_to(init_resp, "AgentCapabilities")
+    missing = [
+        f"{where}: no property of type {what}"
+        for where, what, found in (
+            (init_req, "Implementation", req_info),
+            (init_req, "ClientCapabilities", req_caps),
+            (init_resp, "Implementation", resp_info),
+            (init_resp, "AgentCapabilities", resp_caps),
+        )
+        if found is None
+    ]
+    if missing:
+        raise AgentgenError(
+            "cannot read the initialize shape: " + "; ".join(missing),
+            pointer=f"/$defs/{init_req}",
+        )
+    assert req_info and req_caps and resp_info and resp_caps
+    init = rv.InitShape(
+        request_info=req_info,
+        request_info_required=req_info in d.required(init_req),
+        request_capabilities=req_caps,
+        response_info=resp_info,
+        response_info_required=resp_info in d.required(init_resp),
+        response_capabilities=resp_caps,
+        auth_methods=d.field_to(init_resp, "AuthMethod"),
+    )
+
+    caps = "AgentCapabilities"
+    load_flag = "loadSession" if d.has(caps, "loadSession") else None
+    prompt_path = d.path_to(caps, "PromptCapabilities")
+    session_path = d.path_to(caps, "SessionCapabilities")
+    prov = d.props(caps).get("providers")
+    agent_caps = rv.AgentCapabilityNames(
+        load_session=load_flag,
+        prompt=prompt_path,
+        prompt_fields=tuple(sorted(k for k in d.props("PromptCapabilities") if k != "_meta")),
+        session=session_path,
+        session_fields=tuple(sorted(k for k in d.props("SessionCapabilities") if k != "_meta")),
+        providers="providers" if prov is not None else None,
+        providers_is_flag=isinstance(prov, dict) and prov.get("type") == "boolean",
+    )
+    elicit_field = d.field_to("ClientCapabilities", "ElicitationCapabilities")
+    client_caps = rv.ClientCapabilityNames(
+        elicitation=elicit_field,
+        elicitation_form=d.field_to("ElicitationCapabilities", "ElicitationFormCapabilities"),
+    )
+
+    auth_id = d.field_to("AuthMethodAgent", "AuthMethodId") or (
+        "id" if d.has("AuthMethodAgent", "id") else "methodId"
+    )
+    auth = rv.AuthMethodShape(
+        id=auth_id, agent_type=d.variant_tag("AuthMethod", "AuthMethodAgent", "type")
+    )
+
+    opt_id = d.field_to("SessionConfigOption", "SessionConfigId") or "id"
+    config = rv.ConfigOptionShape(
+        id=opt_id,
+        current_value=next(iter(d.props("SessionConfigBoolean")), "currentValue"),
+        select_options=d.field_to("SessionConfigSelect", "SessionConfigSelectOptions") or "options",
+    )
+
+    prompt_resp = cls("agent", "session/prompt", "result") or "PromptResponse"
+    v2 = not d.has(prompt_resp, "stopReason")
+    chunk_id = d.field_to("ContentChunk", "MessageId")
+    prompt_id = d.field_to(prompt_resp, "MessageId")
+    stop = d.consts("StopReason", "stopReason") or d.consts("IdleStateUpdate", "stopReason")
+    idle_err = "error" if "error" in stop and d.has("ErrorStopReason", "error") else None
+    turn = rv.TurnShape(
+        lifecycle="v2" if v2 else "v1",
+        chunk_message_id=chunk_id,
+        chunk_message_id_required=bool(chunk_id) and chunk_id in d.required("ContentChunk"),
+        prompt_message_id=prompt_id,
+        prompt_message_id_required=bool(prompt_id) and prompt_id in d.required(prompt_resp),
+        prompt_usage="usage" if d.has(prompt_resp, "usage") else None,
+        stop_reasons=stop,
+        idle_usage="usage" if d.has("IdleStateUpdate", "usage") else None,
+        idle_error=idle_err,
+    )
+
+    perm_req = cls("client", "session/request_permission", "params")
+    permission = rv.PermissionShape(
+        tool_call=d.field_to(perm_req, "ToolCallUpdate"),
+        title="title" if d.has(perm_req, "title") else None,
+        description="description" if d.has(perm_req, "description") else None,
+    )
+    resume_req = cls("agent", "session/resume", "params")
+    sessions = rv.SessionShape(
+        load=("agent", "session/load") in by_name,
+        resume=("agent", "session/resume") in by_name,
+        resume_replay_from="replayFrom" if d.has(resume_req, "replayFrom") else None,
+        list=("agent", "session/list") in by_name,
+        close=("agent", "session/close") in by_name,
+        delete=("agent", "session/delete") in by_name,
+    )
+    models = rv.ModelNames(
+        initialize_request=init_req,
+        initialize_response=init_resp,
+        new_session_response=cls("agent", "session/new", "result"),
+        prompt_request=cls("agent", "session/prompt", "params"),
+        prompt_response=cls("agent", "session/prompt", "result"),
+        session_notification=cls("client", "session/update", "params"),
+        session_update="SessionUpdate" if d.node("SessionUpdate") else None,
+    )
+    methods = tuple(
+        rv.Method(m.attr, m.kind, m.params, m.result, m.name, m.side, m.unstable)
+        for m in table.methods
+    )
+    return rv.Revision(
+        protocol_version=_version(meta, v2),
+        label=label,
+        package=package,
+        methods=methods,
+        init=init,
+        agent_capabilities=agent_caps,
+        client_capabilities=client_caps,
+        auth_method=auth,
+        config_option=config,
+        turn=turn,
+        permission=permission,
+        sessions=sessions,
+        models=models,
+        elicitation=("client", "elicitation/create") in by_name,
+        request_permission=perm_req is not None,
+    )
+
+
+def revision_source(rev: Any, *, runtime: str = ".runtime") -> str:
+    """`revision.py` of `_generated/` (or of `_generated/<package>/`): `REVISION = ...`."""
+    names = sorted(n for n in revision_module().__all__)
+    body = repr(rev)
+    return (
+        f'"""The protocol revision this package serves, read from {doc_text(rev.label)}: do not edit."""\n\n'
+        f"from {runtime}.revision import {', '.join(n for n in names if n + '(' in body)}\n\n"
+        f"REVISION = {body}\n"
+    )
+
+
+def doc_text(text: str) -> str:
+    """`text` made safe inside a generated docstring."""
+    return text.replace('"""', "'''").replace("\\", "/")

@@ -1,0 +1,241 @@
+"""agentgen as users install it: build the wheel, install it into a fresh venv with no
+checkout on the path (cwd outside the repository), and use it; then run the
+pre-commit hooks (.pre-commit-hooks.yaml) from a git clone through real `pre-commit
+run`, which installs the hook repository with pip (the wheel path again), with the
+README's pre-commit snippet.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+ROLES = [("agent", "stdio"), ("agent", "http"), ("client", "stdio"), ("client", "http")]
+
+
+def _run(
+    cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@localhost",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@localhost",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    done = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return done.stdout
+
+
+def _source_tree(dest: Path) -> Path:
+    """The checkout's files as they are now (tracked and new, not ignored), in `dest`."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "-co", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def _clean_env(tmp: Path, bin_dir: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["AGENTGEN_TEMPLATE_STORE"] = str(tmp / "store")
+    env["PRE_COMMIT_HOME"] = str(tmp / "pre-commit-home")
+    if bin_dir is not None:
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = _source_tree(tmp / "src")
+    env = _clean_env(tmp)
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), "."],
+        cwd=src,
+        env=env,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = sorted((tmp / "dist").glob("acp_agentgen-*.whl"))
+    venv = tmp / "venv"
+    made = _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp, env=env)
+    assert made.returncode == 0, made.stderr
+    pip = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], tmp, env)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    work = tmp / "work"
+    work.mkdir()
+    return {"tmp": tmp, "src": src, "bin": venv / "bin", "work": work, "wheel": wheel}
+
+
+def _agentgen(inst: dict[str, Any], *args: str, cwd: Path | None = None) -> tuple[int, str]:
+    env = _clean_env(inst["tmp"], inst["bin"])
+    done = _run([str(inst["bin"] / "agentgen"), *args], cwd or inst["work"], env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, Any]) -> None:
+    import zipfile
+
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    for rel in (
+        "generator/_data/templates/agent/copier.yml",
+        "generator/_data/templates/client/copier.yml",
+        "generator/_data/templates/runtime/jsonrpc.py",
+        "generator/_data/schema/manifest.schema.json",
+        "generator/_data/schema/upstream.lock.json",
+    ):
+        assert rel in names, rel
+    # the runtime is complete: every module of the checkout's runtime is in the wheel
+    runtime = {p.name for p in (REPO / "templates" / "runtime").glob("*.py")}
+    assert {n.rsplit("/", 1)[1] for n in names if "/_data/templates/runtime/" in n} >= runtime
+    # the installed package is the one agentgen runs (not a checkout on the path)
+    where = _run(
+        [str(installed["bin"] / "python"), "-c", "import generator; print(generator.__file__)"],
+        installed["work"],
+        _clean_env(installed["tmp"]),
+    )
+    assert str(installed["tmp"] / "venv") in where.stdout, where.stdout + where.stderr
+    assert str(REPO) not in where.stdout
+
+
+def test_validate_new_check_regen_update_from_the_wheel(installed: dict[str, Any]) -> None:
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "agent.yaml")
+    code, out = _agentgen(installed, "validate", "agent.yaml")
+    assert code == 0, out
+    for role, transport in ROLES:
+        proj = work / f"{role}-{transport}"
+        code, out = _agentgen(
+            installed,
+            "new",
+            str(proj),
+            "--manifest",
+            "agent.yaml",
+            "--role",
+            role,
+            "--transport",
+            transport,
+        )
+        assert code == 0, out
+        runtime = sorted(p.name for p in proj.rglob("_generated/runtime/*.py"))
+        assert runtime, f"{proj}: no runtime copied"
+        code, out = _agentgen(installed, "check", "--project", str(proj))
+        assert code == 0 and "stale" not in out, out
+        code, out = _agentgen(installed, "regen", "--project", str(proj))
+        assert code == 0, out
+        assert sorted(p.name for p in proj.rglob("_generated/runtime/*.py")) == runtime
+        code, out = _agentgen(installed, "check", "--project", str(proj))
+        assert code == 0 and "stale" not in out, out
+        # the regenerated package still imports (regen deleted nothing it needs)
+        pkg = next(p.parent.name for p in proj.glob("*/_generated"))
+        imported = _run(
+            [sys.executable, "-c", f"import {pkg}._generated.dispatcher"],
+            proj,
+            {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj)},
+        )
+        assert imported.returncode == 0, imported.stderr
+    proj = work / "agent-stdio"
+    _git(proj, "init", "-q")
+    _git(proj, "add", "-A")
+    _git(proj, "commit", "-q", "-m", "new")
+    code, out = _agentgen(installed, "update", "--project", str(proj))
+    assert code == 0, out
+
+
+def _readme_precommit_snippet() -> dict[str, Any]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    found = [b for b in blocks if "agentgen-check" in b and "rev:" in b]
+    assert len(found) == 1, "the README has one pre-commit snippet"
+    data: dict[str, Any] = YAML(typ="safe").load(found[0])
+    return data
+
+
+def test_the_readme_precommit_snippet_runs_the_hooks(installed: dict[str, Any]) -> None:
+    """The README's snippet, pointed at a local git clone of this checkout, through real
+    `pre-commit run`: pre-commit pip-installs the clone (the wheel path) and both hooks
+    pass on a fresh project; a hand-edited generated file makes agentgen-check fail."""
+    tmp: Path = installed["tmp"]
+    hooks = tmp / "hook-repo"
+    shutil.copytree(installed["src"], hooks)
+    _git(hooks, "init", "-q")
+    _git(hooks, "add", "-A")
+    _git(hooks, "commit", "-q", "-m", "agentgen")
+    sha = _git(hooks, "rev-parse", "HEAD").strip()
+
+    snippet = _readme_precommit_snippet()
+    (repo_entry,) = snippet["repos"]
+    assert [h["id"] for h in repo_entry["hooks"]] == ["agentgen-validate", "agentgen-check"]
+    repo_entry["repo"] = hooks.as_uri()
+    repo_entry["rev"] = sha
+
+    work: Path = installed["work"]
+    proj = work / "hooked"
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "hook-agent.yaml")
+    code, out = _agentgen(installed, "new", str(proj), "--manifest", "hook-agent.yaml")
+    assert code == 0, out
+    yaml = YAML()
+    with (proj / ".pre-commit-config.yaml").open("w", encoding="utf-8") as fh:
+        yaml.dump(snippet, fh)
+    _git(proj, "init", "-q")
+    _git(proj, "add", "-A")
+    _git(proj, "commit", "-q", "-m", "new")
+
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    env = _clean_env(tmp)  # no agentgen on PATH: pre-commit must install the hook repo
+    done = _run([pre_commit, "run", "--all-files"], proj, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"agentgen validate\.+Passed", done.stdout), done.stdout
+    assert re.search(r"agentgen check\.+Passed", done.stdout), done.stdout
+
+    models = next(proj.glob("*/_generated/models.py"))
+    models.write_text(models.read_text() + "\n# edited by hand\n")
+    done = _run([pre_commit, "run", "--all-files"], proj, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"agentgen check\.+Failed", done.stdout), done.stdout
+
+
+def test_the_generated_projects_own_precommit_config(installed: dict[str, Any]) -> None:
+    """A generated project's .pre-commit-config.yaml (local hooks calling the installed
+    `agentgen`) passes with the wheel's agentgen on PATH."""
+    work: Path = installed["work"]
+    proj = work / "own-hooks"
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "own-agent.yaml")
+    code, out = _agentgen(installed, "new", str(proj), "--manifest", "own-agent.yaml")
+    assert code == 0, out
+    config = (proj / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    assert "pip install acp-agentgen" in config and "pip install agentgen" not in config
+    _git(proj, "init", "-q")
+    _git(proj, "add", "-A")
+    _git(proj, "commit", "-q", "-m", "new")
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    done = _run([pre_commit, "run", "--all-files"], proj, _clean_env(work, installed["bin"]))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Passed") == 2, done.stdout

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "templates"))
 
 import cluster_support as cs  # noqa: E402
 from runtime.client import AgentProxy, ClientRuntime  # noqa: E402
+from runtime.revision import Method  # noqa: E402
 from runtime.http_client import connect_http  # noqa: E402
 
 GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo_agent"
@@ -172,8 +173,10 @@ def cluster(n: int = 3) -> Iterator[Cluster]:
 
 
 class Recorder(ClientRuntime):
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {
-        "session/update": ("session_update", "notification", None, None),
+    METHODS: ClassVar[dict[str, Method]] = {
+        "session/update": Method(
+            "session_update", "notification", None, None, "session/update", "client"
+        ),
     }
 
     def __init__(self) -> None:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 import hardening_support as hs
 from runtime import http_client
 from runtime.client import AgentProxy, ClientRuntime
+from runtime.revision import Method
 
 PKG = "h2agent"
 CURL = shutil.which("curl")
@@ -84,8 +85,10 @@ def curl_version(*args: str) -> str:
 
 
 class Collect(ClientRuntime):
-    METHODS: ClassVar[dict[str, tuple[str, str, str | None, str | None]]] = {
-        "session/update": ("session_update", "notification", None, None),
+    METHODS: ClassVar[dict[str, Method]] = {
+        "session/update": Method(
+            "session_update", "notification", None, None, "session/update", "client"
+        ),
     }
 
     def __init__(self) -> None:

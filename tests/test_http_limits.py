@@ -379,3 +379,45 @@ def test_idle_websocket_is_closed_but_not_while_a_request_runs() -> None:
                 )
             )
             assert _next_answer(ws)["result"] == {"stopReason": "end_turn"}
+
+
+def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
+    """A GET with Last-Event-ID takes a stream over while the old GET's generator still
+    waits for data (its client is gone, or it is relayed from another replica): events
+    queued from then on are the new reader's.  The old generator used to wake first and
+    take them, so the new reader never saw them."""
+    from types import SimpleNamespace
+
+    from runtime.http_server import OutStream
+
+    server = create_app(echo_factory).state.acp
+    conn = SimpleNamespace(last_seen=0.0)
+
+    async def main() -> None:
+        stream = OutStream(1 << 20, 5.0)
+        old = object()
+        stream.reader = old
+        first = server._sse(stream, old, conn)
+        await stream.put(b'"one"')
+        assert b"id: 1\n" in await first.__anext__()
+        waiting = asyncio.ensure_future(first.__anext__())
+        await asyncio.sleep(0.01)  # the old generator now waits for data
+        new = object()
+        stream.reader = new
+        await stream.put(b'"two"')
+        stream.rewind(1)  # nothing to replay yet: event 2 is still queued
+        await asyncio.sleep(0.01)  # the response starts streaming a moment later
+        second = server._sse(stream, new, conn)
+        await stream.put(b'"three"')
+        got = b""
+        while b"id: 3\n" not in got:
+            got += await asyncio.wait_for(second.__anext__(), 5)
+        assert b"id: 2\n" in got and b"id: 3\n" in got, got
+        with contextlib.suppress(StopAsyncIteration):
+            await asyncio.wait_for(waiting, 5)
+        # the window holds each event once: resuming from 0 replays 1, 2, 3 exactly
+        stream.rewind(0)
+        ids = [item[0] for item in stream.take_all()]
+        assert ids == [1, 2, 3], ids
+
+    asyncio.run(main())

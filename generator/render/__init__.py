@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import pysource
 from ..errors import AgentgenError
 from ..packaged import data_dir
 
@@ -65,7 +66,7 @@ def runtime_files(
             if name in wanted or name not in sources:
                 continue
             wanted.add(name)
-            for node in ast.walk(ast.parse(sources[name])):
+            for node in ast.walk(pysource.parse(sources[name])):
                 if isinstance(node, ast.ImportFrom) and node.level == 1:
                     if node.module:
                         todo.append(node.module.split(".")[0])

@@ -203,8 +203,9 @@ class OutStream:
 
     Every event carries ``id: <seq>``.  Besides the unsent events (at most ``limit``
     bytes, plus one event), the stream keeps a replay window of the last sent ones (at
-    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back with ``Last-Event-ID`` gets every
-    event after that id again, since bytes handed to a socket may never have been read.
+    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back
+    with ``Last-Event-ID`` gets every event after that id again, since bytes handed to a
+    socket may never have been read.
     """
 
     def __init__(self, limit: int, stall_timeout: float, window: int = 4 * 1024 * 1024) -> None:
@@ -245,9 +246,11 @@ class OutStream:
         self._bytes = 0
         self._data.clear()
         self._room.set()
+        newest = self._sent[-1][0] if self._sent else 0
         for item in out:
-            self._sent.append(item)
-            self._sent_bytes += len(item[1])
+            if item[0] > newest:  # a rewound event is in the window already
+                self._sent.append(item)
+                self._sent_bytes += len(item[1])
         first = out[0][0] if out else self._seq + 1
         # the window keeps ``window`` bytes of older events plus the whole latest write
         while self._sent and self._sent_bytes > self._window and self._sent[0][0] < first:
@@ -675,6 +678,10 @@ class AcpHttpServer:
                 if not await stream.wait(self.keepalive):
                     yield b": keepalive\n\n"
                     continue
+                if stream.reader is not token:
+                    # a newer GET took the stream over while this one waited: what is
+                    # queued (rewound for it included) is the newer reader's, not ours
+                    return
                 events = stream.take_all()
                 if not events:
                     if stream.closed:

@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast bench regen-golden
+.PHONY: setup demo test test-fast bench regen-golden cluster
 
 $(BIN)/agentgen: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,3 +29,8 @@ bench: setup
 
 regen-golden: setup
 	$(BIN)/python tests/regen_golden.py
+
+# PostgreSQL + Redis + 3 replicas + HAProxy on 127.0.0.1, one replica killed mid-turn
+# (Debian packages: postgresql redis-server haproxy)
+cluster: setup
+	$(BIN)/python bench/cluster.py

@@ -23,6 +23,7 @@ BENCHES = [
     ("bench_models.py", []),
     ("bench_stdio.py", ["--quick"]),
     ("bench_http.py", ["--prompts", "200", "--stream-prompts", "5", "--rounds", "1"]),
+    ("bench_servers.py", ["--prompts", "30", "--stream-prompts", "3"]),
 ]
 
 

@@ -3,7 +3,7 @@
 * Slow and vanished SSE readers: memory stays bounded (backpressure, then the connection
   ends after the stall timeout), and a stream closed mid-way loses nothing: the next GET
   of the same stream (with Last-Event-ID) gets the rest, and the turn still completes.
-* The server-level limits (``server_settings``, what ``serve_http`` runs with): sockets
+* The server-level limits (``server_config``: Hypercorn's settings, what ``serve_http`` runs): sockets
   trickling their headers are closed after the header timeout, a flood of connections
   stops at ``max_connections``, sessions per connection at ``max_sessions``, WebSocket
   frames up to the message limit are read (one over it gets an error and the socket
@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -24,12 +25,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
-from runtime.http_server import create_app, server_settings
+from runtime.http_server import create_app, server_config
 from test_http_transport import echo_factory, free_port, running_server
 
 
@@ -41,22 +41,39 @@ def limited_server(
     keep_alive: float = 5.0,
     max_message_size: int = 50 * 1024 * 1024,
 ) -> Iterator[str]:
-    """The app under uvicorn with the production ``server_settings``."""
+    """The app under Hypercorn with the production ``server_config`` (what ``serve_http``
+    runs), in a thread of this process."""
+    from hypercorn.asyncio import serve
+
     port = free_port()
-    settings = server_settings(
-        header_timeout=header_timeout, keep_alive=keep_alive, max_message_size=max_message_size
+    config = server_config(
+        "127.0.0.1",
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=max_message_size,
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **settings))
-    t = threading.Thread(target=server.run, daemon=True)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(serve(app, config, shutdown_trigger=stop.wait))
+
+    t = threading.Thread(target=run, daemon=True)
     t.start()
     deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        loop.call_soon_threadsafe(stop.set)
         t.join(10)
 
 
@@ -168,9 +185,9 @@ def _peer_closed(s: socket.socket) -> bool:
 def test_slow_header_sockets_are_closed_while_others_are_served() -> None:
     """40 sockets each send one header line every 0.3 s and never finish: all are closed
     by the server once the 1 s header timeout passes, though they keep sending; a normal
-    client is served throughout.  (Without the deadline uvicorn holds them forever.)"""
+    client is served throughout.  (Without a deadline a server holds them as long as they keep sending.)"""
     app = create_app(echo_factory)
-    with limited_server(app, header_timeout=1.0) as addr, httpx.Client() as c:
+    with limited_server(app, header_timeout=1.0, keep_alive=30.0) as addr, httpx.Client() as c:
         host, port = addr.split(":")
         socks = []
         for _ in range(40):
@@ -301,7 +318,7 @@ def _next_answer(ws: Any) -> dict[str, Any]:
 
 
 def test_websocket_frames_up_to_the_limit_are_read_and_one_over_gets_an_error() -> None:
-    """A 20 MiB frame (under the 24 MiB message limit; uvicorn's own default would close
+    """A 20 MiB frame (under the 24 MiB message limit; Hypercorn's own 16 MiB default would close
     the socket with 1009 at 16 MiB) is read and answered; a 24.5 MiB frame (over the
     limit, under limit + WS_FRAME_MARGIN) gets a -32600 "message too large" error and the
     socket lives on."""
@@ -362,3 +379,45 @@ def test_idle_websocket_is_closed_but_not_while_a_request_runs() -> None:
                 )
             )
             assert _next_answer(ws)["result"] == {"stopReason": "end_turn"}
+
+
+def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
+    """A GET with Last-Event-ID takes a stream over while the old GET's generator still
+    waits for data (its client is gone, or it is relayed from another replica): events
+    queued from then on are the new reader's.  The old generator used to wake first and
+    take them, so the new reader never saw them."""
+    from types import SimpleNamespace
+
+    from runtime.http_server import OutStream
+
+    server = create_app(echo_factory).state.acp
+    conn = SimpleNamespace(last_seen=0.0)
+
+    async def main() -> None:
+        stream = OutStream(1 << 20, 5.0)
+        old = object()
+        stream.reader = old
+        first = server._sse(stream, old, conn)
+        await stream.put(b'"one"')
+        assert b"id: 1\n" in await first.__anext__()
+        waiting = asyncio.ensure_future(first.__anext__())
+        await asyncio.sleep(0.01)  # the old generator now waits for data
+        new = object()
+        stream.reader = new
+        await stream.put(b'"two"')
+        stream.rewind(1)  # nothing to replay yet: event 2 is still queued
+        await asyncio.sleep(0.01)  # the response starts streaming a moment later
+        second = server._sse(stream, new, conn)
+        await stream.put(b'"three"')
+        got = b""
+        while b"id: 3\n" not in got:
+            got += await asyncio.wait_for(second.__anext__(), 5)
+        assert b"id: 2\n" in got and b"id: 3\n" in got, got
+        with contextlib.suppress(StopAsyncIteration):
+            await asyncio.wait_for(waiting, 5)
+        # the window holds each event once: resuming from 0 replays 1, 2, 3 exactly
+        stream.rewind(0)
+        ids = [item[0] for item in stream.take_all()]
+        assert ids == [1, 2, 3], ids
+
+    asyncio.run(main())

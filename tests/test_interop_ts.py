@@ -3,8 +3,8 @@ stdio: its `client()` app drives our generated example agents (echo, mail-compos
 research) on v1 stable, v1 unstable and v2, with the schemas shipped in that package.
 
 Test ids read as the matrix: test_ts_client_<feature>[<revision>]; every case builds the
-agent `agentgen new` makes from examples/<agent>/ with that revision's schema. Known bugs
-being fixed elsewhere are xfail(strict) with the bug named (tests/known_bugs.py).
+agent `agentgen new` makes from examples/<agent>/ with that revision's schema. Every frame
+either side writes is checked against that revision's schema (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from known_bugs import V2_SET_CONFIG_UNTAGGED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -377,13 +376,7 @@ def _options(result: dict[str, Any]) -> dict[str, Any]:
     "revision",
     [
         *V1,
-        pytest.param(
-            "v2",
-            marks=pytest.mark.wire_check_known(
-                r"SetSessionConfigOptionRequest\) /\*/type: Field required",
-                reason=V2_SET_CONFIG_UNTAGGED,
-            ),
-        ),
+        "v2",
     ],
 )
 def test_ts_client_mail_config_and_interrupt_with_elicitation(
@@ -403,7 +396,13 @@ def test_ts_client_mail_config_and_interrupt_with_elicitation(
             assert options["tone"]["currentValue"] == "friendly"
             changed = await client.request(
                 "session/set_config_option",
-                {"sessionId": sid, "configId": "tone", "value": "formal"},
+                # v2 tags the value's kind (`type`: "id" for a select's value id)
+                {
+                    "sessionId": sid,
+                    "configId": "tone",
+                    "value": "formal",
+                    **({"type": "id"} if revision == "v2" else {}),
+                },
             )
             assert _options(changed)["tone"]["currentValue"] == "formal"
             await client.call(

@@ -98,9 +98,12 @@ _IMPORTS = {
     "pydantic": {"pydantic", "pydantic_core"},
     "orjson": {"orjson"},
     "starlette": {"starlette"},
-    "uvicorn": {"uvicorn"},
+    "hypercorn": {"hypercorn"},
     "httpx": {"httpx"},
     "websockets": {"websockets"},
+    # extras of an HTTP agent (several replicas), imported only when configured
+    "psycopg": {"psycopg", "psycopg_pool"},
+    "redis": {"redis"},
 }
 
 
@@ -117,9 +120,10 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
     assert case is not None
     root = regen_golden.GOLDEN / case.name
     pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = pyproject["project"].get("optional-dependencies", {})
     declared = {
         name
-        for dep in pyproject["project"]["dependencies"]
+        for dep in [*pyproject["project"]["dependencies"], *(d for v in extras.values() for d in v)]
         if (m := re.match(r"[A-Za-z0-9_.-]+", dep)) and m.group(0) in _IMPORTS
         for name in _IMPORTS[m.group(0)]
     }
@@ -138,4 +142,11 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
                 assert top in allowed, f"{path.relative_to(root)} imports {name}"
     runtime = {p.name for p in (root / pkg / "_generated" / "runtime").glob("*.py")}
     if case.transport == "stdio":
-        assert not runtime & {"http_server.py", "http_client.py", "auth.py", "callbacks.py"}
+        assert not runtime & {
+            "http_server.py",
+            "http_client.py",
+            "auth.py",
+            "callbacks.py",
+            "store_postgres.py",
+            "redis_router.py",
+        }

@@ -1,5 +1,5 @@
-"""The session store's lease and listing (MemorySessionStore, SqliteSessionStore), and the
-SQLite migration of a database written before leases existed."""
+"""The session store's lease and listing (MemorySessionStore, SqliteSessionStore, and
+PostgresSessionStore on a private server: one contract for all three), and the SQLite migration of a database written before leases existed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from runtime.store import MemorySessionStore, SqliteSessionStore
 
@@ -25,8 +26,24 @@ def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
     }
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="module")
+def postgres() -> Any:
+    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
+    import cluster_support as cs
+
+    cs.need("postgresql")
+    server = cs.start_postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "postgres":  # the same contract, on a fresh database
+        import cluster_support as cs
+        from runtime.store import open_store
+
+        return open_store(cs.fresh_database(request.getfixturevalue("postgres")))
     return _stores(tmp_path)[request.param]()
 
 
@@ -51,9 +68,9 @@ def test_lease_one_owner_at_a_time(store: Any) -> None:
 
 def test_expired_lease_is_free(store: Any) -> None:
     async def go() -> None:
-        assert await store.acquire("s", "r/a", 0.05) is None
+        assert await store.acquire("s", "r/a", 1.0) is None
         assert await store.acquire("s", "r/b", 30) == "r/a"
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(1.2)
         assert await store.acquire("s", "r/b", 30) is None
         assert await store.renew("s", "r/a", 30) is False  # b holds it: a must stop
 

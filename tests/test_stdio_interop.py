@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from known_bugs import LEGACY_BOOLEAN_OPTION
 
 pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
 
@@ -602,7 +601,6 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.wire_check_known(r"'boolean' is not a variant", reason=LEGACY_BOOLEAN_OPTION)
 def test_interrupt_on_a_revision_without_elicitation(tmp_path: Path, shared_acp: Path) -> None:
     """The legacy schema has no `elicitation/create`: an interrupt becomes its equivalent,
     `session/request_permission` with approve/decline options; approving resumes the
@@ -641,6 +639,34 @@ def test_interrupt_on_a_revision_without_elicitation(tmp_path: Path, shared_acp:
         assert answer["result"]["stopReason"] == "cancelled", answer
         answer, _ = await turn(raw, sid, 12, "accept")  # not stuck in a running state
         assert answer["result"]["stopReason"] == "end_turn", answer
+        rc, err = await raw.stop()
+        assert rc == 0, err
+
+    asyncio.run(main())
+
+
+def test_boolean_option_on_a_revision_without_boolean_options(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """The legacy schema's SessionConfigOption has the select kind only (the revision
+    description says so): a boolean option is served as a select of "true" / "false",
+    and session/set_config_option with "false" turns it off (every frame schema-checked)."""
+    env = build_agent(tmp_path, shared_acp, rev="legacy", unstable=False)
+
+    async def main() -> None:
+        raw = await Raw.start(env)
+        r = await raw.call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert "result" in r, r
+        r = await raw.call(2, "session/new", {"cwd": "/tmp", "mcpServers": []})
+        opts = {o["id"]: o for o in r["result"]["configOptions"]}
+        verbose = opts["verbose"]
+        assert verbose["type"] == "select" and verbose["currentValue"] == "false", verbose
+        assert [o["value"] for o in verbose["options"]] == ["true", "false"]
+        sid = r["result"]["sessionId"]
+        set_on = {"sessionId": sid, "configId": "verbose", "value": "true"}
+        r = await raw.call(3, "session/set_config_option", set_on)
+        opts = {o["id"]: o for o in r["result"]["configOptions"]}
+        assert opts["verbose"]["currentValue"] == "true", r
         rc, err = await raw.stop()
         assert rc == 0, err
 

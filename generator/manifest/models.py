@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import pysource
 from ..errors import AgentgenError
 from ..names import pascal
 from ..pointer import unescape
@@ -300,7 +301,7 @@ def _bound_names(src: str) -> set[str]:
     """Every name the module binds at top level or reads anywhere."""
     import ast
 
-    tree = ast.parse(src)
+    tree = pysource.parse(src)
     out = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for node in tree.body:
         if isinstance(node, ast.ClassDef | ast.FunctionDef):

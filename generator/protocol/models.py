@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from .. import pysource
 from ..errors import AgentgenError
 from .normalize import FIELD_EXTRA_KEYS, REFUSED_TAGS, TAGGED_UNION, normalize
 
@@ -293,7 +294,7 @@ def _inline_base(code: str, unions: str, source_label: str) -> str:
     """Replace the imports from the sentinel module with the base's source (first one)
     and nothing (the others); the tagged unions go at the end, after their members."""
     try:
-        tree = ast.parse(code)
+        tree = pysource.parse(code)
     except SyntaxError as exc:  # pragma: no cover - the generator's output is Python
         raise AgentgenError(
             f"generated models do not parse: {exc.msg}", source=source_label

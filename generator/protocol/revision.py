@@ -224,6 +224,7 @@ def describe(
         id=opt_id,
         current_value=next(iter(d.props("SessionConfigBoolean")), "currentValue"),
         select_options=d.field_to("SessionConfigSelect", "SessionConfigSelectOptions") or "options",
+        kinds=d.consts("SessionConfigOption", "type") or ("select",),
     )
 
     prompt_resp = cls("agent", "session/prompt", "result") or "PromptResponse"

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import pysource
 from ..errors import AgentgenError
 from ..packaged import data_dir
 
@@ -27,7 +28,12 @@ __all__ = ["render_generated", "runtime_files", "uses_callbacks"]
 
 
 # the transport module a project's console script loads by name (serve._transport_module)
-_TRANSPORT_MODULES = {("agent", "http"): "http_server", ("client", "http"): "http_client"}
+# modules a transport loads by name (never imported statically, so other projects lack them):
+# an HTTP agent also ships the replicas' PostgreSQL store and Redis router
+_TRANSPORT_MODULES = {
+    ("agent", "http"): ("http_server", "store_postgres", "redis_router"),
+    ("client", "http"): ("http_client",),
+}
 
 
 def runtime_files(
@@ -37,8 +43,8 @@ def runtime_files(
 
     With a transport, only the modules that project imports: the package, serve.py and
     every module they import (at any depth, module level or inside functions), plus the
-    transport module its console script loads (the HTTP server for an HTTP agent, the
-    HTTP client for an HTTP client), and callbacks.py when the manifest declares async
+    transport modules its console script loads (the HTTP server, the PostgreSQL store and
+    the Redis router for an HTTP agent, the HTTP client for an HTTP client), and callbacks.py when the manifest declares async
     output with a callback (`callbacks`; the session core loads it by name). A stdio
     project then ships no HTTP module, whose libraries it does not depend on. Without a
     transport, every module."""
@@ -51,9 +57,7 @@ def runtime_files(
     wanted = set(sources)
     if transport is not None:
         todo = ["__init__", "serve"]
-        extra = _TRANSPORT_MODULES.get((role, transport))
-        if extra:
-            todo.append(extra)
+        todo += _TRANSPORT_MODULES.get((role, transport), ())
         if callbacks:
             todo.append("callbacks")
         wanted = set()
@@ -62,7 +66,7 @@ def runtime_files(
             if name in wanted or name not in sources:
                 continue
             wanted.add(name)
-            for node in ast.walk(ast.parse(sources[name])):
+            for node in ast.walk(pysource.parse(sources[name])):
                 if isinstance(node, ast.ImportFrom) and node.level == 1:
                     if node.module:
                         todo.append(node.module.split(".")[0])

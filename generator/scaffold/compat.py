@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import schemas
+from .. import pysource, schemas
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _names(node: ast.AST | None) -> set[str]:
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             # string annotations ("PromptRequest")
             try:
-                out |= _names(ast.parse(sub.value, mode="eval"))
+                out |= _names(pysource.parse_expression(sub.value))
             except SyntaxError:
                 pass
     return out
@@ -95,7 +95,7 @@ def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature:
 
 def base_methods(dispatcher_src: str) -> dict[str, dict[str, Signature]]:
     """`{base class: {method: signature}}` for the dispatcher's `*Base` classes."""
-    tree = ast.parse(dispatcher_src)
+    tree = pysource.parse(dispatcher_src)
     out: dict[str, dict[str, Signature]] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.endswith("Base"):
@@ -136,7 +136,7 @@ def _field_info(value: ast.expr | None, annotation: ast.expr) -> tuple[str | Non
 
 def model_fields(models_src: str) -> dict[str, dict[str, Field]]:
     """`{class: {wire name: Field}}` for every class of a generated models module."""
-    tree = ast.parse(models_src)
+    tree = pysource.parse(models_src)
     out: dict[str, dict[str, Field]] = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
@@ -171,7 +171,7 @@ def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
         if rel.parts[0] == "_generated" or "__pycache__" in rel.parts:
             continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = pysource.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # not ours to judge; their own tools will say
         for node in ast.walk(tree):
@@ -359,7 +359,7 @@ def check_tests(
     found: list[Finding] = []
     for path in test_files:
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            tree = pysource.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
             continue
         try:

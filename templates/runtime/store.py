@@ -374,3 +374,46 @@ class SqliteSessionStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def open_store(url: str | None = None) -> SessionStore:
+    """The store a URL names (``ACP_SESSION_STORE`` when ``url`` is None):
+
+    * ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``;
+      no URL: SQLite at ``$ACP_SESSION_DB``, else ``sessions.db``;
+    * ``memory:``: in process, nothing survives a restart;
+    * ``postgresql://...`` (or ``postgres://``): PostgreSQL, shared by replicas
+      (store_postgres.py; needs ``psycopg[binary,pool]``).
+    """
+    import os
+
+    url = url if url is not None else os.environ.get("ACP_SESSION_STORE", "")
+    if not url:
+        return SqliteSessionStore(os.environ.get("ACP_SESSION_DB") or "sessions.db")
+    if url == "memory:":
+        return MemorySessionStore()
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return SqliteSessionStore(url[len("sqlite:///") :])
+    if url.startswith("sqlite:"):
+        raise ValueError(
+            f"ACP_SESSION_STORE={url!r}: give a file: sqlite:///relative.db or "
+            "sqlite:////absolute/path.db"
+        )
+    if url.startswith(("postgresql://", "postgres://")):
+        # loaded by name: HTTP agents ship it (with the `postgres` extra: psycopg)
+        import importlib
+
+        try:
+            postgres = importlib.import_module(".store_postgres", __package__)
+        except ModuleNotFoundError as exc:
+            raise ValueError(
+                f"ACP_SESSION_STORE: the PostgreSQL store needs {exc.name!r} "
+                "(HTTP agents ship it; install the project's `postgres` extra)"
+            ) from None
+        store: SessionStore = postgres.PostgresSessionStore(url)
+        return store
+    scheme = url.split(":", 1)[0]
+    raise ValueError(
+        f"ACP_SESSION_STORE: unknown store {scheme!r}; use sqlite:///path.db, memory: "
+        "or postgresql://user@host/db"
+    )

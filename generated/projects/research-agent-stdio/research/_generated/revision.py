@@ -403,7 +403,7 @@ REVISION = Revision(
     client_capabilities=ClientCapabilityNames(elicitation="elicitation", elicitation_form="form"),
     auth_method=AuthMethodShape(id="id", agent_type=None),
     config_option=ConfigOptionShape(
-        id="id", current_value="currentValue", select_options="options"
+        id="id", current_value="currentValue", select_options="options", kinds=("select", "boolean")
     ),
     turn=TurnShape(
         lifecycle="v1",

@@ -247,8 +247,22 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
             base: dict[str, Any] = {shape.id: opt["id"], "name": opt.get("name") or opt["id"]}
             if opt.get("description"):
                 base["description"] = opt["description"]
-            if opt.get("type") == "boolean":
+            if opt.get("type") == "boolean" and "boolean" in shape.kinds:
                 out.append({**base, "type": "boolean", shape.current_value: bool(cur)})
+            elif opt.get("type") == "boolean":
+                # a revision without boolean options (the legacy one): a select of two
+                # values; session/set_config_option takes "true" / "false" for it
+                out.append(
+                    {
+                        **base,
+                        "type": "select",
+                        shape.current_value: "true" if cur else "false",
+                        shape.select_options: [
+                            {"value": "true", "name": "on"},
+                            {"value": "false", "name": "off"},
+                        ],
+                    }
+                )
             elif (
                 v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
             ):
@@ -324,6 +338,8 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
                 [{"loc": ["params", "configId"], "msg": "unknown config option"}],
             )
         value = params["value"]
+        if opt.get("type") == "boolean" and value in ("true", "false"):
+            value = value == "true"  # served as a select where the revision has no boolean
         if opt.get("values"):
             match = [v for v in opt["values"] if str(v) == str(value)]
             if not match:

@@ -76,12 +76,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
+import os
 import sys
 import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from http import HTTPStatus
 from typing import Any, Protocol
 
 import orjson
@@ -101,6 +104,8 @@ from .store import SessionStore
 log = logging.getLogger("acp.runtime.http")
 _limited = RateLimitedLog(log)
 
+AFFINITY_COOKIE = "acp-replica"  # same name as redis_router.AFFINITY_COOKIE
+
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
 ENDPOINT = "/acp"
@@ -111,6 +116,9 @@ DEFAULT_STREAM_BUFFER = 8 * 1024 * 1024
 DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
+DRAIN_LIMIT = 256 * 1024 * 1024
+MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
+DRAIN_SECONDS = 30.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_MAX_SESSIONS = 100
@@ -160,6 +168,32 @@ def _error(status: int, code: int, message: str, headers: dict[str, str] | None 
     )
 
 
+async def _body_unread(request: Request, response: Response) -> Response:
+    """An answer sent before the request body was read.  HTTP/1.1: the server closes the
+    connection after it, so say so (a client would otherwise reuse it and lose its next
+    request).  HTTP/2: read the rest of the body and drop it (at most ``DRAIN_LIMIT`` bytes
+    for ``DRAIN_SECONDS``), since Hypercorn 0.18 ends the whole connection, every other
+    stream of it included, when DATA arrives for a stream that has already answered."""
+    if request.scope.get("http_version", "1.1").startswith("1"):
+        response.headers["Connection"] = "close"
+        return response
+    drained = 0
+
+    async def drain() -> None:  # from ASGI receive: the body may be partly read already
+        nonlocal drained
+        while drained <= DRAIN_LIMIT:
+            message = await request.receive()
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(drain(), DRAIN_SECONDS)
+    return response
+
+
 class Stall(Exception):
     pass
 
@@ -169,8 +203,9 @@ class OutStream:
 
     Every event carries ``id: <seq>``.  Besides the unsent events (at most ``limit``
     bytes, plus one event), the stream keeps a replay window of the last sent ones (at
-    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back with ``Last-Event-ID`` gets every
-    event after that id again, since bytes handed to a socket may never have been read.
+    most ``window`` bytes, 4 MiB: what socket buffers may hold): a reader that comes back
+    with ``Last-Event-ID`` gets every event after that id again, since bytes handed to a
+    socket may never have been read.
     """
 
     def __init__(self, limit: int, stall_timeout: float, window: int = 4 * 1024 * 1024) -> None:
@@ -211,9 +246,11 @@ class OutStream:
         self._bytes = 0
         self._data.clear()
         self._room.set()
+        newest = self._sent[-1][0] if self._sent else 0
         for item in out:
-            self._sent.append(item)
-            self._sent_bytes += len(item[1])
+            if item[0] > newest:  # a rewound event is in the window already
+                self._sent.append(item)
+                self._sent_bytes += len(item[1])
         first = out[0][0] if out else self._seq + 1
         # the window keeps ``window`` bytes of older events plus the whole latest write
         while self._sent and self._sent_bytes > self._window and self._sent[0][0] < first:
@@ -404,10 +441,20 @@ class AcpHttpServer:
         replay_window: int = DEFAULT_REPLAY_WINDOW,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        replica: str | None = None,
+        router: Any = None,
     ) -> None:
         self.factory = factory
         self.max_connections = max_connections
         self.max_sessions = max_sessions
+        # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
+        # relays requests for connections another replica owns
+        self.replica = replica or (router.replica if router is not None else None)
+        self.router = router
+        if router is not None:
+            router.on_post = self._relayed_post
+            router.on_delete = self._relayed_delete
+            router.open_stream = self._open_for_relay
         self.replay_window = replay_window
         self.idle_timeout = idle_timeout
         self.auth = auth or Auth([])
@@ -422,6 +469,8 @@ class AcpHttpServer:
         conn = self.connections.pop(cid, None)
         if conn is not None:
             await conn.close()
+            if self.router is not None:
+                await self.router.forget(cid)
 
     async def close(self) -> None:
         for cid in list(self.connections):
@@ -458,13 +507,17 @@ class AcpHttpServer:
     async def post(self, request: Request) -> Response:
         denied = self.auth.check(request.headers)
         if denied is not None:
-            return denied
+            return await _body_unread(request, denied)
         ctype = request.headers.get("content-type", "")
         if not ctype.lower().startswith("application/json"):
-            return _error(415, -32600, "Content-Type must be application/json")
+            return await _body_unread(
+                request, _error(415, -32600, "Content-Type must be application/json")
+            )
         body = await self._read_body(request)
         if body is None:
-            return _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+            return await _body_unread(
+                request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+            )
         try:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -491,21 +544,37 @@ class AcpHttpServer:
             if b'"error"' in answer and "error" in orjson.loads(answer):
                 await self.remove(conn.id)  # a refused initialize opens no connection
                 return Response(answer, status_code=200, media_type="application/json")
-            return Response(
+            if self.router is not None:
+                await self.router.claim(conn.id)
+            response = Response(
                 answer,
                 status_code=200,
                 media_type="application/json",
                 headers={CONNECTION_ID_HEADER: conn.id},
             )
+            if self.replica is not None:
+                response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
+            return response
         cid = request.headers.get(CONNECTION_ID_HEADER)
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        sid = request.headers.get(SESSION_ID_HEADER)
         known = self.connections.get(cid)
         if known is None:
-            return _error(404, -32600, "unknown connection id")
-        conn = known
+            owner = await self.router.owner(cid) if self.router is not None else None
+            relayed = await self.router.relay_post(owner, cid, sid, body) if owner else None
+            if relayed is None:
+                return _error(404, -32600, "unknown connection id")
+            status, content, ctype = relayed
+            return Response(content, status_code=status, media_type=ctype)
+        return self._post_to(known, sid, msg, body)
+
+    def _post_to(
+        self, conn: HttpConnection, sid: str | None, msg: dict[str, Any], body: bytes
+    ) -> Response:
+        """A POST (not initialize) for a connection this replica holds."""
+        method = msg.get("method")
         conn.last_seen = time.monotonic()
-        sid = request.headers.get(SESSION_ID_HEADER)
         if sid is None and method in SESSION_SCOPED:
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
@@ -513,7 +582,7 @@ class AcpHttpServer:
         refused = conn.admit(msg)
         if refused is not None:
             return Response(
-                orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": refused.to_wire()}),
+                orjson.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "error": refused.to_wire()}),
                 status_code=429,
                 media_type="application/json",
             )
@@ -547,22 +616,59 @@ class AcpHttpServer:
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         conn = self.connections.get(cid)
-        if conn is None:
-            return _error(404, -32600, "unknown connection id")
         sid = request.headers.get(SESSION_ID_HEADER)
-        if sid is not None and sid not in conn.sessions:
-            return _error(404, -32600, "unknown session id")
+        raw_last = request.headers.get("last-event-id", "").strip()
+        last = (
+            int(raw_last) if raw_last.isdigit() and len(raw_last) <= MAX_EVENT_ID_DIGITS else None
+        )
+        if conn is None:
+            owner = await self.router.owner(cid) if self.router is not None else None
+            chunks = await self.router.relay_stream(owner, cid, sid, last) if owner else None
+            if chunks is None:
+                return _error(404, -32600, "unknown connection id")
+        else:
+            if sid is not None and sid not in conn.sessions:
+                return _error(404, -32600, "unknown session id")
+            chunks = self._reader(conn, sid, last)
+        return StreamingResponse(
+            chunks,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    def _reader(
+        self, conn: HttpConnection, sid: str | None, last: int | None
+    ) -> AsyncIterator[bytes]:
         stream = conn.sessions[sid] if sid is not None else conn.main
         token = object()
         stream.reader = token  # a newer GET of the same stream takes over
-        last = request.headers.get("last-event-id", "").strip()
-        if last.isdigit():
-            stream.rewind(int(last))
-        return StreamingResponse(
-            self._sse(stream, token, conn),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "Connection": "keep-alive"},
-        )
+        if last is not None:
+            stream.rewind(last)
+        return self._sse(stream, token, conn)
+
+    # ---- relayed from another replica (redis_router.py) ---------------------------------
+    async def _relayed_post(
+        self, cid: str, sid: str | None, body: bytes
+    ) -> tuple[int, bytes, str | None]:
+        conn = self.connections.get(cid)
+        if conn is None:
+            return 404, rpc_error_body(-32600, "unknown connection id"), "application/json"
+        r = self._post_to(conn, sid, orjson.loads(body), body)
+        return r.status_code, bytes(r.body), r.headers.get("content-type")
+
+    async def _relayed_delete(self, cid: str) -> int:
+        if cid not in self.connections:
+            return 404
+        await self.remove(cid)
+        return 202
+
+    def _open_for_relay(
+        self, cid: str, sid: str | None, last: int | None
+    ) -> AsyncIterator[bytes] | None:
+        conn = self.connections.get(cid)
+        if conn is None or (sid is not None and sid not in conn.sessions):
+            return None
+        return self._reader(conn, sid, last)
 
     async def _sse(
         self, stream: OutStream, token: object, conn: HttpConnection
@@ -572,6 +678,10 @@ class AcpHttpServer:
                 if not await stream.wait(self.keepalive):
                     yield b": keepalive\n\n"
                     continue
+                if stream.reader is not token:
+                    # a newer GET took the stream over while this one waited: what is
+                    # queued (rewound for it included) is the newer reader's, not ours
+                    return
                 events = stream.take_all()
                 if not events:
                     if stream.closed:
@@ -591,7 +701,11 @@ class AcpHttpServer:
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         if cid not in self.connections:
-            return _error(404, -32600, "unknown connection id")
+            owner = await self.router.owner(cid) if self.router is not None else None
+            status = await self.router.relay_delete(owner, cid) if owner else None
+            if status is None or status == HTTPStatus.NOT_FOUND:
+                return _error(404, -32600, "unknown connection id")
+            return Response(status_code=status)
         await self.remove(cid)
         return Response(status_code=202)
 
@@ -688,9 +802,13 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sweeper = asyncio.get_running_loop().create_task(server.sweep())
+        if server.router is not None:
+            await server.router.start()
         yield
         sweeper.cancel()
         await server.close()
+        if server.router is not None:
+            await server.router.close()
 
     app = Starlette(
         routes=[
@@ -716,6 +834,8 @@ def serve(
 ) -> None:
     """Run the agent over HTTP/WebSocket at ``http://host:port/acp`` (blocks)."""
     limit = int(options.get("max_body", DEFAULT_MAX_BODY))
+    certfile = options.pop("certfile", None)
+    keyfile = options.pop("keyfile", None)
     run_server(
         create_app(factory, **options),
         host,
@@ -723,6 +843,8 @@ def serve(
         header_timeout=header_timeout,
         keep_alive=keep_alive,
         max_message_size=limit,
+        certfile=certfile,
+        keyfile=keyfile,
     )
 
 
@@ -733,6 +855,7 @@ def agent_factory(
     agent_cls: type[AgentRuntime],
     store: SessionStore,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    replica: str | None = None,
 ) -> ConnectionFactory:
     """The per-connection runtime for ``create_app``: one ``SessionConnection`` per ACP
     connection, sessions persisted in ``store`` (see sessions.py); when the manifest
@@ -743,6 +866,7 @@ def agent_factory(
         store,
         max_message_size=max_message_size,
         callbacks=callbacks_for(agent_cls),
+        replica=replica,  # lease owners name the replica
     )
 
 
@@ -761,6 +885,7 @@ def app_for(
 
     The store: ``$ACP_SESSION_STORE``, else SQLite at ``$ACP_SESSION_DB``, else
     ``<name>-sessions.db`` in the working directory (see ``sessions.open_default_store``).
+    Several replicas: ``$ACP_REDIS_URL`` and ``$ACP_REPLICA_ID`` (see redis_router.py).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}
     if "auth" not in options:  # first: an agent that refuses to start creates no store
@@ -776,9 +901,18 @@ def app_for(
         advertise(rt, info.get("capabilities"))  # the session methods the core serves
         return info
 
+    replica = os.environ.get("ACP_REPLICA_ID") or None
+    redis_url = os.environ.get("ACP_REDIS_URL")
+    if redis_url and "router" not in options:
+        # needs redis (the project's `redis` extra); imported by name: shipped with HTTP only
+        router_module = importlib.import_module(".redis_router", __package__)
+        options["router"] = router_module.RedisRouter(redis_url, replica or uuid.uuid4().hex[:12])
+    options.setdefault("replica", replica)
     options.setdefault("well_known", document)
     options.setdefault("max_body", max_message_size)
-    return create_app(agent_factory(agent_cls, store, max_message_size), **options)
+    router = options.get("router")
+    owner = replica or (router.replica if router is not None else None)
+    return create_app(agent_factory(agent_cls, store, max_message_size, owner), **options)
 
 
 def serve_http(
@@ -794,6 +928,8 @@ def serve_http(
 
     A missing or empty auth secret stops it here: one line on stderr naming the variable,
     exit status 2 (see auth.py)."""
+    certfile = options.pop("certfile", None)
+    keyfile = options.pop("keyfile", None)
     try:
         app = app_for(agent_cls, **options)
     except MissingSecret as exc:
@@ -806,97 +942,97 @@ def serve_http(
         header_timeout=header_timeout,
         keep_alive=keep_alive,
         max_message_size=int(options.get("max_message_size", DEFAULT_MAX_MESSAGE_SIZE)),
+        certfile=certfile,
+        keyfile=keyfile,
     )
 
 
-def header_deadline_protocol(header_timeout: float) -> type[Any]:
-    """uvicorn's HTTP/1.1 protocol plus a deadline for a request's headers.
-
-    Armed when the socket opens and again when a response completes (keep-alive); a
-    request whose headers are not all in by then gets its socket closed, so a client
-    trickling one header line every few seconds holds nothing (uvicorn has no such
-    timeout: ``timeout_keep_alive`` only covers a silent socket)."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class HeaderDeadlineProtocol(H11Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
-            self._deadline: asyncio.TimerHandle | None = None
-            self._arm()
-
-        def _arm(self) -> None:
-            self._waiting_after = self.cycle  # the headers are in once a new cycle exists
-            self._deadline = self.loop.call_later(header_timeout, self._expire)
-
-        def _check(self) -> None:
-            if self._deadline is not None and self.cycle is not self._waiting_after:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            if self.transport.get_protocol() is not self or self.transport.is_closing():
-                return  # upgraded to a WebSocket, or already closing
-            if self.cycle is self._waiting_after:
-                _limited.warning(
-                    "header-timeout",
-                    "request headers not complete after %.0f s: socket closed",
-                    header_timeout,
-                )
-                self.transport.close()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            self._check()
-
-        def on_response_complete(self) -> None:
-            if self._deadline is None and not self.transport.is_closing():
-                self._arm()
-            super().on_response_complete()
-            self._check()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-            super().connection_lost(exc)
-
-    return HeaderDeadlineProtocol
-
-
-def server_settings(
-    *, header_timeout: float, keep_alive: float, max_message_size: int
-) -> dict[str, Any]:
-    """Every server-level limit in one place (the ASGI server's own options): whoever
-    changes the server maps these onto it.  ``ws_max_size`` lets a WebSocket frame a
-    little over the message limit through so the runtime answers it with an error."""
-    return {
-        "http": header_deadline_protocol(header_timeout),
-        "ws": "websockets-sansio",
-        "ws_max_size": max_message_size + WS_FRAME_MARGIN,
-        "timeout_keep_alive": keep_alive,
-        "log_level": "warning",
-    }
-
-
-def run_server(
-    app: Any,
-    host: str,
-    port: int,
+def server_config(
+    host: str = "127.0.0.1",
+    port: int = 8000,
     *,
     header_timeout: float = DEFAULT_HEADER_TIMEOUT,
     keep_alive: float = DEFAULT_KEEP_ALIVE,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-) -> None:
-    """uvicorn with the limits of :func:`server_settings`; its log handlers redact
-    registered secrets (see jsonrpc.redact)."""
-    import uvicorn
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> Any:
+    """Hypercorn's configuration for a generated agent (chosen by measurement: bench/README.md),
+    with every server-level limit mapped onto it in this one place.
 
-    settings = server_settings(
-        header_timeout=header_timeout, keep_alive=keep_alive, max_message_size=max_message_size
+    Cleartext: HTTP/1.1, HTTP/2 with prior knowledge (h2c) and the h2c Upgrade; with a
+    certificate: TLS with ALPN offering h2 and http/1.1.  WebSocket over HTTP/1.1 (and RFC 8441
+    over HTTP/2).
+
+    Limits: Hypercorn runs one timer per connection from the moment it opens (and again
+    from each completed response) until a request's headers are complete, and closes the
+    connection when it fires; data arriving does not reset it.  That timer is both the
+    keep-alive and the header deadline, so it is set to the smaller of the two: a socket
+    trickling header lines is closed like a silent one.  ``websocket_max_message_size``
+    lets a WebSocket frame a little over the message limit through so the runtime answers
+    it with an error.  The error log goes through ``acp.runtime.http.server`` with secrets
+    redacted; no access log.
+    """
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.keep_alive_timeout = min(keep_alive, header_timeout)
+    config.websocket_max_message_size = max_message_size + WS_FRAME_MARGIN
+    server_log = logging.getLogger("acp.runtime.http.server")
+    if not any(isinstance(f, RedactingFilter) for f in server_log.filters):
+        server_log.addFilter(RedactingFilter())
+    config.errorlog = server_log
+    if certfile is not None:
+        config.certfile = certfile
+        config.keyfile = keyfile or certfile
+    return config
+
+
+def run_server(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: float = DEFAULT_KEEP_ALIVE,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> None:
+    """Serve ``app`` on Hypercorn (see ``server_config``) until SIGINT/SIGTERM.
+
+    The listening socket is bound first so that ``listening on URL`` (printed on stderr once)
+    names the real port, also when ``port`` is 0.
+    """
+    import socket
+
+    from hypercorn.asyncio import serve as hypercorn_serve
+
+    config = server_config(
+        host,
+        port,
+        header_timeout=header_timeout,
+        keep_alive=keep_alive,
+        max_message_size=max_message_size,
+        certfile=certfile,
+        keyfile=keyfile,
     )
-    config = uvicorn.Config(app, host=host, port=port, **settings)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        for handler in logging.getLogger(name).handlers:
-            handler.addFilter(RedactingFilter())
-    uvicorn.Server(config).run()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=config.backlog)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    bound = sock.getsockname()[1]
+    config.bind = [f"fd://{sock.detach()}"]  # Hypercorn owns the socket from here
+    shown = f"[{host}]" if ":" in host else host
+    scheme = "https" if certfile is not None else "http"
+    protocols = "HTTP/2 via ALPN, HTTP/1.1" if certfile is not None else "h2c, HTTP/1.1"
+    print(
+        f"listening on {scheme}://{shown}:{bound}{ENDPOINT} ({protocols})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        asyncio.run(hypercorn_serve(app, config))
+    except KeyboardInterrupt:
+        pass

@@ -73,7 +73,17 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
     """The HTTP transport's limits (README, "Hardening"): flag, else env var, else default."""
     h = _transport_module("http_server")
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    ap.add_argument("--port", type=int, default=8000, help="port to listen on")
+    ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    ap.add_argument(
+        "--certfile",
+        default=os.environ.get("ACP_TLS_CERT"),
+        help="PEM certificate: serve HTTPS with HTTP/2 by ALPN (env ACP_TLS_CERT)",
+    )
+    ap.add_argument(
+        "--keyfile",
+        default=os.environ.get("ACP_TLS_KEY"),
+        help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
+    )
     for flag, env, default, kind in (
         ("--header-timeout", "ACP_HEADER_TIMEOUT", h.DEFAULT_HEADER_TIMEOUT, float),
         ("--keep-alive", "ACP_KEEP_ALIVE", h.DEFAULT_KEEP_ALIVE, float),
@@ -129,6 +139,8 @@ def run_agent(
             host=args.host,
             port=args.port,
             max_message_size=args.max_message_size,
+            certfile=args.certfile,
+            keyfile=args.keyfile,
             header_timeout=args.header_timeout,
             keep_alive=args.keep_alive,
             idle_timeout=args.idle_timeout,

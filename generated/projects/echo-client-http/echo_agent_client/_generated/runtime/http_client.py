@@ -61,6 +61,15 @@ LOST = "the connection to the agent was lost"
 _SID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
+def _http_client(http2: bool, *, prior_knowledge: bool) -> httpx.AsyncClient:
+    """h2 prior knowledge means no HTTP/1.1 at all on that client (httpx's rule)."""
+    return httpx.AsyncClient(
+        http1=not prior_knowledge,
+        http2=http2,
+        timeout=httpx.Timeout(30.0, read=None),
+    )
+
+
 class HttpTransport:
     def __init__(
         self,
@@ -70,11 +79,16 @@ class HttpTransport:
         http: httpx.AsyncClient | None = None,
         retries: int = 5,
         base_delay: float = 0.2,
+        http2: bool = True,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
         self._owns = http is None
-        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None))
+        # HTTP/2: by ALPN over https; over cleartext with prior knowledge (h2c), falling back
+        # to HTTP/1.1 once if the server does not speak it.  One client (cookie jar included:
+        # the server's affinity cookie) per ACP connection.
+        self._h2c = http is None and http2 and url.startswith("http://")
+        self.http = http or _http_client(http2, prior_knowledge=self._h2c)
         self.retries = retries
         self.base_delay = base_delay
         self.connection_id: str | None = None
@@ -111,6 +125,20 @@ class HttpTransport:
                 headers[SESSION_ID_HEADER] = sid
         try:
             r = await self.http.post(self.url, content=frame, headers=headers)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            if not (initialize and self._h2c):
+                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
+                return
+            # the server does not speak h2c: the same POST again over HTTP/1.1
+            log.info("%s does not speak HTTP/2 in cleartext; using HTTP/1.1", self.url)
+            self._h2c = False
+            await self.http.aclose()
+            self.http = _http_client(False, prior_knowledge=False)
+            try:
+                r = await self.http.post(self.url, content=frame, headers=headers)
+            except httpx.HTTPError as exc:
+                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
+                return
         except httpx.HTTPError as exc:
             self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
             return
@@ -277,14 +305,18 @@ async def connect_http(
     headers: dict[str, str] | None = None,
     websocket: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    http2: bool = True,
 ) -> AsyncIterator[P]:
-    """Connect to an ACP agent at ``url`` (``.../acp``); yield the typed proxy."""
+    """Connect to an ACP agent at ``url`` (``.../acp``); yield the typed proxy.
+
+    ``http2``: over https, offer HTTP/2 by ALPN; over http, HTTP/2 with prior knowledge (h2c),
+    HTTP/1.1 when the server does not speak it.  False: HTTP/1.1 only."""
     transport: HttpTransport | WebSocketTransport
     if websocket:
         transport = WebSocketTransport(url, headers=headers)
         await transport.open()
     else:
-        transport = HttpTransport(url, headers=headers)
+        transport = HttpTransport(url, headers=headers, http2=http2)
     conn = Connection(
         transport.sink,
         client.handle_request,

@@ -47,7 +47,7 @@ import orjson
 
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
-from .store import MemorySessionStore, SessionStore, SqliteSessionStore
+from .store import SessionStore, SqliteSessionStore, open_store
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
@@ -113,25 +113,15 @@ async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any 
 
 
 def open_default_store(name: str, default_path: str | Path | None = None) -> SessionStore:
-    """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db`` or
-    ``memory:``), else SQLite at ``$ACP_SESSION_DB``, else at ``default_path``, else at
+    """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db``,
+    ``memory:`` or ``postgresql://...``, see ``store.open_store``), else SQLite at ``$ACP_SESSION_DB``, else at ``default_path``, else at
     ``$XDG_STATE_HOME/<name>/sessions.db`` (``~/.local/state/...``)."""
     url = os.environ.get("ACP_SESSION_STORE", "").strip()
     if url:
-        from . import store as store_mod
-
-        opener = getattr(store_mod, "open_store", None)
-        if opener is not None:
-            opened: SessionStore = opener(url)
-            return opened
-        if url == "memory:":
-            return MemorySessionStore()
-        if url.startswith("sqlite:///"):
-            return SqliteSessionStore(url.removeprefix("sqlite://"))
-        raise SystemExit(
-            f"ACP_SESSION_STORE: unsupported store URL scheme in {url.split(':', 1)[0]!r}:"
-            " use sqlite:///path.db or memory:"
-        )
+        try:
+            return open_store(url)
+        except ValueError as exc:  # says what to write instead; never the URL's credentials
+            raise SystemExit(f"error: {exc}") from None
     path = os.environ.get("ACP_SESSION_DB") or default_path
     if not path:
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

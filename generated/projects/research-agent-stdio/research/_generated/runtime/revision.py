@@ -75,6 +75,9 @@ class ConfigOptionShape:
     id: str  # "id" (v1) | "configId" (v2)
     current_value: str  # "currentValue"
     select_options: str  # "options"
+    # the option kinds SessionConfigOption has ("select", "boolean"); a boolean option on
+    # a revision without "boolean" is served as a select of "true" / "false"
+    kinds: tuple[str, ...] = ("select", "boolean")
 
 
 @dataclass(frozen=True)

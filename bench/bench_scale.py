@@ -1,0 +1,154 @@
+"""HTTP serving at scale, one run: a generated HTTP agent against the official SDK's HTTP
+server, HTTP/2 against HTTP/1.1, one replica against three behind HAProxy.
+
+    .venv/bin/python bench/bench_scale.py [--prompts 100] [--clients 8] [--procs 2]
+
+Every server runs the same echo behaviour (each text block of a prompt comes back as one
+``agent_message_chunk``) on 127.0.0.1 and is driven by bench/loadgen.py (a wire-level
+client in ``--procs`` processes, so that the driver is not what limits the rate):
+
+* prompts/s: ``--procs`` x ``--clients`` clients, ``--prompts`` one-block prompts each;
+* streamed updates/s: 2 clients x ``--stream-prompts`` prompts of ``--blocks`` blocks;
+* server CPU per prompt: the server processes' user+system time over the prompts/s load.
+
+Rows: the SDK's server (acp.http.asgi on uvicorn, HTTP/1.1, persists nothing); ours (the
+golden echo-agent-http project, Hypercorn) with the in-memory store over HTTP/1.1 and HTTP/2,
+and with the SQLite default; then ours with PostgreSQL + Redis behind HAProxy, 1 replica and
+3 replicas (needs the Debian packages postgresql, redis-server, haproxy).  Ratios are to the
+SDK row of the same run.  Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import cluster_support as cs  # noqa: E402
+from bench_http import cpu_seconds  # noqa: E402
+from cluster import _agent_dir  # noqa: E402
+from loadgen import run as load  # noqa: E402
+
+
+def _sdk_serve(port: int) -> None:
+    import uvicorn
+    from bench_http import _sdk_app
+
+    uvicorn.run(_sdk_app(), host="127.0.0.1", port=port, log_level="warning")
+
+
+def _start(cmd: list[str], env: dict[str, str], port: int, what: str) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cs._wait_port(port, p, what)
+    return p
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def measure(url: str, pids: list[int], args: argparse.Namespace, http2: bool) -> dict[str, float]:
+    cpu0 = sum(cpu_seconds(p) for p in pids)
+    a = load(
+        url, procs=args.procs, clients=args.clients, prompts=args.prompts, blocks=1, http2=http2
+    )
+    cpu1 = sum(cpu_seconds(p) for p in pids)
+    b = load(url, procs=1, clients=2, prompts=args.stream_prompts, blocks=args.blocks, http2=http2)
+    return {
+        "prompts/s": a["prompts"] / a["seconds"],
+        "updates/s": b["updates"] / b["seconds"],
+        "cpu ms/prompt": 1000 * (cpu1 - cpu0) / a["prompts"],
+    }
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--sdk"]:
+        _sdk_serve(int(sys.argv[2]))
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", type=int, default=100, help="per client")
+    ap.add_argument("--clients", type=int, default=8, help="per load process")
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--stream-prompts", type=int, default=10)
+    ap.add_argument("--blocks", type=int, default=300)
+    ap.add_argument("--no-cluster", action="store_true", help="skip the HAProxy rows")
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="acp-bench-"))
+    agent = _agent_dir(base)
+    rows: dict[str, dict[str, float]] = {}
+
+    def ours(
+        store: str, extra: dict[str, str] | None = None
+    ) -> tuple[str, subprocess.Popen[bytes]]:
+        port = cs.free_port()
+        env = {**os.environ, "PYTHONPATH": str(agent), "ACP_SESSION_STORE": store, **(extra or {})}
+        p = _start([sys.executable, "-m", "echo_agent", "--port", str(port)], env, port, "agent")
+        return f"http://127.0.0.1:{port}/acp", p
+
+    try:
+        port = cs.free_port()
+        sdk = _start([sys.executable, __file__, "--sdk", str(port)], dict(os.environ), port, "SDK")
+        try:
+            rows["SDK server, HTTP/1.1"] = measure(
+                f"http://127.0.0.1:{port}/acp", [sdk.pid], args, False
+            )
+        finally:
+            _stop([sdk])
+        for name, store, http2 in (
+            ("ours, memory store, HTTP/1.1", "memory:", False),
+            ("ours, memory store, HTTP/2", "memory:", True),
+            ("ours, SQLite store, HTTP/2", f"sqlite:///{base}/s.db", True),
+        ):
+            url, p = ours(store)
+            try:
+                rows[name] = measure(url, [p.pid], args, http2)
+            finally:
+                _stop([p])
+            print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
+        if not args.no_cluster and not cs.missing():
+            rows.update(_cluster_rows(args))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    sdk_row = rows["SDK server, HTTP/1.1"]
+    print(f"\n{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14}")
+    for name, r in rows.items():
+        print(
+            f"{name:44} {r['prompts/s']:10.1f} {r['updates/s']:10.1f} {r['cpu ms/prompt']:14.2f}"
+            f"   ({r['prompts/s'] / sdk_row['prompts/s']:.2f}x, "
+            f"{r['updates/s'] / sdk_row['updates/s']:.2f}x, "
+            f"{sdk_row['cpu ms/prompt'] / r['cpu ms/prompt']:.2f}x less CPU than the SDK)"
+        )
+
+
+def _cluster_rows(args: argparse.Namespace) -> dict[str, Any]:
+    from cluster import cluster
+
+    out = {}
+    for n in (1, 3):
+        with cluster(n) as c:
+            pids = [p.pid for p in c.replicas.values()]
+            name = (
+                f"ours, {n} replica{'s' if n > 1 else ''} via HAProxy, PostgreSQL+Redis, HTTP/1.1"
+            )
+            out[name] = measure(c.lb_url, pids, args, False)
+            print(name, {k: round(v, 2) for k, v in out[name].items()}, flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""The session store on PostgreSQL (psycopg 3, async, a small connection pool), for several
+replicas sharing sessions: ``ACP_SESSION_STORE=postgresql://user@host:5432/db``.
+
+Same contract as the SQLite store (store.py): ``save``/``save_turn`` are durable when they
+return; a turn's history rows and the session's state commit in one transaction, history read
+back in sequence order; the lease (one owner per session) lives in the database, its expiry
+on the database's clock (``now()``), so replicas with skewed clocks still agree.  The runtime
+creates the tables and migrates them (``acp_schema`` holds the version; replicas starting
+together serialize on an advisory lock).  Table names start with ``acp_``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+MAX_CURSOR_DIGITS = 18  # fits a bigint
+_LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
+
+# Each step runs once, in order, in one transaction, on a database older than it.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE acp_sessions (
+        id text PRIMARY KEY,
+        created bigserial UNIQUE,
+        state bytea NOT NULL
+    );
+    CREATE TABLE acp_history (
+        seq bigserial PRIMARY KEY,
+        session_id text NOT NULL,
+        message bytea NOT NULL
+    );
+    CREATE INDEX acp_history_by_session ON acp_history (session_id, seq);
+    CREATE TABLE acp_leases (
+        session_id text PRIMARY KEY,
+        owner text NOT NULL,
+        expires timestamptz NOT NULL
+    );
+    """,
+)
+
+
+def _after(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > MAX_CURSOR_DIGITS:
+        raise ValueError("not a cursor this store handed out")
+    return int(cursor)
+
+
+class PostgresSessionStore:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 8, open_timeout: float = 10.0
+    ) -> None:
+        """``open_timeout``: how long the first call waits for the server (then it raises,
+        and the next call tries again)."""
+        self._url = url  # holds the password: never shown
+        self._open_timeout = open_timeout
+        self._sizes = (min_size, max_size)
+        self._pool = self._new_pool()
+        self._ready: asyncio.Task[None] | None = None
+
+    def _new_pool(self) -> AsyncConnectionPool[Any]:
+        return AsyncConnectionPool(
+            self._url,
+            min_size=self._sizes[0],
+            max_size=self._sizes[1],
+            open=False,
+            kwargs={"autocommit": True},
+        )
+
+    async def _open(self) -> None:
+        await self._pool.open(wait=True, timeout=self._open_timeout)
+        async with self._pool.connection() as conn:
+            await migrate(conn)
+
+    async def _conn(self) -> Any:
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_task(self._open())
+        try:
+            await asyncio.shield(self._ready)
+        except BaseException:
+            if self._ready.done():  # the next call tries again, on a new pool
+                self._ready = None
+                old, self._pool = self._pool, self._new_pool()
+                await old.close()
+            raise
+        return self._pool.connection()
+
+    async def save(self, session_id: str, state: dict[str, Any]) -> None:
+        async with await self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO acp_sessions (id, state) VALUES (%s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+                (session_id, orjson.dumps(state)),
+            )
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        async with await self._conn() as conn:
+            cur = await conn.execute("SELECT state FROM acp_sessions WHERE id = %s", (session_id,))
+            row = await cur.fetchone()
+        return orjson.loads(row[0]) if row is not None else None
+
+    async def append_history(self, session_id: str, messages: list[bytes]) -> None:
+        if not messages:
+            return
+        async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO acp_history (session_id, message) VALUES (%s, %s)",
+                [(session_id, m) for m in messages],
+            )
+
+    async def history(self, session_id: str) -> list[bytes]:
+        async with await self._conn() as conn:
+            cur = await conn.execute(
+                "SELECT message FROM acp_history WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            )
+            rows = await cur.fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes]
+    ) -> None:
+        async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            if messages:
+                await cur.executemany(
+                    "INSERT INTO acp_history (session_id, message) VALUES (%s, %s)",
+                    [(session_id, m) for m in messages],
+                )
+            await cur.execute(
+                "INSERT INTO acp_sessions (id, state) VALUES (%s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+                (session_id, orjson.dumps(state)),
+            )
+
+    async def delete(self, session_id: str) -> None:
+        async with await self._conn() as conn, conn.transaction():
+            for table, column in (
+                ("acp_sessions", "id"),
+                ("acp_history", "session_id"),
+                ("acp_leases", "session_id"),
+            ):
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE {column} = %s",
+                    (session_id,),
+                )
+
+    async def acquire(
+        self, session_id: str, owner: str, ttl: float, *, take_over: bool = False
+    ) -> str | None:
+        async with await self._conn() as conn, conn.transaction():
+            # the upsert locks the row whether or not its WHERE lets it change anything
+            cur = await conn.execute(
+                "INSERT INTO acp_leases AS l (session_id, owner, expires) "
+                "VALUES (%s, %s, now() + make_interval(secs => %s)) "
+                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
+                "expires = excluded.expires "
+                "WHERE l.owner = excluded.owner OR l.expires <= now() OR %s "
+                "RETURNING 1",
+                (session_id, owner, ttl, take_over),
+            )
+            if await cur.fetchone() is not None:
+                return None
+            cur = await conn.execute(
+                "SELECT owner FROM acp_leases WHERE session_id = %s", (session_id,)
+            )
+            row = await cur.fetchone()
+        return str(row[0]) if row is not None else None
+
+    async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
+        async with await self._conn() as conn:
+            cur = await conn.execute(
+                "UPDATE acp_leases SET expires = now() + make_interval(secs => %s) "
+                "WHERE session_id = %s AND owner = %s",
+                (ttl, session_id, owner),
+            )
+            return bool(cur.rowcount == 1)
+
+    async def release(self, session_id: str, owner: str) -> None:
+        async with await self._conn() as conn:
+            await conn.execute(
+                "DELETE FROM acp_leases WHERE session_id = %s AND owner = %s", (session_id, owner)
+            )
+
+    async def list_sessions(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        after = _after(cursor)
+        limit = max(limit, 1)
+        async with await self._conn() as conn:
+            cur = await conn.execute(
+                "SELECT created, id, state FROM acp_sessions WHERE created > %s "
+                "ORDER BY created LIMIT %s",
+                (after, limit + 1),
+            )
+            rows = await cur.fetchall()
+        page = rows[:limit]
+        out = [(str(r[1]), orjson.loads(r[2])) for r in page]
+        return out, (str(page[-1][0]) if len(rows) > limit else None)
+
+    async def aclose(self) -> None:
+        await self._pool.close()
+
+
+async def migrate(conn: AsyncConnection[Any]) -> int:
+    """Create or upgrade the tables to ``len(_MIGRATIONS)``; returns the version found."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        await conn.execute("CREATE TABLE IF NOT EXISTS acp_schema (version integer NOT NULL)")
+        cur = await conn.execute("SELECT version FROM acp_schema")
+        row = await cur.fetchone()
+        found = int(row[0]) if row is not None else 0
+        if row is None:
+            await conn.execute("INSERT INTO acp_schema (version) VALUES (0)")
+        for version in range(found, len(_MIGRATIONS)):
+            for stmt in _MIGRATIONS[version].split(";"):
+                if stmt.strip():
+                    await conn.execute(stmt)
+            await conn.execute("UPDATE acp_schema SET version = %s", (version + 1,))
+    return found

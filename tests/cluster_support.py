@@ -1,0 +1,198 @@
+"""Private PostgreSQL, Redis and HAProxy servers on 127.0.0.1 for the multi-replica tests and
+``make cluster`` (OS packages: postgresql, redis-server, haproxy; .ci/run installs them).
+
+Each ``start_*`` returns a ``Server`` (url, process, stop()) in a directory of its own.  When
+a binary is missing ``need()`` skips the test outside CI, saying what to install, and fails it
+in CI (``CI=true``), where .ci/run must have installed it.  PostgreSQL refuses to run as
+root: as root the instance runs as ``nobody`` in a directory it owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start on 127.0.0.1:{port}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen[bytes]
+    dir: Path
+    port: int
+    stops: list[list[str]] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for cmd in self.stops:
+            subprocess.run(cmd, capture_output=True, timeout=60, check=False)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: p.split("/")[4])
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def missing() -> list[str]:
+    """Debian packages of the servers that are not installed."""
+    out = []
+    if postgres_bin() is None:
+        out.append("postgresql")
+    if shutil.which("redis-server") is None:
+        out.append("redis-server")
+    if shutil.which("haproxy") is None:
+        out.append("haproxy")
+    return out
+
+
+def need(*packages: str) -> None:
+    """Skip (outside CI) or fail (in CI) unless these servers are installed."""
+    gone = [p for p in missing() if p in packages]
+    if not gone:
+        return
+    message = f"needs the OS packages {' '.join(gone)} (apt-get install {' '.join(gone)})"
+    if IN_CI:
+        pytest.fail(f"{message}: .ci/run should have installed them")
+    pytest.skip(f"{message}; not in CI, so skipped")
+
+
+def _as_user() -> tuple[list[str], int | None, int | None]:
+    """PostgreSQL must not run as root: (command prefix, uid, gid) of an unprivileged user."""
+    if os.geteuid() != 0:
+        return [], None, None
+    pw = pwd.getpwnam("nobody")
+    return (
+        ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"],
+        (pw.pw_uid),
+        pw.pw_gid,
+    )
+
+
+def start_postgres() -> Server:
+    bindir = postgres_bin()
+    assert bindir is not None
+    base = Path(tempfile.mkdtemp(prefix="acp-pg-"))
+    data = base / "data"
+    prefix, uid, gid = _as_user()
+    if uid is not None:
+        os.chmod(base, 0o755)
+        os.chown(base, uid, gid or -1)
+    port = free_port()
+    subprocess.run(
+        [*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        cwd=base,
+    )
+    proc = subprocess.Popen(
+        [
+            *prefix,
+            str(bindir / "postgres"),
+            "-D",
+            str(data),
+            "-p",
+            str(port),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            str(base),
+            "-c",
+            "fsync=off",
+            "-c",
+            "max_connections=200",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=base,
+    )
+    _wait_port(port, proc, "PostgreSQL")
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    # accepting TCP is not yet accepting logins: wait for a query to work
+    deadline = time.monotonic() + 30
+    import psycopg
+
+    while True:
+        try:
+            with psycopg.connect(url, connect_timeout=2) as c:
+                c.execute("SELECT 1")
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    return Server(url, proc, base, port)
+
+
+def fresh_database(server: Server) -> str:
+    """A new empty database on ``server``; its URL."""
+    import uuid
+
+    import psycopg
+
+    name = "t" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server.url, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    return server.url.rsplit("/", 1)[0] + "/" + name
+
+
+def start_redis() -> Server:
+    base = Path(tempfile.mkdtemp(prefix="acp-redis-"))
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(shutil.which("redis-server")),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_port(port, proc, "Redis")
+    return Server(f"redis://127.0.0.1:{port}/0", proc, base, port)

@@ -1,0 +1,188 @@
+"""Cross-replica streams (templates/runtime/redis_router.py): two replicas of a generated agent
+share a Redis server and a session store; a connection initialized on replica A is used
+through replica B -- its SSE streams read there, its POSTs and DELETE sent there -- and no
+message is lost, in order, also when a stream moves between replicas mid-turn with
+``Last-Event-ID``.  The initialize answer carries the affinity cookie naming A."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cluster_support as cs
+import hardening_support as hs
+
+PKG = "redisagent"
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[cs.Server]:
+    cs.need("redis-server")
+    server = cs.start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def replicas(env: dict[str, str], redis_url: str, db: Path, *names: str) -> Iterator[list[str]]:
+    procs, urls = [], []
+    try:
+        for name in names:
+            p = subprocess.Popen(
+                [hs.PY, "-m", PKG, "--port", "0"],
+                env={
+                    **env,
+                    "ACP_TEST_TRANSPORT": "http",
+                    "ACP_SESSION_STORE": f"sqlite:///{db}",
+                    "ACP_REDIS_URL": redis_url,
+                    "ACP_REPLICA_ID": name,
+                },
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            procs.append(p)
+            assert p.stderr is not None
+            line = p.stderr.readline()
+            m = re.match(r"listening on (\S+) ", line)
+            assert m, line
+            urls.append(m.group(1))
+        yield urls
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+
+
+class Reader:
+    """One SSE GET; collects (event id, message) pairs."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        self.task = asyncio.get_running_loop().create_task(self._run(http, url, headers))
+        self.status: int | None = None
+
+    async def _run(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+        h = {"Accept": "text/event-stream", **headers}
+        async with http.stream("GET", url, headers=h) as r:
+            self.status = r.status_code
+            eid = 0
+            async for line in r.aiter_lines():
+                if line.startswith("id:"):
+                    eid = int(line[3:])
+                elif line.startswith("data:"):
+                    self.events.append((eid, orjson.loads(line[5:])))
+
+    async def wait_for(self, pred: Any, timeout: float = 15) -> dict[str, Any]:
+        async def poll() -> dict[str, Any]:
+            while True:
+                for _, m in self.events:
+                    if pred(m):
+                        return m
+                if self.task.done():
+                    self.task.result()
+                    raise AssertionError("stream ended")
+                await asyncio.sleep(0.02)
+
+        return await asyncio.wait_for(poll(), timeout)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+
+
+def rpc(rid: Any, method: str, params: dict[str, Any]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+@pytest.mark.slow
+def test_connection_used_through_another_replica(
+    redis: cs.Server, tmp_path: Path, shared_acp: Path
+) -> None:
+    env = hs.build(tmp_path, shared_acp, PKG)
+    with replicas(env, redis.url, tmp_path / "s.db", "ra", "rb") as (a, b):
+
+        async def go() -> None:
+            async with httpx.AsyncClient(timeout=20) as http:
+                json_ = {"Content-Type": "application/json"}
+                r = await http.post(
+                    a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=json_
+                )
+                assert r.status_code == 200
+                assert r.cookies.get("acp-replica") == "ra"
+                cid = r.headers["Acp-Connection-Id"]
+                h = {"Acp-Connection-Id": cid}
+                http.cookies.clear()  # affinity lost: everything below goes to B by hand
+                main = Reader(http, b, h)
+                r = await http.post(
+                    b,
+                    content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                    headers={**h, **json_},
+                )
+                assert r.status_code == 202, r.text
+                new = await main.wait_for(lambda m: m.get("id") == "n")
+                sid = new["result"]["sessionId"]
+                sh = {**h, "Acp-Session-Id": sid}
+                first = Reader(http, b, sh)
+                r = await http.post(
+                    b,
+                    content=rpc("p", "session/prompt", hs.text_prompt(sid, "seq t 60 0.02")),
+                    headers={**sh, **json_},
+                )
+                assert r.status_code == 202, r.text
+                # mid-turn, the session stream moves from B to A with Last-Event-ID
+                await first.wait_for(
+                    lambda m: (
+                        m.get("params", {}).get("update", {}).get("content", {}).get("text")
+                        == "t:10"
+                    )
+                )
+                await first.stop()
+                last = first.events[-1][0]
+                second = Reader(http, a, {**sh, "Last-Event-ID": str(last)})
+                answer = await second.wait_for(lambda m: m.get("id") == "p", 30)
+                assert answer["result"]["stopReason"] == "end_turn"
+                events = dict(first.events)
+                events.update(dict(second.events))  # replayed ones carry the same id
+                texts = [
+                    m["params"]["update"]["content"]["text"]
+                    for _, m in sorted(events.items())
+                    if m.get("method") == "session/update"
+                    and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
+                assert texts == [f"t:{i}" for i in range(60)]
+                await second.stop()
+                await main.stop()
+                # DELETE through B ends it on A
+                r = await http.delete(b, headers=h)
+                assert r.status_code == 202
+                r = await http.post(
+                    a, content=rpc(9, "session/cancel", {"sessionId": sid}), headers={**sh, **json_}
+                )
+                assert r.status_code == 404
+                # a connection nobody owns: 404 on B, for POST, GET and DELETE
+                bad = {"Acp-Connection-Id": "f" * 32}
+                assert (
+                    await http.post(b, content=rpc(1, "x", {}), headers={**bad, **json_})
+                ).status_code == 404
+                assert (
+                    await http.get(b, headers={**bad, "Accept": "text/event-stream"})
+                ).status_code == 404
+                assert (await http.delete(b, headers=bad)).status_code == 404
+
+        asyncio.run(go())

@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT / "templates"))
 
 import cluster_support as cs  # noqa: E402
 from runtime.client import AgentProxy, ClientRuntime  # noqa: E402
-from runtime.revision import Method  # noqa: E402
 from runtime.http_client import connect_http  # noqa: E402
+from runtime.revision import Method  # noqa: E402
 
 GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo_agent"
 HANDLERS = """

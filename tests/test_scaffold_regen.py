@@ -167,3 +167,28 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     # nothing of the user's lost; _generated/ is the v2 one and consistent
     assert user_files(project) == mine
     assert invoke("check", "--project", str(project))[0] == 0
+
+
+def test_regen_names_a_dependency_the_new_runtime_needs(tmp_path: Path, shared_acp: Path) -> None:
+    """The manifest gains async output to a callback URL: regen ships runtime/callbacks.py,
+    which imports httpx, which a stdio project does not declare.  regen says what to add
+    to pyproject.toml (the user's file, not edited) and exits 1; once it is added, 0."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text(MANIFEST)
+    project = tmp_path / "scout"
+    schema = str(shared_acp / "v1/schema.json")
+    code, out = invoke("new", str(project), "--manifest", str(manifest), "--schema", schema)
+    assert code == 0, out
+    recorded = project / "agent.yaml"
+    recorded = recorded if recorded.exists() else manifest
+    recorded.write_text(recorded.read_text() + "output_modes:\n  async:\n    callback: true\n")
+    code, out = invoke("regen", "--project", str(project))
+    assert code == 1, out
+    assert "callbacks.py" in out and '"httpx>=0.27"' in out and "pyproject.toml" in out, out
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text()
+    assert "httpx" not in text
+    pyproject.write_text(text.replace('"orjson>=3.10",', '"orjson>=3.10",\n  "httpx>=0.27",'))
+    code, out = invoke("regen", "--project", str(project))
+    assert code == 0, out
+    assert "missing from your pyproject.toml" not in out

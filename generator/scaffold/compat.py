@@ -407,3 +407,78 @@ def check_tests(
                         )
                     )
     return sorted(set(found), key=lambda f: (f.path, f.line, f.message))
+
+
+# what a generated module's third-party import needs, as the project templates declare it
+_DISTRIBUTION = {"pydantic_core": "pydantic", "psycopg_pool": "psycopg"}
+_REQUIREMENT = {
+    "pydantic": "pydantic>=2.11,<3",
+    "orjson": "orjson>=3.10",
+    "httpx": "httpx>=0.27",
+    "starlette": "starlette>=0.40",
+    "hypercorn": "hypercorn>=0.17",
+    "websockets": "websockets>=13",
+    "psycopg": "psycopg[binary,pool]>=3.2",
+    "redis": "redis>=5",
+}
+
+
+def _declared(pyproject: dict[str, Any]) -> set[str]:
+    """Distribution names in [project] dependencies and every optional group, normalized."""
+    project = pyproject.get("project") or {}
+    reqs = list(project.get("dependencies") or [])
+    for group in (project.get("optional-dependencies") or {}).values():
+        reqs += list(group or [])
+    out = set()
+    for req in reqs:
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", str(req))
+        if m:
+            out.add(re.sub(r"[-_.]+", "-", m.group(1)).lower())
+    return out
+
+
+def missing_dependencies(
+    pyproject_path: Path, files: dict[str, str], package: str, generated_prefix: str
+) -> list[Finding]:
+    """One finding per third-party distribution the new generated files import that the
+    project's pyproject.toml does not declare (e.g. `runtime/callbacks.py` and httpx,
+    once the manifest declares async output to a callback): the project would install
+    but fail at run time.  The project's pyproject.toml is the user's; it is not edited."""
+    import sys
+    import tomllib
+
+    try:
+        pyproject = tomllib.loads(pyproject_path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []  # no (readable) pyproject: nothing to compare with
+    declared = _declared(pyproject)
+    needed: dict[str, str] = {}  # distribution -> the first file that imports it
+    for rel, src in sorted(files.items()):
+        if not rel.endswith(".py"):
+            continue
+        for node in ast.walk(pysource.parse(src, rel)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("__future__", package):
+                    continue
+                dist = _DISTRIBUTION.get(top, top)
+                needed.setdefault(dist, rel)
+    out = []
+    for dist, rel in sorted(needed.items()):
+        if dist.replace("_", "-").lower() not in declared:
+            req = _REQUIREMENT.get(dist, dist)
+            out.append(
+                Finding(
+                    pyproject_path.name,
+                    0,
+                    f'add "{req}" to [project] dependencies: {generated_prefix}{rel} imports '
+                    f"{dist}",
+                )
+            )
+    return out

@@ -110,6 +110,9 @@ def run_regen(
         print(f"{prefix} is up to date")
     if not dry_run:
         project.write_generated(gen, rendered.files)
+    deps = compat.missing_dependencies(
+        proj.root / "pyproject.toml", rendered.files, proj.package, prefix
+    )
 
     if handler_findings:
         n = len(handler_findings)
@@ -126,4 +129,8 @@ def run_regen(
         print(f"\n{len(tests)} place(s) in your tests must change for the new revision:")
         for finding in tests:
             print(str(finding))
-    return 1 if handler_findings or findings else 0
+    if deps:
+        print(f"\n{len(deps)} dependency(ies) missing from your pyproject.toml:")
+        for finding in deps:
+            print(str(finding))
+    return 1 if handler_findings or findings or deps else 0

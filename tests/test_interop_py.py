@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -60,6 +61,34 @@ SCHEMA_OF = {"echo": "v1/schema.json", "mail-composer": "v1/schema.json"}
 SCHEMA_OF["research"] = "v1/schema.unstable.json"
 TOKEN = "py-peer-bearer-token-7731"  # research's bearer auth (HTTP): RESEARCH_AGENT_TOKEN
 BRIEF = {"brief": "Lunch on Friday at noon. Bring the slides.", "recipients": ["ana@example.com"]}
+
+
+# What SDK 0.12.1 logs although nothing is wrong on the wire, and why.
+SDK_GAPS = {
+    # The agent cancels its pending elicitation/create when the client's session/cancel
+    # ends the turn (ACP: `$/cancel_request` may be sent by either side; the v1 schema has
+    # it with x-side "protocol"). SDK 0.12.1 does not know the method (acp/meta.py has no
+    # entry), so its router raises "method not found" for the notification and logs it;
+    # it sends nothing back (a notification), which is all ACP asks of it. Whether it is
+    # sent depends on whether the client's "cancel" answer to the elicitation reached the
+    # agent before the turn's cancellation did: seen in test_py_client_cancel[*-mail-*].
+    r"^root: Unhandled error while handling notification method=\$/cancel_request$",
+}
+
+
+@pytest.fixture(autouse=True)
+def sdk_refused_nothing(caplog: pytest.LogCaptureFixture) -> Any:
+    """What the SDK logs at warning or above (a frame it could not parse or route, a
+    handler failure, a transport error) fails the test: the SDK drops such frames quietly
+    (except SDK_GAPS, each with its reason)."""
+    caplog.set_level(logging.WARNING)
+    yield
+    logged = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.get_records("call")
+        if r.levelno >= logging.WARNING
+    ]
+    assert [m for m in logged if not any(re.match(p, m) for p in SDK_GAPS)] == [], logged
 
 
 def _schema(path: str) -> dict[str, Any]:
@@ -225,8 +254,12 @@ async def agent(
 
     path = log_file()
     err = path.open("wb")
-    proc = subprocess.Popen(
-        [PY, "-m", package, "--port", "0"],
+    proc = await asyncio.create_subprocess_exec(
+        PY,
+        "-m",
+        package,
+        "--port",
+        "0",
         env=full_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -238,7 +271,7 @@ async def agent(
             first = path.read_text().partition("\n")
             if first[1]:
                 break
-            assert proc.poll() is None, path.read_text()
+            assert proc.returncode is None, path.read_text()
             assert time.monotonic() < deadline, "the HTTP agent did not start"
             await asyncio.sleep(0.05)
         m = re.fullmatch(r"listening on (http://127\.0\.0\.1:(\d+)/acp) \(.*\)", first[0])
@@ -262,12 +295,13 @@ async def agent(
 
         yield connect_http
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
         err.close()
     log = path.read_text()
     assert "Traceback" not in log, log
@@ -420,7 +454,7 @@ def test_py_client_cancel(build: Any, transport: str, example: str) -> None:
     built = build(example, transport)
 
     async def main() -> None:
-        async with agent(built, transport, RESEARCH_STEP_DELAY="0.5") as connect:
+        async with agent(built, transport, RESEARCH_STEP_DELAY="0.2") as connect:
             peer = Peer()
             async with connect(peer) as conn:
                 await _init(conn, elicitation=True)
@@ -460,7 +494,7 @@ def test_py_client_research_cancel_request(build: Any, transport: str) -> None:
     built = build("research", transport)
 
     async def main() -> None:
-        async with agent(built, transport, RESEARCH_STEP_DELAY="0.5") as connect:
+        async with agent(built, transport, RESEARCH_STEP_DELAY="0.2") as connect:
             peer = Peer()
             async with connect(peer) as conn:
                 await _init(conn)
@@ -590,5 +624,130 @@ def test_py_client_research_providers(build: Any, transport: str) -> None:
                     "Using anthropic at https://llm-proxy.example/v1/messages\n"
                 )
                 assert secret not in json.dumps(peer.updates)
+
+    asyncio.run(main())
+
+
+# ---- one agent, v1 and v2: the Python SDK (v1), then the TypeScript SDK (v2) ---------------
+
+
+@pytest.fixture(scope="module")
+def both_agent(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, str]]:
+    """`agentgen new` with the v1 and the v2 schema of the npm package (the echo example):
+    (the agent's command, its environment)."""
+    tmp = tmp_path_factory.mktemp("py-peer-both")
+    done = subprocess.run(
+        [
+            str(Path(PY).with_name("agentgen")),
+            "new",
+            str(tmp / "both-echo"),
+            "--manifest",
+            str(REPO / "examples" / "echo" / "agent.yaml"),
+            "--schema",
+            NPM.format("v1/schema.json"),
+            "--schema",
+            NPM.format("v2/schema.json"),
+        ],
+        env={**os.environ, "AGENTGEN_TEMPLATE_STORE": str(tmp / "store")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    project = tmp / "both-echo"
+    package = project / "echo_agent"
+    assert (package / "_generated" / "v1" / "revision.py").is_file()  # both revisions
+    (package / "handlers.py").write_text((REPO / "examples" / "echo" / "handlers.py").read_text())
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(project),
+        "ACP_SESSION_DB": str(tmp / "sessions.db"),
+    }
+    return [PY, "-m", "echo_agent"], env
+
+
+def test_one_agent_serves_a_v1_sdk_client_then_a_v2_ts_client(
+    both_agent: tuple[list[str], dict[str, str]],
+) -> None:
+    """One agent generated with `--schema v1 --schema v2`, started twice with the same
+    command: the Python SDK (v1) gets protocol version 1 and v1 shapes (`agentInfo`), its
+    session and an echoed prompt ending `end_turn`; then the TypeScript SDK's
+    `experimental/v2` client gets version 2 (`info`), its session, and the echo of its
+    prompt (v2 lifecycle: accepted with a messageId, the chunks carry theirs, the turn
+    ends with an idle state_update). Both SDKs accept every frame."""
+    import ts_peer
+
+    command, env = both_agent
+    root = ts_peer.install()
+
+    async def main() -> None:
+        peer = Peer()
+        with (Path(env["ACP_SESSION_DB"]).parent / "v1-agent.log").open("w+b") as err:
+            async with acp.spawn_agent_process(
+                peer,
+                command[0],
+                *command[1:],
+                env=env,
+                transport_kwargs={"stderr": err.fileno(), "shutdown_timeout": 10.0},
+            ) as (conn, proc):
+                init = await _init(conn)
+                assert init["protocolVersion"] == 1
+                assert init["agentInfo"]["name"] == "echo-agent" and "info" not in init
+                sid = (await _within(conn.new_session(cwd="/tmp", mcp_servers=[]))).session_id
+                blocks = [acp.text_block("hello from v1"), acp.text_block("!")]
+                answer = await _within(conn.prompt(session_id=sid, prompt=blocks))
+                assert answer.stop_reason == "end_turn"
+                assert peer.texts(sid) == ["hello from v1", "!"]
+            assert proc.returncode == 0
+            err.seek(0)
+            log = err.read().decode()
+            assert "Traceback" not in log, log
+
+        client = await ts_peer.TsClient.start(root, "v2", command, env)
+        ok = False
+        try:
+            init2 = await client.request(
+                "initialize",
+                {
+                    "protocolVersion": 2,
+                    "info": {"name": "ts-sdk-peer", "version": "2.4.0"},
+                    "capabilities": {},
+                },
+            )
+            assert init2["protocolVersion"] == 2
+            assert init2["info"]["name"] == "echo-agent" and "agentInfo" not in init2
+            sid2 = (await client.request("session/new", {"cwd": "/tmp"}))["sessionId"]
+            accepted = await client.request(
+                "session/prompt",
+                {"sessionId": sid2, "prompt": [{"type": "text", "text": "hello from v2"}]},
+            )
+            assert accepted.get("messageId"), accepted
+
+            def idle() -> list[dict[str, Any]]:
+                return [
+                    p["update"]
+                    for p in client.updates
+                    if p.get("sessionId") == sid2
+                    and p["update"].get("sessionUpdate") == "state_update"
+                    and p["update"].get("state") == "idle"
+                ]
+
+            await client.wait_for(lambda: bool(idle()))
+            assert idle()[-1]["stopReason"] == "end_turn"
+            await client.wait_for(lambda: client.texts(sid2) == ["hello from v2"])
+            chunks = [
+                p["update"]
+                for p in client.updates
+                if p["update"].get("sessionUpdate") == "agent_message_chunk"
+            ]
+            assert all(c.get("messageId") for c in chunks), chunks
+            ok = True
+        finally:
+            code, log = await client.close()
+        if ok:
+            assert code == 0, log
+            assert client.sdk_errors == [], client.sdk_errors
+            assert "Traceback" not in log, log
 
     asyncio.run(main())

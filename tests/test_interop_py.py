@@ -751,3 +751,26 @@ def test_one_agent_serves_a_v1_sdk_client_then_a_v2_ts_client(
             assert "Traceback" not in log, log
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_py_client_mail_plain_text_prompt(build: Any, transport: str) -> None:
+    """ACP: agents MUST accept text. Plain text that is not the input JSON ends the turn
+    `end_turn` with a message saying what JSON the agent expects, never a JSON-RPC error,
+    and no interrupt is asked."""
+    built = build("mail-composer", transport)
+
+    async def main() -> None:
+        async with agent(built, transport) as connect:
+            peer = Peer()
+            async with connect(peer) as conn:
+                await _init(conn, elicitation=True)
+                sid = (await _within(conn.new_session(cwd="/tmp", mcp_servers=[]))).session_id
+                prompt = [acp.text_block("write to ana about lunch")]
+                answer = await _within(conn.prompt(session_id=sid, prompt=prompt))
+                assert answer.stop_reason == "end_turn"
+                said = "".join(peer.texts(sid))
+                assert "brief" in said and "recipients" in said, said
+                assert peer.requests == []
+
+    asyncio.run(main())

@@ -774,3 +774,53 @@ def test_py_client_mail_plain_text_prompt(build: Any, transport: str) -> None:
                 assert peer.requests == []
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_py_client_echo_session_methods(build: Any, transport: str) -> None:
+    """The session methods the agent advertises (sessionCapabilities list / resume / close),
+    called through the SDK's typed API and parsed by its models: two sessions prompted
+    concurrently each get their own updates, in order; session/list shows both; on a
+    new connection session/resume reattaches one without replaying it, and session/close
+    ends it."""
+    built = build("echo", transport)
+
+    async def main() -> None:
+        async with agent(built, transport) as connect:
+            peer = Peer()
+            async with connect(peer) as conn:
+                init = await _init(conn)
+                caps = init["agentCapabilities"]["sessionCapabilities"]
+                assert {"list", "resume", "close"} <= set(caps), caps
+                sids = [
+                    (await _within(conn.new_session(cwd="/tmp", mcp_servers=[]))).session_id
+                    for _ in range(2)
+                ]
+                answers = await _within(
+                    asyncio.gather(
+                        *(
+                            conn.prompt(
+                                session_id=sid,
+                                prompt=[acp.text_block(f"{sid[-4:]}:{i}") for i in range(20)],
+                            )
+                            for sid in sids
+                        )
+                    )
+                )
+                assert [a.stop_reason for a in answers] == ["end_turn", "end_turn"]
+                for sid in sids:
+                    assert peer.texts(sid) == [f"{sid[-4:]}:{i}" for i in range(20)]
+                listed = await _within(conn.list_sessions(cwd="/tmp"))
+                assert set(sids) <= {s.session_id for s in listed.sessions}
+            peer2 = Peer()
+            async with connect(peer2) as conn:
+                await _init(conn)
+                await _within(conn.resume_session(session_id=sids[0], cwd="/tmp"))
+                answer = await _within(
+                    conn.prompt(session_id=sids[0], prompt=[acp.text_block("resumed")])
+                )
+                assert answer.stop_reason == "end_turn"
+                assert peer2.texts(sids[0]) == ["resumed"]  # resume replays nothing
+                await _within(conn.close_session(session_id=sids[0]))
+
+    asyncio.run(main())

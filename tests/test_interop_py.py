@@ -36,9 +36,8 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -236,7 +235,7 @@ async def agent(
             path = log_file()
             with path.open("wb") as err:
                 async with acp.spawn_agent_process(
-                    peer,
+                    cast(Any, peer),  # a duck-typed acp.Client
                     PY,
                     "-m",
                     package,
@@ -282,12 +281,10 @@ async def agent(
         @contextlib.asynccontextmanager
         async def connect_http(peer: Peer) -> AsyncIterator[acp.ClientSideConnection]:
             if transport == "http":
-                stream = create_http_stream(
-                    url, client=httpx.AsyncClient(timeout=None, headers=headers)
-                )
+                stream = create_http_stream(url, headers=headers)  # the SDK's own httpx client
             else:
                 stream = await create_websocket_stream("ws" + url[4:], headers=headers)
-            conn = acp.connect_to_agent(peer, stream, use_unstable_protocol=True)
+            conn = acp.connect_to_agent(cast(Any, peer), stream, use_unstable_protocol=True)
             try:
                 yield conn
             finally:
@@ -685,7 +682,7 @@ def test_one_agent_serves_a_v1_sdk_client_then_a_v2_ts_client(
         peer = Peer()
         with (Path(env["ACP_SESSION_DB"]).parent / "v1-agent.log").open("w+b") as err:
             async with acp.spawn_agent_process(
-                peer,
+                cast(Any, peer),
                 command[0],
                 *command[1:],
                 env=env,
@@ -695,7 +692,7 @@ def test_one_agent_serves_a_v1_sdk_client_then_a_v2_ts_client(
                 assert init["protocolVersion"] == 1
                 assert init["agentInfo"]["name"] == "echo-agent" and "info" not in init
                 sid = (await _within(conn.new_session(cwd="/tmp", mcp_servers=[]))).session_id
-                blocks = [acp.text_block("hello from v1"), acp.text_block("!")]
+                blocks: list[Any] = [acp.text_block("hello from v1"), acp.text_block("!")]
                 answer = await _within(conn.prompt(session_id=sid, prompt=blocks))
                 assert answer.stop_reason == "end_turn"
                 assert peer.texts(sid) == ["hello from v1", "!"]

@@ -173,9 +173,12 @@ class FlakyStore:
         self._maybe_fail()
         await self.inner.save(sid, state)
 
-    async def save_turn(self, sid: str, state: dict[str, Any], messages: list[bytes]) -> None:
+    async def save_turn(
+        self, sid: str, state: dict[str, Any], messages: list[bytes], **kw: Any
+    ) -> bool:
         self._maybe_fail()
-        await self.inner.save_turn(sid, state, messages)
+        saved: bool = await self.inner.save_turn(sid, state, messages, **kw)
+        return saved
 
     async def load(self, sid: str) -> Any:
         return await self.inner.load(sid)

@@ -89,6 +89,27 @@ def test_delete_drops_the_lease(store: Any) -> None:
     asyncio.run(go())
 
 
+def test_a_turn_is_saved_only_while_its_owner_holds_the_lease(store: Any) -> None:
+    """save_turn(owner=...) checks the lease row in the same transaction: after a take-over
+    the old owner's turn writes nothing (False), the new owner's is saved (True)."""
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        assert await store.acquire("s", "r/a", 30) is None
+        assert await store.save_turn("s", {"turns": 1}, [b"a1"], owner="r/a") is True
+        assert await store.acquire("s", "r/b", 30, take_over=True) is None
+        assert await store.save_turn("s", {"turns": 2}, [b"a2"], owner="r/a") is False
+        assert await store.load("s") == {"turns": 1}
+        assert list(await store.history("s")) == [b"a1"]
+        assert await store.save_turn("s", {"turns": 2}, [b"b2"], owner="r/b") is True
+        assert list(await store.history("s")) == [b"a1", b"b2"]
+        await store.release("s", "r/b")  # nobody holds it: an owner's save is refused too
+        assert await store.save_turn("s", {"turns": 3}, [b"b3"], owner="r/b") is False
+        assert await store.save_turn("s", {"turns": 3}, [b"x"]) is True  # no owner: unchecked
+
+    asyncio.run(go())
+
+
 def test_list_sessions_pages_in_creation_order(store: Any) -> None:
     async def go() -> None:
         for i in range(5):

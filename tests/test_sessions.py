@@ -233,10 +233,48 @@ def test_take_over_across_replicas_sharing_a_store(built: dict[str, Any], tmp_pa
         assert "result" in r, r
         assert b.texts(sid) == ["first", "first"]  # the running turn was never saved
         r = await a.answer(rid, timeout=5)  # ended within a renewal period
-        assert r["result"] == {"stopReason": "cancelled"}
+        # not "cancelled": that would read as an acknowledged turn, and it is in no history
+        assert r["error"]["code"] == -32001, r
         assert len(a.texts(sid)) < 1000
         r = await a.call("session/prompt", hs.text_prompt(sid, "again"))
         assert r["error"]["code"] == -32001
+        await b.call("session/prompt", hs.text_prompt(sid, "b"))
+        hist = _history(await s2.history(sid))
+        assert [t for k, t in hist if k == "user_message_chunk"] == ["first", "b"]
+        assert (await s2.load(sid))["turns"] == 2
+        await a.conn.close()
+        await b.conn.close()
+        s1.close()
+        s2.close()
+
+    asyncio.run(go())
+
+
+def test_a_stale_owner_prompt_right_after_a_take_over_is_not_saved(
+    built: dict[str, Any], tmp_path: Path
+) -> None:
+    """Two processes' cores on one SQLite file, a long lease: B takes the session over
+    while A still trusts its last ownership check (less than OWNER_CHECK ago), and A's
+    next prompt runs.  Its save is refused by the store (the lease row names B, checked in
+    the save's transaction): A's client gets -32001, and the history holds only what was
+    acknowledged."""
+
+    async def go() -> None:
+        store_mod = hs.runtime_of(PKG, "store")
+        s1 = store_mod.SqliteSessionStore(tmp_path / "s.db")
+        s2 = store_mod.SqliteSessionStore(tmp_path / "s.db")
+        a = Core(_core(built, s1, lease_ttl=30, replica="one"))
+        b = Core(_core(built, s2, lease_ttl=30, replica="two"))
+        for c in (a, b):
+            await c.call("initialize", {"protocolVersion": 1})
+        sid = (await a.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        await a.call("session/prompt", hs.text_prompt(sid, "first"))
+        r = await b.call("session/load", {"sessionId": sid, "cwd": "/w", "mcpServers": []})
+        assert "result" in r, r
+        r = await a.call("session/prompt", hs.text_prompt(sid, "stale"))
+        assert r.get("error", {}).get("code") == -32001, r
+        r = await a.call("session/prompt", hs.text_prompt(sid, "again"))  # and stays refused
+        assert r["error"]["code"] == -32001, r
         await b.call("session/prompt", hs.text_prompt(sid, "b"))
         hist = _history(await s2.history(sid))
         assert [t for k, t in hist if k == "user_message_chunk"] == ["first", "b"]

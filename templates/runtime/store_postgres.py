@@ -124,9 +124,23 @@ class PostgresSessionStore:
         return [bytes(r[0]) for r in rows]
 
     async def save_turn(
-        self, session_id: str, state: dict[str, Any], messages: list[bytes]
-    ) -> None:
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
         async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            if owner is not None:
+                # the lease row locked until commit: a take-over waits for this turn
+                await cur.execute(
+                    "SELECT owner FROM acp_leases WHERE session_id = %s FOR UPDATE",
+                    (session_id,),
+                )
+                row = await cur.fetchone()
+                if row is None or row[0] != owner:
+                    return False
             if messages:
                 await cur.executemany(
                     "INSERT INTO acp_history (session_id, message) VALUES (%s, %s)",
@@ -137,6 +151,7 @@ class PostgresSessionStore:
                 "ON CONFLICT (id) DO UPDATE SET state = excluded.state",
                 (session_id, orjson.dumps(state)),
             )
+        return True
 
     async def delete(self, session_id: str) -> None:
         async with await self._conn() as conn, conn.transaction():

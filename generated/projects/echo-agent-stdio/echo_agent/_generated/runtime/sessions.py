@@ -22,7 +22,10 @@ config change gets ``SESSION_IN_USE`` (a session nobody holds, e.g. after a rest
 taken silently).  On the same process a take-over cancels the previous owner's turn at
 once; across replicas sharing a store, the previous owner finds out at its next renewal
 (at most ``lease_ttl / 3`` s) or at its next prompt (``OWNER_CHECK`` s after the store
-last confirmed the lease), and then writes nothing more.
+last confirmed the lease), and then writes nothing more.  Whatever the timing, a turn is
+saved only while its connection holds the lease (``save_turn(owner=...)`` checks the lease
+row in the save's own transaction); a turn whose save is refused answers
+``SESSION_IN_USE``, so no turn of a stale owner is ever acknowledged or recorded.
 
 When the store fails (after two retries) nothing is acknowledged that is not saved: see
 ``_durably``; a finished turn whose save failed is kept in memory and written ahead of the
@@ -594,20 +597,28 @@ class SessionConnection(Connection):
         """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""
         frames = self.recorded.pop(sid, [])
         if sid in self.lost:
-            return frames  # taken over elsewhere: the new owner's state wins
+            # taken over elsewhere: the new owner's state wins, and this turn is not
+            # acknowledged (it is in no history)
+            raise self._in_use(sid)
         core = self.core
         batch = core.unsaved.pop(sid, []) + user + frames
         state = self._state(s)
         stop = result.get("stopReason") if type(result) is dict else None
         try:
-            await _durably(
+            saved = await _durably(
                 "the turn finished but was not saved",
-                lambda: core.store.save_turn(sid, state, batch),
+                lambda: core.store.save_turn(sid, state, batch, owner=self.owner),
                 {"stopReason": stop},
             )
         except RpcError:
             core.unsaved[sid] = batch
             raise
+        if saved is False:
+            # the store says another owner holds the lease (taken over between our last
+            # check and this save): nothing was written, so nothing is acknowledged
+            log.info("session %s was taken over before its turn was saved", sid)
+            await self.evict(sid, save=False)
+            raise self._in_use(sid)
         return frames
 
     def _callback(self, sid: str, params: dict[str, Any], result: Any, frames: list[bytes]) -> None:

@@ -48,9 +48,17 @@ class SessionStore(Protocol):
     async def history(self, session_id: str) -> list[bytes]: ...
     async def delete(self, session_id: str) -> None: ...
     async def save_turn(
-        self, session_id: str, state: dict[str, Any], messages: list[bytes]
-    ) -> None:
-        """``append_history`` + ``save`` as one atomic write (one per finished turn)."""
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        """``append_history`` + ``save`` as one atomic write (one per finished turn).
+        With ``owner``: only while ``owner`` holds the session's lease row (expired or
+        not), checked in the same transaction; else nothing is written and it returns
+        False (another owner took the session over: the turn is not acknowledged)."""
         ...
 
     async def acquire(
@@ -117,10 +125,18 @@ class MemorySessionStore:
         return list(self._history.get(session_id, ()))
 
     async def save_turn(
-        self, session_id: str, state: dict[str, Any], messages: list[bytes]
-    ) -> None:
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        if owner is not None and (self._leases.get(session_id) or ("",))[0] != owner:
+            return False
         await self.append_history(session_id, messages)
         await self.save(session_id, state)
+        return True
 
     async def delete(self, session_id: str) -> None:
         self._state.pop(session_id, None)
@@ -252,9 +268,18 @@ class SqliteSessionStore:
             raise
         self._db.execute("COMMIT")
 
-    def _turn(self, sid: str, state: bytes, messages: list[bytes]) -> None:
-        self._db.execute("BEGIN")
+    def _turn(self, sid: str, state: bytes, messages: list[bytes], owner: str | None) -> bool:
+        # IMMEDIATE: the write lock first, so no other process moves the lease between
+        # the check and the write
+        self._db.execute("BEGIN IMMEDIATE")
         try:
+            if owner is not None:
+                row = self._db.execute(
+                    "SELECT owner FROM leases WHERE session_id = ?", (sid,)
+                ).fetchone()
+                if row is None or row[0] != owner:
+                    self._db.execute("ROLLBACK")
+                    return False
             if messages:
                 self._db.executemany(
                     "INSERT INTO history (session_id, message) VALUES (?, ?)",
@@ -265,6 +290,7 @@ class SqliteSessionStore:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        return True
 
     def _history(self, sid: str) -> list[bytes]:
         rows = self._db.execute(
@@ -339,9 +365,17 @@ class SqliteSessionStore:
         return result
 
     async def save_turn(
-        self, session_id: str, state: dict[str, Any], messages: list[bytes]
-    ) -> None:
-        await asyncio.to_thread(self._run, self._turn, session_id, orjson.dumps(state), messages)
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        saved: bool = await asyncio.to_thread(
+            self._run, self._turn, session_id, orjson.dumps(state), messages, owner
+        )
+        return saved
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self._run, self._delete, session_id)

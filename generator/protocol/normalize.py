@@ -11,7 +11,8 @@ so a revision nobody has seen goes through the same way.
 Naming rule for a union member that needs its own class (`variant_name`): the PascalCase
 of its tag constant (`"agent_message_chunk"` -> `AgentMessageChunk`), else of its title,
 else of the required fields only it has (`result` / `error` of a response, `Text` of an
-externally tagged enum), else of its type (`integer` -> `IntegerRequestId`); when that is
+externally tagged enum), else `Known` for an enum of values beside an open member
+(`KnownRole`), else of its type (`integer` -> `IntegerRequestId`); when that is
 a single word (`Text`) or already taken (`ToolCall` is a definition), the union's name is
 appended (`TextContentBlock`, `ToolCallSessionUpdate`); if that is taken too, it is
 prepended (`SessionUpdateToolCall`).  Case folders: tests/cases/naming/.
@@ -639,9 +640,10 @@ def distribute_tags_over_union_bases(schema: Schema) -> Schema:
 
 
 def name_constrained_scalar_members(schema: Schema) -> Schema:
-    """A scalar or array union member with constraints (an int64 range, `minItems`)
-    becomes a named definition, named by its title (`"title": "Number"`), else by its
-    type.
+    """A scalar or array union member with constraints (an int64 range, `minItems`) or a
+    set of values (`enum`) becomes a named definition, named by its title (`"title":
+    "Number"`), else `Known` for an enum (the known values of an open enum: `Role` =
+    `KnownRole | str`), else by its type.
 
     datamodel-code-generator gives a constrained scalar inside a union its own class,
     numbered after the union (`RequestId1`); named by the rule of the module docstring
@@ -671,11 +673,14 @@ def name_constrained_scalar_members(schema: Schema) -> Schema:
                 and (_is_scalar(member) or (member.get("type") == "array" and "$ref" not in member))
             ):
                 continue
-            if not any(c in member for c in constraints):
+            enum = isinstance(member.get("enum"), list)
+            if not enum and not any(c in member for c in constraints):
                 continue
             title = member.get("title")
             if isinstance(title, str) and title.strip():
                 base = pascal(title)
+            elif enum:  # the known values of an open enum: `KnownRole` beside `str`
+                base = "Known"
             else:  # named by its type: `IntegerErrorCode`, `StringRequestId`
                 kinds = member.get("type")
                 kinds = kinds if isinstance(kinds, list) else [kinds]

@@ -99,6 +99,7 @@ _IMPORTS = {
     "orjson": {"orjson"},
     "starlette": {"starlette"},
     "hypercorn": {"hypercorn"},
+    "uvloop": {"uvloop"},
     "httpx": {"httpx"},
     "websockets": {"websockets"},
     # extras of an HTTP agent (several replicas), imported only when configured

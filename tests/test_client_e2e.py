@@ -27,7 +27,10 @@ What each cell goes through:
 - research: `providers/list`, and a `session/cancel` mid-stream that ends the turn
   `cancelled`;
 - the console client (the client project's console script, `python -m <pkg>_client`)
-  once per agent and transport, a plain prompt piped on stdin.
+  once per agent and transport, a plain prompt piped on stdin;
+- one agent, several revisions: mail-composer scaffolded with `--schema v1 --schema v2`
+  (agent and client, the `v1+v2` cells) serves a v1 client, a v2 client and its own
+  v1+v2 client, and the v1+v2 client falls back to v1 against a v1-only agent.
 
 Left out, by what the generated revision description says (cases are parametrized only
 over the revisions that have the feature, nothing is skipped at run time):
@@ -183,10 +186,12 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
         old = os.environ.get("AGENTGEN_TEMPLATE_STORE")
         os.environ["AGENTGEN_TEMPLATE_STORE"] = str(base / "store")
         try:
-            schema = str(shared_acp / REVISIONS[revision])
+            # "v1+v2": one project generated with both schemas (`--schema` twice)
+            schemas = [str(shared_acp / REVISIONS[r]) for r in revision.split("+")]
             manifest = str(REPO / "examples" / agent / "agent.yaml")
             for role in ("agent", "client"):
-                args = ["new", str(root / role), "-m", manifest, "--schema", schema]
+                args = ["new", str(root / role), "-m", manifest]
+                args += [a for schema in schemas for a in ("--schema", schema)]
                 args += ["--role", role, "--transport", transport]
                 result = CliRunner().invoke(app, args)
                 assert result.exit_code == 0, result.output
@@ -337,20 +342,23 @@ def _recording_client(ns: Any, answer: bool | None = True) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _connect(cell: Cell, ns: Any, client: Any) -> AsyncIterator[Any]:
-    """The generated AgentConnection to the cell's agent: spawned over stdio, or over HTTP
-    to the running server."""
+async def _connect(
+    cell: Cell, ns: Any, client: Any, agent: Cell | None = None
+) -> AsyncIterator[Any]:
+    """The generated AgentConnection of `cell`'s client to the agent of `agent` (default:
+    `cell`'s own): spawned over stdio, or over HTTP to the running server."""
     proxy_cls = ns.dispatcher.AgentConnection
+    target = agent or cell
     if cell.transport == "stdio":
         cm = ns.client.spawn_agent(
-            client, proxy_cls, PY, "-m", cell.agent_pkg, env=cell.env, grace=3.0
+            client, proxy_cls, PY, "-m", target.agent_pkg, env=target.env, grace=3.0
         )
     else:
-        assert cell.url is not None
-        cm = ns.http_client.connect_http(client, proxy_cls, cell.url, headers=cell.headers)
-    async with cm as agent:
-        assert isinstance(agent, proxy_cls)
-        yield agent
+        assert target.url is not None
+        cm = ns.http_client.connect_http(client, proxy_cls, target.url, headers=target.headers)
+    async with cm as conn:
+        assert isinstance(conn, proxy_cls)
+        yield conn
 
 
 async def _session(agent: Any, client: Any, **negotiate: Any) -> tuple[Any, Any, str]:
@@ -656,4 +664,50 @@ def test_console_client(cells: Any, agent: str, revision: str, transport: str) -
         )
         assert done.stdout.endswith("Step 4: write the answer with citations.\n\n")
     else:
-        assert "brief" in done.stdout and "recipients" in done.stdout, done.stdout
+        assert done.stdout.startswith("This agent takes JSON input (the prompt is not JSON)")
+        assert '"required":["brief","recipients"]' in done.stdout, done.stdout
+
+
+# ---- one agent, several revisions ----------------------------------------------------
+
+ELICIT, PERMISSION = "elicitation/create", "session/request_permission"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize(
+    ("client_rev", "agent_rev", "spoken", "asked_by"),
+    [
+        ("v1", "v1+v2", 1, ELICIT),  # the agent answers a v1 client in v1
+        ("v2", "v1+v2", 2, ELICIT),
+        ("v1+v2", "v1+v2", 2, ELICIT),  # the client offers its highest revision
+        # a v1 agent answers the v2 offer with its own latest, v1, and the client follows;
+        # the capabilities were declared in the v2 body, which a v1 agent does not read
+        # (ARCHITECTURE.md, negotiation): it asks through session/request_permission
+        ("v1+v2", "v1", 1, PERMISSION),
+    ],
+    ids=["v1-client", "v2-client", "v1+v2-client", "v1+v2-client-v1-agent"],
+)
+def test_several_revisions(
+    cells: Any, client_rev: str, agent_rev: str, spoken: int, asked_by: str, transport: str
+) -> None:
+    """mail-composer scaffolded with `--schema v1 --schema v2` (agent and client): each
+    client speaks the revision negotiated at initialize, with the same handler code; the
+    composer's config options use that revision's wire names and its interrupt is
+    answered through elicitation/create by the typed handler."""
+    client_cell = cells("mail-composer", client_rev, transport)
+    agent_cell = cells("mail-composer", agent_rev, transport)
+    with _client_package(client_cell) as ns:
+        client = _recording_client(ns)
+
+        async def main() -> str:
+            async with _connect(client_cell, ns, client, agent_cell) as conn:
+                init, new, sid = await _session(conn, client)
+                assert _wire(init)["protocolVersion"] == spoken
+                assert client.revision.protocol_version == spoken
+                assert conn.revision is client.revision
+                assert _options(new, client.revision)["tone"]["currentValue"] == "friendly"
+                return await _turn(conn, client, sid, [{"type": "text", "text": json.dumps(DOC)}])
+
+        assert _run(main()) == "end_turn"
+        assert client.requests == [asked_by]
+        assert [o["approved"] for o in _outputs(client)] == [True]

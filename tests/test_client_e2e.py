@@ -63,6 +63,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -276,7 +277,7 @@ def _client_package(cell: Cell) -> Iterator[Any]:
     sys.path.insert(0, where)
     importlib.invalidate_caches()
     try:
-        ns = _Ns(
+        ns = SimpleNamespace(
             handlers=importlib.import_module(f"{pkg}.handlers"),
             dispatcher=importlib.import_module(f"{pkg}._generated.dispatcher"),
             revision=importlib.import_module(f"{pkg}._generated.revision"),
@@ -298,11 +299,6 @@ def _client_package(cell: Cell) -> Iterator[Any]:
 
 def _unload(cell: Cell) -> None:
     cell.modules.clear()
-
-
-class _Ns:
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
 
 
 def _wire(obj: Any) -> Any:

@@ -212,8 +212,11 @@ def describe(
         elicitation_form=d.field_to("ElicitationCapabilities", "ElicitationFormCapabilities"),
     )
 
-    auth_id = d.field_to("AuthMethodAgent", "AuthMethodId") or (
-        "id" if d.has("AuthMethodAgent", "id") else "methodId"
+    # the agent-handled auth method: the union's `AuthMethodAgent` variant, or (older
+    # revisions, no union) the plain `AuthMethod` object
+    auth_def = "AuthMethodAgent" if d.node("AuthMethodAgent") else "AuthMethod"
+    auth_id = d.field_to(auth_def, "AuthMethodId") or (
+        "id" if d.has(auth_def, "id") else "methodId"
     )
     auth = rv.AuthMethodShape(
         id=auth_id, agent_type=d.variant_tag("AuthMethod", "AuthMethodAgent", "type")

@@ -190,11 +190,33 @@ class Auth:
         env = os.environ if environ is None else environ
         for s in self.schemes:
             value = env.get(s.env or "")
-            if not value:
-                continue
-            if s.kind == "api_key":
-                return {s.header: value}
-            if s.kind == "basic":
-                return {"Authorization": "Basic " + base64.b64encode(value.encode()).decode()}
-            return {"Authorization": "Bearer " + value}
+            if value:
+                return _credential_header(s.kind, s.header, value)
         return {}
+
+
+def client_headers(
+    entries: list[dict[str, Any]], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What a client of an agent with these manifest ``auth`` entries sends: the credential
+    of the first scheme whose environment variable (the one the agent reads) is set; {}
+    when none is.  Nothing is checked or logged: a client without the credential gets the
+    agent's 401."""
+    env = os.environ if environ is None else environ
+    for entry in entries:
+        kind = str(entry.get("type", "none"))
+        var = entry.get("env")
+        value = env.get(var) if isinstance(var, str) else None
+        if kind == "none" or not value:
+            continue
+        kind = "bearer" if kind in ("oauth2", "jwt") else kind
+        return _credential_header(kind, str(entry.get("header") or "X-API-Key"), value)
+    return {}
+
+
+def _credential_header(kind: str, header: str, value: str) -> dict[str, str]:
+    if kind == "api_key":
+        return {header: value}
+    if kind == "basic":
+        return {"Authorization": "Basic " + base64.b64encode(value.encode()).decode()}
+    return {"Authorization": "Bearer " + value}

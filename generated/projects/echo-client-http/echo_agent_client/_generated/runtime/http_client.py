@@ -337,8 +337,12 @@ async def connect_http(
 
 def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str, **options: Any) -> None:
     """Console script: connect, open a session, send each stdin line as a prompt
-    (console.py; `options`: retries, retry_delay)."""
+    (console.py; `options`: retries, retry_delay).  When the agent's manifest declares
+    HTTP auth, the credential is read from the environment variable it names (the one
+    the agent reads, e.g. `RESEARCH_AGENT_TOKEN`) and sent with every request."""
+    from .auth import client_headers
     from .console import run_console
 
     client = client_cls()
-    run_console(client, lambda: connect_http(client, proxy_cls, url), **options)
+    headers = client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
+    run_console(client, lambda: connect_http(client, proxy_cls, url, headers=headers), **options)

@@ -174,8 +174,8 @@ def test_generated_client_speaks_h2_and_keeps_cookies(
     clients: list[httpx.AsyncClient] = []
     make = http_client._http_client
 
-    def recording(http2: bool, *, prior_knowledge: bool) -> httpx.AsyncClient:
-        c = make(http2, prior_knowledge=prior_knowledge)
+    def recording(http2: bool, *, prior_knowledge: bool, cookies: Any = None) -> httpx.AsyncClient:
+        c = make(http2, prior_knowledge=prior_knowledge, cookies=cookies)
 
         async def hook(r: httpx.Response) -> None:
             versions.append(r.http_version)
@@ -207,7 +207,10 @@ def test_generated_client_speaks_h2_and_keeps_cookies(
                 assert client.texts == [f"b{i}" for i in range(5)]
 
         asyncio.run(go())
-    assert len(clients) == 1, "one HTTP client (one cookie jar) for the ACP connection"
+    # POSTs on one HTTP/2 connection, each SSE stream on its own (httpcore's read lock):
+    # the connection stream and the session stream; one cookie jar for all of them
+    assert len(clients) == 3, clients
+    assert len({id(c.cookies.jar) for c in clients}) == 1, "one cookie jar per ACP connection"
     assert versions and set(versions) == {"HTTP/2"}, versions
 
 

@@ -35,6 +35,7 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator
+from http.cookiejar import CookieJar
 from typing import Any
 
 import httpx
@@ -61,12 +62,17 @@ LOST = "the connection to the agent was lost"
 _SID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-def _http_client(http2: bool, *, prior_knowledge: bool) -> httpx.AsyncClient:
-    """h2 prior knowledge means no HTTP/1.1 at all on that client (httpx's rule)."""
+def _http_client(
+    http2: bool, *, prior_knowledge: bool, cookies: CookieJar | None = None
+) -> httpx.AsyncClient:
+    """h2 prior knowledge means no HTTP/1.1 at all on that client (httpx's rule).
+    ``cookies``: a jar shared with the connection's other clients (httpx keeps a
+    CookieJar it is given as it is, not a copy)."""
     return httpx.AsyncClient(
         http1=not prior_knowledge,
         http2=http2,
         timeout=httpx.Timeout(30.0, read=None),
+        cookies=cookies,
     )
 
 
@@ -88,7 +94,11 @@ class HttpTransport:
         # to HTTP/1.1 once if the server does not speak it.  One client (cookie jar included:
         # the server's affinity cookie) per ACP connection.
         self._h2c = http is None and http2 and url.startswith("http://")
+        self._http2 = http is None and http2
         self.http = http or _http_client(http2, prior_knowledge=self._h2c)
+        # HTTP/2: each long-lived SSE stream reads on a connection of its own (see
+        # ``_reader``), sharing this client's cookie jar
+        self._readers: dict[str | None, httpx.AsyncClient] = {}
         self.retries = retries
         self.base_delay = base_delay
         self.connection_id: str | None = None
@@ -132,6 +142,7 @@ class HttpTransport:
             # the server does not speak h2c: the same POST again over HTTP/1.1
             log.info("%s does not speak HTTP/2 in cleartext; using HTTP/1.1", self.url)
             self._h2c = False
+            self._http2 = False
             await self.http.aclose()
             self.http = _http_client(False, prior_knowledge=False)
             try:
@@ -159,6 +170,22 @@ class HttpTransport:
             self._fail(rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code)
 
     # ---- receiving -----------------------------------------------------------------
+    def _reader(self, sid: str | None) -> httpx.AsyncClient:
+        """The client a stream's GET goes on.  Over HTTP/2, httpcore reads a connection
+        behind one lock that a reader holds through a blocking network read: an idle
+        stream (the connection's stream waits for minutes) would hold it while frames it
+        already read for another stream wait, undelivered, for the next frame on the
+        wire (seen as 15 s stalls: the server's SSE keepalive).  So each stream of an
+        ACP connection gets an HTTP/2 connection of its own, all with one cookie jar."""
+        if not self._http2 or not self._owns:
+            return self.http
+        client = self._readers.get(sid)
+        if client is None:
+            client = self._readers[sid] = _http_client(
+                True, prior_knowledge=self._h2c, cookies=self.http.cookies.jar
+            )
+        return client
+
     def _open(self, sid: str | None) -> None:
         if self._closed or sid in self._streams:
             return
@@ -179,7 +206,7 @@ class HttpTransport:
                 headers["Last-Event-ID"] = last.decode("ascii", "replace")
             status = None
             try:
-                async with self.http.stream("GET", self.url, headers=headers) as r:
+                async with self._reader(sid).stream("GET", self.url, headers=headers) as r:
                     status = r.status_code
                     if status == httpx.codes.OK:
                         failures = 0
@@ -198,6 +225,10 @@ class HttpTransport:
             log.warning("connection-scoped stream lost; the connection ends")
             asyncio.get_running_loop().create_task(self.conn.close_with(ConnectionClosed(LOST)))
         self._streams.pop(sid, None)
+        reader = self._readers.pop(sid, None)
+        if reader is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                await reader.aclose()
 
     async def _read_sse(self, r: httpx.Response, sid: str | None) -> None:
         assert self.conn is not None
@@ -248,6 +279,9 @@ class HttpTransport:
                 )
         if self._owns:
             await self.http.aclose()
+        for reader in self._readers.values():
+            with contextlib.suppress(httpx.HTTPError):
+                await reader.aclose()
 
 
 class WebSocketTransport:

@@ -81,6 +81,8 @@ defaults
     timeout tunnel 1h
     timeout check 3s
     option redispatch
+    # SSE: forward each event at once (no waiting for more data to fill a packet)
+    option http-no-delay
     retries 2
 frontend acp
     bind 127.0.0.1:{port}

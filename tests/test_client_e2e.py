@@ -4,7 +4,8 @@ every transport and revision.
 Matrix: agent (examples/echo, examples/mail-composer, examples/research) x revision (the
 locked schemas of tests/schemas.lock.json: `legacy`, `v1`, `v1-unstable`, `v2`) x
 transport (`stdio`: the client spawns the agent; `http`: the agent runs as its console
-script with `--port 0` and the client connects to the URL it prints).  For each cell the
+script with `--port 0` and the client connects to the URL it prints, Streamable HTTP;
+`websocket`: the same HTTP projects, the client on one WebSocket at that URL).  For each cell the
 agent AND its client are scaffolded with `agentgen new` (`--role agent|client
 --transport T --schema S`), the example's handlers.py copied in, exactly as a user
 would; each project is built once per module.  The client is the GENERATED one, used
@@ -86,7 +87,7 @@ REVISIONS = {
     "v2": "v2/schema.json",
 }
 AGENTS = ("echo", "mail-composer", "research")
-TRANSPORTS = ("stdio", "http")
+TRANSPORTS = ("stdio", "http", "websocket")  # websocket: the HTTP projects, one WebSocket
 PACKAGES = {"echo": "echo_agent", "mail-composer": "mail_composer", "research": "research"}
 NAMES = {"echo": "echo-agent", "mail-composer": "mail-composer", "research": "research"}
 TOKEN = "e2e-research-token"  # the research agent's bearer token (its manifest's `auth`)
@@ -193,7 +194,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
             for role in ("agent", "client"):
                 args = ["new", str(root / role), "-m", manifest]
                 args += [a for schema in schemas for a in ("--schema", schema)]
-                args += ["--role", role, "--transport", transport]
+                args += ["--role", role, "--transport", "stdio" if transport == "stdio" else "http"]
                 result = CliRunner().invoke(app, args)
                 assert result.exit_code == 0, result.output
         finally:
@@ -212,7 +213,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
             "RESEARCH_STEP_DELAY": "0.02",
         }
         cell = Cell(agent, revision, transport, root, env)
-        if transport == "http":
+        if transport != "stdio":
             cell.url = _start_http(cell, servers)
         built[key] = cell
         return cell
@@ -285,7 +286,7 @@ def _client_package(cell: Cell) -> Iterator[Any]:
             client=importlib.import_module(f"{pkg}._generated.runtime.client"),
             http_client=(
                 importlib.import_module(f"{pkg}._generated.runtime.http_client")
-                if cell.transport == "http"
+                if cell.transport != "stdio"
                 else None
             ),
         )
@@ -351,7 +352,13 @@ async def _connect(
         )
     else:
         assert target.url is not None
-        cm = ns.http_client.connect_http(client, proxy_cls, target.url, headers=target.headers)
+        cm = ns.http_client.connect_http(
+            client,
+            proxy_cls,
+            target.url,
+            headers=target.headers,
+            websocket=cell.transport == "websocket",
+        )
     async with cm as conn:
         assert isinstance(conn, proxy_cls)
         yield conn
@@ -639,7 +646,10 @@ def test_console_client(cells: Any, agent: str, revision: str, transport: str) -
     text ends the turn normally with a message saying what it expects."""
     cell = cells(agent, revision, transport)
     cmd = [PY, "-m", cell.client_pkg]
-    cmd += ["--url", cell.url or ""] if transport == "http" else ["--", PY, "-m", cell.agent_pkg]
+    if transport == "stdio":
+        cmd += ["--", PY, "-m", cell.agent_pkg]
+    else:
+        cmd += ["--url", cell.url or "", *(["--websocket"] if transport == "websocket" else [])]
     done = subprocess.run(
         cmd,
         input=CONSOLE_PROMPT[agent] + "\n",

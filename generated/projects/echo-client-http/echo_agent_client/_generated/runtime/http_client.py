@@ -369,9 +369,17 @@ async def connect_http(
         await conn.close()
 
 
-def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str, **options: Any) -> None:
-    """Console script: connect, open a session, send each stdin line as a prompt
-    (console.py; `options`: retries, retry_delay).  When the agent's manifest declares
+def run_http_client(
+    client_cls: type[Any],
+    proxy_cls: type[Any],
+    url: str,
+    *,
+    websocket: bool = False,
+    **options: Any,
+) -> None:
+    """Console script: connect (Streamable HTTP, or one WebSocket with ``websocket``), open
+    a session, send each stdin line as a prompt (console.py; `options`: retries,
+    retry_delay).  When the agent's manifest declares
     HTTP auth, the credential is read from the environment variable it names (the one
     the agent reads, e.g. `RESEARCH_AGENT_TOKEN`) and sent with every request."""
     from .auth import client_headers
@@ -379,4 +387,8 @@ def run_http_client(client_cls: type[Any], proxy_cls: type[Any], url: str, **opt
 
     client = client_cls()
     headers = client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
-    run_console(client, lambda: connect_http(client, proxy_cls, url, headers=headers), **options)
+    run_console(
+        client,
+        lambda: connect_http(client, proxy_cls, url, headers=headers, websocket=websocket),
+        **options,
+    )

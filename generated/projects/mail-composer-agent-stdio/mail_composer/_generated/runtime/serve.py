@@ -180,6 +180,11 @@ def run_client(
     )
     if transport == "http":
         ap.add_argument("--url", required=True, help="the agent's ACP endpoint (…/acp)")
+        ap.add_argument(
+            "--websocket",
+            action="store_true",
+            help="one WebSocket at the same URL (ws://…/acp) instead of HTTP POST + SSE",
+        )
     ap.add_argument(
         "--retries",
         type=int,
@@ -208,7 +213,9 @@ def run_client(
     stderr_logging()
     retry = {"retries": max(0, args.retries), "retry_delay": max(0.0, args.retry_delay)}
     if transport == "http":
-        _transport_module("http_client").run_http_client(client_cls, proxy_cls, args.url, **retry)
+        _transport_module("http_client").run_http_client(
+            client_cls, proxy_cls, args.url, websocket=args.websocket, **retry
+        )
         return
     if not args.command:
         ap.error("give the agent command after --")

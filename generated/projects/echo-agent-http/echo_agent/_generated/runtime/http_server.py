@@ -990,18 +990,9 @@ def server_config(
     return config
 
 
-def run_server(
-    app: Any,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    *,
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
-    keep_alive: float = DEFAULT_KEEP_ALIVE,
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-    certfile: str | None = None,
-    keyfile: str | None = None,
-) -> None:
-    """Serve ``app`` on Hypercorn (see ``server_config``) until SIGINT/SIGTERM.
+def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, **settings: Any) -> None:
+    """Serve ``app`` on Hypercorn until SIGINT/SIGTERM; ``settings``: the limits and the
+    certificate of ``server_config``.
 
     The listening socket is bound first so that ``listening on URL`` (printed on stderr once)
     names the real port, also when ``port`` is 0.
@@ -1010,15 +1001,8 @@ def run_server(
 
     from hypercorn.asyncio import serve as hypercorn_serve
 
-    config = server_config(
-        host,
-        port,
-        header_timeout=header_timeout,
-        keep_alive=keep_alive,
-        max_message_size=max_message_size,
-        certfile=certfile,
-        keyfile=keyfile,
-    )
+    config = server_config(host, port, **settings)
+    certfile = settings.get("certfile")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family, backlog=config.backlog)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -118,3 +118,20 @@ def test_unreachable_server_is_an_error_not_a_hang() -> None:
         await st.aclose()
 
     asyncio.run(go())
+
+
+def test_the_store_url_password_is_redacted_from_logs() -> None:
+    """A PostgreSQL or Redis URL's password is registered as a secret when the store or
+    router is created: a log line that quotes the URL (a driver's error, a user's
+    message) shows it redacted.  Nothing is connected: opening the store is lazy."""
+    import logging
+
+    from runtime import jsonrpc
+    from runtime.store import open_store
+
+    open_store("postgresql://acp:pg-SECRET-9911@127.0.0.1:1/db")
+    record = logging.LogRecord(
+        "acp.runtime", logging.ERROR, __file__, 1, "cannot reach %s", ("pg-SECRET-9911",), None
+    )
+    assert jsonrpc.RedactingFilter().filter(record)
+    assert "pg-SECRET-9911" not in record.getMessage()

@@ -34,6 +34,9 @@ from typing import Any
 
 import orjson
 
+from .jsonrpc import register_secrets
+from .masking import url_secrets
+
 log = logging.getLogger("acp.runtime.redis")
 
 AFFINITY_COOKIE = "acp-replica"
@@ -51,7 +54,8 @@ class RedisRouter:
     def __init__(self, url: str, replica: str, *, keepalive: float = 15.0) -> None:
         from redis.asyncio import Redis
 
-        self.url = url
+        self._url = url  # may hold a password: never shown
+        register_secrets(url_secrets(url))  # and redacted from any log line that quotes it
         self.replica = replica
         self.keepalive = keepalive
         self.redis: Any = Redis.from_url(url)  # redis-py's own annotations are loose

@@ -18,6 +18,9 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from .jsonrpc import register_secrets
+from .masking import url_secrets
+
 MAX_CURSOR_DIGITS = 18  # fits a bigint
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
@@ -59,6 +62,7 @@ class PostgresSessionStore:
         """``open_timeout``: how long the first call waits for the server (then it raises,
         and the next call tries again)."""
         self._url = url  # holds the password: never shown
+        register_secrets(url_secrets(url))  # and redacted from any log line that quotes it
         self._open_timeout = open_timeout
         self._sizes = (min_size, max_size)
         self._pool = self._new_pool()

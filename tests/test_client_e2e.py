@@ -687,9 +687,9 @@ ELICIT, PERMISSION = "elicitation/create", "session/request_permission"
         ("v2", "v1+v2", 2, ELICIT),
         ("v1+v2", "v1+v2", 2, ELICIT),  # the client offers its highest revision
         # a v1 agent answers the v2 offer with its own latest, v1, and the client follows;
-        # the capabilities were declared in the v2 body, which a v1 agent does not read
-        # (ARCHITECTURE.md, negotiation): it asks through session/request_permission
-        ("v1+v2", "v1", 1, PERMISSION),
+        # the v2 body also declared the capabilities under v1's name, so the v1 agent
+        # knows the client answers elicitation/create
+        ("v1+v2", "v1", 1, ELICIT),
     ],
     ids=["v1-client", "v2-client", "v1+v2-client", "v1+v2-client-v1-agent"],
 )

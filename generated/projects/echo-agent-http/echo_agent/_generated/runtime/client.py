@@ -386,7 +386,10 @@ async def negotiate(
     """`initialize`, offering the highest revision this client speaks; the revision the
     agent answers (when this client speaks it) serves the connection from then on.  An
     agent that refuses the offer is asked again with the next older revision.  The
-    client's capabilities are `capabilities`, else what `client` can answer."""
+    client's capabilities are `capabilities`, else what `client` can answer; they are
+    declared under every revision's field name whose revision this client speaks (v1
+    `clientCapabilities`, v2 `capabilities`), so an agent that answers an older
+    revision than offered reads them too."""
     revisions = sorted(agent.REVISIONS, key=lambda r: r.protocol_version, reverse=True)
     if not revisions:
         raise RpcError(-32603, "this client has no protocol revision (REVISIONS is empty)")
@@ -400,6 +403,19 @@ async def negotiate(
             offer.init.request_capabilities: caps,
             offer.init.request_info: {"name": name, "version": version},
         }
+        # an agent may answer with an older revision (its own latest) and read the body
+        # with that revision's names: the capabilities also go under each older
+        # revision's field, in its shape, so such an agent knows what this client answers
+        for older in revisions:
+            field = older.init.request_capabilities
+            if older.protocol_version < offer.protocol_version and field not in params:
+                params[field] = (
+                    capabilities
+                    if capabilities is not None
+                    else client.declared_capabilities(older)
+                    if client is not None
+                    else {}
+                )
         try:
             result = await agent.connection.request("initialize", params)
         except ConnectionClosed:

@@ -37,6 +37,9 @@ MethodEntry = tuple[str, str, str | None, str | None]
 # Keys the runtime sends on purpose although the schema does not name them (the schema
 # allows extra keys there), each with its reason. Keep this short.
 DELIBERATE_EXTRAS: dict[str, frozenset[str]] = {
+    # a client that speaks v1 too declares its capabilities under v1's name as well, for
+    # an agent that answers its v2 offer in v1 (runtime.client.negotiate)
+    "InitializeRequest": frozenset({"clientCapabilities"}),
     # HTTP clients (the official SDK's) open a session's SSE stream when a message they
     # receive carries its sessionId; a load/resume answer is the first such message.
     "LoadSessionResponse": frozenset({"sessionId"}),

@@ -123,13 +123,12 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         rev = self._negotiate(version)
         self._use_revision(rev)
         shape = rev.init
-        if rev.protocol_version == version:
+        if rev.protocol_version == version and shape.request_info_required:
             # the request is in this revision's shape: check what it requires
-            if shape.request_info_required:
-                _need(params, shape.request_info, dict)
-            caps = params.get(shape.request_capabilities)
-        else:
-            caps = None  # another revision's body: its capabilities are not ours to read
+            _need(params, shape.request_info, dict)
+        # in another revision's body, a client that also speaks ours declares its
+        # capabilities under our field name as well (runtime.client.negotiate)
+        caps = params.get(shape.request_capabilities)
         self.client_capabilities = caps if type(caps) is dict else {}
         result: dict[str, Any] = {"protocolVersion": rev.protocol_version}
         result[shape.response_info] = self._info()

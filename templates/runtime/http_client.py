@@ -93,8 +93,8 @@ class HttpTransport:
         # HTTP/2: by ALPN over https; over cleartext with prior knowledge (h2c), falling back
         # to HTTP/1.1 once if the server does not speak it.  One client (cookie jar included:
         # the server's affinity cookie) per ACP connection.
-        self._h2c = http is None and http2 and url.startswith("http://")
-        self._http2 = http is None and http2
+        self._http2 = http is None and http2  # ours to configure, and HTTP/2 asked for
+        self._h2c = self._http2 and url.startswith("http://")
         self.http = http or _http_client(http2, prior_knowledge=self._h2c)
         # HTTP/2: each long-lived SSE stream reads on a connection of its own (see
         # ``_reader``), sharing this client's cookie jar
@@ -177,7 +177,7 @@ class HttpTransport:
         already read for another stream wait, undelivered, for the next frame on the
         wire (seen as 15 s stalls: the server's SSE keepalive).  So each stream of an
         ACP connection gets an HTTP/2 connection of its own, all with one cookie jar."""
-        if not self._http2 or not self._owns:
+        if not self._http2:
             return self.http
         client = self._readers.get(sid)
         if client is None:

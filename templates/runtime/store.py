@@ -90,7 +90,9 @@ class SessionStore(Protocol):
 _CURSOR_DIGITS = 18  # a cursor is a 64-bit sequence number
 
 
-def _cursor_seq(cursor: str | None) -> int:
+def cursor_seq(cursor: str | None) -> int:
+    """The sequence number a ``list_sessions`` cursor stands for (every store's cursors are
+    decimal sequence numbers); ValueError for one no store hands out."""
     if cursor is None:
         return 0
     if not cursor.isdigit() or len(cursor) > _CURSOR_DIGITS:
@@ -169,7 +171,7 @@ class MemorySessionStore:
     async def list_sessions(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-        after = _cursor_seq(cursor)
+        after = cursor_seq(cursor)
         ordered = sorted((seq, sid) for sid, seq in self._created.items() if seq > after)
         page = ordered[: max(limit, 1)]
         out = [(sid, orjson.loads(self._state[sid])) for _, sid in page]
@@ -398,7 +400,7 @@ class SqliteSessionStore:
     async def list_sessions(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-        after = _cursor_seq(cursor)
+        after = cursor_seq(cursor)
         limit = max(limit, 1)
         rows = await asyncio.to_thread(self._run, self._list, after, limit + 1)
         page = rows[:limit]

@@ -20,8 +20,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from .jsonrpc import register_secrets
 from .masking import url_secrets
+from .store import cursor_seq
 
-MAX_CURSOR_DIGITS = 18  # fits a bigint
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
 # Each step runs once, in order, in one transaction, on a database older than it.
@@ -45,14 +45,6 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     """,
 )
-
-
-def _after(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not cursor.isdigit() or len(cursor) > MAX_CURSOR_DIGITS:
-        raise ValueError("not a cursor this store handed out")
-    return int(cursor)
 
 
 class PostgresSessionStore:
@@ -209,7 +201,7 @@ class PostgresSessionStore:
     async def list_sessions(
         self, cursor: str | None, limit: int
     ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-        after = _after(cursor)
+        after = cursor_seq(cursor)
         limit = max(limit, 1)
         async with await self._conn() as conn:
             cur = await conn.execute(

@@ -393,14 +393,17 @@ async def negotiate(
     revisions = sorted(agent.REVISIONS, key=lambda r: r.protocol_version, reverse=True)
     if not revisions:
         raise RpcError(-32603, "this client has no protocol revision (REVISIONS is empty)")
+
+    def caps_for(rev: Revision) -> dict[str, Any]:
+        if capabilities is not None:
+            return capabilities
+        return client.declared_capabilities(rev) if client is not None else {}
+
     last: RpcError | None = None
     for offer in revisions:
-        caps = capabilities
-        if caps is None:
-            caps = client.declared_capabilities(offer) if client is not None else {}
-        params = {
+        params: dict[str, Any] = {
             "protocolVersion": offer.protocol_version,
-            offer.init.request_capabilities: caps,
+            offer.init.request_capabilities: caps_for(offer),
             offer.init.request_info: {"name": name, "version": version},
         }
         # an agent may answer with an older revision (its own latest) and read the body
@@ -409,13 +412,7 @@ async def negotiate(
         for older in revisions:
             field = older.init.request_capabilities
             if older.protocol_version < offer.protocol_version and field not in params:
-                params[field] = (
-                    capabilities
-                    if capabilities is not None
-                    else client.declared_capabilities(older)
-                    if client is not None
-                    else {}
-                )
+                params[field] = caps_for(older)
         try:
             result = await agent.connection.request("initialize", params)
         except ConnectionClosed:

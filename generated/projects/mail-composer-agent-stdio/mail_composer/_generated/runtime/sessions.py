@@ -117,7 +117,8 @@ async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any 
 
 def open_default_store(name: str, default_path: str | Path | None = None) -> SessionStore:
     """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db``,
-    ``memory:`` or ``postgresql://...``, see ``store.open_store``), else SQLite at ``$ACP_SESSION_DB``, else at ``default_path``, else at
+    ``memory:`` or ``postgresql://...``, see ``store.open_store``), else SQLite at
+    ``$ACP_SESSION_DB``, else at ``default_path``, else at
     ``$XDG_STATE_HOME/<name>/sessions.db`` (``~/.local/state/...``)."""
     url = os.environ.get("ACP_SESSION_STORE", "").strip()
     if url:

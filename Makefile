@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast bench regen-golden cluster
+.PHONY: setup demo check test test-fast bench regen-golden cluster
 
 $(BIN)/agentgen: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,14 @@ setup: $(BIN)/agentgen
 
 demo: setup
 	$(BIN)/python examples/demo.py
+
+# House rules (what CI runs before the tests): lint with the repository's rule set
+# (complexity C90 at 12, private access SLF, ...), formatting, and mypy --strict over
+# agentgen's own code, the bar its generated projects are held to.
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy generator templates/runtime
 
 test: setup
 	$(BIN)/pytest -q -n 2

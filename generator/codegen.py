@@ -8,7 +8,11 @@ turned into one located AgentgenError, never a traceback.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from .errors import AgentgenError
@@ -19,7 +23,8 @@ def run(
 ) -> Any:
     """`datamodel_code_generator.generate(schema, ...)` with the shared options; `options`
     add to or override them. Returns what `generate` returns."""
-    from datamodel_code_generator import DataModelType, InputFileType, PythonVersion, generate
+    from datamodel_code_generator import InputFileType, PythonVersion, generate
+    from datamodel_code_generator.enums import DataModelType
 
     shared: dict[str, Any] = {
         "input_file_type": InputFileType.JsonSchema,
@@ -47,3 +52,19 @@ def run(
             pointer=pointer,
             hint=hint,
         ) from None
+
+
+def ruff_format(source: str, filename: str = "generated.py") -> str:
+    """`source` formatted by ruff (line length 100), as every generated file is."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    proc = subprocess.run(
+        [ruff, "format", "--line-length", "100", "--stdin-filename", filename, "-"],
+        input=source.encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AgentgenError(
+            f"ruff could not format {filename}: {proc.stderr.decode(errors='replace')[:500]}"
+        )
+    return proc.stdout.decode()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import keyword
 import re
 
-__all__ = ["pascal", "snake", "word_count", "words"]
+__all__ = ["camel", "pascal", "snake", "word_count", "words"]
 
 _CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _NOT_ALNUM = re.compile(r"[^0-9A-Za-z]+")
@@ -56,3 +56,9 @@ def words(name: str) -> set[str]:
 def word_count(name: str) -> int:
     """How many words a PascalCase name has (`Text` 1, `ToolCall` 2), at least 1."""
     return len(re.findall(r"[A-Z][a-z0-9]*|[0-9]+", name)) or 1
+
+
+def camel(name: str) -> str:
+    """`needs-review` / `needs_review` -> `NeedsReview`: the runtime's own spelling of an
+    interrupt's class prefix (templates/runtime/agent.py `_camel`), so names agree."""
+    return pascal(name, digit_prefix="", empty="")

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from generator.errors import AgentgenError
 from generator.manifest.load import load_manifest
-from generator.manifest.models import camel, generate_manifest_models
+from generator.manifest.models import generate_manifest_models
+from generator.names import camel
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, RootModel, ValidationError
 
+from generator.codegen import ruff_format
 from generator.errors import AgentgenError
 from generator.protocol.methods import method_table
 from generator.protocol.models import generate_models, run_models
-from generator.render import ruff_format
 
 REVISIONS = {
     "legacy": "legacy/schema.json",

@@ -30,7 +30,7 @@ def format_models_source(schema: dict[str, Any] | None = None) -> str:
     """The source of `format_models.py` for the manifest format schema (default: ours)."""
     import json
 
-    from ..render import ruff_format
+    from ..codegen import ruff_format
     from .datamodel import models_from_schema
 
     if schema is None:

@@ -26,11 +26,11 @@ from typing import Any
 
 from .. import pysource
 from ..errors import AgentgenError
-from ..names import pascal
+from ..names import camel, pascal
 from ..pointer import unescape
 from ..schemas import walk
 
-__all__ = ["camel", "generate_manifest_models", "run_manifest_models"]
+__all__ = ["generate_manifest_models", "run_manifest_models"]
 
 BASE_ERROR = "ManifestError"
 ERRORS_TABLE = "ERRORS"
@@ -38,12 +38,6 @@ ERRORS_TABLE = "ERRORS"
 _TEMPLATE_NAMES = frozenset(
     {"Any", "ClassVar", "Exception", "bool", "dict", "int", "str", "super", "type"}
 )
-
-
-def camel(name: str) -> str:
-    """`needs-review` / `needs_review` -> `NeedsReview`: the runtime's own spelling of an
-    interrupt's class prefix (templates/runtime/agent.py `_camel`), so names agree."""
-    return pascal(name, digit_prefix="", empty="")
 
 
 def _usable(name: str) -> bool:
@@ -388,7 +382,7 @@ def generate_manifest_models(
 
 
 def _generate(manifest: Any, source_label: str, where: str) -> str:
-    from ..render import ruff_format
+    from ..codegen import ruff_format
     from .datamodel import models_from_schema
 
     sections, errors, names = _plan(manifest, where)

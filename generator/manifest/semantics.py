@@ -250,7 +250,8 @@ def flat_metaschema() -> dict[str, Any] | None:
             flat["properties"].setdefault(name, sub)
     except (KeyError, TypeError, LookupError):
         return None
-    return _static_refs(flat, base)
+    static: dict[str, Any] = _static_refs(flat, base)
+    return static
 
 
 def _static_refs(node: Any, base: str) -> Any:

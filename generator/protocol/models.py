@@ -319,7 +319,7 @@ def generate_models(
     source_label: str = "the ACP schema",
 ) -> str:
     """The protocol models module for `schema` (contract 2), ruff-formatted."""
-    from ..render import ruff_format
+    from ..codegen import ruff_format
     from .schema import check_schema
 
     del meta  # the method table is read elsewhere; the models come from the schema alone

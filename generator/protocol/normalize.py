@@ -196,7 +196,8 @@ def reference_beside_properties(schema: Schema) -> Schema:
     """
     for node in walk(schema):
         if isinstance(node.get("$ref"), str) and ("properties" in node or "required" in node):
-            bases = node.get("allOf") if isinstance(node.get("allOf"), list) else []
+            all_of = node.get("allOf")
+            bases: list[Any] = all_of if isinstance(all_of, list) else []
             node["allOf"] = [{"$ref": node.pop("$ref")}, *bases]
     return schema
 

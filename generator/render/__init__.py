@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from .. import pysource
+from ..codegen import ruff_format
 from ..errors import AgentgenError
 from ..packaged import data_dir
 
@@ -90,8 +88,7 @@ def uses_callbacks(manifest: dict[str, Any]) -> bool:
 def _interrupt_rows(manifest: dict[str, Any], mm_names: set[str]) -> list[dict[str, str]]:
     """The client's handler of each manifest interrupt: `interrupt_<name>(payload,
     message) -> <Name>Resume | None`, typed by the manifest models."""
-    from ..manifest.models import camel
-    from ..names import snake
+    from ..names import camel, snake
 
     rows = []
     for spec in manifest.get("interrupts") or ():
@@ -121,21 +118,6 @@ def _model_names(src: str) -> set[str]:
     return set(re.findall(r"^class (\w+)\(", src, flags=re.MULTILINE)) | set(
         re.findall(r"^(\w+) = ", src, flags=re.MULTILINE)
     )
-
-
-def ruff_format(source: str, filename: str = "generated.py") -> str:
-    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
-    proc = subprocess.run(
-        [ruff, "format", "--line-length", "100", "--stdin-filename", filename, "-"],
-        input=source.encode(),
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise AgentgenError(
-            f"ruff could not format {filename}: {proc.stderr.decode(errors='replace')[:500]}"
-        )
-    return proc.stdout.decode()
 
 
 def _models_source(schema: dict[str, Any], meta: Any, label: str) -> str:

@@ -306,7 +306,7 @@ def sent_definitions(schema: dict[str, Any], role: str) -> dict[str, list[str]]:
     defs = schemas.defs(schema)
     out: dict[str, set[str]] = {}
     for m in method_table(schema).methods:
-        parts = ("params",) if m.side == "protocol" else ()
+        parts: tuple[str, ...] = ("params",) if m.side == "protocol" else ()
         part = _SENDS.get((role, m.side))
         parts += (part,) if part else ()
         for part in parts:
@@ -380,7 +380,11 @@ def check_tests(
             method, body = node.args[0].value, node.args[1]
             if any(k is None for k in body.keys):  # `**spread`: not ours to judge
                 continue
-            keys = {k.value for k in body.keys if isinstance(k, ast.Constant)}
+            keys = {
+                k.value
+                for k in body.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
             target = new_defs.get(params.get(method) or "")
             if not isinstance(target, dict) or not isinstance(target.get("properties"), dict):
                 continue

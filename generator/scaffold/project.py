@@ -70,7 +70,7 @@ class Project:
 
     @property
     def manifest_path(self) -> Path:
-        return self.root / self.source["manifest"]["path"]
+        return self.root / str(self.source["manifest"]["path"])
 
 
 def find_project(root: Path) -> Project:

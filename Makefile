@@ -35,8 +35,12 @@ test-fast: setup
 bench: setup
 	$(BIN)/python bench/run_all.py
 
+# Every expected output in one go (then read `git diff` before committing it): the golden
+# projects, the dogfood manifest models, and the expected files of tests/cases/.
 regen-golden: setup
 	$(BIN)/python tests/regen_golden.py
+	$(BIN)/python generated/manifest/regen.py
+	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly tests/test_protocol_cases.py
 
 # PostgreSQL + Redis + 3 replicas + HAProxy on 127.0.0.1, one replica killed mid-turn
 # (Debian packages: postgresql redis-server haproxy)

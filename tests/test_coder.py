@@ -20,7 +20,11 @@ from coder_support import Editor, build_coder
 
 pytestmark = pytest.mark.slow
 
-REVISIONS = {"v1": "v1/schema.json", "v1-unstable": "v1/schema.unstable.json", "v2": "v2/schema.json"}
+REVISIONS = {
+    "v1": "v1/schema.json",
+    "v1-unstable": "v1/schema.unstable.json",
+    "v2": "v2/schema.json",
+}
 CAPS = {
     "none": {},
     "fs": {"fs": {"readTextFile": True, "writeTextFile": True}},

@@ -285,7 +285,11 @@ def describe(
         terminal="terminal" if d.props("ClientCapabilities").get("terminal") else None,
         permission_subject=d.field_to(perm_req, "RequestPermissionSubject"),
         modes=d.field_to(cls("agent", "session/new", "result"), "SessionModeState"),
-        command_hint="hint" if d.has("UnstructuredCommandInput", "hint") else None,
+        command_hint="hint"
+        if d.has("UnstructuredCommandInput", "hint") or d.has("TextCommandInput", "hint")
+        else None,
+        command_tag=d.variant_tag("AvailableCommand", "Command", "type"),
+        command_input_tag=d.variant_tag("AvailableCommandInput", "TextCommandInput", "type"),
         config_category=d.has("SessionConfigOption", "category"),
     )
     methods = tuple(

@@ -463,6 +463,8 @@ REVISION = Revision(
         permission_subject=None,
         modes="modes",
         command_hint="hint",
+        command_tag=None,
+        command_input_tag=None,
         config_category=True,
     ),
 )

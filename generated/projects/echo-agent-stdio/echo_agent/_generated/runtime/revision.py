@@ -117,7 +117,9 @@ class AuthoringShape:
     terminal: str | None = None  # ClientCapabilities' terminal flag ("terminal")
     permission_subject: str | None = None  # v2: RequestPermissionRequest's subject field
     modes: str | None = None  # NewSessionResponse's SessionModeState field ("modes")
-    command_hint: str | None = None  # UnstructuredCommandInput's hint field ("hint")
+    command_hint: str | None = None  # the command input's hint field ("hint")
+    command_tag: str | None = None  # AvailableCommand's `type` where it is a union ("command")
+    command_input_tag: str | None = None  # the text input's `type` where tagged ("text")
     config_category: bool = False  # SessionConfigOption has `category`
 
     def gate(self, method: str) -> tuple[str, ...] | None:

@@ -19,6 +19,7 @@ from .errors import invalid_params
 
 if TYPE_CHECKING:
     from .agent import Session
+    from .revision import AuthoringShape
 
 MODE_OPTION = "mode"  # the config option id modes are served as, where the revision has no modes
 
@@ -46,13 +47,19 @@ def parse_command(prompt: list[Any], declared: Any) -> SlashCommand | None:
     return None
 
 
-def available_commands(manifest: dict[str, Any], hint_field: str | None) -> list[dict[str, Any]]:
-    """The `availableCommands` of the manifest's commands."""
+def available_commands(manifest: dict[str, Any], shape: AuthoringShape) -> list[dict[str, Any]]:
+    """The `availableCommands` of the manifest's commands (tagged where the revision's
+    AvailableCommand and its input are unions)."""
     out = []
     for c in manifest.get("commands") or ():
         cmd: dict[str, Any] = {"name": c["name"], "description": c.get("description") or c["name"]}
-        if c.get("input_hint") and hint_field:
-            cmd["input"] = {hint_field: c["input_hint"]}
+        if shape.command_tag:
+            cmd = {"type": shape.command_tag, **cmd}
+        if c.get("input_hint") and shape.command_hint:
+            hint: dict[str, Any] = {shape.command_hint: c["input_hint"]}
+            if shape.command_input_tag:
+                hint = {"type": shape.command_input_tag, **hint}
+            cmd["input"] = hint
         out.append(cmd)
     return out
 
@@ -90,7 +97,7 @@ class SessionExtras(RuntimeCore):
                 s.mode = default_mode(m)
             self._with_modes(s, result, opened=True)
         shape = self.revision.authoring
-        cmds = available_commands(m, shape.command_hint)
+        cmds = available_commands(m, shape)
         if not cmds or "available_commands_update" not in shape.updates:
             return
         conn = self.connection

@@ -406,7 +406,10 @@ class Connection:
         else:
             self._respond(rid, result, sid)
             for then in ctx.after:
-                then()
+                try:
+                    then()
+                except Exception as exc:
+                    log.error("after %s: %s", method, type(exc).__name__, exc_info=exc)
         finally:
             self._incoming.pop(rid, None)
             self._cancelled_ids.discard(rid)  # a cancel that came too late names no one now

@@ -182,6 +182,8 @@ class ToolCall:
 class Authoring:
     """The Turn's display calls (a part of Turn: it provides `_rt`, `_conn`, `session`)."""
 
+    __slots__ = ("_plan", "_plan_id", "_thought_id")
+
     if TYPE_CHECKING:
         _conn: Connection
         reply_id: str | None
@@ -196,7 +198,7 @@ class Authoring:
 
     def _init_authoring(self) -> None:
         self._plan: list[PlanEntry] = []
-        self._plan_id = "plan_" + uuid.uuid4().hex[:12]
+        self._plan_id: str | None = None  # made when the plan is first sent (v2)
         self._thought_id: str | None = None
 
     async def _send(self, update: dict[str, Any]) -> None:
@@ -388,6 +390,8 @@ class Authoring:
         if self._has("plan"):
             await self._send({"sessionUpdate": "plan", "entries": entries})
         elif self._has("plan_update"):
+            if self._plan_id is None:
+                self._plan_id = "plan_" + uuid.uuid4().hex[:12]
             plan = {"type": "items", "planId": self._plan_id, "entries": entries}
             await self._send({"sessionUpdate": "plan_update", "plan": plan})
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from .authoring import Authoring, McpServer, mcp_servers
-from .clientcalls import ClientCalls
+from .clientcalls import ClientCalls, ClientTerminal
 from .commands import parse_command
 from .dispatch import RuntimeCore, _model_dump, _need
 from .errors import RpcError, from_validation_error, invalid_params
@@ -110,12 +110,9 @@ class Turn(Authoring, ClientCalls):
 
     __slots__ = (
         "_conn",
-        "_plan",
-        "_plan_id",
         "_prefix",
         "_rt",
         "_terminals",
-        "_thought_id",
         "command",
         "message_id",
         "reply_id",
@@ -150,7 +147,7 @@ class Turn(Authoring, ClientCalls):
         self.usage: dict[str, Any] | None = None
         self.command: SlashCommand | None = None
         self._init_authoring()
-        self._init_client_calls()
+        self._terminals: dict[str, ClientTerminal] = {}
 
     @property
     def session_id(self) -> str:

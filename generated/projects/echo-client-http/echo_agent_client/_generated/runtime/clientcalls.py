@@ -138,10 +138,13 @@ class ClientTerminal:
 
 
 class ClientCalls:
-    """The Turn's requests to the client (a part of Turn)."""
+    """The Turn's requests to the client (a part of Turn, which holds `_terminals`)."""
+
+    __slots__ = ()
 
     if TYPE_CHECKING:
         _conn: Connection
+        _terminals: dict[str, ClientTerminal]  # open terminals, by id
 
         @property
         def session_id(self) -> str: ...
@@ -151,9 +154,6 @@ class ClientCalls:
         def _client_capabilities(self) -> dict[str, Any]: ...
 
         def resolve(self, path: str) -> str: ...
-
-    def _init_client_calls(self) -> None:
-        self._terminals: dict[str, ClientTerminal] = {}
 
     def client_can(self, method: str) -> bool:
         """Whether `method` (e.g. "fs/read_text_file", "terminal/create") may be sent."""

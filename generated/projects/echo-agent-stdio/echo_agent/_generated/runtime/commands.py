@@ -36,6 +36,8 @@ _COMMAND = re.compile(r"/(\S+)(?:\s+(.*))?", re.DOTALL)
 
 def parse_command(prompt: list[Any], declared: Any) -> SlashCommand | None:
     """The declared command a prompt starts with (its first text block), if any."""
+    if not declared:
+        return None
     names = {str(c.get("name")) for c in declared or () if type(c) is dict}
     for block in prompt:
         if type(block) is not dict or block.get("type") != "text":

@@ -257,3 +257,18 @@ def test_coder_refuses_a_path_outside_the_session_folder(coder: Any, tmp_path: P
     assert outside.read_text() == SOURCE
     assert ed.methods() == []
     assert "outside the session's folder" in ed.texts()[-1]
+
+
+@pytest.mark.parametrize("caps", ["none", "fs"])
+def test_coder_missing_file_is_a_message(coder: Any, tmp_path: Path, caps: str) -> None:
+    """A file that does not exist (on disk, or the client's fs/read_text_file error):
+    the turn ends normally with a message, nothing is written."""
+
+    async def body(ed: Editor, sid: str) -> Editor:
+        assert await ed.prompt(sid, "replace `a` with `b` in gone.py", v2=False) == "end_turn"
+        return ed
+
+    ed = _run(coder, "v1", CAPS[caps], tmp_path, body)
+    assert ed.texts()[-1].startswith("Cannot read gone.py")
+    assert not (tmp_path / "gone.py").exists()
+    assert ed.methods() == (["fs/read_text_file"] if caps == "fs" else [])

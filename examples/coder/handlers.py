@@ -30,6 +30,7 @@ from ._generated.dispatcher import AgentBase
 from ._generated.runtime.agent import Turn
 from ._generated.runtime.authoring import DiffContent, Location, PlanEntry, TerminalContent
 from ._generated.runtime.clientcalls import PermissionOption
+from ._generated.runtime.errors import RpcError
 
 REQUEST = re.compile(r"replace `(?P<old>[^`]+)` with `(?P<new>[^`]*)` in (?P<path>\S+)")
 HELP = (
@@ -106,8 +107,14 @@ class Agent(AgentBase):
         await turn.update_plan_entry(0, status="in_progress")
         try:
             before = await self.read(turn, full)
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:  # on disk
             await turn.send_text(f"Cannot read {path}: {exc.strerror or exc}.")
+            return
+        except UnicodeDecodeError:
+            await turn.send_text(f"Cannot read {path}: not UTF-8 text.")
+            return
+        except RpcError as exc:  # the client's answer to fs/read_text_file
+            await turn.send_text(f"Cannot read {path}: {exc.message}.")
             return
         await turn.update_plan_entry(0, status="completed")
         if old not in before:

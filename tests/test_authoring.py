@@ -437,3 +437,36 @@ def test_a_handler_using_every_turn_call_passes_mypy_strict(built: Any) -> None:
         env={**os.environ, "MYPYPATH": str(tmp)},
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_commands_and_modes_after_session_new_and_load(built: Any) -> None:
+    """v1: `modes` in the session/new and session/load answers; the commands advertised
+    once each answer is out (after it, so the client knows the session); the prompt's
+    `/go` parsed; the config option's category sent."""
+    package, tmp = built("v1")
+
+    async def main() -> Client:
+        c = Client(package, tmp, SERVED)
+        sid = await c.session(False, {}, "/w")
+        load = {"sessionId": sid, "cwd": "/w", "mcpServers": []}
+        c.feed({"id": "l", "method": "session/load", "params": load})
+        await c.wait(lambda: c.answer_to("l"))
+        await c.wait(lambda: len([u for u in c.updates() if "availableCommands" in u]) == 2)
+        await c.conn.close()
+        return c
+
+    c = asyncio.run(main())
+    order = [
+        m.get("id") or m["params"]["update"]["sessionUpdate"]
+        for m in c.out
+        if m.get("id") in ("n", "l") or m.get("method") == "session/update"
+    ]
+    assert order == ["n", "available_commands_update", "l", "available_commands_update"]
+    new, load = c.answer_to("n")["result"], c.answer_to("l")["result"]
+    for answer in (new, load):
+        assert answer["modes"]["currentModeId"] == "code"
+        assert [m["id"] for m in answer["modes"]["availableModes"]] == ["code", "ask"]
+        (model,) = answer["configOptions"]
+        assert model["category"] == "model"
+    (cmd,) = c.updates()[0]["availableCommands"]
+    assert cmd == {"name": "go", "description": "Use everything", "input": {"hint": "what"}}

@@ -107,6 +107,9 @@ class TsClient:
         self.updates: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.sdk_errors: list[str] = []
+        self.forwarded: list[dict[str, Any]] = []  # agent requests served by `serve`
+        # `serve(method, params) -> result` answers them (ACP_TS_FORWARD names them)
+        self.serve: Any = None
         self.closed = False
         self._next = 0
         self._waiting: dict[int, asyncio.Future[Any]] = {}
@@ -154,6 +157,10 @@ class TsClient:
             event = msg.get("event")
             if event == "update":
                 self.updates.append(msg["params"])
+            elif event == "forwarded":
+                self.forwarded.append(msg)
+                if self.serve is not None:
+                    asyncio.get_running_loop().create_task(self._reply(msg))
             elif event == "request":
                 self.requests.append(msg)
             elif event == "sdk_error":
@@ -164,6 +171,14 @@ class TsClient:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_exception(AssertionError("the TS client driver exited"))
+
+    async def _reply(self, msg: dict[str, Any]) -> None:
+        try:
+            result = await self.serve(msg["method"], msg.get("params") or {})
+        except Exception as exc:  # noqa: BLE001 - handed to the agent as an error
+            self.send("reply", rid=msg["rid"], error={"code": -32603, "message": str(exc)})
+        else:
+            self.send("reply", rid=msg["rid"], result=result)
 
     def send(self, op: str, **fields: Any) -> asyncio.Future[Any]:
         """Send one command; the future resolves with its result (PeerError on error)."""

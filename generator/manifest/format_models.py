@@ -64,6 +64,12 @@ class ConfigOption(BaseModel):
     type: Literal["choice", "boolean", "string", "integer", "number"]
     default: Any | None = None
     description: str | None = None
+    category: Annotated[
+        str | None, Field(pattern="^(mode|model|model_config|thought_level|_.+)$")
+    ] = None
+    """
+    What the option is about, for clients that group options (ACP SessionConfigOptionCategory): mode, model, model_config, thought_level, or an extension starting with `_`.
+    """
     values: Annotated[list[str | int | float | bool] | None, Field(min_length=1)] = None
     """
     Allowed values (required for choice).
@@ -186,6 +192,33 @@ class StateMessage(BaseModel):
     """
 
 
+class Command(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    name: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    """
+    Typed after `/`.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    input_hint: str | None = None
+    """
+    Shown when the command takes input.
+    """
+
+
+class Mode(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    default: bool | None = None
+
+
 class Config(BaseModel):
     """
     The agent's configuration: a JSON Schema for the whole of it, and the scalar/choice options exposed as ACP session config options.
@@ -276,3 +309,11 @@ class ManifestFormat(BaseModel):
     Accepted auth schemes; absent or [] means none.
     """
     states: States | None = None
+    commands: list[Command] | None = None
+    """
+    Slash commands: advertised to the client when a session starts or is loaded; a prompt `/name args` reaches the handler as `turn.command`.
+    """
+    modes: Annotated[list[Mode] | None, Field(min_length=1)] = None
+    """
+    Session modes: ACP session modes where the revision has them (v1), else a config option of category `mode`; the default one (else the first) is current in a new session.
+    """

@@ -130,6 +130,30 @@ def names(data: dict[str, Any]) -> Iterator[Problem]:
         yield from _unique(_items(config, "options", "/config"), "id", "config option id")
 
 
+def commands_and_modes(data: dict[str, Any]) -> Iterator[Problem]:
+    """Command names and mode ids are unique, one mode at most is the default, and no
+    config option is called `mode` when the agent has modes (they are served as that
+    option where the revision has no session modes)."""
+    yield from _unique(_items(data, "commands"), "name", "command name")
+    modes = _items(data, "modes")
+    yield from _unique(modes, "id", "mode id")
+    defaults = [pointer for pointer, m in modes if m.get("default") is True]
+    for pointer in defaults[1:]:
+        yield f"{pointer}/default", "only one mode can be the default", False
+    config = data.get("config")
+    if modes and isinstance(config, dict):
+        for pointer, opt in _items(config, "options", "/config"):
+            if opt.get("id") == "mode":
+                yield (
+                    f"{pointer}/id",
+                    (
+                        "the config option id 'mode' is taken by the agent's modes "
+                        "(served as that option where the revision has no session modes)"
+                    ),
+                    False,
+                )
+
+
 def states(data: dict[str, Any]) -> Iterator[Problem]:
     spec = data.get("states")
     if not isinstance(spec, dict) or not isinstance(spec.get("states"), dict):
@@ -464,7 +488,15 @@ def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             )
 
 
-CHECKS = (package_name, errors, names, states, config_defaults, schema_validity)
+CHECKS = (
+    package_name,
+    errors,
+    names,
+    commands_and_modes,
+    states,
+    config_defaults,
+    schema_validity,
+)
 
 
 def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:

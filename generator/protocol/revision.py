@@ -272,6 +272,26 @@ def describe(
         session_notification=cls("client", "session/update", "params"),
         session_update="SessionUpdate" if d.node("SessionUpdate") else None,
     )
+    fs_field = d.field_to("ClientCapabilities", "FileSystemCapabilities")
+    fs_flags = [k for k in d.props("FileSystemCapabilities") if k != "_meta"]
+    diff_props = d.props("Diff")
+    authoring = rv.AuthoringShape(
+        updates=d.consts("SessionUpdate", "sessionUpdate"),
+        tool_call_statuses=d.consts("ToolCallStatus", ""),
+        diff="text" if "newText" in diff_props else "changes" if "changes" in diff_props else None,
+        fs=fs_field,
+        fs_read=next((k for k in fs_flags if k.startswith("read")), None) if fs_field else None,
+        fs_write=next((k for k in fs_flags if k.startswith("write")), None) if fs_field else None,
+        terminal="terminal" if d.props("ClientCapabilities").get("terminal") else None,
+        permission_subject=d.field_to(perm_req, "RequestPermissionSubject"),
+        modes=d.field_to(cls("agent", "session/new", "result"), "SessionModeState"),
+        command_hint="hint"
+        if d.has("UnstructuredCommandInput", "hint") or d.has("TextCommandInput", "hint")
+        else None,
+        command_tag=d.variant_tag("AvailableCommand", "Command", "type"),
+        command_input_tag=d.variant_tag("AvailableCommandInput", "TextCommandInput", "type"),
+        config_category=d.has("SessionConfigOption", "category"),
+    )
     methods = tuple(
         rv.Method(m.attr, m.kind, m.params, m.result, m.name, m.side, m.unstable)
         for m in table.methods
@@ -292,6 +312,7 @@ def describe(
         models=models,
         elicitation=("client", "elicitation/create") in by_name,
         request_permission=perm_req is not None,
+        authoring=authoring,
     )
 
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from .commands import MODE_OPTION, SessionExtras
 from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
 from .errors import (
     INVALID_PARAMS,
@@ -36,7 +37,18 @@ from .turns import STATE_ERROR, StateMachine, Turn, Turns
 
 
 class Session:
-    __slots__ = ("cancel_requested", "config", "config_raw", "id", "state", "task", "turns")
+    __slots__ = (
+        "cancel_requested",
+        "config",
+        "config_raw",
+        "cwd",
+        "id",
+        "mcp_servers",
+        "mode",
+        "state",
+        "task",
+        "turns",
+    )
 
     def __init__(self, sid: str, config: Any, config_raw: dict[str, Any], state: str) -> None:
         self.id = sid
@@ -46,9 +58,12 @@ class Session:
         self.task: asyncio.Task[Any] | None = None
         self.cancel_requested = False
         self.turns = 0
+        self.cwd: str | None = None
+        self.mcp_servers: Any = None  # as the client sent them (Turn.mcp_servers types them)
+        self.mode: str | None = None  # the current mode's id, when the manifest has modes
 
 
-class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
+class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
     """Runtime defaults for every agent method the manifest describes."""
 
     # seconds one prompt turn may take (handler, streaming and interrupts); None: no limit.
@@ -246,6 +261,8 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
             base: dict[str, Any] = {shape.id: opt["id"], "name": opt.get("name") or opt["id"]}
             if opt.get("description"):
                 base["description"] = opt["description"]
+            if opt.get("category") and self.revision.authoring.config_category:
+                base["category"] = opt["category"]
             if opt.get("type") == "boolean" and "boolean" in shape.kinds:
                 out.append({**base, "type": "boolean", shape.current_value: bool(cur)})
             elif opt.get("type") == "boolean":
@@ -308,11 +325,14 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         raw = {**self._config_defaults(), **(given or {})}
         config = self._validate_config(raw, ("params", "_meta", "config"))
         sid = "sess_" + uuid.uuid4().hex
-        self.sessions[sid] = Session(sid, config, raw, self._machine.initial)
+        s = self.sessions[sid] = Session(sid, config, raw, self._machine.initial)
+        s.cwd = params["cwd"]
+        s.mcp_servers = params.get("mcpServers")
         result: dict[str, Any] = {"sessionId": sid}
         opts = self._config_options(raw)
         if opts:
             result["configOptions"] = opts
+        self._session_opened(s, params, result, ctx)
         return result
 
     async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
@@ -323,6 +343,11 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
                 "params.value: field required",
                 [{"loc": ["params", "value"], "msg": "field required"}],
             )
+        if cid == MODE_OPTION and self._mode_as_option():
+            s.mode = self._check_mode(params["value"], ("params", "value"))
+            result = {"configOptions": self._config_options(s.config_raw)}
+            self._with_modes(s, result, opened=False)
+            return result
         opt = next(
             (
                 o
@@ -351,7 +376,9 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers):
         raw = {**s.config_raw, cid: value}
         s.config = self._validate_config(raw, ("params", "value"))
         s.config_raw = raw
-        return {"configOptions": self._config_options(raw)}
+        result = {"configOptions": self._config_options(raw)}
+        self._with_modes(s, result, opened=False)
+        return result
 
 
 def _put(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -440,6 +440,7 @@ class SessionConnection(Connection):
         opts = self.rt._config_options(s.config_raw)
         if opts:
             result["configOptions"] = opts
+        self.rt._session_opened(s, params, result, None)  # modes; commands after the answer
         return result
 
     async def _list(self, params: Any) -> dict[str, Any]:

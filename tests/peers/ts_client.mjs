@@ -16,6 +16,10 @@
 //   {"id", "op": "session_prompt", "session", "text"}   ActiveSession.prompt + the SDK's
 //                                                 text reader (v1 readText, v2 readTextUntilIdle)
 //   {"id", "op": "close"}                         end the connection; the agent's exit code
+//   {"id", "op": "reply", "rid", "result"|"error"} the answer to a forwarded agent request
+// The env variable ACP_TS_FORWARD (comma-separated methods, e.g. fs/read_text_file) makes
+// the client serve those agent requests by forwarding them to the test:
+// {"event": "forwarded", "rid", "method", "params"}, answered with the "reply" op.
 // Events (stdout lines without "id"): {"event": "update", "params"} for each session/update
 // the SDK accepted, {"event": "request", "method", "params"} for each agent request,
 // {"event": "sdk_error", "text"} for anything the SDK logged as an error, {"event": "closed"}.
@@ -88,6 +92,17 @@ for (const method of ["session/request_permission", "elicitation/create"]) {
   }
 }
 
+const forwarded = new Map(); // rid -> {resolve, reject}
+let nextRid = 0;
+for (const method of (process.env.ACP_TS_FORWARD ?? "").split(",").filter(Boolean)) {
+  if (!clientMethods.has(method)) continue;
+  app = app.onRequest(method, ({ params }) => {
+    const rid = ++nextRid;
+    emit({ event: "forwarded", rid, method, params });
+    return new Promise((resolve, reject) => forwarded.set(rid, { resolve, reject }));
+  });
+}
+
 const connection = app.connect(stream);
 const ctx = connection.agent;
 connection.closed.then(() => emit({ event: "closed" }));
@@ -117,6 +132,16 @@ async function run(cmd) {
     case "answer":
       answers.set(cmd.method, cmd.result);
       return null;
+    case "reply": {
+      const waiting = forwarded.get(cmd.rid);
+      forwarded.delete(cmd.rid);
+      if (cmd.error) {
+        waiting?.reject(new acp.RequestError(cmd.error.code, cmd.error.message));
+      } else {
+        waiting?.resolve(cmd.result ?? {});
+      }
+      return null;
+    }
     case "session": {
       const session = await ctx.buildSession(cmd.request).start();
       sessions.set(session.sessionId, session);

@@ -101,13 +101,16 @@ def _session_of(params: Any) -> str | None:
 class RequestContext:
     """What a request handler knows about the request it serves."""
 
-    __slots__ = ("connection", "id", "method", "session_id")
+    __slots__ = ("after", "connection", "id", "method", "session_id")
 
     def __init__(self, rid: Any, method: str, session_id: str | None, connection: Connection):
         self.id = rid
         self.method = method
         self.session_id = session_id
         self.connection = connection
+        # sent once the answer is queued (what the peer may only get after it: the
+        # commands of a session it just learnt the id of)
+        self.after: list[Callable[[], None]] = []
 
 
 class Connection:
@@ -386,8 +389,9 @@ class Connection:
                 self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
 
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
+        ctx = RequestContext(rid, method, sid, self)
         try:
-            result = await self._on_request(method, params, RequestContext(rid, method, sid, self))
+            result = await self._on_request(method, params, ctx)
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)
@@ -401,6 +405,11 @@ class Connection:
             self._error(rid, internal_error(), sid)
         else:
             self._respond(rid, result, sid)
+            for then in ctx.after:
+                try:
+                    then()
+                except Exception as exc:
+                    log.error("after %s: %s", method, type(exc).__name__, exc_info=exc)
         finally:
             self._incoming.pop(rid, None)
             self._cancelled_ids.discard(rid)  # a cancel that came too late names no one now

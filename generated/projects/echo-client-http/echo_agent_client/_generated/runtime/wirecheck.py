@@ -198,6 +198,10 @@ class WireCheck:
                 return [
                     f"{name!r} is a {entry[1]}, sent as a {'request' if request else 'notification'}"
                 ]
+            if sending and request and self.side == "agent":
+                undeclared = self._undeclared(name)
+                if undeclared:
+                    return [undeclared]
             return self._validate(entry[2], msg.get("params", {}), f"{name} params", sending)
         if "id" not in msg:
             return ["a frame without method must be a response (id + result or error)"]
@@ -219,6 +223,24 @@ class WireCheck:
         if entry is None:
             return []
         return self._validate(entry[3], msg["result"], f"{method} result", sending)
+
+    def _undeclared(self, method: str) -> str | None:
+        """An agent-to-client request whose client capability (fs.readTextFile,
+        terminal, ...) the client did not declare at initialize."""
+        rev = getattr(self.owner, "revision", None)
+        caps = getattr(self.owner, "client_capabilities", None)
+        shape = getattr(rev, "authoring", None)
+        if shape is None or type(caps) is not dict:
+            return None
+        gate = shape.gate(method)
+        if not gate:
+            return None
+        node: Any = caps
+        for key in gate:
+            node = node.get(key) if type(node) is dict else None
+        if node is True:
+            return None
+        return f"{method!r} needs the client capability {'.'.join(gate)}, which the client did not declare"
 
     def _validate(self, cls_name: str | None, value: Any, what: str, sending: bool) -> list[str]:
         cls = self._cls(cls_name)

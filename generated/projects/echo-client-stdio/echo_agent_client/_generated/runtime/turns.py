@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from .authoring import Authoring, McpServer, mcp_servers
+from .clientcalls import ClientCalls, ClientTerminal
+from .commands import parse_command
 from .dispatch import RuntimeCore, _model_dump, _need
 from .errors import RpcError, from_validation_error, invalid_params
 from .interrupts import InterruptDeclined, InterruptUnavailable
@@ -18,7 +21,9 @@ from .jsonrpc import Connection, log
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
+    from .commands import SlashCommand
     from .providers import ProviderRoute
+    from .revision import Revision
 
 STATE_ERROR = -32002
 
@@ -99,13 +104,16 @@ class StateMachine:
         return None
 
 
-class Turn:
-    """One prompt turn: what the handler uses to stream, interrupt and read config."""
+class Turn(Authoring, ClientCalls):
+    """One prompt turn: what the handler uses to stream, interrupt and read config; what
+    it shows (authoring.py) and asks the client (clientcalls.py)."""
 
     __slots__ = (
         "_conn",
         "_prefix",
         "_rt",
+        "_terminals",
+        "command",
         "message_id",
         "reply_id",
         "session",
@@ -137,10 +145,48 @@ class Turn:
         self.started = False  # (v2) the background turn task began
         self.message_id: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.command: SlashCommand | None = None
+        self._init_authoring()
+        self._terminals: dict[str, ClientTerminal] = {}
 
     @property
     def session_id(self) -> str:
         return self.session.id
+
+    def _rev(self) -> Revision:
+        return self._rt.revision
+
+    def _client_capabilities(self) -> dict[str, Any]:
+        return self._rt.client_capabilities
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory (absolute, as the client gave it)."""
+        where = getattr(self._conn, "cwd", None)  # sessions.SessionConnection keeps it
+        found = where.get(self.session.id) if type(where) is dict else None
+        return found or self.session.cwd or "/"
+
+    @property
+    def mode(self) -> str | None:
+        """The session's current mode id (the manifest's `modes`), if it has modes."""
+        return self.session.mode
+
+    async def set_mode(self, mode_id: str) -> None:
+        """Switch the session's mode and tell the client: v1 `current_mode_update`, else
+        `config_option_update` of the `mode` option."""
+        rt = self._rt
+        self.session.mode = rt._check_mode(mode_id, ("modeId",))
+        if rt.revision.authoring.modes and self._has("current_mode_update"):
+            await self._send({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+        elif rt._mode_as_option() and self._has("config_option_update"):
+            result: dict[str, Any] = {"configOptions": rt._config_options(self.session.config_raw)}
+            rt._with_modes(self.session, result, opened=False)
+            await self._send({"sessionUpdate": "config_option_update", **result})
+
+    @property
+    def mcp_servers(self) -> list[McpServer]:
+        """The MCP servers the client passed when the session was created or loaded."""
+        return mcp_servers(self.session.mcp_servers)
 
     @property
     def config(self) -> Any:
@@ -368,6 +414,8 @@ class Turns(RuntimeCore):
                 err = RpcError(-32603, "internal error")
             raise err from None
         finally:
+            if turn._terminals:  # left open by the handler (or cancelled): killed, released
+                await turn._close_terminals()
             # A turn that did not end with the agent's message (cancelled, declined
             # interrupt, error) leaves the session ready for the next prompt.
             if not ended and s.state != self._machine.initial:
@@ -384,6 +432,7 @@ class Turns(RuntimeCore):
         conn = self.connection
         assert conn is not None
         turn = Turn(cast("AgentRuntime", self), conn, s)
+        turn.command = parse_command(prompt, self._acp_manifest.get("commands"))
         shape = self.revision.turn
         if shape.lifecycle == "v2":
             turn.message_id = (

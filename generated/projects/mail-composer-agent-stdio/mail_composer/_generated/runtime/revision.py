@@ -105,6 +105,35 @@ class PermissionShape:
 
 
 @dataclass(frozen=True)
+class AuthoringShape:
+    """What a handler's Turn calls map onto (runtime/authoring.py)."""
+
+    updates: tuple[str, ...] = ()  # the `sessionUpdate` tags the revision has
+    tool_call_statuses: tuple[str, ...] = ()  # ToolCallStatus values ("cancelled" on v2)
+    diff: str | None = None  # Diff's shape: "text" (path/oldText/newText) | "changes" (v2)
+    fs: str | None = None  # ClientCapabilities' FileSystemCapabilities field ("fs")
+    fs_read: str | None = None  # its read flag ("readTextFile")
+    fs_write: str | None = None  # its write flag ("writeTextFile")
+    terminal: str | None = None  # ClientCapabilities' terminal flag ("terminal")
+    permission_subject: str | None = None  # v2: RequestPermissionRequest's subject field
+    modes: str | None = None  # NewSessionResponse's SessionModeState field ("modes")
+    command_hint: str | None = None  # the command input's hint field ("hint")
+    command_tag: str | None = None  # AvailableCommand's `type` where it is a union ("command")
+    command_input_tag: str | None = None  # the text input's `type` where tagged ("text")
+    config_category: bool = False  # SessionConfigOption has `category`
+
+    def gate(self, method: str) -> tuple[str, ...] | None:
+        """The client capability (a path in ClientCapabilities) `method` needs; () for
+        one every client serves; None when this revision cannot send it at all."""
+        if method.startswith("fs/"):
+            flag = self.fs_read if method.startswith("fs/read") else self.fs_write
+            return (self.fs, flag) if self.fs and flag else None
+        if method.startswith("terminal/"):
+            return (self.terminal,) if self.terminal else None
+        return ()
+
+
+@dataclass(frozen=True)
 class SessionShape:
     load: bool  # `session/load` exists
     resume: bool  # `session/resume` exists
@@ -144,6 +173,7 @@ class Revision:
     models: ModelNames
     elicitation: bool  # `elicitation/create` exists
     request_permission: bool  # `session/request_permission` exists
+    authoring: AuthoringShape = AuthoringShape()
 
     def side(self, side: str) -> dict[str, Method]:
         """The methods `side` handles, by wire name (computed once per side)."""
@@ -162,6 +192,7 @@ def revision_for(revisions: Iterable[Revision], version: Any) -> Revision | None
 __all__ = [
     "AgentCapabilityNames",
     "AuthMethodShape",
+    "AuthoringShape",
     "ClientCapabilityNames",
     "ConfigOptionShape",
     "InitShape",

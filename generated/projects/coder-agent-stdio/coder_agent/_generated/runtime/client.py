@@ -1,0 +1,543 @@
+"""Client side: dispatch the agent's calls to a `ClientBase`, call the agent.
+
+`ClientRuntime` is the base of the generated `ClientBase`: a method the user overrides
+gets the agent's call (params validated into the protocol model); otherwise the
+runtime's default `_rt_<name>` answers it (elicitation and permission requests: the
+manifest's interrupts go to the generated `interrupt_<name>` handlers, whose default
+asks on the terminal, or declines when stdin is not one); anything else answers -32601
+(requests) or is ignored (notifications).  `AgentProxy` is the base of the generated
+typed `AgentConnection` (one method per agent method).  `spawn_agent` runs an agent
+command as a subprocess over stdio; when it exits, every request still waiting fails
+at once with `AgentExited`.  `with_retries` retries transient agent errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from .errors import AgentExited, ConnectionClosed, RpcError, from_validation_error, method_not_found
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, log
+from .revision import Method, Revision, revision_for
+from .stdio import read_frames
+
+if TYPE_CHECKING:
+    from .console import Terminal
+
+T = TypeVar("T")
+P = TypeVar("P", bound="AgentProxy")
+
+# transient agent errors (error data `transient: true`) are retried this many times,
+# waiting RETRY_DELAY seconds before the first retry and twice as long before each next
+RETRIES = 3
+RETRY_DELAY = 1.0
+
+
+def _dump(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        return dump(by_alias=True, exclude_unset=True, mode="json")
+    return obj
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether the agent said a retry may succeed (its error data says `transient: true`)."""
+    data = err.data if isinstance(err, RpcError) else None
+    return type(data) is dict and data.get("transient") is True
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for an error: `error 1001 QuotaExceeded (transient): <message>` (the code,
+    the name and `(transient)` from the error's data when it has them), `error: the agent
+    exited (exit status 1)` when the connection ended."""
+    if isinstance(err, ConnectionClosed):
+        return f"error: {_one_line(err.message)}"
+    if isinstance(err, RpcError):
+        data = err.data if type(err.data) is dict else {}
+        name = data.get("name")
+        head = f"error {err.code}"
+        if type(name) is str and name:
+            head += f" {_one_line(name)}"
+        if data.get("transient") is True:
+            head += " (transient)"
+        return f"{head}: {_one_line(err.message)}"
+    return f"error: {_one_line(str(err)) or type(err).__name__}"
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    retries: int = RETRIES,
+    delay: float = RETRY_DELAY,
+    on_retry: Callable[[RpcError, int, float], None] | None = None,
+) -> T:
+    """`await call()`, again after a transient agent error: at most `retries` more times,
+    waiting `delay`, then 2x, 4x... seconds (`on_retry(error, attempt, wait)` is told before
+    each wait).  Any other error, or the last transient one, is raised."""
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except RpcError as err:
+            if attempt >= retries or not is_transient(err):
+                raise
+            wait = delay * 2**attempt
+            attempt += 1
+            if on_retry is not None:
+                on_retry(err, attempt, wait)
+            await asyncio.sleep(wait)
+
+
+class ClientRuntime:
+    METHODS: ClassVar[dict[str, Method]] = {}
+    _acp_manifest: ClassVar[dict[str, Any]] = {}
+    # interrupt name -> the generated handler method (`interrupt_<name>`)
+    _acp_interrupts: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def _protocol_models(cls) -> Any:
+        return None
+
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return cls._protocol_models() if not package else None
+
+    @classmethod
+    def _manifest_models(cls) -> Any:
+        return None
+
+    def __init__(self) -> None:
+        self.connection: Connection | None = None
+        self.revision: Revision | None = None  # set by `negotiate`
+        # where interrupts are asked (the console shares its own); made on first use
+        self.terminal: Terminal | None = None
+        self._idle_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    def declared_capabilities(self, revision: Revision) -> dict[str, Any]:
+        """What this client tells the agent at `initialize` it can answer: elicitation in
+        form mode where the revision has it (interrupts and plain elicitations are answered
+        by a handler, on the terminal, or declined)."""
+        caps: dict[str, Any] = {}
+        names = revision.client_capabilities
+        if revision.elicitation and names.elicitation and names.elicitation_form:
+            caps[names.elicitation] = {names.elicitation_form: {}}
+        return caps
+
+    def _overridden(self, attr: str) -> bool:
+        impl = getattr(type(self), attr, None)
+        if impl is None:
+            return False
+        for klass in type(self).__mro__:
+            if "_acp_generated_base" in klass.__dict__:
+                return klass.__dict__.get(attr) is not impl
+        return True
+
+    async def _call(self, method: str, params: Any) -> Any:
+        entry = (self.revision.side("client") if self.revision else self.METHODS).get(method)
+        if entry is not None and not self._overridden(entry.attr):
+            default = getattr(self, "_rt_" + entry.attr, None)
+            if default is not None:
+                return await default(params if type(params) is dict else {})
+        if entry is None or not self._overridden(entry.attr):
+            if entry is not None and entry.kind == "notification":
+                return None
+            raise method_not_found(method)
+        pm = self._protocol_models_of(self.revision.package if self.revision else "")
+        pcls = getattr(pm, entry.params, None) if pm is not None and entry.params else None
+        typed = params
+        if pcls is not None:
+            try:
+                typed = pcls.model_validate(params if params is not None else {})
+            except Exception as exc:
+                if hasattr(exc, "errors"):
+                    raise from_validation_error(exc, ("params",)) from None
+                raise
+        result = await getattr(self, entry.attr)(typed)
+        if entry.kind == "notification":
+            return None
+        return _dump(result) if result is not None else {}
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        return await self._call(method, params)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        try:
+            await self._call(method, params)
+        finally:
+            if method == "session/update" and self._idle_waiters:
+                self._observe_update(params)
+
+    # ---- v2: the turn ends with an idle state_update, after the prompt's answer -------
+    def expect_turn_end(self, session_id: str) -> asyncio.Future[dict[str, Any]]:
+        """A future for the next `state_update` to `idle` of `session_id` (v2 lifecycle:
+        the prompt answers on acceptance); make it before sending the prompt."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._idle_waiters[session_id] = fut
+        return fut
+
+    def _observe_update(self, params: Any) -> None:
+        sid = params.get("sessionId") if type(params) is dict else None
+        update = _obj(params.get("update")) if type(params) is dict else {}
+        if update.get("sessionUpdate") != "state_update" or update.get("state") != "idle":
+            return
+        fut = self._idle_waiters.pop(sid, None) if type(sid) is str else None
+        if fut is not None and not fut.done():
+            fut.set_result(update)
+
+    def turn_error(self, idle: dict[str, Any]) -> RpcError | None:
+        """The error an idle `state_update` reports for its turn, if any."""
+        field = self.revision.turn.idle_error if self.revision is not None else None
+        err = idle.get(field) if field else None
+        if type(err) is not dict:
+            err = _obj(idle.get("_meta")).get("error")
+        if type(err) is not dict:
+            return None
+        code = err.get("code")
+        return RpcError(
+            code if type(code) is int else -32603, str(err.get("message", "")), err.get("data")
+        )
+
+    # ---- interrupts and questions (runtime defaults) -------------------------------
+    def _terminal(self) -> Terminal:
+        if self.terminal is None:
+            from .console import Terminal
+
+            self.terminal = Terminal()
+        return self.terminal
+
+    def _interrupt_spec(self, name: str) -> dict[str, Any]:
+        for spec in self._acp_manifest.get("interrupts") or ():
+            if type(spec) is dict and spec.get("name") == name:
+                return spec
+        return {}
+
+    def _mclass(self, name: str) -> Any:
+        mm = self._manifest_models()
+        return getattr(mm, name, None) if mm is not None else None
+
+    async def _run_interrupt(self, name: str, payload: Any, message: str) -> Any:
+        """The user's `interrupt_<name>` handler with the typed payload: its answer (a
+        `<Name>Resume`) or None (declined)."""
+        from .interrupts import _camel
+
+        cls = self._mclass(_camel(name) + "Payload")
+        typed = payload
+        if cls is not None:
+            try:
+                typed = cls.model_validate(payload if payload is not None else {})
+            except Exception as exc:
+                if not hasattr(exc, "errors"):
+                    raise
+                log.warning("interrupt %r: the agent's payload does not match its schema", name)
+                return None
+        return await getattr(self, self._acp_interrupts[name])(typed, message)
+
+    async def _ask_interrupt(self, name: str, payload: Any, message: str) -> Any:
+        """The generated handlers' default: ask on the terminal (None: declined)."""
+        from .console import ask_form
+        from .interrupts import _camel
+
+        spec = self._interrupt_spec(name)
+        schema = (spec.get("resume") or {}).get("schema") or {}
+        shown = _dump(payload)
+        content = await ask_form(self._terminal(), message, schema, name=name, payload=shown)
+        if content is None:
+            return None
+        cls = self._mclass(_camel(name) + "Resume")
+        return cls.model_validate(content) if cls is not None else content
+
+    async def _rt_elicitation_create(self, params: dict[str, Any]) -> dict[str, Any]:
+        from .console import ask_form
+
+        meta = _obj(params.get("_meta"))
+        name = meta.get("interrupt")
+        message = str(params.get("message") or name or "the agent asks for input")
+        if type(name) is str and name in self._acp_interrupts:
+            answer = await self._run_interrupt(name, meta.get("payload"), message)
+            if answer is None:
+                return {"action": "decline"}
+            return {"action": "accept", "content": _dump(answer)}
+        if params.get("mode", "form") != "form":
+            print(f"the agent asks: {_one_line(message)} (declined: not a form)", file=sys.stderr)
+            return {"action": "decline"}
+        schema = params.get("requestedSchema")
+        content = await ask_form(self._terminal(), message, schema if type(schema) is dict else {})
+        return (
+            {"action": "decline"} if content is None else {"action": "accept", "content": content}
+        )
+
+    async def _rt_session_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        from .console import ask_choice
+
+        options = [o for o in params.get("options") or () if type(o) is dict]
+        meta = _obj(params.get("_meta"))
+        name = meta.get("interrupt")
+        tool = _obj(params.get("toolCall"))
+        title = str(params.get("title") or tool.get("title") or name or "a permission")
+        if type(name) is str and name in self._acp_interrupts:
+            payload = meta["payload"] if "payload" in meta else tool.get("rawInput")
+            answer = await self._run_interrupt(name, payload, title)
+            chosen = _option(
+                options, "allow" if _approves(answer, self._interrupt_spec(name)) else "reject"
+            )
+        else:
+            chosen = await ask_choice(self._terminal(), title, options)
+        if chosen is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": chosen}}
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
+def _approves(answer: Any, spec: dict[str, Any]) -> bool:
+    """A permission is one bit: the answer approves when it sets every boolean the resume
+    schema requires to true."""
+    if answer is None:
+        return False
+    content = _dump(answer)
+    schema = (spec.get("resume") or {}).get("schema") or {}
+    props = schema.get("properties") or {}
+    flags = [
+        k
+        for k in schema.get("required") or ()
+        if type(props.get(k)) is dict and props[k].get("type") == "boolean"
+    ]
+    return type(content) is dict and all(content.get(k) is True for k in flags)
+
+
+def _option(options: list[dict[str, Any]], kind: str) -> str | None:
+    """The id of the first option whose kind starts with `kind` ("allow" / "reject")."""
+    for o in options:
+        if str(o.get("kind", "")).startswith(kind) and type(o.get("optionId")) is str:
+            return str(o["optionId"])
+    return None
+
+
+class AgentProxy:
+    """Typed calls to the agent; generated subclasses add one method per agent method."""
+
+    METHODS: ClassVar[dict[str, Method]] = {}
+    # the revisions this client speaks, oldest first (set by the generated dispatcher)
+    REVISIONS: ClassVar[tuple[Revision, ...]] = ()
+
+    @classmethod
+    def _protocol_models(cls) -> Any:
+        return None
+
+    @classmethod
+    def _protocol_models_of(cls, package: str) -> Any:
+        return cls._protocol_models() if not package else None
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.revision: Revision | None = None  # set by `negotiate`
+
+    def _typed(self, method: str, raw: Any) -> Any:
+        """`raw`, the result of `method`, as the negotiated revision's result model."""
+        entry = (self.revision.side("agent") if self.revision else self.METHODS).get(method)
+        pm = self._protocol_models_of(self.revision.package if self.revision else "")
+        rcls = (
+            getattr(pm, entry.result, None) if pm is not None and entry and entry.result else None
+        )
+        return rcls.model_validate(raw) if rcls is not None and raw is not None else raw
+
+    async def _request(self, method: str, params: Any) -> Any:
+        return self._typed(method, await self.connection.request(method, _dump(params)))
+
+    async def _notify(self, method: str, params: Any) -> None:
+        self.connection.notify(method, _dump(params))
+
+    async def _negotiate(
+        self,
+        client: ClientRuntime | None,
+        *,
+        name: str,
+        version: str,
+        capabilities: dict[str, Any] | None,
+    ) -> Any:
+        raw = await negotiate(self, client, name=name, version=version, capabilities=capabilities)
+        return self._typed("initialize", raw)
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Any method by wire name (extensions included), on wire dicts."""
+        return await self.connection.request(method, _dump(params))
+
+
+async def negotiate(
+    agent: AgentProxy,
+    client: ClientRuntime | None = None,
+    *,
+    name: str = "client",
+    version: str = "0",
+    capabilities: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`initialize`, offering the highest revision this client speaks; the revision the
+    agent answers (when this client speaks it) serves the connection from then on.  An
+    agent that refuses the offer is asked again with the next older revision.  The
+    client's capabilities are `capabilities`, else what `client` can answer; they are
+    declared under every revision's field name whose revision this client speaks (v1
+    `clientCapabilities`, v2 `capabilities`), so an agent that answers an older
+    revision than offered reads them too."""
+    revisions = sorted(agent.REVISIONS, key=lambda r: r.protocol_version, reverse=True)
+    if not revisions:
+        raise RpcError(-32603, "this client has no protocol revision (REVISIONS is empty)")
+
+    def caps_for(rev: Revision) -> dict[str, Any]:
+        if capabilities is not None:
+            return capabilities
+        return client.declared_capabilities(rev) if client is not None else {}
+
+    last: RpcError | None = None
+    for offer in revisions:
+        params: dict[str, Any] = {
+            "protocolVersion": offer.protocol_version,
+            offer.init.request_capabilities: caps_for(offer),
+            offer.init.request_info: {"name": name, "version": version},
+        }
+        # an agent may answer with an older revision (its own latest) and read the body
+        # with that revision's names: the capabilities also go under each older
+        # revision's field, in its shape, so such an agent knows what this client answers
+        for older in revisions:
+            field = older.init.request_capabilities
+            if older.protocol_version < offer.protocol_version and field not in params:
+                params[field] = caps_for(older)
+        try:
+            result = await agent.connection.request("initialize", params)
+        except ConnectionClosed:
+            raise
+        except RpcError as err:
+            last = err
+            continue
+        answered = result.get("protocolVersion") if type(result) is dict else None
+        chosen = revision_for(revisions, answered)
+        if chosen is None:
+            spoken = ", ".join(str(r.protocol_version) for r in reversed(revisions))
+            raise RpcError(
+                -32603,
+                f"the agent speaks protocol version {answered!r}; this client speaks {spoken}",
+            )
+        agent.revision = chosen
+        if client is not None:
+            client.revision = chosen
+        return dict(result)
+    assert last is not None
+    raise last
+
+
+# ---- the agent as a subprocess ------------------------------------------------------
+
+
+async def _exit_status(proc: asyncio.subprocess.Process, timeout: float | None) -> int | None:
+    """The process's exit status once it has exited (None: still running after
+    `timeout` seconds).  Polled: `proc.wait()` also waits until every pipe is closed,
+    which a child the agent started may hold open for ever."""
+    loop = asyncio.get_running_loop()
+    end = None if timeout is None else loop.time() + timeout
+    while proc.returncode is None:
+        if end is not None and loop.time() >= end:
+            return None
+        await asyncio.sleep(0.05 if end is not None else 0.25)
+    return proc.returncode
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """`sig` to the agent's process group (the agent and what it started), else the agent."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, sig)
+        else:  # pragma: no cover - no process groups
+            proc.send_signal(sig)
+
+
+@contextlib.asynccontextmanager
+async def spawn_agent(
+    client: ClientRuntime,
+    proxy_cls: type[P],
+    *command: str,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    env: dict[str, str] | None = None,
+    grace: float = 5.0,
+) -> AsyncIterator[P]:
+    """Start `command` as an agent subprocess; yield a typed proxy to it.
+
+    The agent runs in its own process group.  When it exits (or closes its stdout),
+    every request still waiting fails at once with `AgentExited` (its exit status).  On
+    leaving, its stdin is closed; an agent still running `grace` seconds later gets
+    SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
+    stdout open is ended too: it would keep the pipe, and this client, waiting)."""
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        start_new_session=hasattr(os, "killpg"),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+    loop = asyncio.get_running_loop()
+
+    async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        try:
+            stdin.write(b"\n".join([f for f, _ in batch]) + b"\n")
+            await stdin.drain()
+        except (OSError, RuntimeError):
+            # the agent is gone: let the watcher end the connection with its status first
+            await _exit_status(proc, 1.0)
+            raise
+
+    conn = Connection(
+        sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
+    )
+    client.connection = conn
+    reader = loop.create_task(read_frames(stdout, conn, max_message_size))
+
+    async def watch() -> None:
+        exited = loop.create_task(_exit_status(proc, None))
+        try:
+            await asyncio.wait({reader, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():  # exited: what it wrote before is still read
+                await asyncio.wait({reader}, timeout=0.5)
+            status = await _exit_status(proc, 2.0)
+        finally:
+            exited.cancel()
+        await conn.close_with(AgentExited(status))
+
+    watcher = loop.create_task(watch())
+    try:
+        yield proxy_cls(conn)
+    finally:
+        if not conn.closed.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(conn.flush(), grace)
+        with contextlib.suppress(Exception):
+            stdin.close()
+        if await _exit_status(proc, grace) is None:
+            _signal_group(proc, signal.SIGTERM)
+            if await _exit_status(proc, 2.0) is None:
+                _signal_group(proc, signal.SIGKILL)
+                await _exit_status(proc, 2.0)
+        if not reader.done():  # the agent exited, something it started holds its stdout
+            await asyncio.wait({reader}, timeout=0.5)
+            if not reader.done():
+                _signal_group(proc, signal.SIGTERM)
+                await asyncio.wait({reader}, timeout=1.0)
+                if not reader.done():
+                    _signal_group(proc, signal.SIGKILL)
+        for task in (reader, watcher):
+            task.cancel()
+        await asyncio.gather(reader, watcher, return_exceptions=True)
+        await conn.close()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait(), 1.0)

@@ -1,0 +1,309 @@
+"""The console client: prompts from stdin, the agent's answer on stdout, one line on
+stderr for every error, and the agent's questions asked on the terminal.
+
+`run_console` is what a generated client's console script runs (stdio and HTTP).  Exit
+status: 0 when stdin ends, 1 on an agent error (`error 1001 QuotaExceeded (transient):
+...`) or when the agent exits or the connection drops (`error: the agent exited (exit
+status 3)`), 130 on Ctrl-C.  Transient errors are retried first (`with_retries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TextIO
+
+from .client import (
+    RETRIES,
+    RETRY_DELAY,
+    AgentProxy,
+    ClientRuntime,
+    _one_line,
+    describe_error,
+    negotiate,
+    with_retries,
+)
+from .errors import ConnectionClosed, RpcError
+from .jsonrpc import Connection
+
+
+class Terminal:
+    """Lines of stdin, read one at a time by a daemon thread: a line is read only when
+    asked for (prompts and answers to the agent's questions share the stream), and a
+    read left waiting never holds up the end of the program."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdin
+        self._want = threading.Semaphore(0)
+        self._lines: asyncio.Queue[str] | None = None
+        self._asked = False
+        self._eof = False
+
+    def interactive(self) -> bool:
+        """Whether a person can answer here (stdin is a terminal)."""
+        try:
+            return bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            return False
+
+    async def readline(self) -> str:
+        """The next line ("" at the end of input)."""
+        if self._lines is None:
+            self._lines = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            threading.Thread(target=self._pump, args=(loop,), daemon=True).start()
+        if self._lines.empty():
+            if self._eof:
+                return ""
+            if not self._asked:
+                self._asked = True
+                self._want.release()
+        return await self._lines.get()
+
+    def _pump(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            self._want.acquire()
+            try:
+                line = self.stream.readline()
+            except (OSError, ValueError):
+                line = ""
+            try:
+                loop.call_soon_threadsafe(self._got, line)
+            except RuntimeError:  # the loop has ended
+                return
+            if not line:
+                return
+
+    def _got(self, line: str) -> None:
+        self._asked = False
+        self._eof = self._eof or not line
+        assert self._lines is not None
+        self._lines.put_nowait(line)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def _hint(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return "one of " + "|".join(str(v) for v in prop["enum"])
+    kind = prop.get("type")
+    if kind == "boolean":
+        return "y/n"
+    if kind == "array":
+        items: dict[str, Any] = prop["items"] if type(prop.get("items")) is dict else {}
+        choices = items.get("enum") or [o.get("const") for o in items.get("anyOf") or ()]
+        return "comma-separated" + (" of " + "|".join(map(str, choices)) if choices else "")
+    return str(kind or "text")
+
+
+def _parse(text: str, prop: dict[str, Any]) -> tuple[bool, Any]:
+    """`text` as the value `prop` describes: (ok, value)."""
+    kind = prop.get("type")
+    if "enum" in prop:
+        found = [v for v in prop["enum"] if str(v) == text]
+        return (True, found[0]) if found else (False, None)
+    if kind == "boolean":
+        low = text.lower()
+        if low in ("y", "yes", "true", "1"):
+            return True, True
+        if low in ("n", "no", "false", "0"):
+            return True, False
+        return False, None
+    if kind in ("integer", "number"):
+        try:
+            return True, int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return False, None
+    if kind == "array":
+        return True, [part.strip() for part in text.split(",") if part.strip()]
+    return True, text
+
+
+async def ask_form(
+    terminal: Terminal,
+    message: str,
+    schema: dict[str, Any],
+    *,
+    name: str | None = None,
+    payload: Any = None,
+) -> dict[str, Any] | None:
+    """Ask the terminal for each field of `schema` (an object schema); None when declined:
+    stdin is not a terminal (prompts come from stdin: nobody can answer), the input ended,
+    or a required field was left empty."""
+    what = f" ({name})" if name else ""
+    if not terminal.interactive():
+        how = f"`interrupt_{name}` in handlers.py" if name else "a handler in handlers.py"
+        _say(
+            f"the agent asks{what}: {_one_line(message)} -- declined: stdin is not a "
+            f"terminal, nobody can answer here (answer it with {how})\n"
+        )
+        return None
+    _say(f"\nthe agent asks{what}: {message}\n")
+    if payload is not None:
+        _say("  " + _one_line(json.dumps(payload, ensure_ascii=False), 2000) + "\n")
+    _say("  (an empty answer to a required field, or the end of input, declines)\n")
+    props: dict[str, Any] = schema["properties"] if type(schema.get("properties")) is dict else {}
+    required = set(schema.get("required") or ())
+    content: dict[str, Any] = {}
+    for key, prop in props.items():
+        if type(prop) is not dict:
+            continue
+        label = prop.get("title") or key
+        optional = "" if key in required else ", optional"
+        while True:
+            _say(f"  {label} ({_hint(prop)}{optional}): ")
+            line = await terminal.readline()
+            if not line:
+                return None
+            text = line.strip()
+            if not text:
+                if key in required:
+                    return None
+                break
+            ok, value = _parse(text, prop)
+            if ok:
+                content[key] = value
+                break
+            _say(f"  expected {_hint(prop)}\n")
+    return content
+
+
+async def ask_choice(terminal: Terminal, title: str, options: list[dict[str, Any]]) -> str | None:
+    """A permission request: the option picked on the terminal; without a terminal, the
+    first reject option (None: no such option, the request is cancelled)."""
+    reject = next(
+        (
+            str(o["optionId"])
+            for o in options
+            if str(o.get("kind", "")).startswith("reject") and type(o.get("optionId")) is str
+        ),
+        None,
+    )
+    if not terminal.interactive():
+        _say(
+            f"the agent asks permission: {_one_line(title)} -- declined: stdin is not a "
+            "terminal, nobody can answer here\n"
+        )
+        return reject
+    _say(f"\nthe agent asks permission: {title}\n")
+    for i, o in enumerate(options, 1):
+        _say(f"  {i}. {o.get('name') or o.get('optionId')} ({o.get('kind', '')})\n")
+    while True:
+        _say(f"  choose 1-{len(options)} (empty: decline): ")
+        line = await terminal.readline()
+        text = line.strip()
+        if not text:
+            return reject
+        if text.isdigit() and 1 <= int(text) <= len(options):
+            chosen = options[int(text) - 1].get("optionId")
+            return str(chosen) if chosen is not None else reject
+
+
+async def _next_line(terminal: Terminal, conn: Connection) -> str:
+    """The next prompt line, unless the connection ends first (its error is raised)."""
+    line = asyncio.ensure_future(terminal.readline())
+    try:
+        return str(await _unless_closed(line, conn))
+    finally:
+        line.cancel()
+
+
+async def _turn(client: ClientRuntime, agent: AgentProxy, sid: str, text: str) -> str:
+    """One prompt, until its turn ends: its stop reason (an error the turn ended with is
+    raised).  v1 answers at the end of the turn; v2 on acceptance, and the turn ends with
+    an idle `state_update`."""
+    v2 = client.revision is not None and client.revision.turn.lifecycle == "v2"
+    ended = client.expect_turn_end(sid) if v2 else None
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    try:
+        result = await agent.call("session/prompt", prompt)
+        if ended is None:
+            return str(result.get("stopReason") if type(result) is dict else result)
+        idle = await _unless_closed(ended, agent.connection)
+    finally:
+        if ended is not None:
+            ended.cancel()
+    err = client.turn_error(idle)
+    if err is not None:
+        raise err
+    return str(idle.get("stopReason"))
+
+
+async def _unless_closed(fut: asyncio.Future[Any], conn: Connection) -> Any:
+    """`await fut`, unless the connection ends first (its error is raised)."""
+    closed = asyncio.ensure_future(conn.closed.wait())
+    try:
+        await asyncio.wait({fut, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+    if fut.done():
+        return fut.result()
+    raise conn.close_reason or ConnectionClosed()
+
+
+async def console(
+    client: ClientRuntime,
+    open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
+    *,
+    retries: int = RETRIES,
+    retry_delay: float = RETRY_DELAY,
+    terminal: Terminal | None = None,
+) -> int:
+    """Open a session, send each line of stdin as a prompt; the exit status."""
+    term = terminal or Terminal()
+    client.terminal = term
+
+    def retrying(err: RpcError, attempt: int, wait: float) -> None:
+        _say(f"{describe_error(err)} -- retry {attempt} of {retries} in {wait:g}s\n")
+
+    try:
+        async with open_agent() as agent:
+            await negotiate(agent, client)
+            sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+            sid = sess.get("sessionId") if type(sess) is dict else None
+            if type(sid) is not str:
+                raise RpcError(-32603, "the agent's session/new answer has no sessionId")
+            while True:
+                line = await _next_line(term, agent.connection)
+                if not line:
+                    return 0
+                text = line.rstrip("\n")
+                stop = await with_retries(
+                    lambda text=text: _turn(client, agent, sid, text),  # type: ignore[misc]
+                    retries=retries,
+                    delay=retry_delay,
+                    on_retry=retrying,
+                )
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+                _say(f"[turn: {stop}]\n")
+    except RpcError as err:
+        _say(describe_error(err) + "\n")
+        return 1
+    except OSError as err:  # the agent command could not start
+        _say(f"error: {_one_line(str(err))}\n")
+        return 1
+
+
+def run_console(
+    client: ClientRuntime,
+    open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
+    *,
+    retries: int = RETRIES,
+    retry_delay: float = RETRY_DELAY,
+) -> None:
+    """`console(...)` in a fresh event loop; exits with its status (130 on Ctrl-C)."""
+    status = 130
+    with contextlib.suppress(KeyboardInterrupt):
+        status = asyncio.run(console(client, open_agent, retries=retries, retry_delay=retry_delay))
+    sys.stdout.flush()
+    sys.exit(status)

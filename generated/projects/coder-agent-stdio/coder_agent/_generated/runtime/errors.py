@@ -1,0 +1,97 @@
+"""JSON-RPC error codes and the exceptions handlers raise."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+AUTH_REQUIRED = -32000
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer (code, message, optional data)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+class ConnectionClosed(RpcError):
+    """The connection ended with this request still waiting for its answer."""
+
+    def __init__(self, message: str = "connection closed", data: Any = None) -> None:
+        super().__init__(INTERNAL_ERROR, message, data)
+
+
+class AgentExited(ConnectionClosed):
+    """The agent's process ended (stdio); ``status`` is its exit status when known
+    (negative: killed by that signal)."""
+
+    def __init__(self, status: int | None) -> None:
+        how = "" if status is None else f" (exit status {status})"
+        super().__init__(f"the agent exited{how}", {"status": status})
+        self.status = status
+
+
+def internal_error() -> RpcError:
+    """The answer for an unexpected exception: no stack trace, no message text."""
+    return RpcError(INTERNAL_ERROR, "internal error")
+
+
+def method_not_found(method: str) -> RpcError:
+    return RpcError(METHOD_NOT_FOUND, f"method not found: {method}", {"method": method})
+
+
+def invalid_params(message: str, errors: list[dict[str, Any]] | None = None) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"invalid params: {message}", {"errors": errors or []})
+
+
+def from_validation_error(exc: Any, prefix: tuple[Any, ...] = ()) -> RpcError:
+    """-32602 with one entry per pydantic error: location, message, type (no input values)."""
+    errs = []
+    for e in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = [*prefix, *e.get("loc", ())]
+        errs.append({"loc": loc, "msg": e.get("msg", ""), "type": e.get("type", "")})
+    where = ", ".join(_fmt(e["loc"]) + ": " + e["msg"] for e in errs[:5])
+    return invalid_params(where or "validation failed", errs)
+
+
+def _fmt(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+class AgentError(Exception):
+    """Base of the manifest's typed errors (generated subclasses set the class vars)."""
+
+    code: ClassVar[int] = -32000
+    name: ClassVar[str] = "AgentError"
+    transient: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def __init__(self, message: str | None = None, details: Any = None) -> None:
+        super().__init__(message or self.description or self.name)
+        self.message = message or self.description or self.name
+        self.details = details
+
+    def to_rpc(self) -> RpcError:
+        return RpcError(
+            self.code,
+            self.message,
+            {"name": self.name, "transient": self.transient, "details": self.details},
+        )

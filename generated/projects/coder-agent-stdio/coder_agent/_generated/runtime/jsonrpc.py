@@ -1,0 +1,675 @@
+"""Transport-agnostic JSON-RPC 2.0 connection over asyncio.
+
+The seam a transport plugs into (stdio, HTTP/SSE, WebSocket):
+
+* **receive**: the transport calls ``connection.feed(frame)`` with one complete
+  frame (``bytes``: one stdio line, one POST body, one WebSocket message).  Frames
+  over ``max_message_size`` are refused by the transport with
+  ``connection.too_large()`` (the connection lives on).
+* **send**: the transport supplies ``sink(batch)``, an ``async`` callable that gets
+  a list of ``(frame_bytes, session_id | None)`` in wire order.  ``session_id`` is
+  the ACP session an outgoing message belongs to (from ``params.sessionId`` of a
+  notification/request, or of the request a response answers), so an HTTP
+  transport can route each message to that session's SSE stream (``None``: the
+  connection-scoped stream).  One writer task per connection calls the sink, so
+  messages leave in exactly the order they were queued: every ``session/update``
+  of a turn is written before that turn's answer.
+* **end**: the transport calls ``await connection.close()`` at EOF / disconnect;
+  work in flight is cancelled and pending outgoing requests fail.
+
+Requests run concurrently (one task each); notifications are handled in order per
+session (one queue per ``sessionId``).  ``$/cancel_request`` cancels one in-flight
+request, which then answers -32800.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from . import wirecheck
+from .errors import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    ConnectionClosed,
+    RpcError,
+    internal_error,
+    invalid_params,
+)
+
+log = logging.getLogger("acp.runtime")
+
+Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
+RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
+NotificationHandler = Callable[[str, Any], Awaitable[None]]
+
+DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
+# JSON nesting a message may have: orjson writes at most 254 levels, and every message
+# the runtime sends back (a prompt block inside a session/update) adds a few
+MAX_DEPTH = 200
+_LOC_KEYS = 3  # how much of the path a too-deep error names (params.prompt[i])
+_HIGH_WATER = 4 * 1024 * 1024
+
+
+def _to_json(obj: Any) -> Any:
+    """orjson's fallback: typed models (pydantic) nested anywhere in a message."""
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        return dump(by_alias=True, exclude_unset=True, mode="json")
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_to_json)
+
+
+def too_deep(frame: bytes | str, msg: Any) -> list[Any] | None:
+    """Where ``msg`` nests more than ``MAX_DEPTH`` levels (the first three keys of the
+    path, e.g. ``["params", "prompt", 1]``), or None.  A frame with fewer brackets than
+    that cannot (counting is fast): only those with many are walked."""
+    raw = frame.encode() if isinstance(frame, str) else frame
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return None
+    level: list[tuple[Any, int, tuple[Any, ...]]] = [(msg, 1, ())]
+    while level:
+        node, depth, where = level.pop()
+        if depth > MAX_DEPTH:
+            return list(where)
+        items = node.items() if type(node) is dict else enumerate(node)
+        for key, value in items:
+            if type(value) in (dict, list):
+                level.append((value, depth + 1, (*where, key) if len(where) < _LOC_KEYS else where))
+    return None
+
+
+def _session_of(params: Any) -> str | None:
+    if type(params) is dict:
+        sid = params.get("sessionId")
+        if type(sid) is str:
+            return sid
+    return None
+
+
+class RequestContext:
+    """What a request handler knows about the request it serves."""
+
+    __slots__ = ("after", "connection", "id", "method", "session_id")
+
+    def __init__(self, rid: Any, method: str, session_id: str | None, connection: Connection):
+        self.id = rid
+        self.method = method
+        self.session_id = session_id
+        self.connection = connection
+        # sent once the answer is queued (what the peer may only get after it: the
+        # commands of a session it just learnt the id of)
+        self.after: list[Callable[[], None]] = []
+
+
+class Connection:
+    def __init__(
+        self,
+        sink: Sink,
+        on_request: RequestHandler,
+        on_notification: NotificationHandler,
+        *,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        immediate_notifications: frozenset[str] = frozenset(),
+        wire_check: wirecheck.WireCheck | None = None,
+    ) -> None:
+        self._sink = sink
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self.max_message_size = max_message_size
+        # notifications handled inline, before the next frame is read (cancels)
+        self._immediate = immediate_notifications
+        self._out: list[tuple[bytes, str | None]] = []
+        self._out_bytes = 0
+        self._wake = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._writer: asyncio.Task[None] | None = None
+        self._incoming: dict[Any, asyncio.Task[None]] = {}
+        self._cancelled_ids: set[Any] = set()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._pending_session: dict[int, str | None] = {}
+        self._next_id = 0
+        self._queues: dict[str | None, asyncio.Queue[tuple[str, Any]]] = {}
+        self._workers: dict[str | None, asyncio.Task[None]] = {}
+        self._closed = False
+        self._close_reason: ConnectionClosed | None = None
+        self.closed = asyncio.Event()
+        # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
+        self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
+        self._wire_in: dict[Any, str] = {}  # id -> method of requests we answer
+        self._wire_out: dict[int, str] = {}  # id -> method of requests we sent
+
+    # ---- outgoing ---------------------------------------------------------------
+    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+        if self._closed:
+            return
+        if self._wire is not None:
+            self._wire_sent(frame)
+        self._out.append((frame, session_id))
+        self._out_bytes += len(frame)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        self._wake.set()
+        if self._out_bytes > _HIGH_WATER:
+            self._drained.clear()
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._out:
+                batch = self._out
+                self._out = []
+                self._out_bytes = 0
+                try:
+                    await self._sink(batch)
+                except Exception as exc:  # noqa: BLE001 - the peer went away: nothing more can be sent
+                    log.warning("transport write failed: %s", type(exc).__name__)
+                    self._out = []
+                    self._drained.set()
+                    asyncio.get_running_loop().create_task(self.close())
+                    return
+            self._drained.set()
+
+    async def drain(self) -> None:
+        """Wait while too much output is queued (backpressure for streaming handlers)."""
+        if not self._drained.is_set():
+            await self._drained.wait()
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far has been handed to the sink."""
+        while (self._out or self._wake.is_set()) and not self._closed:
+            await asyncio.sleep(0)
+
+    def send_raw(self, frame: bytes, session_id: str | None = None) -> None:
+        """Queue one pre-serialized message (hot path for session updates)."""
+        self._enqueue(frame, session_id)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._enqueue(_dumps(msg), _session_of(params))
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send a request to the peer and wait for its result (RpcError on error)."""
+        if self._closed:
+            raise self._close_reason or ConnectionClosed()
+        self._next_id += 1
+        rid = self._next_id
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        frame = _dumps(msg)  # before anything waits on it: unserializable params raise here
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._enqueue(frame, _session_of(params))  # (raises first in wire-check mode)
+        self._pending[rid] = fut
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if rid in self._pending:
+                self.notify("$/cancel_request", {"requestId": rid})
+            raise
+        finally:
+            self._pending.pop(rid, None)
+
+    def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
+        try:
+            frame = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+        except TypeError as exc:  # a handler returned something JSON cannot carry
+            log.error("result of request %r is not JSON: %s", rid, exc)
+            self._error(rid, internal_error(), session_id)
+            return
+        self._enqueue(frame, session_id)
+
+    def _error(self, rid: Any, err: RpcError, session_id: str | None = None) -> None:
+        self._enqueue(
+            _dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}),
+            session_id,
+        )
+
+    def reject(self, rid: Any, err: RpcError) -> None:
+        """Answer a frame the transport refused before feeding it (a limit)."""
+        self._error(rid, err)
+
+    def too_large(self, size: int) -> None:
+        """Answer a frame that exceeded the size limit (its id is unknown)."""
+        self._error(
+            None,
+            RpcError(
+                INVALID_REQUEST,
+                "message too large",
+                {"size": size, "limit": self.max_message_size},
+            ),
+        )
+
+    def _wire_sent(self, frame: bytes) -> None:
+        """The wire check of one outgoing frame. A response that fails it is still sent
+        (the check records it; the peer must not wait forever); anything else raises."""
+        assert self._wire is not None
+        msg = orjson.loads(frame)
+        if type(msg) is dict and "method" not in msg:
+            method = self._wire_in.pop(msg.get("id"), None)
+            try:
+                self._wire.sent(frame, method)
+            except wirecheck.WireCheckError:
+                pass  # recorded and logged
+            return
+        if type(msg) is dict and type(msg.get("id")) is int:
+            self._wire_out[msg["id"]] = str(msg.get("method"))
+        self._wire.sent(frame, None)
+
+    # ---- incoming ---------------------------------------------------------------
+    def feed(self, frame: bytes | str) -> None:
+        """Handle one received frame (never raises)."""
+        if self._closed:
+            return
+        try:
+            msg = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            if not frame.strip():
+                return
+            self._error(None, RpcError(PARSE_ERROR, "parse error: invalid JSON"))
+            return
+        if type(msg) is not dict:
+            self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
+            return
+        where = too_deep(frame, msg)
+        if where is not None:
+            rid = msg.get("id")
+            if "method" in msg and type(rid) in (int, str):
+                self._error(
+                    rid,
+                    invalid_params(
+                        f"{'.'.join(map(str, where))}: nested deeper than {MAX_DEPTH} levels",
+                        [{"loc": where, "msg": "nested too deeply", "max": MAX_DEPTH}],
+                    ),
+                    _session_of(msg.get("params")),
+                )
+            else:
+                _limited.warning("too-deep", "a message nested too deeply was dropped")
+            return
+        if self._wire is not None:
+            self._wire_received(msg)
+        try:
+            self._dispatch(msg)
+        except Exception as exc:  # a frame must never take the connection down
+            log.error("frame dispatch failed: %s", type(exc).__name__, exc_info=exc)
+            rid = msg.get("id")
+            if "method" in msg and type(rid) in (int, str):
+                self._error(rid, internal_error())
+
+    def _wire_received(self, msg: dict[str, Any]) -> None:
+        assert self._wire is not None
+        rid = msg.get("id")
+        hashable = rid is None or type(rid) in (int, str)
+        if "method" in msg:
+            if "id" in msg and hashable:
+                self._wire_in[rid] = str(msg["method"])
+            self._wire.received(msg, None)
+        else:
+            method = self._wire_out.pop(rid, None) if type(rid) is int else None
+            self._wire.received(msg, method)
+
+    def _dispatch(self, msg: dict[str, Any]) -> None:
+        has_id = "id" in msg
+        rid = msg.get("id")
+        if has_id and not (rid is None or type(rid) in (int, str)):
+            self._error(
+                None,
+                RpcError(INVALID_REQUEST, "invalid request: id must be a string, integer or null"),
+            )
+            return
+        method = msg.get("method")
+        if msg.get("jsonrpc") != "2.0":
+            if method is None and ("result" in msg or "error" in msg):
+                pass  # lenient with responses; still matched below
+            else:
+                self._error(
+                    rid, RpcError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"')
+                )
+                return
+        if method is None:
+            if "result" in msg or "error" in msg:
+                self._on_response(rid, msg)
+                return
+            self._error(rid, RpcError(INVALID_REQUEST, 'invalid request: missing "method"'))
+            return
+        if type(method) is not str:
+            self._error(
+                rid, RpcError(INVALID_REQUEST, 'invalid request: "method" must be a string')
+            )
+            return
+        params = msg.get("params")
+        if params is not None and type(params) not in (dict, list):
+            if has_id:
+                self._error(
+                    rid,
+                    RpcError(
+                        INVALID_REQUEST, 'invalid request: "params" must be an object or array'
+                    ),
+                )
+            return
+        if not has_id:
+            self._notification(method, params)
+            return
+        sid = _session_of(params)
+        if rid in self._incoming:
+            self._error(
+                rid,
+                RpcError(
+                    INVALID_REQUEST, "invalid request: id already in use by a request in flight"
+                ),
+                sid,  # routed like its answer would be (the session's stream over HTTP)
+            )
+            return
+        task = asyncio.get_running_loop().create_task(self._run_request(rid, method, params, sid))
+        self._incoming[rid] = task
+        task.add_done_callback(lambda t: self._request_done(rid, sid, t))
+
+    def _request_done(self, rid: Any, sid: str | None, task: asyncio.Task[None]) -> None:
+        """A task cancelled before it started never runs `_run_request` (not even its
+        `finally`): answer its `$/cancel_request` here, and forget it."""
+        if self._incoming.get(rid) is task:
+            del self._incoming[rid]
+            if rid in self._cancelled_ids:
+                self._cancelled_ids.discard(rid)
+                self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
+
+    async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
+        ctx = RequestContext(rid, method, sid, self)
+        try:
+            result = await self._on_request(method, params, ctx)
+        except asyncio.CancelledError:
+            if rid in self._cancelled_ids:
+                self._cancelled_ids.discard(rid)
+                self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
+                return
+            raise
+        except RpcError as err:
+            self._error(rid, err, sid)
+        except Exception as exc:
+            log.error("handler for %s failed: %s", method, type(exc).__name__, exc_info=exc)
+            self._error(rid, internal_error(), sid)
+        else:
+            self._respond(rid, result, sid)
+            for then in ctx.after:
+                try:
+                    then()
+                except Exception as exc:
+                    log.error("after %s: %s", method, type(exc).__name__, exc_info=exc)
+        finally:
+            self._incoming.pop(rid, None)
+            self._cancelled_ids.discard(rid)  # a cancel that came too late names no one now
+
+    def cancel_incoming(self, rid: Any) -> bool:
+        task = self._incoming.get(rid)
+        if task is None or task.done():
+            return False
+        self._cancelled_ids.add(rid)
+        task.cancel()
+        return True
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == "$/cancel_request":
+            target = params.get("requestId") if type(params) is dict else None
+            if type(target) in (int, str):  # anything else names no request (and is unhashable)
+                self.cancel_incoming(target)
+                pending = self._pending.get(target)  # type: ignore[arg-type]
+                if pending is not None and not pending.done():
+                    pending.set_exception(RpcError(REQUEST_CANCELLED, "request cancelled by peer"))
+            return
+        if method in self._immediate:
+            asyncio.get_running_loop().create_task(self._safe_notify(method, params))
+            return
+        key = _session_of(params)
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = asyncio.Queue()
+            self._workers[key] = asyncio.get_running_loop().create_task(self._notify_worker(q))
+        q.put_nowait((method, params))
+
+    async def _notify_worker(self, q: asyncio.Queue[tuple[str, Any]]) -> None:
+        while True:
+            method, params = await q.get()
+            await self._safe_notify(method, params)
+
+    async def _safe_notify(self, method: str, params: Any) -> None:
+        try:
+            await self._on_notification(method, params)
+        except asyncio.CancelledError:
+            raise
+        except RpcError as exc:  # the peer's notification was refused: there is no one to tell
+            if exc.code != METHOD_NOT_FOUND:
+                _limited.warning("notification-refused", "a notification was refused: %s", exc.code)
+        except Exception as exc:
+            log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
+
+    def _on_response(self, rid: Any, msg: dict[str, Any]) -> None:
+        fut = self._pending.pop(rid, None) if type(rid) is int else None
+        if fut is None:
+            _limited.warning("stray-response", "response to an unknown request id ignored")
+            return
+        if fut.done():
+            return
+        if "error" in msg:
+            e = msg["error"]
+            if type(e) is dict:
+                fut.set_exception(
+                    RpcError(
+                        e.get("code", -32603) if type(e.get("code")) is int else -32603,
+                        str(e.get("message", "")),
+                        e.get("data"),
+                    )
+                )
+            else:
+                fut.set_exception(RpcError(-32603, "malformed error response"))
+        else:
+            fut.set_result(msg.get("result"))
+
+    # ---- lifecycle --------------------------------------------------------------
+    @property
+    def close_reason(self) -> ConnectionClosed | None:
+        """Why the connection ended, when whoever ended it said (e.g. `AgentExited`)."""
+        return self._close_reason
+
+    async def close_with(self, reason: ConnectionClosed) -> None:
+        """`close()`, failing pending requests with `reason` (e.g. `AgentExited`)."""
+        if not self._closed and self._close_reason is None:
+            self._close_reason = reason
+        await self.close()
+
+    async def close(self) -> None:
+        """End the connection: cancel work in flight, fail pending requests, flush."""
+        if self._closed:
+            return
+        current = asyncio.current_task()  # close() may run inside one of them
+        tasks = [t for t in self._incoming.values() if not t.done() and t is not current]
+        for t in tasks:
+            t.cancel()
+        for w in self._workers.values():
+            w.cancel()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(self._close_reason or ConnectionClosed())
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.flush()
+        self._closed = True
+        forget_secrets(self)
+        ending = list(self._workers.values())
+        if self._writer is not None:
+            self._writer.cancel()
+            ending.append(self._writer)
+        # wait for the cancelled tasks, so none is left pending when the loop ends
+        await asyncio.gather(*[t for t in ending if t is not current], return_exceptions=True)
+        self.closed.set()
+
+
+# ---- secrets out of logs ----------------------------------------------------------
+# Values registered here are replaced by ``[redacted]`` in every log line the runtime's
+# handlers write.  Process-wide secrets (auth tokens, the callback key) stay for the life
+# of the process; values a connection registers (provider headers, URL credentials) are
+# counted against that connection (at most ``MAX_SECRETS_PER_OWNER``) and forgotten when
+# it ends.  A registration over the cap is refused (``SecretLimit``), never evicting a
+# value that may still be in use.
+
+MAX_SECRETS_PER_OWNER = 256
+_MIN_SECRET = 4  # shorter values are not redacted: they would blank ordinary text
+_GLOBAL: set[str] = set()
+_OWNED: dict[int, set[str]] = {}
+_REFS: dict[str, int] = {}  # value -> how many owners hold it
+_ordered: list[str] = []  # every registered value, longest first
+
+
+class SecretLimit(Exception):
+    """A connection tried to register more secret values than it may hold."""
+
+
+def _reorder() -> None:
+    _ordered[:] = sorted({*_GLOBAL, *_REFS}, key=len, reverse=True)
+
+
+def register_secret(value: str, owner: object | None = None) -> None:
+    """A credential that no log line may show; ``owner`` (a connection) scopes it."""
+    register_secrets([value], owner)
+
+
+def register_secrets(values: list[str], owner: object | None = None) -> None:
+    """Register all of ``values`` or none (``SecretLimit`` when ``owner`` would hold more
+    than ``MAX_SECRETS_PER_OWNER``)."""
+    fresh = {v for v in values if len(v) >= _MIN_SECRET}
+    if owner is None:
+        if not fresh <= _GLOBAL:
+            _GLOBAL.update(fresh)
+            _reorder()
+        return
+    held = _OWNED.setdefault(id(owner), set())
+    fresh -= held
+    if not fresh:
+        return
+    if len(held) + len(fresh) > MAX_SECRETS_PER_OWNER:
+        raise SecretLimit(
+            f"too many distinct secret values on this connection (limit "
+            f"{MAX_SECRETS_PER_OWNER}); open a new connection"
+        )
+    held.update(fresh)
+    for value in fresh:
+        _REFS[value] = _REFS.get(value, 0) + 1
+    _reorder()
+
+
+def forget_secrets(owner: object) -> None:
+    """The connection ended: drop the values only it held."""
+    held = _OWNED.pop(id(owner), None)
+    if not held:
+        return
+    for value in held:
+        n = _REFS.get(value, 0) - 1
+        if n > 0:
+            _REFS[value] = n
+        else:
+            _REFS.pop(value, None)
+    _reorder()
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret replaced by ``[redacted]``."""
+    if _ordered and text:
+        for secret in _ordered:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _redact_arg(arg: Any) -> Any:
+    """One %-format argument: kept as it is (its type matters to the formatter: uvicorn's
+    access log unpacks them and reads the status code as an int) unless its text holds
+    a secret, then the redacted text."""
+    if isinstance(arg, (int, float)) or arg is None:
+        return arg
+    text = arg if isinstance(arg, str) else str(arg)
+    clean = redact(text)
+    return arg if clean == text else clean
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats a record (tracebacks included), then removes registered secrets."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class RedactingFilter(logging.Filter):
+    """For handlers the runtime does not format (uvicorn's): secrets out of the record's
+    message and arguments, which keep their shape (a formatter may unpack them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _ordered:
+            return True
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(_redact_arg(a) for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: _redact_arg(v) for k, v in args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+_MAX_LIMITED_KEYS = 1024
+
+
+class RateLimitedLog:
+    """Warnings a peer can trigger once per frame, at most once per ``interval`` seconds
+    per key; the next one says how many were suppressed meanwhile."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
+        self.logger = logger
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        if len(self._last) > _MAX_LIMITED_KEYS:  # keys are fixed strings: only a backstop
+            self._last.clear()
+        self._last[key] = now
+        skipped = self._suppressed.pop(key, 0)
+        if skipped:
+            msg += " (%d more like it suppressed)"
+            args = (*args, skipped)
+        self.logger.warning(msg, *args)
+
+
+_limited = RateLimitedLog(log)
+
+
+def stderr_logging(level: int = logging.WARNING) -> None:
+    """Logs go to stderr, never to the protocol stream; secrets are redacted."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("acp.runtime")
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False

@@ -1,0 +1,106 @@
+"""LLM provider routing (`providers/list`, `providers/set`, `providers/disable`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dispatch import RuntimeCore, _need
+from .errors import invalid_params
+from .masking import mask_url, register_route_secrets, url_secrets
+
+
+class ProviderRoute:
+    """The current routing of one LLM provider (headers never shown in repr)."""
+
+    __slots__ = ("api_type", "base_url", "headers", "provider_id")
+
+    def __init__(self, provider_id: str, api_type: str, base_url: str, headers: dict[str, str]):
+        self.provider_id = provider_id
+        self.api_type = api_type
+        self.base_url = base_url
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderRoute({self.provider_id!r}, api_type={self.api_type!r}, "
+            f"base_url={mask_url(self.base_url)!r}, headers=<{len(self.headers)} hidden>)"
+        )
+
+
+class Providers(RuntimeCore):
+    """The manifest's providers and their current routes (a part of AgentRuntime)."""
+
+    def _init_providers(self, manifest: dict[str, Any]) -> None:
+        self._providers: dict[str, dict[str, Any]] = {}
+        self._routes: dict[str, ProviderRoute | None] = {}
+        for p in manifest.get("providers") or ():
+            self._providers[p["id"]] = p
+            d = p.get("default")
+            self._routes[p["id"]] = (
+                ProviderRoute(p["id"], d["api_type"], d["base_url"], {}) if d else None
+            )
+
+    def _provider_route(self, pid: str) -> ProviderRoute | None:
+        return self._routes.get(pid)
+
+    async def _rt_providers_list(self, params: Any, ctx: Any) -> Any:
+        out = []
+        for pid, p in self._providers.items():
+            route = self._routes.get(pid)
+            out.append(
+                {
+                    "providerId": pid,
+                    "supported": list(p.get("supported") or ()),
+                    "required": bool(p.get("required")),
+                    "current": {"apiType": route.api_type, "baseUrl": mask_url(route.base_url)}
+                    if route
+                    else None,
+                }
+            )
+        return {"providers": out}
+
+    async def _rt_providers_set(self, params: Any, ctx: Any) -> Any:
+        pid = _need(params, "providerId", str)
+        api = _need(params, "apiType", str)
+        base = _need(params, "baseUrl", str)
+        headers = params.get("headers") or {}
+        if type(headers) is not dict or any(
+            type(k) is not str or type(v) is not str for k, v in headers.items()
+        ):
+            raise invalid_params(
+                "params.headers: expected an object of strings",
+                [{"loc": ["params", "headers"], "msg": "expected an object of strings"}],
+            )
+        p = self._providers.get(pid)
+        if p is None:
+            raise invalid_params(
+                f"unknown provider {pid!r}",
+                [{"loc": ["params", "providerId"], "msg": "unknown provider"}],
+            )
+        if api not in (p.get("supported") or ()):
+            raise invalid_params(
+                f"provider {pid!r} does not support apiType {api!r}",
+                [
+                    {
+                        "loc": ["params", "apiType"],
+                        "msg": "unsupported apiType",
+                        "supported": list(p["supported"]),
+                    }
+                ],
+            )
+        register_route_secrets(ctx, [*headers.values(), *url_secrets(base)])
+        self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
+        return {}
+
+    async def _rt_providers_disable(self, params: Any, ctx: Any) -> Any:
+        pid = _need(params, "providerId", str)
+        p = self._providers.get(pid)
+        if p is None:
+            return {}
+        if p.get("required"):
+            raise invalid_params(
+                f"provider {pid!r} is required and cannot be disabled",
+                [{"loc": ["params", "providerId"], "msg": "required provider"}],
+            )
+        self._routes[pid] = None
+        return {}

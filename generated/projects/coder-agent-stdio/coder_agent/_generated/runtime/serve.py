@@ -1,0 +1,226 @@
+"""Entry points: run an agent or a client over a transport.
+
+`serve_agent_stdio(agent)` is the stdio transport glue; HTTP lives in `http_*.py`
+and plugs into the same `Connection` (see jsonrpc.py's module docstring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from typing import Any
+
+from .agent import AgentRuntime
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
+from .sessions import SessionCore, callbacks_for, open_default_store
+from .stdio import claim_stdout, open_stdio, read_frames
+from .store import MemorySessionStore, SessionStore
+
+
+def agent_connection(
+    agent: AgentRuntime,
+    sink: Any,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    store: SessionStore | None = None,
+) -> Connection:
+    """A connection whose incoming messages go to `agent` (any transport), its sessions
+    served by the session core from `store` (in memory when not given)."""
+    core = SessionCore(
+        lambda: agent,
+        store if store is not None else MemorySessionStore(),
+        max_message_size=max_message_size,
+        callbacks=callbacks_for(type(agent)),
+    )
+    return core(sink)
+
+
+async def serve_agent_stdio(
+    agent: AgentRuntime,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    store: SessionStore | None = None,
+) -> None:
+    """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
+    ``sessions.open_default_store``), so a restarted agent loads and resumes them."""
+    if store is None:
+        store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
+    out_fd = claim_stdout()
+    reader, sink = await open_stdio(out_fd)
+    conn = agent_connection(agent, sink, max_message_size, store)
+    try:
+        await read_frames(reader, conn, max_message_size)
+    finally:
+        await conn.close()
+
+
+def _env(name: str, default: Any, kind: type = int) -> Any:
+    """An option's default from the environment (``ACP_<OPTION>``), else ``default``."""
+    raw = os.environ.get(name)
+    try:
+        return kind(raw) if raw else default
+    except ValueError:
+        return default
+
+
+def _max_size() -> int:
+    return int(_env("ACP_MAX_MESSAGE_SIZE", DEFAULT_MAX_MESSAGE_SIZE))
+
+
+def _http_options(ap: argparse.ArgumentParser) -> None:
+    """The HTTP transport's limits (README, "Hardening"): flag, else env var, else default."""
+    h = _transport_module("http_server")
+    ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    ap.add_argument(
+        "--certfile",
+        default=os.environ.get("ACP_TLS_CERT"),
+        help="PEM certificate: serve HTTPS with HTTP/2 by ALPN (env ACP_TLS_CERT)",
+    )
+    ap.add_argument(
+        "--keyfile",
+        default=os.environ.get("ACP_TLS_KEY"),
+        help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
+    )
+    for flag, env, default, kind in (
+        ("--header-timeout", "ACP_HEADER_TIMEOUT", h.DEFAULT_HEADER_TIMEOUT, float),
+        ("--keep-alive", "ACP_KEEP_ALIVE", h.DEFAULT_KEEP_ALIVE, float),
+        ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
+        ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
+        ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
+    ):
+        ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
+    ap.add_argument(
+        "--allow-missing-auth",
+        action="store_true",
+        default=os.environ.get("ACP_ALLOW_MISSING_AUTH") == "1",
+        help="start even when an auth secret is unset or empty (that scheme refuses everyone)",
+    )
+
+
+def _transport_module(name: str) -> Any:
+    """An optional transport module of this package (http_server, http_client): shipped
+    only in projects that use it, so it is imported by name, not statically."""
+    return importlib.import_module(f".{name}", __package__)
+
+
+def run_agent(
+    agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio"
+) -> None:
+    """The generated project's console script."""
+    manifest = getattr(agent_cls, "_acp_manifest", {})
+    name = manifest.get("name", "agent")
+    how = (
+        "Serves the Agent Client Protocol over HTTP at /acp (SSE and WebSocket)."
+        if transport == "http"
+        else "Speaks the Agent Client Protocol on stdin/stdout (JSON-RPC, one message a "
+        "line); an ACP client such as an editor starts it. Logs go to stderr."
+    )
+    about = manifest.get("description") or manifest.get("title") or ""
+    ap = argparse.ArgumentParser(
+        prog=name, description=f"{about.strip()}\n\n{how}".strip(), formatter_class=_Help
+    )
+    ap.add_argument(
+        "--max-message-size",
+        type=int,
+        default=_max_size(),
+        metavar="BYTES",
+        help="largest JSON-RPC message accepted (env ACP_MAX_MESSAGE_SIZE)",
+    )
+    if transport == "http":
+        _http_options(ap)
+    args = ap.parse_args(argv)
+    stderr_logging()
+    if transport == "http":
+        _transport_module("http_server").serve_http(
+            agent_cls,
+            host=args.host,
+            port=args.port,
+            max_message_size=args.max_message_size,
+            certfile=args.certfile,
+            keyfile=args.keyfile,
+            header_timeout=args.header_timeout,
+            keep_alive=args.keep_alive,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
+            max_sessions=args.max_sessions,
+            allow_missing_auth=args.allow_missing_auth,
+        )
+        return
+    try:
+        asyncio.run(serve_agent_stdio(agent_cls(), max_message_size=args.max_message_size))
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)
+
+
+class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keep the description's paragraphs; show each option's default."""
+
+
+def run_client(
+    client_cls: type[Any],
+    proxy_cls: type[Any],
+    argv: list[str] | None = None,
+    *,
+    transport: str = "stdio",
+) -> None:
+    """Start the agent command, open a session, send each stdin line as a prompt."""
+    from .client import RETRIES, RETRY_DELAY
+
+    ap = argparse.ArgumentParser(
+        description="An Agent Client Protocol client: opens a session with the agent and "
+        "sends each line of stdin as a prompt; the agent's answer streams to stdout. An "
+        "agent error is one line on stderr (exit status 1), as is the agent exiting.",
+        epilog="example: echo hello | %(prog)s -- my-agent"
+        if transport != "http"
+        else "example: echo hello | %(prog)s --url http://127.0.0.1:8000/acp",
+    )
+    if transport == "http":
+        ap.add_argument("--url", required=True, help="the agent's ACP endpoint (…/acp)")
+        ap.add_argument(
+            "--websocket",
+            action="store_true",
+            help="one WebSocket at the same URL (ws://…/acp) instead of HTTP POST + SSE",
+        )
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=_env("ACP_RETRIES", RETRIES),
+        metavar="N",
+        help="retry a prompt the agent answers with a transient error up to N times "
+        f"(env ACP_RETRIES; default {RETRIES})",
+    )
+    ap.add_argument(
+        "--retry-delay",
+        type=float,
+        default=_env("ACP_RETRY_DELAY", RETRY_DELAY, float),
+        metavar="SECONDS",
+        help="wait before the first retry, doubled before each next one "
+        f"(env ACP_RETRY_DELAY; default {RETRY_DELAY:g}: 1s, 2s, 4s)",
+    )
+    ap.add_argument(
+        "command",
+        nargs="*",
+        metavar="AGENT_COMMAND",
+        help="the command that starts the agent (after --)"
+        if transport != "http"
+        else argparse.SUPPRESS,
+    )
+    args = ap.parse_args(argv)
+    stderr_logging()
+    retry = {"retries": max(0, args.retries), "retry_delay": max(0.0, args.retry_delay)}
+    if transport == "http":
+        _transport_module("http_client").run_http_client(
+            client_cls, proxy_cls, args.url, websocket=args.websocket, **retry
+        )
+        return
+    if not args.command:
+        ap.error("give the agent command after --")
+    from .client import spawn_agent
+    from .console import run_console
+
+    client = client_cls()
+    run_console(client, lambda: spawn_agent(client, proxy_cls, *args.command, grace=3.0), **retry)

@@ -1,0 +1,175 @@
+"""Slash commands and modes from the manifest.
+
+Commands (`commands: [{name, description, input_hint}]`) are advertised with
+`available_commands_update` once a session is created or loaded; a prompt whose text
+starts with `/name` reaches the handler with `turn.command` set (name + argument text).
+Modes (`modes: [{id, name, description, default}]`) are served as the revision offers
+them: v1 `modes` in the session/new answer, `session/set_mode` and `current_mode_update`;
+where the revision has no modes (v2), as a session config option of category `mode`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .dispatch import RuntimeCore, _need
+from .errors import invalid_params
+
+if TYPE_CHECKING:
+    from .agent import Session
+    from .revision import AuthoringShape
+
+MODE_OPTION = "mode"  # the config option id modes are served as, where the revision has no modes
+
+
+class SlashCommand(NamedTuple):
+    """A prompt `/name args`: the command's name and the rest of the text."""
+
+    name: str
+    args: str
+
+
+_COMMAND = re.compile(r"/(\S+)(?:\s+(.*))?", re.DOTALL)
+
+
+def parse_command(prompt: list[Any], declared: Any) -> SlashCommand | None:
+    """The declared command a prompt starts with (its first text block), if any."""
+    if not declared:
+        return None
+    names = {str(c.get("name")) for c in declared or () if type(c) is dict}
+    for block in prompt:
+        if type(block) is not dict or block.get("type") != "text":
+            continue
+        match = _COMMAND.fullmatch(str(block.get("text") or "").strip())
+        if match is None or match.group(1) not in names:
+            return None
+        return SlashCommand(match.group(1), (match.group(2) or "").strip())
+    return None
+
+
+def available_commands(manifest: dict[str, Any], shape: AuthoringShape) -> list[dict[str, Any]]:
+    """The `availableCommands` of the manifest's commands (tagged where the revision's
+    AvailableCommand and its input are unions)."""
+    out = []
+    for c in manifest.get("commands") or ():
+        cmd: dict[str, Any] = {"name": c["name"], "description": c.get("description") or c["name"]}
+        if shape.command_tag:
+            cmd = {"type": shape.command_tag, **cmd}
+        if c.get("input_hint") and shape.command_hint:
+            hint: dict[str, Any] = {shape.command_hint: c["input_hint"]}
+            if shape.command_input_tag:
+                hint = {"type": shape.command_input_tag, **hint}
+            cmd["input"] = hint
+        out.append(cmd)
+    return out
+
+
+def default_mode(manifest: dict[str, Any]) -> str | None:
+    modes = manifest.get("modes") or []
+    for m in modes:
+        if m.get("default"):
+            return str(m["id"])
+    return str(modes[0]["id"]) if modes else None
+
+
+def mode_state(manifest: dict[str, Any], current: str | None) -> dict[str, Any]:
+    """v1 `SessionModeState`: the current mode and the modes available."""
+    modes = []
+    for m in manifest.get("modes") or ():
+        mode: dict[str, Any] = {"id": m["id"], "name": m.get("name") or m["id"]}
+        if m.get("description"):
+            mode["description"] = m["description"]
+        modes.append(mode)
+    return {"currentModeId": current or default_mode(manifest), "availableModes": modes}
+
+
+class SessionExtras(RuntimeCore):
+    """Commands and modes of a session (a part of AgentRuntime)."""
+
+    def _session_opened(self, s: Session, params: Any, result: dict[str, Any], ctx: Any) -> None:
+        """A session was created or loaded: its modes go into the answer, its commands
+        are advertised right after the answer (the client knows the session by then)."""
+        m = self._acp_manifest
+        if type(params) is dict and "mcpServers" in params:
+            s.mcp_servers = params["mcpServers"]
+        if m.get("modes"):
+            if s.mode is None:
+                s.mode = default_mode(m)
+            self._with_modes(s, result, opened=True)
+        shape = self.revision.authoring
+        cmds = available_commands(m, shape)
+        if not cmds or "available_commands_update" not in shape.updates:
+            return
+        conn = self.connection
+        assert conn is not None
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": cmds}
+
+        def advertise() -> None:
+            conn.notify("session/update", {"sessionId": s.id, "update": update})
+
+        if ctx is not None and hasattr(ctx, "after"):
+            ctx.after.append(advertise)
+        else:  # a typed override called the runtime default: the answer is on its way
+            asyncio.get_running_loop().call_soon(advertise)
+
+    def _with_modes(self, s: Session, result: dict[str, Any], *, opened: bool) -> None:
+        """The session's modes in an answer: v1 `modes` in session/new|load|resume; a
+        revision without modes lists a config option of category mode instead."""
+        m = self._acp_manifest
+        if not m.get("modes"):
+            return
+        field = self.revision.authoring.modes
+        if field:
+            if opened:
+                result[field] = mode_state(m, s.mode)
+            return
+        key = self.revision.config_option.id
+        opts = [o for o in result.get("configOptions") or () if o.get(key) != MODE_OPTION]
+        result["configOptions"] = [self._mode_option(s), *opts]
+
+    def _mode_as_option(self) -> bool:
+        """Modes are served as the `mode` config option (the revision has no session modes)."""
+        return bool(self._acp_manifest.get("modes")) and not self.revision.authoring.modes
+
+    def _mode_option(self, s: Session) -> dict[str, Any]:
+        m = self._acp_manifest
+        shape = self.revision.config_option
+        return {
+            shape.id: MODE_OPTION,
+            "name": "Mode",
+            "category": "mode",
+            "type": "select",
+            shape.current_value: s.mode or default_mode(m),
+            shape.select_options: [
+                {"value": md["id"], "name": md.get("name") or md["id"]}
+                | ({"description": md["description"]} if md.get("description") else {})
+                for md in m.get("modes") or ()
+            ],
+        }
+
+    def _check_mode(self, mode: Any, loc: tuple[str, ...]) -> str:
+        ids = [str(md["id"]) for md in self._acp_manifest.get("modes") or ()]
+        if mode not in ids:
+            raise invalid_params(
+                f"unknown mode {mode!r}; modes: {', '.join(ids) or 'none'}",
+                [{"loc": list(loc), "msg": "not one of the agent's modes"}],
+            )
+        return str(mode)
+
+    async def _rt_session_set_mode(self, params: Any, ctx: Any) -> Any:
+        s = self._session(params)
+        s.mode = self._check_mode(_need(params, "modeId", str), ("params", "modeId"))
+        return {}
+
+
+__all__ = [
+    "MODE_OPTION",
+    "SessionExtras",
+    "SlashCommand",
+    "available_commands",
+    "default_mode",
+    "mode_state",
+    "parse_command",
+]

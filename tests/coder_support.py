@@ -1,0 +1,226 @@
+"""The coder example as a test subject: its project built per revision, and `Editor`, a raw
+JSON-RPC client that serves what an editor serves (fs/* inside a temp folder, terminal/*
+by running the command, session/request_permission with a chosen option) and records
+every request the agent sends.  Used by test_coder.py and the SDK interop tests."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def build_coder(tmp: Path, schema: dict[str, Any], package: str) -> dict[str, str]:
+    """The project `agentgen new` makes from examples/coder on `schema`, with its handlers;
+    the environment that runs it (`python -m <package>`)."""
+    from generator.manifest.load import load_manifest
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    manifest = load_manifest(REPO / "examples" / "coder" / "agent.yaml").data
+    files = render_generated(
+        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
+    )
+    pkg = tmp / package
+    write_generated(pkg / "_generated", files)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "handlers.py").write_text((REPO / "examples" / "coder" / "handlers.py").read_text())
+    (pkg / "__main__.py").write_text(
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    )
+    return {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
+
+
+class FsAndTerminal:
+    """What an editor serves an agent: files inside `root`, commands run as subprocesses."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.terminals: dict[str, asyncio.subprocess.Process] = {}
+        self.outputs: dict[str, bytes] = {}
+        self.released: set[str] = set()
+        self.killed: set[str] = set()
+
+    def _path(self, raw: Any) -> Path:
+        path = Path(str(raw)).resolve()
+        if not path.is_relative_to(self.root):
+            raise PermissionError(f"{raw} is outside {self.root}")
+        return path
+
+    async def serve(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "fs/read_text_file":
+            text = self._path(params["path"]).read_text()
+            return {"content": text}
+        if method == "fs/write_text_file":
+            self._path(params["path"]).write_text(params["content"])
+            return {}
+        if method == "terminal/create":
+            tid = f"term-{len(self.terminals) + 1}"
+            proc = await asyncio.create_subprocess_exec(
+                params["command"] if params["command"] != "python" else PY,
+                *params.get("args", []),
+                cwd=params.get("cwd") or str(self.root),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            self.terminals[tid] = proc
+            return {"terminalId": tid}
+        tid = params["terminalId"]
+        proc = self.terminals[tid]
+        if method == "terminal/wait_for_exit":
+            out, _ = await proc.communicate()
+            self.outputs[tid] = out or b""
+            return {"exitCode": proc.returncode}
+        if method == "terminal/output":
+            status = {"exitCode": proc.returncode} if proc.returncode is not None else None
+            out = {"output": self.outputs.get(tid, b"").decode(), "truncated": False}
+            return {**out, "exitStatus": status} if status else out
+        if method == "terminal/kill":
+            if proc.returncode is None:
+                proc.kill()
+                self.killed.add(tid)
+            return {}
+        if method == "terminal/release":
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            self.released.add(tid)
+            return {}
+        raise KeyError(method)
+
+
+class Editor:
+    """A raw JSON-RPC client over the agent's stdio (its own implementation: the SDK
+    peers are tested separately); `permit` picks the permission option kind."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, root: Path) -> None:
+        self.proc = proc
+        self.serves = FsAndTerminal(root)
+        self.permit = "allow_once"
+        self.requests: list[dict[str, Any]] = []  # every request the agent sent
+        self.updates: list[dict[str, Any]] = []
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.next_id = 0
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def start(cls, env: dict[str, str], package: str, root: Path) -> Editor:
+        proc = await asyncio.create_subprocess_exec(
+            PY,
+            "-m",
+            package,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        return cls(proc, root)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout
+        while line := await self.proc.stdout.readline():
+            msg = json.loads(line)
+            if "method" in msg and "id" in msg:
+                self.requests.append(msg)
+                asyncio.get_running_loop().create_task(self._answer(msg))
+            elif msg.get("method") == "session/update":
+                self.updates.append(msg["params"]["update"])
+            else:
+                self.inbox.put_nowait(msg)
+
+    async def _answer(self, msg: dict[str, Any]) -> None:
+        method, params = msg["method"], msg.get("params") or {}
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": msg["id"]}
+        if method == "session/request_permission":
+            chosen = next(o for o in params["options"] if o["kind"] == self.permit)
+            reply["result"] = {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
+        else:
+            try:
+                reply["result"] = await self.serves.serve(method, params)
+            except (OSError, KeyError) as exc:
+                reply["error"] = {"code": -32603, "message": str(exc)}
+        await self.send(reply)
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        rid = self.next_id
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            msg = await asyncio.wait_for(self.inbox.get(), 30)
+            if msg.get("id") == rid:
+                if "error" in msg:
+                    raise AssertionError(f"{method}: {msg['error']}")
+                return dict(msg["result"])
+
+    async def initialize(self, version: int, caps: dict[str, Any]) -> dict[str, Any]:
+        if version == 2:
+            params = {"protocolVersion": 2, "info": {"name": "editor", "version": "1"}}
+            params["capabilities"] = caps
+        else:
+            params = {"protocolVersion": 1, "clientInfo": {"name": "editor", "version": "1"}}
+            params["clientCapabilities"] = caps
+        return await self.call("initialize", params)
+
+    async def prompt(self, sid: str, text: str, *, v2: bool) -> str:
+        """One prompt to its end: the stop reason (v2: from the idle state update)."""
+        result = await self.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        )
+        if not v2:
+            return str(result["stopReason"])
+        for _ in range(600):
+            idle = [
+                u
+                for u in self.updates
+                if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"
+            ]
+            if len(idle) > self.idle_seen:
+                self.idle_seen = len(idle)
+                return str(idle[-1].get("stopReason"))
+            await asyncio.sleep(0.05)
+        raise AssertionError("the v2 turn never went idle")
+
+    idle_seen = 0
+
+    def texts(self) -> list[str]:
+        return [
+            u["content"]["text"]
+            for u in self.updates
+            if u.get("sessionUpdate") == "agent_message_chunk"
+            and u.get("content", {}).get("type") == "text"
+        ]
+
+    def kinds(self) -> list[str]:
+        return [u["sessionUpdate"] for u in self.updates]
+
+    def methods(self) -> list[str]:
+        return [r["method"] for r in self.requests]
+
+    async def stop(self) -> bytes:
+        assert self.proc.stdin and self.proc.stderr
+        self.proc.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10)
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.reader.cancel()
+        return await self.proc.stderr.read()
+
+
+def decode_patch(data: str) -> str:
+    return base64.b64decode(data).decode()

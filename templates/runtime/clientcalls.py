@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -88,17 +88,24 @@ class ClientTerminal:
     """A command running in the client's terminal (`Turn.create_terminal`); as an async
     context manager it is always released (killed first when the block raises)."""
 
-    __slots__ = ("_calls", "id", "released")
+    __slots__ = ("_forget", "_request", "_session_id", "id", "released")
 
-    def __init__(self, calls: ClientCalls, terminal_id: str) -> None:
-        self._calls = calls
+    def __init__(
+        self,
+        request: Callable[[str, dict[str, Any]], Awaitable[Any]],
+        forget: Callable[[str], object],
+        session_id: str,
+        terminal_id: str,
+    ) -> None:
+        # the turn's request to the client and its list of open terminals, passed in
+        self._request = request
+        self._forget = forget
+        self._session_id = session_id
         self.id = terminal_id
         self.released = False
 
     async def _call(self, method: str) -> Any:
-        return await self._calls._client_request(
-            method, {"sessionId": self._calls.session_id, "terminalId": self.id}
-        )
+        return await self._request(method, {"sessionId": self._session_id, "terminalId": self.id})
 
     async def output(self) -> TerminalOutput:
         r = await self._call("terminal/output")
@@ -117,7 +124,7 @@ class ClientTerminal:
         if self.released:
             return
         self.released = True
-        self._calls._terminals.pop(self.id, None)
+        self._forget(self.id)
         await self._call("terminal/release")
 
     async def __aenter__(self) -> Self:
@@ -242,7 +249,7 @@ class ClientCalls:
         tid = r.get("terminalId") if type(r) is dict else None
         if type(tid) is not str:
             raise ValueError("the client's terminal/create answer carries no terminalId")
-        term = ClientTerminal(self, tid)
+        term = ClientTerminal(self._client_request, self._forget_terminal, self.session_id, tid)
         self._terminals[tid] = term
         return term
 
@@ -263,6 +270,9 @@ class ClientCalls:
         )
         async with term:
             yield term
+
+    def _forget_terminal(self, terminal_id: str) -> None:
+        self._terminals.pop(terminal_id, None)
 
     async def _close_terminals(self) -> None:
         """Kill and release what the handler left open (the turn ended or was cancelled)."""

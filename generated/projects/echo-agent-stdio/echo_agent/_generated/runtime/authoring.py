@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -123,10 +123,21 @@ def _location(loc: Location | str) -> dict[str, Any]:
 class ToolCall:
     """A tool call of a turn (from `Turn.start_tool_call` or `Turn.tool_call`)."""
 
-    __slots__ = ("_turn", "id", "kind", "status", "title")
+    __slots__ = ("_emit", "_fields", "_statuses", "id", "kind", "status", "title")
 
-    def __init__(self, turn: Authoring, tool_call_id: str, title: str, kind: ToolKind) -> None:
-        self._turn = turn
+    def __init__(
+        self,
+        emit: Callable[[dict[str, Any]], Awaitable[None]],
+        fields: Callable[..., dict[str, Any]],
+        statuses: Collection[str],
+        tool_call_id: str,
+        title: str,
+        kind: ToolKind,
+    ) -> None:
+        # the turn's own send and field builder, passed in: a tool call holds no turn
+        self._emit = emit
+        self._fields = fields
+        self._statuses = statuses
         self.id = tool_call_id
         self.title = title
         self.kind: ToolKind = kind
@@ -144,7 +155,7 @@ class ToolCall:
         raw_output: Any = _UNSET,
     ) -> None:
         """Report progress: only the fields given are sent (`tool_call_update`)."""
-        fields = self._turn._tool_fields(
+        fields = self._fields(
             status=status,
             title=title,
             kind=kind,
@@ -159,9 +170,7 @@ class ToolCall:
             self.title = title
         if kind is not None:
             self.kind = kind
-        await self._turn._send(
-            {"sessionUpdate": "tool_call_update", "toolCallId": self.id, **fields}
-        )
+        await self._emit({"sessionUpdate": "tool_call_update", "toolCallId": self.id, **fields})
 
     async def complete(
         self, *, raw_output: Any = _UNSET, content: Sequence[ToolContent] | None = None
@@ -175,8 +184,7 @@ class ToolCall:
 
     async def cancel(self) -> None:
         """Cancelled where the revision has that status (v2), else failed."""
-        statuses = self._turn._rev().authoring.tool_call_statuses
-        await self.update(status="cancelled" if "cancelled" in statuses else "failed")
+        await self.update(status="cancelled" if "cancelled" in self._statuses else "failed")
 
 
 class Authoring:
@@ -306,7 +314,14 @@ class Authoring:
         raw_input: Any = _UNSET,
     ) -> ToolCall:
         """Announce a tool call (v1 `tool_call`; v2 its first `tool_call_update`)."""
-        call = ToolCall(self, "call_" + uuid.uuid4().hex[:16], title, kind)
+        call = ToolCall(
+            self._send,
+            self._tool_fields,
+            self._rev().authoring.tool_call_statuses,
+            "call_" + uuid.uuid4().hex[:16],
+            title,
+            kind,
+        )
         call.status = status
         fields = self._tool_fields(
             status=status,

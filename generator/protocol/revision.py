@@ -97,6 +97,16 @@ class _Defs:
             frontier = nxt
         return ()
 
+    def flags(self, name: str | None) -> tuple[str, ...]:
+        """The properties of `name` typed boolean (a capability flag: true / false); the
+        others are object markers (`{}` = supported, absent or null = not)."""
+        out = []
+        for key, value in self.props(name).items():
+            kind = value.get("type") if isinstance(value, dict) else None
+            if kind == "boolean" or (isinstance(kind, list) and "boolean" in kind):
+                out.append(key)
+        return tuple(sorted(out))
+
     def consts(self, name: str | None, field: str) -> tuple[str, ...]:
         """The `const` values `field` takes in the variants (anyOf/oneOf) of `name`."""
         out: list[str] = []
@@ -201,8 +211,10 @@ def describe(
         load_session=load_flag,
         prompt=prompt_path,
         prompt_fields=tuple(sorted(k for k in d.props("PromptCapabilities") if k != "_meta")),
+        prompt_flags=d.flags("PromptCapabilities"),
         session=session_path,
         session_fields=tuple(sorted(k for k in d.props("SessionCapabilities") if k != "_meta")),
+        session_flags=d.flags("SessionCapabilities"),
         providers="providers" if prov is not None else None,
         providers_is_flag=isinstance(prov, dict) and prov.get("type") == "boolean",
     )

@@ -181,7 +181,7 @@ def advertise(rt: AgentRuntime, caps: Any) -> None:
         sc = inner
     for name in ("resume", "list", "close", "delete"):
         if f"session/{name}" in methods and name in names.session_fields:
-            sc[name] = {}
+            sc.update(names.mark(names.session_flags, {name: True}))
 
 
 class SessionConnection(Connection):
@@ -216,12 +216,12 @@ class SessionConnection(Connection):
         return self.rt.revision.turn.lifecycle == "v2"
 
     # ---- recording ---------------------------------------------------------------
-    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+    def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
         if session_id is not None and frame.startswith(_UPDATE_PREFIX):
             buf = self.recorded.get(session_id)
             if buf is not None:
                 buf.append(frame)
-        super()._enqueue(frame, session_id)
+        super()._enqueue(frame, session_id, checked=checked)
 
     # ---- state -------------------------------------------------------------------
     def _state(self, s: Session) -> dict[str, Any]:

@@ -187,3 +187,355 @@ def test_revision_description_reads_flags_from_the_schema(
     assert r1.agent_capabilities.prompt_flags == ("audio", "embeddedContext", "image")
     assert r2.agent_capabilities.prompt_flags == ()
     assert r2.agent_capabilities.session_flags == ()
+
+
+# ---- JSON-RPC batches --------------------------------------------------------------
+ALL_REVS = ["v1", *V2_REVS]
+
+
+@pytest.fixture(scope="module", params=ALL_REVS)
+def any_rev(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_acp: Path
+) -> dict[str, Any]:
+    rev = request.param
+    package = "batch_" + rev.replace("-", "_").replace(".", "_")
+    fa = _build(tmp_path_factory.mktemp(package), shared_acp, rev, package)
+    fa["rev"] = rev
+    fa["init"] = {"protocolVersion": 1, "clientCapabilities": {}} if rev == "v1" else dict(V2_INIT)
+    fa["new"] = {"cwd": "/tmp", "mcpServers": []} if rev == "v1" else {"cwd": "/tmp"}
+    return fa
+
+
+class RawInProcess:
+    """Frames (objects or arrays) fed to one agent connection; what it writes, parsed."""
+
+    def __init__(self, fa: dict[str, Any]) -> None:
+        self.out: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def sink(batch: list[tuple[bytes, Any]]) -> None:
+            for frame, _ in batch:
+                self.out.put_nowait(orjson.loads(frame))
+
+        self.conn = fa["serve"].agent_connection(fa["agent"](), sink)
+
+    async def send(self, obj: Any) -> None:
+        self.conn.feed(orjson.dumps(obj))
+
+    async def recv(self, timeout: float = 10) -> Any:
+        return await asyncio.wait_for(self.out.get(), timeout)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+def _req(rid: Any, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+def _note(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+async def _ready(peer: Any, fa: dict[str, Any]) -> None:
+    await peer.send(_req(0, "initialize", fa["init"]))
+    r = await peer.recv()
+    assert type(r) is dict and "result" in r, r
+
+
+async def _usable(peer: Any, fa: dict[str, Any], rid: Any = "after") -> None:
+    """The connection still serves a plain request."""
+    await peer.send(_req(rid, "session/new", fa["new"]))
+    while True:
+        r = await peer.recv()
+        if type(r) is dict and r.get("id") == rid and "method" not in r:
+            break
+    assert "sessionId" in r["result"], r
+
+
+async def rule_requests(peer: Any, fa: dict[str, Any]) -> None:
+    """One array with every response, ids echoed exactly (integer and string)."""
+    await peer.send(
+        [
+            _req(7, "session/new", fa["new"]),
+            _note("$/cancel_request", {"requestId": 999}),
+            _req("s-7", "session/new", fa["new"]),
+            _req(8, "no/such_method", {}),
+        ]
+    )
+    got = await peer.recv()
+    assert type(got) is list, got
+    by_id = {json.dumps(r["id"]): r for r in got}
+    assert set(by_id) == {"7", '"s-7"', "8"}, got
+    assert "sessionId" in by_id["7"]["result"] and "sessionId" in by_id['"s-7"']["result"]
+    assert by_id["8"]["error"]["code"] == -32601
+    await _usable(peer, fa)
+
+
+async def rule_notifications_only(peer: Any, fa: dict[str, Any]) -> None:
+    """A batch of notifications gets no reply at all: the next frame is the next answer."""
+    await peer.send([_note("$/cancel_request", {"requestId": 1}), _note("_acme/ping", {"n": 1})])
+    await _usable(peer, fa, rid="first")
+    await peer.send(_req("probe", "session/new", fa["new"]))
+    r = await peer.recv()
+    assert type(r) is dict and r.get("id") == "probe", r
+
+
+async def rule_invalid_entries(peer: Any, fa: dict[str, Any]) -> None:
+    """Per-entry -32600 with id null; valid siblings still run."""
+    await peer.send([17, True, None])
+    got = await peer.recv()
+    assert type(got) is list and len(got) == 3, got
+    assert all(e["id"] is None and e["error"]["code"] == -32600 for e in got), got
+    await peer.send([1, _req(5, "session/new", fa["new"]), {"foo": "bar"}])
+    got = await peer.recv()
+    assert type(got) is list and len(got) == 3, got
+    errors = [e for e in got if "error" in e]
+    assert len(errors) == 2 and all(e["id"] is None for e in errors), got
+    assert all(e["error"]["code"] == -32600 for e in errors), got
+    (ok,) = [e for e in got if "result" in e]
+    assert ok["id"] == 5 and "sessionId" in ok["result"]
+    await _usable(peer, fa)
+
+
+async def rule_empty(peer: Any, fa: dict[str, Any]) -> None:
+    """`[]`: a single -32600 object with id null, never an array."""
+    await peer.send([])
+    got = await peer.recv()
+    assert type(got) is dict, got
+    assert got["id"] is None and got["error"]["code"] == -32600
+    await _usable(peer, fa)
+
+
+RULES = {
+    "requests": rule_requests,
+    "notifications_only": rule_notifications_only,
+    "invalid_entries": rule_invalid_entries,
+    "empty": rule_empty,
+}
+
+
+def _in_process(fa: dict[str, Any], rule: Any) -> None:
+    async def main() -> None:
+        peer = RawInProcess(fa)
+        await _ready(peer, fa)
+        await rule(peer, fa)
+        await peer.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batch_of_requests_gets_one_array_with_every_id_echoed(any_rev: dict[str, Any]) -> None:
+    _in_process(any_rev, rule_requests)
+
+
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batch_of_notifications_only_gets_no_reply(any_rev: dict[str, Any]) -> None:
+    _in_process(any_rev, rule_notifications_only)
+
+
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batch_invalid_entries_get_per_entry_errors_and_siblings_run(
+    any_rev: dict[str, Any],
+) -> None:
+    _in_process(any_rev, rule_invalid_entries)
+
+
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_empty_batch_gets_a_single_error_object(any_rev: dict[str, Any]) -> None:
+    _in_process(any_rev, rule_empty)
+
+
+def test_batch_answers_after_every_request_in_it_is_processed(any_rev: dict[str, Any]) -> None:
+    """A prompt turn and a quick request in one batch: the array comes after the turn
+    (v1: every update of the turn before it), holding both answers."""
+
+    async def main() -> None:
+        peer = RawInProcess(any_rev)
+        await _ready(peer, any_rev)
+        await peer.send(_req(1, "session/new", any_rev["new"]))
+        sid = (await peer.recv())["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "seq t 5 0.01"}]}
+        await peer.send([_req(2, "session/prompt", prompt), _req(3, "session/new", any_rev["new"])])
+        frames = []
+        while True:
+            f = await peer.recv()
+            frames.append(f)
+            if type(f) is list:
+                break
+        assert sorted(r["id"] for r in frames[-1]) == [2, 3]
+        texts = [
+            m["params"]["update"].get("content", {}).get("text")
+            for m in frames[:-1]
+            if type(m) is dict and m.get("method") == "session/update"
+        ]
+        if any_rev["rev"] == "v1":  # the turn ends before its answer
+            assert [t for t in texts if t] == [f"t:{i}" for i in range(5)]
+        await peer.close()
+
+    asyncio.run(main())
+
+
+class StdioRaw:
+    """A generated agent over stdio: raw JSON lines (objects and arrays)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, env: dict[str, str], package: str) -> StdioRaw:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            package,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+        )
+        return cls(proc)
+
+    async def send(self, obj: Any) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(orjson.dumps(obj) + b"\n")
+        await self.proc.stdin.drain()
+
+    async def recv(self, timeout: float = 10) -> Any:
+        assert self.proc.stdout
+        return orjson.loads(await asyncio.wait_for(self.proc.stdout.readline(), timeout))
+
+    async def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        assert await asyncio.wait_for(self.proc.wait(), 10) == 0
+
+
+class WsRaw:
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+
+    async def send(self, obj: Any) -> None:
+        await self.ws.send(orjson.dumps(obj).decode())
+
+    async def recv(self, timeout: float = 10) -> Any:
+        return orjson.loads(await asyncio.wait_for(self.ws.recv(), timeout))
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+@pytest.mark.slow
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batches_over_stdio_follow_every_rule(any_rev: dict[str, Any]) -> None:
+    async def main() -> None:
+        for rule in RULES.values():
+            peer = await StdioRaw.start(any_rev["env"], any_rev["package"])
+            await _ready(peer, any_rev)
+            await rule(peer, any_rev)
+            await peer.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batches_over_websocket_follow_every_rule(any_rev: dict[str, Any]) -> None:
+    import websockets
+
+    port = hs.free_port()
+    proc = hs.start_http(any_rev["env"], any_rev["package"], port)
+
+    async def main() -> None:
+        for rule in RULES.values():
+            async with websockets.connect(f"ws://127.0.0.1:{port}/acp") as ws:
+                peer = WsRaw(ws)
+                await _ready(peer, any_rev)
+                await rule(peer, any_rev)
+
+    try:
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.wire_check_send_only  # bad entries on purpose
+def test_batch_post_over_http_is_refused_501(any_rev: dict[str, Any]) -> None:
+    """The HTTP transport RFD: a batch POST gets 501 (the connection is untouched)."""
+    import httpx
+
+    port = hs.free_port()
+    proc = hs.start_http(any_rev["env"], any_rev["package"], port)
+    try:
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/acp",
+            content=orjson.dumps([_req(1, "initialize", any_rev["init"])]),
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+        assert r.status_code == 501
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _build_client(tmp: Path, shared_acp: Path, rev: str, package: str) -> Path:
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    schema = json.loads((shared_acp / rev / "schema.json").read_text())
+    files = render_generated(
+        schema=schema,
+        meta=None,
+        manifest=hs.MANIFEST,
+        role="client",
+        transport="stdio",
+        package=package,
+    )
+    pkg = tmp / package
+    write_generated(pkg / "_generated", files)
+    (pkg / "__init__.py").write_text("")
+    return tmp
+
+
+@pytest.mark.slow
+def test_generated_client_sends_a_batch_and_gets_typed_results(
+    any_rev: dict[str, Any], tmp_path: Path, shared_acp: Path
+) -> None:
+    """`AgentConnection.batch(...)`: one array frame, each result typed as its method's
+    result model in the order given, a failed request's RpcError returned in its place."""
+    package = "bclient_" + any_rev["package"]
+    root = _build_client(tmp_path, shared_acp, any_rev["rev"], package)
+    sys.path.insert(0, str(root))
+    dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
+    client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
+    errors = __import__(f"{package}._generated.runtime.errors", fromlist=["_"])
+    models = __import__(f"{package}._generated.models", fromlist=["_"])
+
+    async def main() -> None:
+        client = dispatcher.ClientBase()
+        cm = client_rt.spawn_agent(
+            client,
+            dispatcher.AgentConnection,
+            sys.executable,
+            "-m",
+            any_rev["package"],
+            env=any_rev["env"],
+        )
+        async with cm as agent:
+            await agent.negotiate(client)
+            new = any_rev["new"]
+            a, bad, b = await agent.batch(
+                ("session/new", new), ("_acme/unknown", {}), ("session/new", new)
+            )
+            assert isinstance(a, models.NewSessionResponse), a
+            assert isinstance(b, models.NewSessionResponse), b
+            assert a.session_id != b.session_id
+            assert isinstance(bad, errors.RpcError) and bad.code == -32601
+            # still usable
+            assert isinstance(await agent.session_new(new), models.NewSessionResponse)
+
+    asyncio.run(main())

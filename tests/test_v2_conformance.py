@@ -539,3 +539,76 @@ def test_generated_client_sends_a_batch_and_gets_typed_results(
             assert isinstance(await agent.session_new(new), models.NewSessionResponse)
 
     asyncio.run(main())
+
+
+# ---- session/resume replay primers ---------------------------------------------------
+def test_v2_resume_replay_primes_each_chunked_message_with_an_empty_whole_message(
+    v2: dict[str, Any],
+) -> None:
+    """In a `session/resume` replay, each `*_chunk` update for a message id comes after
+    the whole-message update for that id (`agent_message_chunk` after `agent_message`)
+    with `content: []`: a client that patches messages by id starts each one empty."""
+    store_mod = hs.runtime_of(v2["package"], "store")
+    rev = __import__(f"{v2['package']}._generated.revision", fromlist=["_"]).REVISION
+    pairs = dict(rev.sessions.replay_primers)
+    assert pairs["agent_message_chunk"] == "agent_message"
+
+    async def main() -> None:
+        store = store_mod.MemorySessionStore()
+        out_a: list[Any] = []
+        out_b: list[Any] = []
+
+        def sink_of(out: list[Any]) -> Any:
+            async def sink(batch: list[tuple[bytes, Any]]) -> None:
+                out.extend(orjson.loads(f) for f, _ in batch)
+
+            return sink
+
+        a = v2["serve"].agent_connection(v2["agent"](), sink_of(out_a), store=store)
+        a.feed(orjson.dumps(_req(1, "initialize", V2_INIT)))
+        a.feed(orjson.dumps(_req(2, "session/new", {"cwd": "/w"})))
+        for _ in range(500):
+            new = [m for m in out_a if m.get("id") == 2]
+            if new:
+                break
+            await asyncio.sleep(0.01)
+        sid = new[0]["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "seq t 3"}]}
+        a.feed(orjson.dumps(_req(3, "session/prompt", prompt)))
+        for _ in range(500):  # the turn runs on after the answer: wait for its idle
+            if any(
+                m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle"
+                for m in out_a
+            ):
+                break
+            await asyncio.sleep(0.01)
+        await a.close()
+
+        b = v2["serve"].agent_connection(v2["agent"](), sink_of(out_b), store=store)
+        b.feed(orjson.dumps(_req(1, "initialize", V2_INIT)))
+        resume = {"sessionId": sid, "cwd": "/w", "replayFrom": {"type": "start"}}
+        b.feed(orjson.dumps(_req(2, "session/resume", resume)))
+        for _ in range(500):
+            if any(m.get("id") == 2 for m in out_b):
+                break
+            await asyncio.sleep(0.01)
+        await b.close()
+        replay = [m["params"]["update"] for m in out_b if m.get("method") == "session/update"]
+        chunks = [u for u in replay if u["sessionUpdate"] in pairs]
+        assert len([u for u in chunks if u["sessionUpdate"] == "agent_message_chunk"]) == 3
+        for i, u in enumerate(replay):
+            whole = pairs.get(u["sessionUpdate"])
+            if whole is None:
+                continue
+            first = next(
+                (
+                    (j, w)
+                    for j, w in enumerate(replay)
+                    if w["sessionUpdate"] == whole and w.get("messageId") == u["messageId"]
+                ),
+                None,
+            )
+            assert first is not None and first[0] < i, (u, replay)
+            assert first[1]["content"] == [], first
+
+    asyncio.run(main())

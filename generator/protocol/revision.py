@@ -138,6 +138,34 @@ class _Defs:
         return None
 
 
+def _replay_primers(d: _Defs, chunk_id: str | None) -> tuple[tuple[str, str], ...]:
+    """The (chunk tag, whole-message tag) pairs of `SessionUpdate`: a `<x>_chunk` variant
+    (a `ContentChunk` carrying a message id) whose `<x>` variant is a whole message (a
+    message id and a `content` array)."""
+    if not chunk_id:
+        return ()
+    variants: dict[str, list[str]] = {}
+    for branch in (
+        d.node("SessionUpdate").get("anyOf") or d.node("SessionUpdate").get("oneOf") or []
+    ):
+        if not isinstance(branch, dict):
+            continue
+        tag = ((branch.get("properties") or {}).get("sessionUpdate") or {}).get("const")
+        if isinstance(tag, str):
+            variants[tag] = list(schemas.refs(branch))
+    out = []
+    for tag, refs in sorted(variants.items()):
+        whole = tag.removesuffix("_chunk")
+        if whole == tag or whole not in variants or "ContentChunk" not in refs:
+            continue
+        props = {k: v for r in variants[whole] for k, v in d.props(r).items()}
+        content = props.get("content")
+        kind = content.get("type") if isinstance(content, dict) else None
+        if chunk_id in props and (kind == "array" or (isinstance(kind, list) and "array" in kind)):
+            out.append((tag, whole))
+    return tuple(out)
+
+
 def _version(meta: dict[str, Any] | None, v2_lifecycle: bool) -> int:
     version = (meta or {}).get("version")
     if isinstance(version, int) and not isinstance(version, bool):
@@ -267,6 +295,7 @@ def describe(
         description="description" if d.has(perm_req, "description") else None,
     )
     resume_req = cls("agent", "session/resume", "params")
+    sessions_replay = d.has(resume_req, "replayFrom")
     sessions = rv.SessionShape(
         load=("agent", "session/load") in by_name,
         resume=("agent", "session/resume") in by_name,
@@ -274,6 +303,7 @@ def describe(
         list=("agent", "session/list") in by_name,
         close=("agent", "session/close") in by_name,
         delete=("agent", "session/delete") in by_name,
+        replay_primers=_replay_primers(d, chunk_id) if sessions_replay else (),
     )
     models = rv.ModelNames(
         initialize_request=init_req,

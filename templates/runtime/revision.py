@@ -127,6 +127,10 @@ class SessionShape:
     list: bool
     close: bool
     delete: bool
+    # (chunk tag, whole-message tag) pairs of SessionUpdate, e.g. ("agent_message_chunk",
+    # "agent_message"): a replay primes each message with its whole-message update
+    # (`content: []`) before the first chunk of that message (v2)
+    replay_primers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -612,3 +612,19 @@ def test_v2_resume_replay_primes_each_chunked_message_with_an_empty_whole_messag
             assert first[1]["content"] == [], first
 
     asyncio.run(main())
+
+
+# ---- tracking the draft ----------------------------------------------------------------
+def test_revision_report_says_what_moved_between_locked_v2_drafts(shared_acp: Path) -> None:
+    """Both locked v2 drafts (npm 2.0.0, 2.4.0) are tested; the revision report between
+    them names what moved, so a new release is one lock entry and one report away."""
+    from generator.protocol.diff import diff_schemas
+
+    assert {"v2", "v2-2.4.0"} <= set(V2_REVS)
+    old = json.loads((shared_acp / "v2" / "schema.json").read_text())
+    new = json.loads((shared_acp / "v2-2.4.0" / "schema.json").read_text())
+    report = diff_schemas(old, new)
+    added = {c.subject for c in report.entries if c.kind == "method-added"}
+    assert {"terminal/cancel", "tool_call/cancel"} <= added, added
+    required = [c for c in report.entries if c.subject == "AvailableCommand.type"]
+    assert required and all(c.breaking for c in required), required

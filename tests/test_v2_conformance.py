@@ -628,3 +628,36 @@ def test_revision_report_says_what_moved_between_locked_v2_drafts(shared_acp: Pa
     assert {"terminal/cancel", "tool_call/cancel"} <= added, added
     required = [c for c in report.entries if c.subject == "AvailableCommand.type"]
     assert required and all(c.breaking for c in required), required
+
+
+def test_v2_client_declares_capability_markers_at_initialize(
+    v2: dict[str, Any], tmp_path: Path, shared_acp: Path, own_log: Path
+) -> None:
+    """What the generated client sends at `initialize` on v2: markers (`{}`), no boolean
+    anywhere, and the frame passes the strict send check of the client side."""
+    rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
+    package = "iclient_" + v2["package"]
+    root = _build_client(tmp_path, shared_acp, rev, package)
+    sys.path.insert(0, str(root))
+    dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
+    client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
+    wc = __import__(f"{package}._generated.runtime.wirecheck", fromlist=["_"])
+    sent: list[dict[str, Any]] = []
+
+    class Recorder:
+        async def request(self, method: str, params: Any) -> Any:
+            sent.append(params)
+            return {"protocolVersion": 2, "info": {"name": "a", "version": "1"}}
+
+    client = dispatcher.ClientBase()
+    proxy = dispatcher.AgentConnection(Recorder())
+    asyncio.run(client_rt.negotiate(proxy, client))
+    (params,) = sent
+    assert params["capabilities"] == {"elicitation": {"form": {}}}
+    assert _booleans(params) == []
+    check = wc.for_owner(client)
+    assert check is not None
+    check.sent(
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}), None
+    )
+    assert not own_log.exists()

@@ -482,7 +482,9 @@ def test_batch_post_over_http_is_refused_501(any_rev: dict[str, Any]) -> None:
         proc.wait(10)
 
 
-def _build_client(tmp: Path, shared_acp: Path, rev: str, package: str) -> Path:
+def _build_client(
+    tmp: Path, shared_acp: Path, rev: str, package: str, transport: str = "stdio"
+) -> Path:
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
@@ -492,7 +494,7 @@ def _build_client(tmp: Path, shared_acp: Path, rev: str, package: str) -> Path:
         meta=None,
         manifest=hs.MANIFEST,
         role="client",
-        transport="stdio",
+        transport=transport,
         package=package,
     )
     pkg = tmp / package
@@ -661,3 +663,51 @@ def test_v2_client_declares_capability_markers_at_initialize(
         orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}), None
     )
     assert not own_log.exists()
+
+
+@pytest.mark.slow
+def test_generated_http_client_batch_fails_each_request_and_keeps_the_connection(
+    v2: dict[str, Any], tmp_path: Path, shared_acp: Path
+) -> None:
+    """Over HTTP a batch is refused (the transport RFD: 501): `batch()` returns an error
+    for each request, at once, and the connection serves on; over the WebSocket of the
+    same agent the batch gets its typed results."""
+    rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
+    package = "hclient_" + v2["package"]
+    root = _build_client(tmp_path, shared_acp, rev, package, transport="http")
+    sys.path.insert(0, str(root))
+    dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
+    http_client = __import__(f"{package}._generated.runtime.http_client", fromlist=["_"])
+    errors = __import__(f"{package}._generated.runtime.errors", fromlist=["_"])
+    models = __import__(f"{package}._generated.models", fromlist=["_"])
+    port = hs.free_port()
+    proc = hs.start_http(v2["env"], v2["package"], port)
+
+    async def main() -> None:
+        client = dispatcher.ClientBase()
+        url = f"http://127.0.0.1:{port}/acp"
+        async with http_client.connect_http(client, dispatcher.AgentConnection, url) as agent:
+            await agent.negotiate(client)
+            got = await asyncio.wait_for(
+                agent.batch(("session/new", {"cwd": "/w"}), ("session/new", {"cwd": "/w"})), 10
+            )
+            assert all(isinstance(e, errors.RpcError) for e in got), got
+            assert all((e.data or {}).get("status") == 501 for e in got), got
+            new = await agent.session_new({"cwd": "/w"})
+            assert isinstance(new, models.NewSessionResponse)
+        # the same client over the agent's WebSocket: batches work there
+        async with http_client.connect_http(
+            client, dispatcher.AgentConnection, url, websocket=True
+        ) as agent:
+            await agent.negotiate(client)
+            a, b = await asyncio.wait_for(
+                agent.batch(("session/new", {"cwd": "/w"}), ("session/new", {"cwd": "/w"})), 10
+            )
+            assert isinstance(a, models.NewSessionResponse), a
+            assert isinstance(b, models.NewSessionResponse), b
+
+    try:
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -224,6 +224,10 @@ class StdioPeer:
             except ValueError:
                 self.bad_lines.append(line)
                 continue
+            if type(msg) is list and msg and all(type(m) is dict for m in msg):
+                for m in msg:  # a JSON-RPC batch's answers, one array
+                    self.msgs.put_nowait(m)
+                continue
             if type(msg) is not dict:
                 self.bad_lines.append(line)
                 continue

@@ -13,7 +13,11 @@ from typer.testing import CliRunner
 from generator.cli import app
 from generator.protocol.diff import Change, Report, diff_schemas, format_json, format_text
 
-PAIRS = [("legacy/schema.json", "v1/schema.json"), ("v1/schema.json", "v2/schema.json")]
+PAIRS = [
+    ("legacy/schema.json", "v1/schema.json"),
+    ("v1/schema.json", "v2/schema.json"),
+    ("v2/schema.json", "v2-2.4.0/schema.json"),  # the v2 draft, npm 2.0.0 -> 2.4.0
+]
 BREAKING_KINDS = {"method-removed", "type-removed", "field-removed", "field-required"}
 NEVER_BREAKING = {
     "method-added",

@@ -11,7 +11,8 @@ sent, notifications with ids, batches, ``$/cancel_request`` with junk ids.
 
 Invariants (an independent oracle computes what each frame must get):
 * every request with a valid id gets exactly one answer with the right code: -32700 with
-  id null for a parse error, -32600 for a wrong shape / batch / oversized frame, -32601
+  id null for a parse error, -32600 for a wrong shape / oversized frame / empty batch
+  (a batch's entries are answered each in one array, JSON-RPC's rules), -32601
   for an unknown method, -32602 with ``params`` field locations for wrong params, never
   -32603 (an internal error means the runtime tripped over input);
 * a wrong-typed required field is refused (-32602) whenever the same method with valid
@@ -270,8 +271,27 @@ def expect(line: bytes, methods: dict[str, Any], max_size: int | None) -> Expect
     ok, msg = _parse(line)
     if not ok:
         return Expect("answer", None, frozenset({-32700}))
-    if type(msg) is not dict:
-        return Expect("answer", None, frozenset({-32600}))  # batches are not supported
+    if type(msg) is not dict:  # `[]` too; a non-empty batch: see expect_all
+        return Expect("answer", None, frozenset({-32600}))
+    return _expect_msg(msg, methods)
+
+
+def expect_all(line: bytes, methods: dict[str, Any], max_size: int | None) -> list[Expect]:
+    """What one frame must get back, entry by entry: a JSON-RPC batch is answered per
+    entry (in one array; an entry that is not an object: -32600 with id null)."""
+    if max_size is None or len(line) <= max_size:
+        ok, msg = _parse(line) if line.strip() else (False, None)
+        if ok and type(msg) is list and msg:
+            return [
+                _expect_msg(m, methods)
+                if type(m) is dict
+                else Expect("answer", None, frozenset({-32600}))
+                for m in msg
+            ]
+    return [expect(line, methods, max_size)]
+
+
+def _expect_msg(msg: dict[str, Any], methods: dict[str, Any]) -> Expect:
     has_id = "id" in msg
     rid = msg.get("id")
     if has_id and not (rid is None or type(rid) in (int, str)):
@@ -529,6 +549,10 @@ class InProcess:
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             for frame, _sid in batch:
                 msg = orjson.loads(frame)  # every frame the agent writes is JSON
+                if type(msg) is list:  # a batch's answers: a non-empty array of answers
+                    assert msg and all(type(m) is dict and "method" not in m for m in msg)
+                    self.answers.extend(msg)
+                    continue
                 assert type(msg) is dict
                 (self.answers if "method" not in msg else self.out).append(msg)
 
@@ -657,7 +681,7 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
 
         async def go() -> None:
             nonlocal frames_fed
-            oracle: dict[bytes, Expect] = {}
+            oracle: dict[bytes, list[Expect]] = {}
             p = InProcess(fa)
             sid = await p.session()
             p.answers.clear()
@@ -672,12 +696,13 @@ def test_fuzz_in_process(fuzz_agent: dict[str, Any]) -> None:
                         frame = _with_session(frame, sid)
                         e = expect(frame, methods, MAX_SIZE)
                         e.must_reject = True
+                        got = [e]
                     else:
-                        e = oracle.get(frame) or oracle.setdefault(
-                            frame, expect(frame, methods, MAX_SIZE)
+                        got = oracle.get(frame) or oracle.setdefault(
+                            frame, expect_all(frame, methods, MAX_SIZE)
                         )
                     lines.append(frame)
-                    expects.append(e)
+                    expects.extend(got)
             blob = b"\n".join(lines) + b"\n"
             pos = 0
             for cut in sorted(cuts):  # arbitrary read boundaries, even inside a frame
@@ -782,7 +807,7 @@ def test_fuzz_typed_overrides(typed_agent: dict[str, Any]) -> None:
             assert any(loc[0] == "params" and field in loc for loc in locs), (name, field, locs)
         rng = random.Random(3)
         lines = _junk_lines(rng, fa, 3000)
-        expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
+        expects = [e for f in lines for e in expect_all(f, fa["methods"], MAX_SIZE)]
         p.answers.clear()
         p.reader.feed_data(b"\n".join(lines) + b"\n")
         await p.wait_for(sum(1 for e in expects if e.kind == "answer"))
@@ -846,7 +871,7 @@ def test_fuzz_stdio_subprocess(rev: str, request: pytest.FixtureRequest) -> None
     fa = request.getfixturevalue("fuzz_agent" if rev == "v1" else "fuzz_agent_v2")
     rng = random.Random(7)
     lines = _junk_lines(rng, fa, 6000)
-    expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
+    expects = [e for f in lines for e in expect_all(f, fa["methods"], MAX_SIZE)]
 
     async def main() -> int:
         env = {**fa["env"], "ACP_MAX_MESSAGE_SIZE": str(MAX_SIZE)}
@@ -1037,24 +1062,24 @@ async def _fuzz_websocket(fa: dict[str, Any], port: int, rng: random.Random) -> 
     import websockets
 
     lines = _junk_lines(rng, fa, 2000)
-    expects = [expect(f, fa["methods"], MAX_SIZE) for f in lines]
     async with websockets.connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
         for f in lines:
             await ws.send(f.decode("utf-8", "replace"))
             await ws.send(b"\x00binary ignored")
-        want = Counter(
-            json.dumps(e.id)
-            for f, e in zip(lines, expects, strict=True)
-            if e.kind == "answer"
-            and expect(f.decode("utf-8", "replace").encode(), fa["methods"], MAX_SIZE).kind
-            == "answer"
-        )
+        want: Counter[str] = Counter()
+        for f in lines:  # what the text frame (invalid UTF-8 replaced) must get
+            raw = expect_all(f, fa["methods"], MAX_SIZE)
+            if len(raw) == 1 and raw[0].kind != "answer":
+                continue
+            text = expect_all(f.decode("utf-8", "replace").encode(), fa["methods"], MAX_SIZE)
+            want.update(json.dumps(e.id) for e in text if e.kind == "answer")
         got: Counter[str] = Counter()
         while sum(got.values()) < sum(want.values()):
             m = json.loads(await asyncio.wait_for(ws.recv(), 15))
-            if "method" not in m:
-                assert _code(m) != -32603, m
-                got[json.dumps(m.get("id"))] += 1
+            for a in m if type(m) is list else [m]:  # a batch's answers come in one array
+                if "method" not in a:
+                    assert _code(a) != -32603, a
+                    got[json.dumps(a.get("id"))] += 1
         assert got == want
         init = {"protocolVersion": 1}
         await ws.send(

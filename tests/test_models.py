@@ -29,6 +29,7 @@ REVISIONS = {
     "v1": "v1/schema.json",
     "v1-unstable": "v1/schema.unstable.json",
     "v2": "v2/schema.json",
+    "v2-2.4.0": "v2-2.4.0/schema.json",  # the draft as users get it (npm 2.4.0)
 }
 CASES = Path(__file__).parent / "cases" / "messages"
 NUMBERED = re.compile(r"^(?:class (\w*?\d+)\(|(\w*?[A-Za-z]\d+) = )", re.MULTILINE)

@@ -214,7 +214,8 @@ def test_v2_agent_frames_match_the_v2_schema(v2_agent: Path) -> None:
             m.InitializeResponse.model_validate(init)
             assert init["protocolVersion"] == 2 and init["info"]["name"] == "rev-agent"
             assert "agentInfo" not in init and "agentCapabilities" not in init
-            assert init["capabilities"]["session"]["prompt"]["embeddedContext"] is True
+            # v2 capability markers: `{}` supported, absent not (never a boolean)
+            assert init["capabilities"]["session"]["prompt"] == {"embeddedContext": {}}
             assert set(init["capabilities"]) <= {"session", "auth", "_meta"}
 
             new = (await raw.call(2, "session/new", {"cwd": "/tmp"}))["result"]

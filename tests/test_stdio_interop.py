@@ -333,8 +333,9 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         await raw.send(b"{not json")
         m = await raw.recv()
         assert m["id"] is None and m["error"]["code"] == -32700
-        await raw.send([1, 2])
-        assert (await raw.recv())["error"]["code"] == -32600
+        await raw.send([1, 2])  # a batch of two invalid entries: one array, an error each
+        errors: Any = await raw.recv()
+        assert [(e["id"], e["error"]["code"]) for e in errors] == [(None, -32600)] * 2
         await raw.send({"jsonrpc": "1.0", "id": 7, "method": "initialize"})
         m = await raw.recv()
         assert m["id"] == 7 and m["error"]["code"] == -32600

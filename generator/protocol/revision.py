@@ -97,6 +97,16 @@ class _Defs:
             frontier = nxt
         return ()
 
+    def flags(self, name: str | None) -> tuple[str, ...]:
+        """The properties of `name` typed boolean (a capability flag: true / false); the
+        others are object markers (`{}` = supported, absent or null = not)."""
+        out = []
+        for key, value in self.props(name).items():
+            kind = value.get("type") if isinstance(value, dict) else None
+            if kind == "boolean" or (isinstance(kind, list) and "boolean" in kind):
+                out.append(key)
+        return tuple(sorted(out))
+
     def consts(self, name: str | None, field: str) -> tuple[str, ...]:
         """The `const` values `field` takes in the variants (anyOf/oneOf) of `name`."""
         out: list[str] = []
@@ -126,6 +136,34 @@ class _Defs:
                 if isinstance(value, dict) and isinstance(value.get("const"), str):
                     return str(value["const"])
         return None
+
+
+def _replay_primers(d: _Defs, chunk_id: str | None) -> tuple[tuple[str, str], ...]:
+    """The (chunk tag, whole-message tag) pairs of `SessionUpdate`: a `<x>_chunk` variant
+    (a `ContentChunk` carrying a message id) whose `<x>` variant is a whole message (a
+    message id and a `content` array)."""
+    if not chunk_id:
+        return ()
+    variants: dict[str, list[str]] = {}
+    for branch in (
+        d.node("SessionUpdate").get("anyOf") or d.node("SessionUpdate").get("oneOf") or []
+    ):
+        if not isinstance(branch, dict):
+            continue
+        tag = ((branch.get("properties") or {}).get("sessionUpdate") or {}).get("const")
+        if isinstance(tag, str):
+            variants[tag] = list(schemas.refs(branch))
+    out = []
+    for tag, refs in sorted(variants.items()):
+        whole = tag.removesuffix("_chunk")
+        if whole == tag or whole not in variants or "ContentChunk" not in refs:
+            continue
+        props = {k: v for r in variants[whole] for k, v in d.props(r).items()}
+        content = props.get("content")
+        kind = content.get("type") if isinstance(content, dict) else None
+        if chunk_id in props and (kind == "array" or (isinstance(kind, list) and "array" in kind)):
+            out.append((tag, whole))
+    return tuple(out)
 
 
 def _version(meta: dict[str, Any] | None, v2_lifecycle: bool) -> int:
@@ -201,8 +239,10 @@ def describe(
         load_session=load_flag,
         prompt=prompt_path,
         prompt_fields=tuple(sorted(k for k in d.props("PromptCapabilities") if k != "_meta")),
+        prompt_flags=d.flags("PromptCapabilities"),
         session=session_path,
         session_fields=tuple(sorted(k for k in d.props("SessionCapabilities") if k != "_meta")),
+        session_flags=d.flags("SessionCapabilities"),
         providers="providers" if prov is not None else None,
         providers_is_flag=isinstance(prov, dict) and prov.get("type") == "boolean",
     )
@@ -255,6 +295,7 @@ def describe(
         description="description" if d.has(perm_req, "description") else None,
     )
     resume_req = cls("agent", "session/resume", "params")
+    sessions_replay = d.has(resume_req, "replayFrom")
     sessions = rv.SessionShape(
         load=("agent", "session/load") in by_name,
         resume=("agent", "session/resume") in by_name,
@@ -262,6 +303,7 @@ def describe(
         list=("agent", "session/list") in by_name,
         close=("agent", "session/close") in by_name,
         delete=("agent", "session/delete") in by_name,
+        replay_primers=_replay_primers(d, chunk_id) if sessions_replay else (),
     )
     models = rv.ModelNames(
         initialize_request=init_req,

@@ -145,6 +145,7 @@ Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 
 class CoreConnection(Protocol):
     max_message_size: int
+    admit_entry: Callable[[dict[str, Any]], RpcError | None] | None  # per batch entry
 
     def feed(self, frame: bytes | str) -> None: ...
     def too_large(self, size: int) -> None: ...
@@ -291,6 +292,8 @@ class HttpConnection:
         self.server = server
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
+        if ws_send is not None:
+            self.core.admit_entry = self.admit  # a batch's session/new entries count too
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
@@ -341,6 +344,10 @@ class HttpConnection:
         try:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError:
+            return
+        if type(msg) is list:  # a batch's responses
+            for entry in msg:
+                self._opened(orjson.dumps(entry))
             return
         if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
             return

@@ -109,8 +109,11 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         if names.load_session:
             caps[names.load_session] = False
         if names.prompt:
+            # embedded context: JSON input travels as an embedded resource; flags on v1,
+            # `{}` markers on v2 (a v2 client reads `true` as "not advertised")
             prompt = {"image": False, "audio": False, "embeddedContext": True}
-            _put(caps, names.prompt, {k: v for k, v in prompt.items() if k in names.prompt_fields})
+            wanted = {k: v for k, v in prompt.items() if k in names.prompt_fields}
+            _put(caps, names.prompt, names.mark(names.prompt_flags, wanted))
         if self._providers and names.providers:
             caps[names.providers] = True if names.providers_is_flag else {}
         return caps

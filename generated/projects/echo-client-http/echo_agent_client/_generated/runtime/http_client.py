@@ -122,6 +122,11 @@ class HttpTransport:
 
     async def _post(self, frame: bytes, sid: str | None) -> None:
         msg = orjson.loads(frame)
+        if type(msg) is list:  # a JSON-RPC batch: the HTTP transport refuses it (501)
+            for entry in msg:
+                rid = entry.get("id") if type(entry) is dict else None
+                self._fail(rid, "JSON-RPC batches are not supported over HTTP (501)", 501)
+            return
         method = msg.get("method")
         rid = msg.get("id") if method is not None else None
         headers = {**self.headers, "Content-Type": "application/json"}

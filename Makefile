@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo check test test-fast bench regen-golden cluster
+.PHONY: setup demo check test test-fast bench bench-stdio regen-golden cluster
 
 $(BIN)/agentgen: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python bench/run_all.py
+
+# the stdio table alone: default (SQLite) and memory stores vs the SDK and the ceiling
+bench-stdio: setup
+	$(BIN)/python bench/bench_stdio.py
 
 # Every expected output in one go (then read `git diff` before committing it): the golden
 # projects, the dogfood manifest models, and the expected files of tests/cases/.

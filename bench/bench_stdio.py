@@ -1,19 +1,34 @@
-"""stdio benchmark: the generated echo agent against an echo agent on the official SDK.
+"""stdio benchmark: the generated echo agent against the official SDK and a ceiling.
 
 Renders the echo agent's `_generated/` package into a temporary directory (from
-examples/echo/agent.yaml when present), runs ../shared/tools/acpbench.py against both
-agents in the same run for each load, and prints prompts/s with the ratio
-generated/SDK; then the import time of the generated agent vs `import acp`.
+examples/echo/agent.yaml when present) and drives, with ../shared/tools/acpbench.py,
+for each load and interleaved round by round:
 
-    .venv/bin/python bench/bench_stdio.py [--quick]
+* the generated agent with its default session store (SQLite, a fresh file per run);
+* the same agent with the memory store (``ACP_SESSION_STORE=memory:``);
+* bench/agents/sdk_echo.py, the same echo on the official SDK;
+* bench/agents/ceiling_echo.py, stdlib only, no validation, no store: the ceiling.
+
+It prints one table (date, commit, load average before and after; the median
+prompts/s of the rounds; ratios to the SDK and to the ceiling), then the import time
+of the generated agent vs `import acp`.
+
+    .venv/bin/python bench/bench_stdio.py [--quick] [--rounds 3]
+    .venv/bin/python bench/bench_stdio.py --only sqlite --store-py old=/path/store.py
+
+``--store-py LABEL=PATH`` adds a row: the generated agent (default SQLite store) with
+its runtime's store.py replaced by PATH (to compare a store change in the same run).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +58,7 @@ class Agent(AgentBase):
                 await turn.send_text(block["text"])
 '''
 
+BASE_PROMPTS = 4  # a run this short measures start-up (subtracted from the CPU figures)
 LOADS = [
     ("--prompts 2000", ["--prompts", "2000"]),
     ("--sessions 8", ["--prompts", "2000", "--sessions", "8"]),
@@ -61,7 +77,7 @@ def echo_manifest() -> dict:
     return {"name": "echo", "version": "0.1.0", "title": "Echo"}
 
 
-def build(dest: Path) -> Path:
+def build(dest: Path, package: str = "echo_bench", store_py: Path | None = None) -> Path:
     sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
@@ -72,10 +88,12 @@ def build(dest: Path) -> Path:
         manifest=echo_manifest(),
         role="agent",
         transport="stdio",
-        package="echo_bench",
+        package=package,
     )
-    pkg = dest / "echo_bench"
+    pkg = dest / package
     write_generated(pkg / "_generated", files)
+    if store_py is not None:
+        shutil.copyfile(store_py, pkg / "_generated" / "runtime" / "store.py")
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(HANDLERS)
     (pkg / "__main__.py").write_text(
@@ -84,7 +102,17 @@ def build(dest: Path) -> Path:
     return dest
 
 
-def acpbench(args: list[str], cmd: list[str], env: dict[str, str]) -> float:
+WRAP = REPO / "bench" / "agents" / "cpu_wrap.py"
+
+
+def acpbench(args: list[str], cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """prompts/s, and the CPU seconds the agent process used (start-up included)."""
+    with tempfile.NamedTemporaryFile("r") as cpu:
+        rate = _acpbench(args, [PY, str(WRAP), cpu.name, "--", *cmd], env)
+        return rate, float(cpu.read() or "nan")
+
+
+def _acpbench(args: list[str], cmd: list[str], env: dict[str, str]) -> float:
     out = subprocess.run(
         [PY, str(ACPBENCH), "--timeout", "120", *args, "--", *cmd],
         capture_output=True,
@@ -108,30 +136,111 @@ def import_time(stmt: str, env: dict[str, str], runs: int = 7) -> float:
     return best
 
 
+def commit() -> str:
+    def git(*args: str) -> str:
+        r = subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False
+        )
+        return r.stdout.strip()
+
+    dirty = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    return (git("rev-parse", "--short", "HEAD") or "?") + dirty
+
+
+def loadavg() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def quick_args(load_args: list[str]) -> list[str]:
+    return [
+        str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
+        for prev, a in zip(["", *load_args], load_args, strict=False)
+    ]
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
+    ap.add_argument("--only", action="append", default=[], help="a row to run (repeatable)")
+    ap.add_argument("--load", action="append", default=[], help="a load label to run")
+    ap.add_argument("--store-py", action="append", default=[], metavar="LABEL=PATH")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = build(Path(tmp))
         env = {**os.environ, "PYTHONPATH": str(root)}
-        ours = [PY, "-m", "echo_bench"]
-        sdk = [PY, str(REPO / "bench" / "agents" / "sdk_echo.py")]
-        print(f"{'load':<16}{'generated/s':>14}{'sdk/s':>12}{'ratio':>8}")
-        for label, load_args in LOADS:
-            args = load_args
-            if opts.quick:
-                args = [
-                    str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
-                    for prev, a in zip(["", *load_args], load_args, strict=False)
-                ]
-            a = acpbench(args, ours, env)
-            b = acpbench(args, sdk, env)
-            print(f"{label:<16}{a:>14.1f}{b:>12.1f}{a / b:>8.2f}x")
+        env.pop("ACP_SESSION_STORE", None)
+        db = Path(tmp) / "db"
+        rows: dict[str, tuple[list[str], dict[str, str]]] = {
+            "sqlite": ([PY, "-m", "echo_bench"], {**env, "ACP_SESSION_DB": str(db / "s.db")}),
+            "memory": ([PY, "-m", "echo_bench"], {**env, "ACP_SESSION_STORE": "memory:"}),
+        }
+        for i, spec in enumerate(opts.store_py):
+            label, _, path = spec.partition("=")
+            pkg = f"echo_alt{i}"
+            build(Path(tmp), pkg, Path(path))
+            rows[label] = ([PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db / "s.db")})
+        rows["sdk"] = ([PY, str(REPO / "bench" / "agents" / "sdk_echo.py")], env)
+        rows["ceiling"] = ([PY, str(REPO / "bench" / "agents" / "ceiling_echo.py")], env)
+        extra = ("sdk", "ceiling", *(spec.partition("=")[0] for spec in opts.store_py))
+        wanted = [r for r in rows if not opts.only or r in opts.only or r in extra]
+        loads = [(lab, a) for lab, a in LOADS if not opts.load or lab in opts.load]
+        before = loadavg()
+        figures: dict[tuple[str, str], list[float]] = {}
+        cpu: dict[tuple[str, str], list[float]] = {}
+        base_args = ["--prompts", str(BASE_PROMPTS)]
+        for _ in range(opts.rounds):
+            for label, load_args in [("base", base_args), *loads]:
+                args = quick_args(load_args) if opts.quick and label != "base" else load_args
+                prompts = int(args[args.index("--prompts") + 1])
+                for row in wanted:
+                    shutil.rmtree(db, ignore_errors=True)
+                    db.mkdir()
+                    cmd, row_env = rows[row]
+                    rate, seconds = acpbench(args, cmd, row_env)
+                    figures.setdefault((label, row), []).append(rate)
+                    if label == "base":
+                        cpu.setdefault((label, row), []).append(seconds)
+                    else:  # CPU per prompt beyond start-up (this round's base run)
+                        start = cpu[("base", row)][-1] * (1 - BASE_PROMPTS / prompts)
+                        per = (seconds - start) / (prompts - BASE_PROMPTS) * 1e3
+                        cpu.setdefault((label, row), []).append(per)
+        after = loadavg()
+        date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        print(
+            f"bench_stdio: {date}, commit {commit()}, load average {before} before, "
+            f"{after} after, {os.cpu_count()} CPUs, median of {opts.rounds} interleaved rounds"
+            + (", --quick" if opts.quick else "")
+        )
+        print(
+            "prompts/s (higher is better) and the agent process's CPU ms per prompt beyond "
+            "start-up (lower is better), each the median of the rounds; ratios of the same "
+            "run: /SDK and /ceiling of prompts/s, SDK CPU / ours\n"
+        )
+        agents = [r for r in wanted if r not in ("sdk", "ceiling")]
+        print(
+            "| load | store | agent/s | SDK/s | ceiling/s | /SDK | /ceiling "
+            "| CPU ms | SDK CPU ms | ceiling CPU ms | SDK CPU / ours |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for label, _ in loads:
+            sdk = statistics.median(figures[(label, "sdk")])
+            ceil = statistics.median(figures[(label, "ceiling")])
+            sdk_cpu = statistics.median(cpu[(label, "sdk")])
+            ceil_cpu = statistics.median(cpu[(label, "ceiling")])
+            for row in agents:
+                ours = statistics.median(figures[(label, row)])
+                ours_cpu = statistics.median(cpu[(label, row)])
+                print(
+                    f"| `{label}` | {row} | {ours:.1f} | {sdk:.1f} | {ceil:.1f} "
+                    f"| {ours / sdk:.2f}x | {ours / ceil:.2f} | {ours_cpu:.3f} | {sdk_cpu:.3f} "
+                    f"| {ceil_cpu:.3f} | {sdk_cpu / ours_cpu:.2f}x |"
+                )
         gen = import_time("import echo_bench.handlers", env)
         acp_t = import_time("import acp", env)
         print(
-            f"import: generated agent {gen:.3f}s, `import acp` {acp_t:.3f}s, ratio {acp_t / gen:.2f}x faster"
+            f"\nimport: generated agent {gen:.3f}s, `import acp` {acp_t:.3f}s, "
+            f"ratio {acp_t / gen:.2f}x faster"
         )
     return 0
 

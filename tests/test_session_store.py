@@ -196,4 +196,4 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
         again.close()
 
     asyncio.run(go())
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (1,)
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (2,)

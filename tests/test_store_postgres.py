@@ -98,7 +98,7 @@ def test_schema_created_once_by_replicas_starting_together(pg: cs.Server) -> Non
     import psycopg
 
     with psycopg.connect(url) as c:
-        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(1,)]
+        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(2,)]
 
 
 @pytest.mark.slow

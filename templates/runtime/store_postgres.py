@@ -20,7 +20,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from .jsonrpc import register_secrets
 from .masking import url_secrets
-from .store import cursor_seq
+from .store import (
+    DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_TURNS,
+    FROM_ENV,
+    Limit,
+    cursor_seq,
+    env_limit,
+    trim_plan,
+)
 
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
@@ -44,15 +52,42 @@ _MIGRATIONS: tuple[str, ...] = (
         expires timestamptz NOT NULL
     );
     """,
+    # 2: history retention (each row's turn and size, each session's kept bytes and turns)
+    """
+    ALTER TABLE acp_history ADD COLUMN turn bigint NOT NULL DEFAULT 0;
+    ALTER TABLE acp_history ADD COLUMN size bigint NOT NULL DEFAULT 0;
+    UPDATE acp_history SET size = length(message);
+    ALTER TABLE acp_sessions ADD COLUMN hbytes bigint NOT NULL DEFAULT 0;
+    ALTER TABLE acp_sessions ADD COLUMN hturns bigint NOT NULL DEFAULT 0;
+    ALTER TABLE acp_sessions ADD COLUMN hfirst bigint NOT NULL DEFAULT 1;
+    UPDATE acp_sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM acp_history);
+    UPDATE acp_sessions s SET hbytes = coalesce(
+        (SELECT sum(h.size) FROM acp_history h WHERE h.session_id = s.id), 0);
+    """,
 )
 
 
 class PostgresSessionStore:
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 8, open_timeout: float = 10.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        open_timeout: float = 10.0,
+        max_history_bytes: Limit = FROM_ENV,
+        max_history_turns: Limit = FROM_ENV,
     ) -> None:
         """``open_timeout``: how long the first call waits for the server (then it raises,
-        and the next call tries again)."""
+        and the next call tries again).  ``max_history_bytes`` / ``max_history_turns``:
+        the history kept per session, as in ``SqliteSessionStore`` (same variables and
+        defaults); the rows a trim deletes are reclaimed by PostgreSQL's autovacuum."""
+        self.max_history_bytes = env_limit(
+            max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
+        )
+        self.max_history_turns = env_limit(
+            max_history_turns, "ACP_HISTORY_MAX_TURNS", DEFAULT_HISTORY_TURNS
+        )
         self._url = url  # holds the password: never shown
         register_secrets(url_secrets(url))  # and redacted from any log line that quotes it
         self._open_timeout = open_timeout
@@ -105,9 +140,15 @@ class PostgresSessionStore:
         if not messages:
             return
         async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                "UPDATE acp_sessions SET hbytes = hbytes + %s, hturns = hturns + 1 "
+                "WHERE id = %s RETURNING hturns",
+                (sum(map(len, messages)), session_id),
+            )
+            row = await cur.fetchone()
             await cur.executemany(
-                "INSERT INTO acp_history (session_id, message) VALUES (%s, %s)",
-                [(session_id, m) for m in messages],
+                "INSERT INTO acp_history (session_id, message, turn, size) VALUES (%s, %s, %s, %s)",
+                [(session_id, m, row[0] if row else 0, len(m)) for m in messages],
             )
 
     async def history(self, session_id: str) -> list[bytes]:
@@ -137,17 +178,50 @@ class PostgresSessionStore:
                 row = await cur.fetchone()
                 if row is None or row[0] != owner:
                     return False
+            size = sum(map(len, messages))
+            await cur.execute(
+                "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns) VALUES (%s, %s, %s, 1) "
+                "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+                "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1 "
+                "RETURNING hbytes, hturns, hfirst",
+                (session_id, orjson.dumps(state), size),
+            )
+            row = await cur.fetchone()
+            kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
             if messages:
                 await cur.executemany(
-                    "INSERT INTO acp_history (session_id, message) VALUES (%s, %s)",
-                    [(session_id, m) for m in messages],
+                    "INSERT INTO acp_history (session_id, message, turn, size) "
+                    "VALUES (%s, %s, %s, %s)",
+                    [(session_id, m, turn, len(m)) for m in messages],
                 )
-            await cur.execute(
-                "INSERT INTO acp_sessions (id, state) VALUES (%s, %s) "
-                "ON CONFLICT (id) DO UPDATE SET state = excluded.state",
-                (session_id, orjson.dumps(state)),
+            # turns kept: the turn numbers from the first kept one (hfirst) to this one
+            over_turns = (
+                self.max_history_turns is not None and turn - first >= self.max_history_turns
             )
+            if over_turns or (self.max_history_bytes is not None and kept > self.max_history_bytes):
+                await self._trim(cur, session_id, kept)
         return True
+
+    async def _trim(self, cur: Any, session_id: str, kept: int) -> None:
+        """The session's oldest whole turns past its retention (``store.trim_plan``)."""
+        await cur.execute(
+            "SELECT sum(size), min(seq), turn FROM acp_history WHERE session_id = %s "
+            "GROUP BY turn ORDER BY turn",
+            (session_id,),
+        )
+        turns = await cur.fetchall()
+        cut, dropped = trim_plan(
+            [int(t[0]) for t in turns], kept, self.max_history_bytes, self.max_history_turns
+        )
+        if cut:
+            await cur.execute(
+                "DELETE FROM acp_history WHERE session_id = %s AND seq < %s",
+                (session_id, turns[cut][1]),
+            )
+            await cur.execute(
+                "UPDATE acp_sessions SET hbytes = hbytes - %s, hfirst = %s WHERE id = %s",
+                (dropped, turns[cut][2], session_id),
+            )
 
     async def delete(self, session_id: str) -> None:
         async with await self._conn() as conn, conn.transaction():

@@ -1,0 +1,207 @@
+"""The session stores' bounds and the SQLite store's write path: group commit across
+sessions, a prompt's text and its echo stored once, per-session history retention (whole
+turns, the latest kept), the memory store's least-recently-used bound, and deleted
+sessions giving their pages back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "templates"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from runtime.store import MemorySessionStore, SqliteSessionStore  # noqa: E402
+
+
+def frame(kind: str, text: str) -> bytes:
+    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    note = {"sessionId": "s", "update": update}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": note})
+
+
+def turn(i: int, text: str = "") -> list[bytes]:
+    return [frame("user_message_chunk", f"p{i}{text}"), frame("agent_message_chunk", f"a{i}")]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Any:
+    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
+    import cluster_support as cs
+
+    cs.need("postgresql")
+    server = cs.start_postgres()
+    yield server
+    server.stop()
+
+
+def make(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **bounds: Any) -> Any:
+    if kind == "memory":
+        return MemorySessionStore(**bounds)
+    if kind == "postgres":  # the same retention, on a fresh database
+        import cluster_support as cs
+        from runtime.store_postgres import PostgresSessionStore
+
+        url = cs.fresh_database(request.getfixturevalue("postgres"))
+        return PostgresSessionStore(url, **bounds)
+    return SqliteSessionStore(tmp_path / "s.db", **bounds)
+
+
+def test_sqlite_group_commit_one_transaction_for_all_sessions(tmp_path: Path) -> None:
+    """Turns of eight sessions that end together are written by one transaction, and
+    each caller hears its own answer: a turn whose owner lost the lease is refused (False)
+    without failing the others; every written turn is on disk for a new connection."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    statements: list[str] = []
+
+    async def go() -> None:
+        for i in range(8):
+            await store.save(f"s{i}", {"turns": 0})
+            assert await store.acquire(f"s{i}", "r/a", 30) is None
+        assert await store.acquire("s3", "r/b", 30, take_over=True) is None
+        store._fast.set_trace_callback(statements.append)
+        saved = await asyncio.gather(
+            *(store.save_turn(f"s{i}", {"turns": 1}, turn(i), owner="r/a") for i in range(8))
+        )
+        assert saved == [i != 3 for i in range(8)]
+
+    asyncio.run(go())
+    assert statements.count("COMMIT") == 1, statements
+    db = sqlite3.connect(tmp_path / "s.db")
+    rows = db.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
+    assert sorted(rows) == [(f"s{i}", 2) for i in range(8) if i != 3]
+    store.close()
+
+
+def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
+    tmp_path: Path,
+) -> None:
+    """A turn larger than ``inline_bytes`` is written by the worker thread (never by the
+    event loop's connection); a 1 MB prompt and its 1 MB echo are stored once (blobs), and
+    replay gives back both messages byte for byte."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    statements: list[str] = []
+    text = os.urandom(400_000).hex() + '"\\\n'  # escapes too
+    messages = [frame("user_message_chunk", text), frame("agent_message_chunk", text)]
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        store._fast.set_trace_callback(statements.append)
+        assert await store.save_turn("s", {"turns": 1}, messages) is True
+        assert await store.history("s") == messages
+
+    asyncio.run(go())
+    assert not any("INSERT" in s for s in statements), statements
+    db = sqlite3.connect(tmp_path / "s.db")
+    (held,) = db.execute(
+        "SELECT (SELECT sum(length(message)) FROM history) + (SELECT sum(length(data)) FROM blobs)"
+    ).fetchone()
+    assert held < len(messages[0]) + 1000, (held, len(messages[0]))
+    store.close()
+    again = SqliteSessionStore(tmp_path / "s.db")
+    assert asyncio.run(again.history("s")) == messages
+    again.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_history_retention_keeps_the_latest_whole_turns(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Past ``max_history_turns`` the oldest whole turns go, down to 3/4 of the bound;
+    replay starts at a kept turn's prompt and ends with the latest turn."""
+    store = make(kind, request, tmp_path, max_history_turns=8)
+
+    async def go() -> list[bytes]:
+        await store.save("s", {"turns": 0})
+        for i in range(20):
+            assert await store.save_turn("s", {"turns": i + 1}, turn(i)) is True
+        return list(await store.history("s"))
+
+    kept = asyncio.run(go())
+    assert kept == [m for i in range(12, 20) for m in turn(i)], [m[-20:] for m in kept]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_history_retention_by_bytes_keeps_the_last_turn_however_large(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    store = make(kind, request, tmp_path, max_history_bytes=10_000)
+    big = "x" * 3000
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        for i in range(10):
+            await store.save_turn("s", {"turns": i + 1}, turn(i, big))
+        kept = list(await store.history("s"))
+        assert sum(map(len, kept)) <= 10_000
+        assert kept == [m for i in range(8, 10) for m in turn(i, big)]
+        await store.save_turn("s", {"turns": 11}, turn(10, "y" * 50_000))
+        assert list(await store.history("s")) == turn(10, "y" * 50_000)
+        assert await store.load("s") == {"turns": 11}
+
+    asyncio.run(go())
+
+
+def test_memory_store_forgets_the_least_recently_used_sessions() -> None:
+    """``max_sessions`` and ``max_bytes`` bound the memory store: the least recently used
+    sessions go whole (a load counts as a use); a leased session keeps its lease, so its
+    owner's next turn is still saved."""
+    store = MemorySessionStore(max_sessions=3, max_bytes=20_000)
+
+    async def go() -> None:
+        for i in range(3):
+            await store.save(f"s{i}", {"n": i})
+        assert await store.acquire("s0", "r/a", 30) is None
+        await store.load("s0")  # s1 is now the least recently used
+        await store.save("s3", {"n": 3})
+        assert await store.load("s1") is None
+        page, _ = await store.list_sessions(None, 10)
+        assert [sid for sid, _ in page] == ["s0", "s2", "s3"]
+        for i in range(10):  # 10 x 3 KB turns in s3: the others go first, then s3's oldest
+            await store.save_turn("s3", {"n": 3}, turn(i, "z" * 3000))
+        assert store.bytes_held <= 20_000
+        assert await store.load("s0") is None and await store.load("s2") is None
+        assert list(await store.history("s3"))[-2:] == turn(9, "z" * 3000)
+        assert await store.save_turn("s0", {"n": 0}, [b"m"], owner="r/a") is True
+
+    asyncio.run(go())
+
+
+def test_memory_store_bounds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACP_MEMORY_MAX_SESSIONS", "7")
+    monkeypatch.setenv("ACP_MEMORY_MAX_BYTES", "none")
+    monkeypatch.setenv("ACP_HISTORY_MAX_TURNS", "lots")  # not a count: logged, default kept
+    store = MemorySessionStore()
+    assert (store.max_sessions, store.max_bytes, store.max_history_turns) == (7, None, 100_000)
+
+
+def test_sqlite_deleted_sessions_give_their_pages_back(tmp_path: Path) -> None:
+    """Deleting sessions frees their pages in the file (``auto_vacuum=INCREMENTAL``), and
+    ``vacuum()`` rewrites the file."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+
+    def pages() -> int:
+        return int(sqlite3.connect(path).execute("PRAGMA page_count").fetchone()[0])
+
+    async def go() -> None:
+        for i in range(4):
+            await store.save(f"s{i}", {"n": i})
+            for k in range(10):
+                await store.save_turn(f"s{i}", {"n": i}, turn(k, os.urandom(60_000).hex()))
+        full = pages()
+        for i in range(4):
+            await store.delete(f"s{i}")
+        assert pages() < full // 4, (pages(), full)
+        await store.vacuum()
+
+    asyncio.run(go())
+    store.close()

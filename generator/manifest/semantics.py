@@ -463,7 +463,14 @@ def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             )
 
 
-CHECKS = (package_name, errors, names, states, config_defaults, schema_validity)
+CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
+    package_name,
+    errors,
+    names,
+    states,
+    config_defaults,
+    schema_validity,
+)
 
 
 def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:

@@ -148,7 +148,16 @@ def copier_answers(
         "transport": transport,
         "callbacks": role == "agent" and uses_callbacks(manifest),
         "manifest_file": manifest_file,
+        # the stdio auth methods the handlers answer (hooks stubbed in handlers.py)
+        "agent_login": role == "agent" and _declares(manifest, "agent"),
+        "terminal_login": role == "agent" and _declares(manifest, "terminal"),
     }
+
+
+def _declares(manifest: dict[str, Any], auth_type: str) -> bool:
+    return any(
+        isinstance(a, dict) and a.get("type") == auth_type for a in manifest.get("auth") or ()
+    )
 
 
 def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:

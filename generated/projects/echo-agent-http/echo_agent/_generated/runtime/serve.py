@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from .agent import AgentRuntime
+from .agent_auth import login_args, manifest_methods
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
 from .sessions import SessionCore, callbacks_for, open_default_store
 from .stdio import claim_stdout, open_stdio, read_frames
@@ -112,6 +113,10 @@ def run_agent(
     """The generated project's console script."""
     manifest = getattr(agent_cls, "_acp_manifest", {})
     name = manifest.get("name", "agent")
+    given = list(sys.argv[1:] if argv is None else argv)
+    login = login_args(manifest_methods(manifest), given)
+    if login is not None:  # a client started the terminal login (agent_auth.py)
+        sys.exit(agent_cls.login(login.id, given[: len(given) - len(login.args)]))
     how = (
         "Serves the Agent Client Protocol over HTTP at /acp (SSE and WebSocket)."
         if transport == "http"

@@ -171,18 +171,25 @@ def test_v1_meta_form_for_older_clients_and_none_without_opt_in(v1: dict[str, st
 
 
 @pytest.mark.slow
-def test_v2_shape_env_as_name_value_pairs(v2: dict[str, str]) -> None:
-    (r,) = exchange(
-        v2,
-        (
-            "initialize",
-            {
-                "protocolVersion": 2,
-                "info": {"name": "t", "version": "1"},
-                "capabilities": {"auth": {"terminal": {}}},
-            },
-        ),
+def test_v2_shape_login_and_logout(v2: dict[str, str]) -> None:
+    init2 = (
+        "initialize",
+        {
+            "protocolVersion": 2,
+            "info": {"name": "t", "version": "1"},
+            "capabilities": {"auth": {"terminal": {}}},
+        },
     )
+    r, login, created, logout, refused = exchange(
+        v2,
+        init2,
+        ("auth/login", {"methodId": "oauth"}),
+        NEW,
+        ("auth/logout", {}),
+        NEW,
+    )
+    assert login["result"] == {} and "sessionId" in created["result"]
+    assert logout["result"] == {} and refused["error"]["code"] == -32000
     agent, terminal = r["result"]["authMethods"]
     assert agent == {"methodId": "oauth", "name": "Browser login", "type": "agent"}
     assert terminal["type"] == "terminal" and terminal["methodId"] == "login"

@@ -250,6 +250,15 @@ def test_generated_login_explains_and_exits_1(tmp_path: Path, shared_acp: Path) 
     )
     assert login.returncode == 1 and login.stdout == ""
     assert "override the classmethod `login` in handlers.py" in login.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "exagent", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "exagent --login: Log in here (the 'login' terminal auth method)" in shown.stdout
     # and until `authenticate_with` is written, the agent method refuses
     no = exchange(env, init1({}), ("authenticate", {"methodId": "oauth"}))[1]
     assert no["error"]["code"] == -32000 and "authenticate_with" in no["error"]["message"]

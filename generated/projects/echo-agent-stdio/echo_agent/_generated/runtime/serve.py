@@ -114,9 +114,15 @@ def run_agent(
     manifest = getattr(agent_cls, "_acp_manifest", {})
     name = manifest.get("name", "agent")
     given = list(sys.argv[1:] if argv is None else argv)
-    login = login_args(manifest_methods(manifest), given)
+    methods = manifest_methods(manifest)
+    login = login_args(methods, given)
     if login is not None:  # a client started the terminal login (agent_auth.py)
         sys.exit(agent_cls.login(login.id, given[: len(given) - len(login.args)]))
+    logins = [
+        f"{name} {' '.join(m.args)}: {m.name} (the '{m.id}' terminal auth method)"
+        for m in methods
+        if m.type == "terminal"
+    ]
     how = (
         "Serves the Agent Client Protocol over HTTP at /acp (SSE and WebSocket)."
         if transport == "http"
@@ -125,7 +131,10 @@ def run_agent(
     )
     about = manifest.get("description") or manifest.get("title") or ""
     ap = argparse.ArgumentParser(
-        prog=name, description=f"{about.strip()}\n\n{how}".strip(), formatter_class=_Help
+        prog=name,
+        description=f"{about.strip()}\n\n{how}".strip(),
+        epilog="interactive login:\n  " + "\n  ".join(logins) if logins else None,
+        formatter_class=_Help,
     )
     ap.add_argument(
         "--max-message-size",

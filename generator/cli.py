@@ -235,6 +235,33 @@ def update(project: Path = ProjectDir) -> None:
     _run(run_update, project)
 
 
+registry_app = typer.Typer(
+    no_args_is_help=True,
+    help="The ACP registry entry of an agent (acp-registry/<id>/agent.json + icon.svg).",
+)
+app.add_typer(registry_app, name="registry")
+
+
+@registry_app.command("check")
+def registry_check(
+    directory: Path = typer.Argument(
+        Path("."),
+        metavar="DIR",
+        help="An entry folder (<id>/agent.json), a folder of entries, or a project",
+    ),
+    launch: bool = typer.Option(
+        False,
+        "--launch",
+        help="Also build the wheel, run it with uvx under a temporary HOME and check the "
+        "initialize handshake and its auth methods",
+    ),
+) -> None:
+    """Check entries as the registry's CI does: one located line per problem, exit 1."""
+    from .registry.check import run_registry_check
+
+    _run(run_registry_check, directory, launch=launch)
+
+
 def main() -> None:
     app(prog_name="agentgen")
 

@@ -99,7 +99,15 @@ def test_revision_follows_the_schema(shared_acp: Path) -> None:
     assert r2.turn.lifecycle == "v2" and r2.protocol_version == 2
     assert (r2.init.request_info, r2.init.request_info_required) == ("info", True)
     assert r2.config_option.id == "configId" and r2.turn.chunk_message_id_required
-    assert r2.auth_method == type(r2.auth_method)(id="methodId", agent_type="agent")
+    assert r2.auth_method == type(r2.auth_method)(
+        id="methodId",
+        agent_type="agent",
+        terminal_type="terminal",
+        terminal_env_list=True,
+        client_auth="auth",
+        client_terminal="terminal",
+    )
+    assert (r1.auth_method.terminal_type, r1.auth_method.terminal_env_list) == ("terminal", False)
     assert r2.agent_capabilities.prompt == ("session", "prompt")
     assert r2.agent_capabilities.load_session is None and not r2.sessions.load
     assert r2.permission.tool_call is None and r2.permission.title == "title"

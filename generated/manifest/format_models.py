@@ -154,15 +154,34 @@ class Provider(BaseModel):
     default: ProviderDefault | None = None
 
 
+class AuthSchemeArg(RootModel[str]):
+    root: Annotated[str, Field(min_length=1)]
+
+
 class AuthScheme(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
-    type: Literal["none", "bearer", "api_key", "basic", "oauth2", "jwt"]
-    env: Annotated[str | None, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$")] = None
+    type: Literal["none", "bearer", "api_key", "basic", "oauth2", "jwt", "agent", "terminal"]
     """
-    Environment variable holding the secret.
+    HTTP schemes: none, bearer, api_key, basic, oauth2, jwt. stdio auth methods (listed in `initialize`, see the ACP auth-methods RFD): agent (the agent logs the user in when the client calls `authenticate`), terminal (the client runs the agent again with `args` and `env` for an interactive login).
+    """
+    id: Annotated[str | None, Field(pattern="^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = None
+    """
+    The auth method's id on the wire (agent/terminal); default: the type.
+    """
+    name: Annotated[str | None, Field(min_length=1)] = None
+    """
+    The auth method's human-readable name (agent/terminal).
+    """
+    args: Annotated[list[AuthSchemeArg] | None, Field(min_length=1)] = None
+    """
+    terminal: the arguments that start the login flow, appended to the agent's command (e.g. [--login]).
+    """
+    env: str | dict[str, Any] | None = None
+    """
+    HTTP schemes: the environment variable holding the secret. terminal: the variables set on the login invocation (name: value).
     """
     header: Annotated[str | None, Field(pattern="^[A-Za-z0-9-]+$")] = None
     """
@@ -173,6 +192,45 @@ class AuthScheme(BaseModel):
     Where a token is obtained out of band (oauth2/jwt).
     """
     description: str | None = None
+
+
+class RegistryAuthor(RootModel[str]):
+    root: Annotated[str, Field(min_length=1)]
+
+
+class Registry(BaseModel):
+    """
+    The agent's ACP registry entry (agentclientprotocol/registry: `<id>/agent.json` + icon.svg). Each field defaults from the manifest's identity.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    id: Annotated[str | None, Field(pattern="^[a-z][a-z0-9-]*$")] = None
+    """
+    The entry's id and folder name; default: the manifest's name.
+    """
+    name: Annotated[str | None, Field(min_length=1)] = None
+    """
+    Display name; default: title, else name.
+    """
+    authors: list[RegistryAuthor] | None = None
+    """
+    Default: the manifest's authors.
+    """
+    license: Annotated[str | None, Field(min_length=1)] = None
+    """
+    An SPDX license identifier (or expression), or `proprietary`.
+    """
+    repository: Annotated[str | None, Field(min_length=1)] = None
+    """
+    Source repository URL; default: links.repository.
+    """
+    icon: Annotated[str | None, Field(min_length=1)] = None
+    """
+    The entry's icon (a 16x16 monochrome SVG using currentColor); default: icon.svg beside agent.json.
+    """
 
 
 class StateMessage(BaseModel):
@@ -317,3 +375,4 @@ class ManifestFormat(BaseModel):
     """
     Session modes: ACP session modes where the revision has them (v1), else a config option of category `mode`; the default one (else the first) is current in a new session.
     """
+    registry: Registry | None = None

@@ -488,7 +488,7 @@ def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             )
 
 
-CHECKS = (
+CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
     package_name,
     errors,
     names,
@@ -502,3 +502,65 @@ CHECKS = (
 def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:
     for check in CHECKS:
         yield from check(data)
+
+
+# the options the generated console script reads itself: a terminal login's args must
+# not be one of them (templates/runtime/serve.py)
+_AGENT_OPTIONS = frozenset({"-h", "--help", "--max-message-size", "--host", "--port"})
+
+
+def auth_methods(data: dict[str, Any]) -> Iterator[Problem]:
+    """stdio auth methods (agent / terminal): unique ids, login args the agent does not
+    read as its own options."""
+    seen: dict[str, str] = {}
+    for pointer, item in _items(data, "auth"):
+        kind = item.get("type")
+        if kind != "terminal" and "args" in item:
+            yield child(pointer, "args"), "`args` belongs to a terminal auth method only", True
+        if kind not in ("agent", "terminal"):
+            continue
+        mid = item.get("id", kind)
+        if isinstance(mid, str):
+            at = child(pointer, "id" if "id" in item else "type")
+            if mid in seen:
+                yield (
+                    at,
+                    f"duplicate auth method id {mid!r} (also at {seen[mid]}): give each an id",
+                    False,
+                )
+            else:
+                seen[mid] = pointer
+        args = item.get("args")
+        if kind == "terminal" and isinstance(args, list) and args:
+            first = args[0]
+            if isinstance(first, str) and first.partition("=")[0] in _AGENT_OPTIONS:
+                yield (
+                    f"{pointer}/args/0",
+                    (
+                        f"{first!r} is an option of the agent itself; the login flow needs "
+                        "its own (e.g. --login)"
+                    ),
+                    False,
+                )
+
+
+def registry(data: dict[str, Any]) -> Iterator[Problem]:
+    """With a `registry` block: the version is semantic, the license SPDX or proprietary."""
+    from ..registry.rules import license_problem, version_problem
+
+    block = data.get("registry")
+    if not isinstance(block, dict):
+        return
+    version = data.get("version")
+    if isinstance(version, str) and version:
+        problem = version_problem(version)
+        if problem:
+            yield "/version", problem + ": the ACP registry requires one", False
+    lic = block.get("license")
+    if isinstance(lic, str) and lic:
+        problem = license_problem(lic)
+        if problem:
+            yield "/registry/license", problem, False
+
+
+CHECKS = (*CHECKS, auth_methods, registry)

@@ -258,8 +258,15 @@ def describe(
     auth_id = d.field_to(auth_def, "AuthMethodId") or (
         "id" if d.has(auth_def, "id") else "methodId"
     )
+    terminal_env = d.props("AuthMethodTerminal").get("env")
+    client_auth = d.field_to("ClientCapabilities", "AuthCapabilities")
     auth = rv.AuthMethodShape(
-        id=auth_id, agent_type=d.variant_tag("AuthMethod", "AuthMethodAgent", "type")
+        id=auth_id,
+        agent_type=d.variant_tag("AuthMethod", "AuthMethodAgent", "type"),
+        terminal_type=d.variant_tag("AuthMethod", "AuthMethodTerminal", "type"),
+        terminal_env_list=isinstance(terminal_env, dict) and terminal_env.get("type") == "array",
+        client_auth=client_auth,
+        client_terminal="terminal" if d.has("AuthCapabilities", "terminal") else None,
     )
 
     opt_id = d.field_to("SessionConfigOption", "SessionConfigId") or "id"

@@ -148,7 +148,16 @@ def copier_answers(
         "transport": transport,
         "callbacks": role == "agent" and uses_callbacks(manifest),
         "manifest_file": manifest_file,
+        # the stdio auth methods the handlers answer (hooks stubbed in handlers.py)
+        "agent_login": role == "agent" and _declares(manifest, "agent"),
+        "terminal_login": role == "agent" and _declares(manifest, "terminal"),
     }
+
+
+def _declares(manifest: dict[str, Any], auth_type: str) -> bool:
+    return any(
+        isinstance(a, dict) and a.get("type") == auth_type for a in manifest.get("auth") or ()
+    )
 
 
 def run_copier_copy(dst: Path, role: str, answers: dict[str, Any]) -> None:
@@ -212,10 +221,14 @@ def run_new(
 def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
     """What to type next: install the project, run it, test it."""
     script = f"{name}-client" if role == "client" else name
+    editor: list[str] = []
     if role == "agent" and transport == "http":
         run = f"{script} --port 8000          # serves ACP on http://127.0.0.1:8000/acp"
     elif role == "agent":
         run = f"{script}                      # speaks ACP on stdio (an editor starts it)"
+        from ..registry.entry import zed_snippet
+
+        editor = zed_snippet(script)
     elif transport == "http":
         run = f"{script} --url http://127.0.0.1:8000/acp   # prompts from stdin"
     else:
@@ -231,6 +244,7 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
                 f"  your code: {name.replace('-', '_')}{'_client' if role == 'client' else ''}"
                 "/handlers.py (never rewritten; `agentgen regen` updates _generated/)"
             ),
+            *editor,
         ]
     )
 
@@ -277,6 +291,10 @@ def _build(
             more=more,
         )
         project.write_generated(build / package / project.GENERATED, rendered.files)
+        if role == "agent" and transport == "stdio":  # editors launch stdio agents
+            from ..registry.entry import write_entry
+
+            write_entry(build, data, distribution=answers["project_name"])
         if target.exists():
             target.rmdir()  # empty, checked above
         build.rename(target)

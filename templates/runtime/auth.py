@@ -34,6 +34,10 @@ from .jsonrpc import register_secret
 
 log = logging.getLogger("acp.runtime.auth")
 
+# manifest `auth` types that are ACP auth methods (listed in `initialize`, stdio), not
+# HTTP schemes: agent_auth.py serves them
+STDIO_METHODS = frozenset({"agent", "terminal"})
+
 
 class MissingSecret(Exception):
     """An auth scheme's environment variable is unset or empty (the server must not start)."""
@@ -114,7 +118,7 @@ class Auth:
         self.schemes: list[_Scheme] = []
         for entry in entries:
             kind = str(entry.get("type", "none"))
-            if kind == "none":
+            if kind in STDIO_METHODS or kind == "none":
                 continue
             if kind in ("oauth2", "jwt"):
                 kind = "bearer"
@@ -207,7 +211,7 @@ def client_headers(
         kind = str(entry.get("type", "none"))
         var = entry.get("env")
         value = env.get(var) if isinstance(var, str) else None
-        if kind == "none" or not value:
+        if kind == "none" or kind in STDIO_METHODS or not value:
             continue
         kind = "bearer" if kind in ("oauth2", "jwt") else kind
         return _credential_header(kind, str(entry.get("header") or "X-API-Key"), value)

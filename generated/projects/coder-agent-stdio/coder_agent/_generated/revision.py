@@ -400,9 +400,18 @@ REVISION = Revision(
         ),
         providers="providers",
         providers_is_flag=False,
+        prompt_flags=("audio", "embeddedContext", "image"),
+        session_flags=(),
     ),
     client_capabilities=ClientCapabilityNames(elicitation="elicitation", elicitation_form="form"),
-    auth_method=AuthMethodShape(id="id", agent_type=None),
+    auth_method=AuthMethodShape(
+        id="id",
+        agent_type=None,
+        terminal_type="terminal",
+        terminal_env_list=False,
+        client_auth="auth",
+        client_terminal="terminal",
+    ),
     config_option=ConfigOptionShape(
         id="id", current_value="currentValue", select_options="options", kinds=("select", "boolean")
     ),
@@ -419,7 +428,13 @@ REVISION = Revision(
     ),
     permission=PermissionShape(tool_call="toolCall", title=None, description=None),
     sessions=SessionShape(
-        load=True, resume=True, resume_replay_from=None, list=True, close=True, delete=True
+        load=True,
+        resume=True,
+        resume_replay_from=None,
+        list=True,
+        close=True,
+        delete=True,
+        replay_primers=(),
     ),
     models=ModelNames(
         initialize_request="InitializeRequest",

@@ -404,7 +404,14 @@ REVISION = Revision(
         session_flags=(),
     ),
     client_capabilities=ClientCapabilityNames(elicitation="elicitation", elicitation_form="form"),
-    auth_method=AuthMethodShape(id="id", agent_type=None),
+    auth_method=AuthMethodShape(
+        id="id",
+        agent_type=None,
+        terminal_type="terminal",
+        terminal_env_list=False,
+        client_auth="auth",
+        client_terminal="terminal",
+    ),
     config_option=ConfigOptionShape(
         id="id", current_value="currentValue", select_options="options", kinds=("select", "boolean")
     ),

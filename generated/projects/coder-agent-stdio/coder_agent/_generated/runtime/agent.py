@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from . import agent_auth
 from .commands import MODE_OPTION, SessionExtras
 from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
 from .errors import (
@@ -30,10 +32,12 @@ from .errors import (
     invalid_params,
 )
 from .interrupts import InterruptDeclined, Interrupts, _camel
-from .jsonrpc import Connection, log
+from .jsonrpc import Connection, RequestContext, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
+
+AUTH_REQUIRED = -32000  # ErrorCode "Authentication required" (every revision)
 
 
 class Session:
@@ -78,6 +82,8 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         m = self._acp_manifest
         self._machine = StateMachine(m.get("states"))
         self._init_providers(m)
+        self._login_methods = agent_auth.manifest_methods(m)
+        self._authenticated = False
         self._mm: Any = None
         # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
         self._methods = {}
@@ -89,6 +95,37 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
     async def prompt(self, turn: Turn, input: Any) -> Any:
         """Handle one prompt. Override in handlers.py."""
         raise RpcError(-32603, "the agent has no prompt handler (override `prompt` in handlers.py)")
+
+    async def authenticate_with(self, method_id: str) -> None:
+        """Log the user in for the manifest's `agent` auth method `method_id` (the client
+        called `authenticate` / `auth/login`). Return once logged in; raise `RpcError` to
+        refuse. Override in handlers.py: as generated it refuses."""
+        raise RpcError(
+            AUTH_REQUIRED,
+            f"auth method {method_id!r} has no login flow yet "
+            "(override `authenticate_with` in handlers.py)",
+        )
+
+    async def is_authenticated(self) -> bool:
+        """Whether the user is logged in already (e.g. credentials a terminal login saved):
+        asked at `session/new` until `authenticate` succeeds. Override in handlers.py."""
+        return False
+
+    async def log_out(self) -> None:
+        """`auth/logout` (v2): forget the user's credentials. Override in handlers.py."""
+
+    @classmethod
+    def login(cls, method_id: str, argv: list[str]) -> int:
+        """The interactive login of the manifest's `terminal` auth method `method_id`: the
+        client runs the agent's command with the method's args in a terminal; the exit
+        status is the result (0: logged in). `argv`: the arguments before the method's.
+        Override in handlers.py: as generated it explains what to write and returns 1."""
+        sys.stderr.write(
+            f"{cls._acp_manifest.get('name', 'agent')}: the terminal login {method_id!r} is not "
+            "written yet: override the classmethod `login` in handlers.py (ask for the "
+            "credentials, store them, return 0) and `is_authenticated` (read them back)\n"
+        )
+        return 1
 
     # ---- connection plumbing -----------------------------------------------------
     def attach(self, conn: Connection) -> None:
@@ -109,14 +146,20 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         if names.load_session:
             caps[names.load_session] = False
         if names.prompt:
+            # embedded context: JSON input travels as an embedded resource; flags on v1,
+            # `{}` markers on v2 (a v2 client reads `true` as "not advertised")
             prompt = {"image": False, "audio": False, "embeddedContext": True}
-            _put(caps, names.prompt, {k: v for k, v in prompt.items() if k in names.prompt_fields})
+            wanted = {k: v for k, v in prompt.items() if k in names.prompt_fields}
+            _put(caps, names.prompt, names.mark(names.prompt_flags, wanted))
         if self._providers and names.providers:
             caps[names.providers] = True if names.providers_is_flag else {}
         return caps
 
     def _auth_methods(self) -> list[dict[str, Any]]:
         shape = self.revision.auth_method
+        if self._login_methods:
+            return agent_auth.listed(self._login_methods, shape, self.client_capabilities)
+        # no stdio method: the HTTP schemes, listed for information (nothing is required)
         out = []
         for a in self._acp_manifest.get("auth") or ():
             if a.get("type") in (None, "none"):
@@ -154,15 +197,43 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
 
     async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
         mid = _need(params, "methodId", str)
-        if mid not in {a[self.revision.auth_method.id] for a in self._auth_methods()}:
+        method = next((m for m in self._login_methods if m.id == mid), None)
+        if method is not None and method.type == "terminal":
+            raise invalid_params(
+                f"auth method {mid!r} is a terminal login: run the agent with "
+                f"{' '.join(method.args)} in a terminal, then connect again",
+                [{"loc": ["params", "methodId"], "msg": "a terminal method"}],
+            )
+        if method is None and mid not in {
+            a[self.revision.auth_method.id] for a in self._auth_methods()
+        }:
             raise invalid_params(
                 "unknown auth method",
                 [{"loc": ["params", "methodId"], "msg": "unknown auth method"}],
             )
+        if method is not None:
+            await self.authenticate_with(mid)
+            self._authenticated = True
         return {}
 
     async def _rt_auth_login(self, params: Any, ctx: Any) -> Any:
         return await self._rt_authenticate(params, ctx)
+
+    async def _rt_auth_logout(self, params: Any, ctx: Any) -> Any:
+        await self.log_out()
+        self._authenticated = False
+        return {}
+
+    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        if method == "session/new" and self._login_methods and not self._authenticated:
+            if not await self.is_authenticated():
+                raise RpcError(
+                    AUTH_REQUIRED,
+                    "authentication required: log in with one of the auth methods "
+                    "`initialize` lists",
+                )
+            self._authenticated = True
+        return await super().handle_request(method, params, ctx)
 
     async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
         """`_agent/info`: identity, links, capabilities and the manifest's schemas."""

@@ -374,6 +374,19 @@ class AgentProxy:
         """Any method by wire name (extensions included), on wire dicts."""
         return await self.connection.request(method, _dump(params))
 
+    async def batch(self, *calls: tuple[str, Any]) -> list[Any]:
+        """Several requests sent as one JSON-RPC batch (stdio, WebSocket; an HTTP agent
+        refuses batches, 501): each result typed as its method's result model, in the
+        order given, or the `RpcError` that request got (returned, not raised).
+
+        ``await agent.batch(("session/new", {"cwd": "/"}), ("session/list", {}))``
+        """
+        raws = await self.connection.request_batch([(m, _dump(p)) for m, p in calls])
+        return [
+            raw if isinstance(raw, RpcError) else self._typed(method, raw)
+            for (method, _), raw in zip(calls, raws, strict=True)
+        ]
+
 
 async def negotiate(
     agent: AgentProxy,

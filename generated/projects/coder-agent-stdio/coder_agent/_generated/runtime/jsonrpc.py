@@ -113,6 +113,17 @@ class RequestContext:
         self.after: list[Callable[[], None]] = []
 
 
+class _Batch:
+    """The responses of one JSON-RPC batch, collected until every request answered."""
+
+    __slots__ = ("replies", "sealed", "waiting")
+
+    def __init__(self) -> None:
+        self.replies: list[bytes] = []
+        self.waiting: set[Any] = set()  # ids of its requests still running
+        self.sealed = False  # every entry dispatched
+
+
 class Connection:
     def __init__(
         self,
@@ -150,12 +161,18 @@ class Connection:
         self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
         self._wire_in: dict[Any, str] = {}  # id -> method of requests we answer
         self._wire_out: dict[int, str] = {}  # id -> method of requests we sent
+        # JSON-RPC batches: the batch an entry being dispatched belongs to, and the batch
+        # each request of one still running answers into
+        self._collecting: _Batch | None = None
+        self._batched: dict[Any, tuple[_Batch, asyncio.Task[None]]] = {}
+        # a transport's admission check for one batch entry (WebSocket: session limits)
+        self.admit_entry: Callable[[dict[str, Any]], RpcError | None] | None = None
 
     # ---- outgoing ---------------------------------------------------------------
-    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+    def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
         if self._closed:
             return
-        if self._wire is not None:
+        if self._wire is not None and not checked:
             self._wire_sent(frame)
         self._out.append((frame, session_id))
         self._out_bytes += len(frame)
@@ -225,6 +242,50 @@ class Connection:
         finally:
             self._pending.pop(rid, None)
 
+    async def request_batch(self, calls: list[tuple[str, Any]]) -> list[Any]:
+        """Send several requests as one JSON-RPC batch (one array frame); their results in
+        the order of `calls`, an `RpcError` (returned, not raised) for each that failed."""
+        if self._closed:
+            raise self._close_reason or ConnectionClosed()
+        if not calls:
+            raise ValueError("a batch holds at least one request")
+        rids, frames = self._batch_frames(calls)
+        if self._wire is not None:
+            for frame in frames:  # each entry is checked as the request it is
+                self._wire_sent(frame)
+        loop = asyncio.get_running_loop()
+        futs = [loop.create_future() for _ in rids]
+        self._enqueue(b"[" + b",".join(frames) + b"]", None, checked=True)
+        for rid, fut in zip(rids, futs, strict=True):
+            self._pending[rid] = fut
+        try:
+            done = await asyncio.gather(*futs, return_exceptions=True)
+        except asyncio.CancelledError:
+            for rid in rids:
+                if rid in self._pending:
+                    self.notify("$/cancel_request", {"requestId": rid})
+            raise
+        finally:
+            for rid in rids:
+                self._pending.pop(rid, None)
+        for value in done:
+            if isinstance(value, BaseException) and not isinstance(value, RpcError):
+                raise value  # the connection closed: no answer will come
+        return list(done)
+
+    def _batch_frames(self, calls: list[tuple[str, Any]]) -> tuple[list[int], list[bytes]]:
+        """Each call of a batch as a request frame with a fresh id."""
+        rids: list[int] = []
+        frames: list[bytes] = []
+        for method, params in calls:
+            self._next_id += 1
+            msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+            if params is not None:
+                msg["params"] = params
+            frames.append(_dumps(msg))
+            rids.append(self._next_id)
+        return rids, frames
+
     def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
         try:
             frame = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
@@ -232,13 +293,37 @@ class Connection:
             log.error("result of request %r is not JSON: %s", rid, exc)
             self._error(rid, internal_error(), session_id)
             return
-        self._enqueue(frame, session_id)
+        self._reply(rid, frame, session_id)
 
     def _error(self, rid: Any, err: RpcError, session_id: str | None = None) -> None:
-        self._enqueue(
-            _dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}),
-            session_id,
-        )
+        self._reply(rid, _dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}), session_id)
+
+    def _reply(self, rid: Any, frame: bytes, session_id: str | None) -> None:
+        """Queue a response, or keep it for the batch its request came in."""
+        batch = self._collecting
+        if batch is None and self._batched and type(rid) in (int, str):
+            entry = self._batched.get(rid)
+            # the batch's own request answering (its task, or its done-callback), not
+            # another message that happens to name the same id
+            if entry is not None and (entry[1] is asyncio.current_task() or entry[1].done()):
+                del self._batched[rid]
+                batch = entry[0]
+                batch.waiting.discard(rid)
+        if batch is None:
+            self._enqueue(frame, session_id)
+            return
+        if self._closed:
+            return
+        if self._wire is not None:
+            self._wire_sent(frame)  # each entry is checked as the message it is
+        batch.replies.append(frame)
+        if batch.sealed and not batch.waiting:
+            self._send_batch(batch)
+
+    def _send_batch(self, batch: _Batch) -> None:
+        """One array holding every response of the batch, once all of them exist."""
+        if batch.replies:
+            self._enqueue(b"[" + b",".join(batch.replies) + b"]", None, checked=True)
 
     def reject(self, rid: Any, err: RpcError) -> None:
         """Answer a frame the transport refused before feeding it (a limit)."""
@@ -283,10 +368,62 @@ class Connection:
                 return
             self._error(None, RpcError(PARSE_ERROR, "parse error: invalid JSON"))
             return
+        if type(msg) is list:
+            self._feed_batch(frame, msg)
+            return
         if type(msg) is not dict:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object"))
             return
-        where = too_deep(frame, msg)
+        self._feed_one(frame, msg)
+
+    def _feed_batch(self, frame: bytes | str, msgs: list[Any]) -> None:
+        """A JSON-RPC 2.0 batch: every entry handled as a message of its own (requests run
+        concurrently), their responses sent together as one array once all are done; an
+        entry that is not an object gets its own -32600 (id null); a batch of
+        notifications gets no reply; an empty one a single -32600 object."""
+        if not msgs:
+            self._error(None, RpcError(INVALID_REQUEST, "invalid request: empty batch"))
+            return
+        if too_deep(frame, msgs) is not None:
+            self._error(None, RpcError(INVALID_REQUEST, "invalid request: nested too deeply"))
+            return
+        batch = _Batch()
+        for msg in msgs:
+            self._collecting = batch
+            try:
+                if type(msg) is not dict:
+                    self._error(
+                        None, RpcError(INVALID_REQUEST, "invalid request: expected a JSON object")
+                    )
+                    continue
+                refused = self._admit(msg)
+                if refused is not None:
+                    rid = msg.get("id")
+                    self._error(rid if type(rid) in (int, str) else None, refused)
+                    continue
+                self._feed_one(b"", msg)
+                rid = msg.get("id")
+                task = self._incoming.get(rid) if "method" in msg and "id" in msg else None
+                if task is not None and rid not in self._batched and not task.done():
+                    batch.waiting.add(rid)
+                    self._batched[rid] = (batch, task)
+            finally:
+                self._collecting = None
+        batch.sealed = True
+        if not batch.waiting:
+            self._send_batch(batch)
+
+    def _admit(self, msg: dict[str, Any]) -> RpcError | None:
+        if self.admit_entry is None or "method" not in msg:
+            return None
+        try:
+            return self.admit_entry(msg)
+        except Exception as exc:  # admission must never take the batch down
+            log.error("batch entry admission failed: %s", type(exc).__name__, exc_info=exc)
+            return internal_error()
+
+    def _feed_one(self, frame: bytes | str, msg: dict[str, Any]) -> None:
+        where = too_deep(frame, msg) if frame else None
         if where is not None:
             rid = msg.get("id")
             if "method" in msg and type(rid) in (int, str):
@@ -387,6 +524,12 @@ class Connection:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)
                 self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
+        entry = self._batched.get(rid) if type(rid) in (int, str) else None
+        if entry is not None and entry[1] is task:  # ended without an answer (closing)
+            del self._batched[rid]
+            entry[0].waiting.discard(rid)
+            if not entry[0].waiting:
+                self._send_batch(entry[0])
 
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
         ctx = RequestContext(rid, method, sid, self)

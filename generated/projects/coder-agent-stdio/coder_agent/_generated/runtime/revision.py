@@ -56,6 +56,21 @@ class AgentCapabilityNames:
     session_fields: tuple[str, ...]  # its fields: ("list", "resume", "close", ...)
     providers: str | None  # "providers" where the revision has provider routing
     providers_is_flag: bool  # the providers capability is a boolean (else an object)
+    # the fields of PromptCapabilities / SessionCapabilities typed boolean (v1's prompt
+    # flags); every other field is an object marker: `{}` supported, absent not (v2)
+    prompt_flags: tuple[str, ...] = ()
+    session_flags: tuple[str, ...] = ()
+
+    def mark(self, flags: tuple[str, ...], values: dict[str, bool]) -> dict[str, Any]:
+        """`values` (capability -> supported) in the revision's shape: a flag is written
+        true/false, a marker `{}` when supported and left out when not."""
+        out: dict[str, Any] = {}
+        for name, supported in values.items():
+            if name in flags:
+                out[name] = supported
+            elif supported:
+                out[name] = {}
+        return out
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,13 @@ class ClientCapabilityNames:
 class AuthMethodShape:
     id: str  # "id" (v1) | "methodId" (v2)
     agent_type: str | None  # the `type` tag an agent-handled method carries ("agent"), if any
+    # the `type` tag of a terminal-login method ("terminal"); None: the revision has none
+    # (such a method is then listed in the `_meta` "terminal-auth" form older clients read)
+    terminal_type: str | None = None
+    terminal_env_list: bool = False  # its `env` is [{name, value}] (v2), else {name: value}
+    # where the client opts in to terminal methods: ClientCapabilities.<client_auth>.<..>
+    client_auth: str | None = None  # "auth"
+    client_terminal: str | None = None  # "terminal"
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,10 @@ class SessionShape:
     list: bool
     close: bool
     delete: bool
+    # (chunk tag, whole-message tag) pairs of SessionUpdate, e.g. ("agent_message_chunk",
+    # "agent_message"): a replay primes each message with its whole-message update
+    # (`content: []`) before the first chunk of that message (v2)
+    replay_primers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,41 @@ def advertise(rt: AgentRuntime, caps: Any) -> None:
         sc = inner
     for name in ("resume", "list", "close", "delete"):
         if f"session/{name}" in methods and name in names.session_fields:
-            sc[name] = {}
+            sc.update(names.mark(names.session_flags, {name: True}))
+
+
+def _primed(frames: list[bytes], sid: str, primers: tuple[tuple[str, str], ...]) -> list[bytes]:
+    """A replay's frames with each message primed: before the first chunk of a message
+    id, that message's whole-message update with `content: []` (unless one came before),
+    so a client that patches messages by id starts it empty (v2 session/resume)."""
+    if not primers:
+        return frames
+    whole_of = dict(primers)
+    wholes = set(whole_of.values())
+    seen: set[tuple[str, str]] = set()
+    out: list[bytes] = []
+    for frame in frames:
+        try:
+            update = orjson.loads(frame)["params"]["update"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            out.append(frame)
+            continue
+        tag = update.get("sessionUpdate") if type(update) is dict else None
+        mid = update.get("messageId") if type(update) is dict else None
+        if type(tag) is str and type(mid) is str:
+            whole = tag if tag in wholes else whole_of.get(tag)
+            if whole is not None and (whole, mid) not in seen:
+                seen.add((whole, mid))
+                if whole != tag:
+                    primer = {"sessionUpdate": whole, "messageId": mid, "content": []}
+                    params = {"sessionId": sid, "update": primer}
+                    out.append(
+                        orjson.dumps(
+                            {"jsonrpc": "2.0", "method": "session/update", "params": params}
+                        )
+                    )
+        out.append(frame)
+    return out
 
 
 class SessionConnection(Connection):
@@ -216,12 +250,12 @@ class SessionConnection(Connection):
         return self.rt.revision.turn.lifecycle == "v2"
 
     # ---- recording ---------------------------------------------------------------
-    def _enqueue(self, frame: bytes, session_id: str | None) -> None:
+    def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
         if session_id is not None and frame.startswith(_UPDATE_PREFIX):
             buf = self.recorded.get(session_id)
             if buf is not None:
                 buf.append(frame)
-        super()._enqueue(frame, session_id)
+        super()._enqueue(frame, session_id, checked=checked)
 
     # ---- state -------------------------------------------------------------------
     def _state(self, s: Session) -> dict[str, Any]:
@@ -434,7 +468,8 @@ class SessionConnection(Connection):
             history = await _durably(
                 "could not read the session history", lambda: store.history(sid)
             )
-            for frame in [*history, *self.core.unsaved.get(sid, ())]:
+            frames = [*history, *self.core.unsaved.get(sid, ())]
+            for frame in _primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
         result: dict[str, Any] = {"sessionId": sid}
         opts = self.rt._config_options(s.config_raw)

@@ -12,11 +12,16 @@ What is stored per session (enough to rebuild it in a fresh process and to repla
   at once (see sessions.py).  Times are ``time.time()``.
 
 ``SqliteSessionStore`` (the default, stdlib ``sqlite3``, no server) keeps everything in
-one file in WAL mode with ``synchronous=NORMAL``; every call runs in a worker thread
-(``asyncio.to_thread``) behind one lock, so the event loop never blocks on the disk.
-A write is durable when the awaited call returns: the HTTP transport saves a session
-before it answers the request that changed it, so an acknowledged change survives a
-crash or restart.
+one file in WAL mode with ``synchronous=NORMAL``.  A write is durable when the awaited
+call returns: the runtime saves a turn before it answers the prompt, so an acknowledged
+turn survives a crash or restart.  Finished turns are group-committed: every turn queued
+by any session until the next pass of the event loop is written in one transaction, and
+each ``save_turn`` returns once that transaction commits.  A small group commits on the
+event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
+and every other call, runs in a worker thread, so the event loop never waits on a lock
+or copies megabytes.  History is bounded per session (``max_history_bytes`` /
+``max_history_turns``: whole oldest turns go first; replay then starts at the oldest
+kept turn's prompt); deleted sessions give their pages back to the file system.
 
 Replicas behind a load balancer: write a second implementation of the same methods on
 a shared server and pass it to ``serve_http(..., store=...)``.  With
@@ -32,6 +37,7 @@ connection's SSE streams stay on the replica that holds the connection (route on
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 import time
@@ -39,6 +45,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+
+log = logging.getLogger("acp.runtime.store")
 
 
 class SessionStore(Protocol):
@@ -100,31 +108,187 @@ def cursor_seq(cursor: str | None) -> int:
     return int(cursor)
 
 
-class MemorySessionStore:
-    """In-process store (tests, or when nothing must survive a restart)."""
+class _FromEnv:
+    """A bound's default: the environment variable, else the documented default."""
 
-    def __init__(self) -> None:
+    def __repr__(self) -> str:
+        return "FROM_ENV"
+
+
+FROM_ENV = _FromEnv()
+Limit = int | None | _FromEnv
+
+DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
+DEFAULT_HISTORY_TURNS = 100_000
+MEMORY_MAX_SESSIONS = 1024
+MEMORY_MAX_BYTES = 64 * 1024 * 1024
+
+
+def env_limit(value: Limit, name: str, default: int) -> int | None:
+    """``value``, or for FROM_ENV: ``$name`` (a count of bytes or turns; ``0`` or
+    ``none``: unbounded) else ``default``.  A value that is not a count is logged (it
+    names the variable) and the default used."""
+    if not isinstance(value, _FromEnv):
+        return value
+    import os
+
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("0", "none"):
+        return None
+    if not raw.isdigit():
+        log.warning(
+            "%s=%r is not a whole number (0 or 'none': no bound): using %d", name, raw, default
+        )
+        return default
+    return int(raw)
+
+
+def trim_plan(
+    sizes: list[int], held: int, max_bytes: int | None, max_turns: int | None
+) -> tuple[int, int]:
+    """History retention, for every store: given a session's turns' sizes (oldest first)
+    and the bytes they hold, how many of the oldest turns to drop and their bytes.  Nothing
+    until a bound is passed; then whole turns go down to 3/4 of each bound passed (so the
+    next trims come later); the latest turn always stays, however large."""
+    if max_bytes is not None and held <= max_bytes:
+        max_bytes = None
+    if max_turns is not None and len(sizes) <= max_turns:
+        max_turns = None
+    if max_bytes is None and max_turns is None:
+        return 0, 0
+    goal_bytes = held if max_bytes is None else max_bytes * 3 // 4
+    goal_turns = len(sizes) if max_turns is None else max(1, max_turns * 3 // 4)
+    cut = dropped = 0
+    while cut < len(sizes) - 1 and (held - dropped > goal_bytes or len(sizes) - cut > goal_turns):
+        dropped += sizes[cut]
+        cut += 1
+    return cut, dropped
+
+
+class MemorySessionStore:
+    """In-process store (tests, or when nothing must survive a restart), bounded.
+
+    ``max_sessions`` / ``max_bytes`` (``$ACP_MEMORY_MAX_SESSIONS``, default 1024;
+    ``$ACP_MEMORY_MAX_BYTES``, default 64 MiB; state + history bytes of every session):
+    past either, the least recently used sessions (saved, loaded, replayed or given a
+    turn least recently) are forgotten whole, as if deleted, except their unexpired
+    leases, so a connection that holds one keeps saving its turns; when one session
+    alone holds more than ``max_bytes``, its oldest turns go as below.
+    ``max_history_bytes`` / ``max_history_turns`` per session: as in
+    ``SqliteSessionStore`` (the oldest whole turns go, down to 3/4 of the bound; the
+    latest turn stays).  None: unbounded."""
+
+    def __init__(
+        self,
+        *,
+        max_sessions: Limit = FROM_ENV,
+        max_bytes: Limit = FROM_ENV,
+        max_history_bytes: Limit = FROM_ENV,
+        max_history_turns: Limit = FROM_ENV,
+    ) -> None:
+        self.max_sessions = env_limit(max_sessions, "ACP_MEMORY_MAX_SESSIONS", MEMORY_MAX_SESSIONS)
+        self.max_bytes = env_limit(max_bytes, "ACP_MEMORY_MAX_BYTES", MEMORY_MAX_BYTES)
+        self.max_history_bytes = env_limit(
+            max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
+        )
+        self.max_history_turns = env_limit(
+            max_history_turns, "ACP_HISTORY_MAX_TURNS", DEFAULT_HISTORY_TURNS
+        )
         self._state: dict[str, bytes] = {}
-        self._history: dict[str, list[bytes]] = {}
+        self._history: dict[str, list[tuple[int, list[bytes]]]] = {}  # (bytes, messages) a turn
+        self._hbytes: dict[str, int] = {}
+        self._size: dict[str, int] = {}  # bytes held, least recently used first
+        self._total = 0
         self._created: dict[str, int] = {}  # creation sequence (list order, cursors)
         self._seq = 0
         self._leases: dict[str, tuple[str, float]] = {}
 
-    async def save(self, session_id: str, state: dict[str, Any]) -> None:
-        self._state[session_id] = orjson.dumps(state)
+    @property
+    def bytes_held(self) -> int:
+        """State and history bytes held now (what ``max_bytes`` bounds)."""
+        return self._total
+
+    def _touch(self, sid: str, grow: int = 0) -> None:
+        """``sid`` becomes the most recently used; its size grows by ``grow``."""
+        self._size[sid] = self._size.pop(sid, 0) + grow
+        self._total += grow
+
+    def _bound(self, sid: str) -> None:
+        turns = self._history.get(sid)
+        if turns is not None:
+            over_turns = self.max_history_turns is not None and len(turns) > self.max_history_turns
+            over_bytes = (
+                self.max_history_bytes is not None and self._hbytes[sid] > self.max_history_bytes
+            )
+            if over_turns or over_bytes:
+                self._trim(sid, self.max_history_bytes, self.max_history_turns)
+        max_sessions, max_bytes = self.max_sessions, self.max_bytes
+        while (max_sessions is not None and len(self._size) > max_sessions) or (
+            max_bytes is not None and self._total > max_bytes
+        ):
+            oldest = next(iter(self._size))
+            if oldest == sid:  # the only session: it alone is too large
+                if max_bytes is not None:
+                    self._trim(sid, max_bytes - len(self._state.get(sid, b"")), None)
+                return
+            self._forget(oldest)
+
+    def _trim(self, sid: str, max_bytes: int | None, max_turns: int | None) -> None:
+        turns = self._history[sid]
+        cut, dropped = trim_plan([n for n, _ in turns], self._hbytes[sid], max_bytes, max_turns)
+        if cut:
+            del turns[:cut]
+            self._hbytes[sid] -= dropped
+            self._touch(sid, -dropped)
+
+    def _forget(self, sid: str) -> None:
+        self._total -= self._size.pop(sid, 0)
+        self._state.pop(sid, None)
+        self._history.pop(sid, None)
+        self._hbytes.pop(sid, None)
+        self._created.pop(sid, None)
+        held = self._leases.get(sid)
+        if held is not None and held[1] <= time.time():
+            del self._leases[sid]
+
+    def _put_state(self, session_id: str, state: dict[str, Any]) -> None:
+        raw = orjson.dumps(state)
+        old = self._state.get(session_id)
+        self._state[session_id] = raw
+        self._touch(session_id, len(raw) - (len(old) if old is not None else 0))
         if session_id not in self._created:
             self._seq += 1
             self._created[session_id] = self._seq
 
+    def _put_turn(self, session_id: str, messages: list[bytes]) -> None:
+        size = sum(map(len, messages))
+        self._history.setdefault(session_id, []).append((size, list(messages)))
+        self._hbytes[session_id] = self._hbytes.get(session_id, 0) + size
+        self._touch(session_id, size)
+
+    async def save(self, session_id: str, state: dict[str, Any]) -> None:
+        self._put_state(session_id, state)
+        self._bound(session_id)
+
     async def load(self, session_id: str) -> dict[str, Any] | None:
         raw = self._state.get(session_id)
-        return orjson.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        self._touch(session_id)
+        return orjson.loads(raw)  # type: ignore[no-any-return]
 
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
-        self._history.setdefault(session_id, []).extend(messages)
+        self._put_turn(session_id, messages)
+        self._bound(session_id)
 
     async def history(self, session_id: str) -> list[bytes]:
-        return list(self._history.get(session_id, ()))
+        turns = self._history.get(session_id)
+        if turns is None:
+            return []
+        self._touch(session_id)
+        return [m for _, messages in turns for m in messages]
 
     async def save_turn(
         self,
@@ -136,14 +300,13 @@ class MemorySessionStore:
     ) -> bool:
         if owner is not None and (self._leases.get(session_id) or ("",))[0] != owner:
             return False
-        await self.append_history(session_id, messages)
-        await self.save(session_id, state)
+        self._put_turn(session_id, messages)
+        self._put_state(session_id, state)
+        self._bound(session_id)
         return True
 
     async def delete(self, session_id: str) -> None:
-        self._state.pop(session_id, None)
-        self._history.pop(session_id, None)
-        self._created.pop(session_id, None)
+        self._forget(session_id)
         self._leases.pop(session_id, None)
 
     async def acquire(
@@ -188,6 +351,8 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 
 # Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
 # database older than it.  1: leases, and the creation order session/list pages by.
+# 2: history retention (each row's turn and size, each session's kept bytes and turn
+# count) and large strings stored once per turn (``blobs``).
 _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -196,23 +361,189 @@ _MIGRATIONS: tuple[str, ...] = (
         seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL UNIQUE);
     INSERT OR IGNORE INTO session_order (session_id) SELECT id FROM sessions ORDER BY rowid;
     """,
+    """
+    ALTER TABLE history ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN blob INTEGER;
+    ALTER TABLE history ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+    UPDATE history SET size = length(message);
+    ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
+    UPDATE sessions SET hbytes = coalesce(
+        (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
+    CREATE TABLE IF NOT EXISTS blobs (
+        id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
+        data BLOB NOT NULL);
+    CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
+    """,
 )
+
+INLINE_BYTES = 256 * 1024
+"""A group of queued turns up to this many bytes commits on the event loop (a WAL commit
+with ``synchronous=NORMAL`` writes to the OS cache, no fsync: cheaper than a thread hop);
+a larger group commits in a worker thread, so the event loop never copies megabytes."""
+
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""After this many bytes committed on the event loop, a WAL checkpoint runs in a worker
+thread (the event-loop connection never checkpoints: a checkpoint fsyncs)."""
+
+SHARED_STRING = 64 * 1024
+"""A run of at least this many bytes that two messages of one turn hold (a prompt's text
+and its echo) is stored once (table ``blobs``), each message keeping its place."""
+
+_PAGE = 4096
+
+
+class _Turn:
+    """A queued ``save_turn``: answered once the transaction that wrote it commits."""
+
+    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
+
+    def __init__(
+        self,
+        sid: str,
+        state: bytes,
+        messages: list[bytes],
+        owner: str | None,
+        future: asyncio.Future[bool],
+    ) -> None:
+        self.sid = sid
+        self.state = state
+        self.messages = messages
+        self.owner = owner
+        self.size = sum(map(len, messages))
+        self.future = future
+
+
+_PROBE = 64  # bytes of a message looked for in another one
+_PROBES = 8  # places tried, spread over the message
+
+
+def _extend(a: bytes, i: int, b: memoryview, j: int, most: int, back: bool) -> int:
+    """How many bytes from a[i:] equal b[j:] (``back``: how many before a[i] equal those
+    before b[j]), at most ``most``: doubling steps, then halving, each comparing only
+    bytes not compared yet (memcmp, through ``startswith``/``endswith``)."""
+
+    def same(done: int, n: int) -> bool:
+        if back:
+            return a.endswith(b[j - done - n : j - done], 0, i - done)
+        return a.startswith(b[j + done : j + done + n], i + done)
+
+    done, step, n = 0, 64 * 1024, 0
+    while done < most:
+        n = min(step, most - done)
+        if not same(done, n):
+            break
+        done += n
+        step *= 2
+    else:
+        return done
+    while n > 1:
+        half = n // 2
+        if same(done, half):
+            done += half
+            n -= half
+        else:
+            n = half
+    return done
+
+
+def _common_run(a: bytes, b: bytes, least: int) -> tuple[int, int, int] | None:
+    """(offset in a, offset in b, length) of a run of at least ``least`` bytes that both
+    messages hold (a prompt's text and its echo), found from probes of ``a``; else None."""
+    mb = memoryview(b)
+    for k in range(_PROBES):
+        p = len(a) * k // _PROBES
+        j = b.find(a[p : p + _PROBE])
+        if j < 0:
+            continue
+        right = _extend(a, p, mb, j, min(len(a) - p, len(b) - j), back=False)
+        left = _extend(a, p, mb, j, min(p, j), back=True)
+        if left + right >= least:
+            return p - left, j - left, left + right
+    return None
+
+
+def _shared_runs(messages: list[bytes], least: int) -> tuple[bytes, dict[int, int]] | None:
+    """A run of bytes that the turn's first large message shares with later ones (stored
+    once), and where it sits in each message that holds it; None when nothing is shared."""
+    big = [k for k, m in enumerate(messages) if len(m) >= least]
+    if len(big) <= 1:  # a pair at least
+        return None
+    first = messages[big[0]]
+    run: bytes | None = None
+    where: dict[int, int] = {}
+    for k in big[1:]:
+        m = messages[k]
+        if run is None:
+            found = _common_run(first, m, least)
+            if found is not None:
+                i, j, n = found
+                run = first[i : i + n]
+                where[big[0]] = i
+                where[k] = j
+        elif len(run) <= len(m):
+            j = m.find(run)
+            if j >= 0:
+                where[k] = j
+    return (run, where) if run is not None else None
 
 
 class SqliteSessionStore:
-    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 5.0,
+        max_history_bytes: Limit = FROM_ENV,
+        max_history_turns: Limit = FROM_ENV,
+        inline_bytes: int = INLINE_BYTES,
+    ) -> None:
         """``busy_timeout``: how long one call waits for a lock held by another process
-        before it fails (the HTTP transport then retries twice, see ``_durably``)."""
+        before it fails (the HTTP transport then retries twice, see ``_durably``).
+
+        ``max_history_bytes`` / ``max_history_turns``: the history kept per session
+        (``$ACP_HISTORY_MAX_BYTES``, default 256 MiB; ``$ACP_HISTORY_MAX_TURNS``, default
+        100000; None: unbounded).  When a turn takes a session past either, its oldest whole
+        turns are deleted until it holds at most 3/4 of the bound (the latest turn is
+        always kept, however large); ``session/load`` then replays the turns kept, from
+        the first kept turn's prompt on.  ``inline_bytes``: see ``INLINE_BYTES``."""
         self.path = str(path)
-        self._lock = threading.Lock()
+        self.max_history_bytes = env_limit(
+            max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
+        )
+        self.max_history_turns = env_limit(
+            max_history_turns, "ACP_HISTORY_MAX_TURNS", DEFAULT_HISTORY_TURNS
+        )
+        self.inline_bytes = inline_bytes
+        self._lock = threading.Lock()  # the worker-thread connection, one call at a time
         self._db = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
         )
         with self._lock:
+            # new files only (an existing one keeps its mode): free pages go back to the
+            # file system on delete (``PRAGMA incremental_vacuum``)
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA journal_size_limit=16777216")
             self._db.executescript(_SCHEMA)
             self._migrate()
+        # the event loop's own connection: never waits for a lock (busy: the group goes
+        # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
+        self._fast = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=0
+        )
+        self._fast.execute("PRAGMA synchronous=NORMAL")
+        self._fast.execute("PRAGMA wal_autocheckpoint=0")
+        self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
+        self._queue: list[_Turn] = []
+        self._flushing = False  # a group is scheduled or being written
+        self._unchecked = 0  # bytes committed on the event loop since the last checkpoint
+        self._checkpointing = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def _migrate(self) -> None:
         """Bring an existing database up to ``len(_MIGRATIONS)`` (another process may be
@@ -259,46 +590,33 @@ class SqliteSessionStore:
         return row[0] if row else None
 
     def _append(self, sid: str, messages: list[bytes]) -> None:
+        size = sum(map(len, messages))
         self._db.execute("BEGIN")
         try:
+            row = self._db.execute(
+                "UPDATE sessions SET hbytes = hbytes + ?, hturns = hturns + 1 WHERE id = ? "
+                "RETURNING hturns",
+                (size, sid),
+            ).fetchall()
+            turn = row[0][0] if row else 0
             self._db.executemany(
-                "INSERT INTO history (session_id, message) VALUES (?, ?)",
-                [(sid, m) for m in messages],
+                "INSERT INTO history (session_id, message, turn, size) VALUES (?, ?, ?, ?)",
+                [(sid, m, turn, len(m)) for m in messages],
             )
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
 
-    def _turn(self, sid: str, state: bytes, messages: list[bytes], owner: str | None) -> bool:
-        # IMMEDIATE: the write lock first, so no other process moves the lease between
-        # the check and the write
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            if owner is not None:
-                row = self._db.execute(
-                    "SELECT owner FROM leases WHERE session_id = ?", (sid,)
-                ).fetchone()
-                if row is None or row[0] != owner:
-                    self._db.execute("ROLLBACK")
-                    return False
-            if messages:
-                self._db.executemany(
-                    "INSERT INTO history (session_id, message) VALUES (?, ?)",
-                    [(sid, m) for m in messages],
-                )
-            self._save(sid, state)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-        return True
-
     def _history(self, sid: str) -> list[bytes]:
         rows = self._db.execute(
-            "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,)
+            "SELECT h.message, h.at, b.data FROM history h LEFT JOIN blobs b ON b.id = h.blob "
+            "WHERE h.session_id = ? ORDER BY h.seq",
+            (sid,),
         ).fetchall()
-        return [bytes(r[0]) for r in rows]
+        return [
+            bytes(m) if data is None else b"".join((m[:at], data, m[at:])) for m, at, data in rows
+        ]
 
     def _delete(self, sid: str) -> None:
         self._db.execute("BEGIN")
@@ -307,10 +625,22 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
             self._db.execute("DELETE FROM session_order WHERE session_id = ?", (sid,))
             self._db.execute("DELETE FROM leases WHERE session_id = ?", (sid,))
+            self._db.execute("DELETE FROM blobs WHERE session_id = ?", (sid,))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        # give the freed pages back to the file system (auto_vacuum=INCREMENTAL files)
+        self._db.executescript("PRAGMA incremental_vacuum")  # steps until done (execute: 1 page)
+
+    def _wal_checkpoint(self) -> None:
+        # RESTART: the event loop's writes wait (they go to the worker thread) until
+        # every frame is copied, so the next write starts the WAL from its beginning
+        self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+
+    def _vacuum(self) -> None:
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        self._db.execute("VACUUM")
 
     def _acquire(self, sid: str, owner: str, ttl: float, take_over: bool) -> str | None:
         self._db.execute("BEGIN IMMEDIATE")  # read and write under one write lock
@@ -351,6 +681,194 @@ class SqliteSessionStore:
         ).fetchall()
         return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
 
+    # ---- turns: group commit ---------------------------------------------------------
+    def _write_turn(self, db: sqlite3.Connection, t: _Turn) -> None:
+        (kept, turn, first) = db.execute(
+            "INSERT INTO sessions (id, state, hbytes, hturns) VALUES (?, ?, ?, 1) "
+            "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
+            "hbytes = hbytes + excluded.hbytes, hturns = hturns + 1 "
+            "RETURNING hbytes, hturns, hfirst",
+            (t.sid, t.state, t.size),
+        ).fetchall()[0]
+        if turn == 1:
+            db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
+        if not t.messages:
+            return
+        shared = _shared_runs(t.messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
+        rows: list[tuple[str, bytes, int, int, int | None, int]]
+        if shared is None:
+            rows = [(t.sid, m, turn, len(m), None, 0) for m in t.messages]
+        else:
+            run, where = shared
+            cur = db.execute(
+                "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
+            )
+            blob = cur.lastrowid
+            rows = [
+                (t.sid, m, turn, len(m), None, 0)
+                if (at := where.get(k)) is None
+                else (t.sid, m[:at] + m[at + len(run) :], turn, len(m), blob, at)
+                for k, m in enumerate(t.messages)
+            ]
+        db.executemany(
+            "INSERT INTO history (session_id, message, turn, size, blob, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
+        # turns kept: the turn numbers from the first kept one (hfirst) to this one
+        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
+        if over_bytes or over_turns:
+            self._trim(db, t.sid, kept)
+
+    def _trim(self, db: sqlite3.Connection, sid: str, kept: int) -> None:
+        turns = db.execute(
+            "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
+            "GROUP BY turn ORDER BY turn",
+            (sid,),
+        ).fetchall()
+        cut, dropped = trim_plan(
+            [t[0] for t in turns], kept, self.max_history_bytes, self.max_history_turns
+        )
+        if cut:
+            first_seq, first_turn = turns[cut][1], turns[cut][2]
+            db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
+            db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
+            db.execute(
+                "UPDATE sessions SET hbytes = hbytes - ?, hfirst = ? WHERE id = ?",
+                (dropped, first_turn, sid),
+            )
+
+    def _commit(self, db: sqlite3.Connection, group: list[_Turn]) -> list[bool]:
+        """Every turn of the group in one transaction: True written, False refused (its
+        owner does not hold the lease).  IMMEDIATE: the write lock first, so no other
+        process moves a lease between the check and the write."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            out = []
+            for t in group:
+                if t.owner is not None:
+                    row = db.execute(
+                        "SELECT owner FROM leases WHERE session_id = ?", (t.sid,)
+                    ).fetchone()
+                    if row is None or row[0] != t.owner:
+                        out.append(False)
+                        continue
+                self._write_turn(db, t)
+                out.append(True)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    def _commit_each(self, db: sqlite3.Connection, group: list[_Turn]) -> list[Any]:
+        """The group in one transaction; if that fails, each turn in its own, so one bad
+        turn fails alone.  Per turn: True, False, or the exception it raised."""
+        try:
+            return list(self._commit(db, group))
+        except Exception as exc:  # noqa: BLE001 - answered to the callers
+            if len(group) == 1:
+                return [exc]
+        out: list[Any] = []
+        for t in group:
+            try:
+                out.append(self._commit(db, [t])[0])
+            except Exception as exc:  # noqa: BLE001 - answered to that turn's caller
+                out.append(exc)
+        return out
+
+    def _commit_in_thread(self, group: list[_Turn]) -> list[Any]:
+        with self._lock:
+            return self._commit_each(self._db, group)
+
+    async def save_turn(
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        loop = asyncio.get_running_loop()
+        t = _Turn(session_id, orjson.dumps(state), messages, owner, loop.create_future())
+        self._queue.append(t)
+        if not self._flushing:
+            self._flushing = True
+            # the turns queued until then (other sessions' turns ending in this pass of
+            # the loop) join the same transaction
+            loop.call_soon(self._flush)
+        return await t.future
+
+    def _flush(self) -> None:
+        group, self._queue = self._queue, []
+        size = sum(t.size for t in group)
+        if size <= self.inline_bytes:
+            try:
+                results = self._commit_each_inline(group)
+            except sqlite3.OperationalError:  # locked by another connection or process
+                results = None
+            if results is not None:
+                self._answer(group, results)
+                # what the commit added to the WAL, roughly: the bytes, and a page for
+                # each table or index leaf a turn touches
+                self._unchecked += size + _PAGE * (1 + 3 * len(group))
+                if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
+                    self._checkpointing = True
+                    self._unchecked = 0
+                    self._spawn(self._checkpoint())
+                self._next()
+                return
+        self._spawn(self._flush_in_thread(group))
+
+    def _commit_each_inline(self, group: list[_Turn]) -> list[Any]:
+        try:
+            return self._commit(self._fast, group)
+        except sqlite3.OperationalError:
+            raise  # busy: the worker thread waits for the lock instead
+        except Exception:  # noqa: BLE001 - one bad turn: sort it out in the thread
+            raise sqlite3.OperationalError("retry in the worker thread") from None
+
+    async def _flush_in_thread(self, group: list[_Turn]) -> None:
+        try:
+            results = await asyncio.to_thread(self._commit_in_thread, group)
+        except BaseException as exc:  # cancelled (the loop is closing): callers hear of it
+            self._answer(group, [RuntimeError(f"the turn was not saved: {exc!r}")] * len(group))
+            self._flushing = False
+            raise
+        self._answer(group, results)
+        self._next()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _next(self) -> None:
+        if self._queue:  # queued while this group was written: the next group
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._flushing = False
+
+    @staticmethod
+    def _answer(group: list[_Turn], results: list[Any]) -> None:
+        for t, r in zip(group, results, strict=True):
+            if t.future.done():  # the caller was cancelled
+                continue
+            if isinstance(r, BaseException):
+                t.future.set_exception(r)
+            else:
+                t.future.set_result(r)
+
+    async def _checkpoint(self) -> None:
+        try:
+            await asyncio.to_thread(self._run, self._wal_checkpoint)
+        except Exception as exc:  # noqa: BLE001 - the next one tries again
+            log.warning("session store: WAL checkpoint failed (%s)", exc)
+        finally:
+            self._checkpointing = False
+
+    # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
         await asyncio.to_thread(self._run, self._save_new, session_id, orjson.dumps(state))
 
@@ -365,19 +883,6 @@ class SqliteSessionStore:
     async def history(self, session_id: str) -> list[bytes]:
         result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
         return result
-
-    async def save_turn(
-        self,
-        session_id: str,
-        state: dict[str, Any],
-        messages: list[bytes],
-        *,
-        owner: str | None = None,
-    ) -> bool:
-        saved: bool = await asyncio.to_thread(
-            self._run, self._turn, session_id, orjson.dumps(state), messages, owner
-        )
-        return saved
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self._run, self._delete, session_id)
@@ -407,8 +912,15 @@ class SqliteSessionStore:
         out = [(sid, orjson.loads(state)) for _, sid, state in page]
         return out, (str(page[-1][0]) if len(rows) > limit else None)
 
+    async def vacuum(self) -> None:
+        """Rewrite the file without free pages (``VACUUM``; the file of a store created
+        before auto_vacuum was on shrinks only this way).  Needs the file to itself for a
+        moment: run it when no turn is being saved."""
+        await asyncio.to_thread(self._run, self._vacuum)
+
     def close(self) -> None:
         with self._lock:
+            self._fast.close()
             self._db.close()
 
 

@@ -102,6 +102,51 @@ def _walk(value: Any, path: str, problems: list[str]) -> None:
             _walk(item, f"{path}/{k}", problems)
 
 
+_SHOWN_VALUE = 80  # characters of a value, in a violation's text
+
+
+def _same_scalar(sent: Any, read: Any) -> bool:
+    if type(sent) is bool or type(read) is bool:
+        return type(sent) is type(read) and sent == read
+    return bool(sent == read)
+
+
+def _differences(sent: Any, read: Any, path: str, problems: list[str], limit: int = 5) -> None:
+    """Where `read` (what this revision's models make of a frame) is not `sent`."""
+    if len(problems) >= limit:
+        return
+    if type(sent) is dict and type(read) is dict:
+        for key, item in sent.items():
+            if key not in read:
+                problems.append(
+                    f"{path}/{key}: {_shown(item)} is dropped by a receiver "
+                    "(not a value the schema allows here)"
+                )
+            else:
+                _differences(item, read[key], f"{path}/{key}", problems, limit)
+        return
+    if type(sent) is list and type(read) is list:
+        if len(sent) != len(read):
+            problems.append(
+                f"{path or '<root>'}: a receiver keeps {len(read)} of the {len(sent)} items "
+                "(the others are not values the schema allows here)"
+            )
+            return
+        for i, (a, b) in enumerate(zip(sent, read, strict=True)):
+            _differences(a, b, f"{path}/{i}", problems, limit)
+        return
+    if type(sent) in (dict, list) or type(read) in (dict, list) or not _same_scalar(sent, read):
+        problems.append(
+            f"{path or '<root>'}: {_shown(sent)} is not a value the schema allows here "
+            f"(a receiver reads {_shown(read)})"
+        )
+
+
+def _shown(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= _SHOWN_VALUE else text[: _SHOWN_VALUE - 3] + "..."
+
+
 _LOGGED_MAX = 20  # a peer sending junk must not flood (and block) a stderr nobody reads
 _SHOWN_BYTES = 600  # of a frame, in a violation's text
 _counts = {"logged": 0}
@@ -261,6 +306,13 @@ class WireCheck:
             return []
         problems: list[str] = []
         _walk(model, "", problems)
+        # strict on what we send: the models are lenient where the schema lets a receiver
+        # be (`x-deserialize-default-on-error`, skipped list items, lax coercions); a
+        # value they change on the way in is one a strict peer refuses or a lenient
+        # peer misreads (a boolean where the schema wants a `{}` marker reads as absent)
+        if not problems:
+            read = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            _differences(value if value is not None else {}, read, "", problems)
         return [f"{what} ({cls_name}) {p}" for p in problems]
 
     # ---- the connection's hooks ---------------------------------------------------

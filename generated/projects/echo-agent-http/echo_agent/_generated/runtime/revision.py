@@ -83,6 +83,13 @@ class ClientCapabilityNames:
 class AuthMethodShape:
     id: str  # "id" (v1) | "methodId" (v2)
     agent_type: str | None  # the `type` tag an agent-handled method carries ("agent"), if any
+    # the `type` tag of a terminal-login method ("terminal"); None: the revision has none
+    # (such a method is then listed in the `_meta` "terminal-auth" form older clients read)
+    terminal_type: str | None = None
+    terminal_env_list: bool = False  # its `env` is [{name, value}] (v2), else {name: value}
+    # where the client opts in to terminal methods: ClientCapabilities.<client_auth>.<..>
+    client_auth: str | None = None  # "auth"
+    client_terminal: str | None = None  # "terminal"
 
 
 @dataclass(frozen=True)

@@ -120,12 +120,15 @@ class HttpTransport:
             err["data"] = {"status": status}
         self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
 
+    def _refuse_batch(self, batch: list[Any]) -> None:
+        for entry in batch:
+            rid = entry.get("id") if type(entry) is dict else None
+            self._fail(rid, "JSON-RPC batches are not supported over HTTP (501)", 501)
+
     async def _post(self, frame: bytes, sid: str | None) -> None:
         msg = orjson.loads(frame)
         if type(msg) is list:  # a JSON-RPC batch: the HTTP transport refuses it (501)
-            for entry in msg:
-                rid = entry.get("id") if type(entry) is dict else None
-                self._fail(rid, "JSON-RPC batches are not supported over HTTP (501)", 501)
+            self._refuse_batch(msg)
             return
         method = msg.get("method")
         rid = msg.get("id") if method is not None else None
@@ -159,20 +162,24 @@ class HttpTransport:
             self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
             return
         if initialize:
-            cid = r.headers.get(CONNECTION_ID_HEADER)
-            if r.status_code != httpx.codes.OK or not cid:
-                self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code)
-                return
-            self.connection_id = cid
-            self._open(None)
-            assert self.conn is not None
-            self.conn.feed(r.content)
+            self._initialized(rid, r)
             return
         if r.status_code == httpx.codes.OK and r.content:
             assert self.conn is not None
             self.conn.feed(r.content)
         elif r.status_code not in (200, 202):
             self._fail(rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code)
+
+    def _initialized(self, rid: Any, r: httpx.Response) -> None:
+        """initialize's answer: the connection id, its stream opened, the body fed."""
+        cid = r.headers.get(CONNECTION_ID_HEADER)
+        if r.status_code != httpx.codes.OK or not cid:
+            self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code)
+            return
+        self.connection_id = cid
+        self._open(None)
+        assert self.conn is not None
+        self.conn.feed(r.content)
 
     # ---- receiving -----------------------------------------------------------------
     def _reader(self, sid: str | None) -> httpx.AsyncClient:

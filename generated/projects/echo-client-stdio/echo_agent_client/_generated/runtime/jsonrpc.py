@@ -249,15 +249,7 @@ class Connection:
             raise self._close_reason or ConnectionClosed()
         if not calls:
             raise ValueError("a batch holds at least one request")
-        rids: list[int] = []
-        frames: list[bytes] = []
-        for method, params in calls:
-            self._next_id += 1
-            msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
-            if params is not None:
-                msg["params"] = params
-            frames.append(_dumps(msg))
-            rids.append(self._next_id)
+        rids, frames = self._batch_frames(calls)
         if self._wire is not None:
             for frame in frames:  # each entry is checked as the request it is
                 self._wire_sent(frame)
@@ -280,6 +272,19 @@ class Connection:
             if isinstance(value, BaseException) and not isinstance(value, RpcError):
                 raise value  # the connection closed: no answer will come
         return list(done)
+
+    def _batch_frames(self, calls: list[tuple[str, Any]]) -> tuple[list[int], list[bytes]]:
+        """Each call of a batch as a request frame with a fresh id."""
+        rids: list[int] = []
+        frames: list[bytes] = []
+        for method, params in calls:
+            self._next_id += 1
+            msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+            if params is not None:
+                msg["params"] = params
+            frames.append(_dumps(msg))
+            rids.append(self._next_id)
+        return rids, frames
 
     def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
         try:

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from .agent import AgentRuntime
+from .agent_auth import login_args, manifest_methods
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
 from .sessions import SessionCore, callbacks_for, open_default_store
 from .stdio import claim_stdout, open_stdio, read_frames
@@ -112,6 +113,16 @@ def run_agent(
     """The generated project's console script."""
     manifest = getattr(agent_cls, "_acp_manifest", {})
     name = manifest.get("name", "agent")
+    given = list(sys.argv[1:] if argv is None else argv)
+    methods = manifest_methods(manifest)
+    login = login_args(methods, given)
+    if login is not None:  # a client started the terminal login (agent_auth.py)
+        sys.exit(agent_cls.login(login.id, given[: len(given) - len(login.args)]))
+    logins = [
+        f"{name} {' '.join(m.args)}: {m.name} (the '{m.id}' terminal auth method)"
+        for m in methods
+        if m.type == "terminal"
+    ]
     how = (
         "Serves the Agent Client Protocol over HTTP at /acp (SSE and WebSocket)."
         if transport == "http"
@@ -120,7 +131,10 @@ def run_agent(
     )
     about = manifest.get("description") or manifest.get("title") or ""
     ap = argparse.ArgumentParser(
-        prog=name, description=f"{about.strip()}\n\n{how}".strip(), formatter_class=_Help
+        prog=name,
+        description=f"{about.strip()}\n\n{how}".strip(),
+        epilog="interactive login:\n  " + "\n  ".join(logins) if logins else None,
+        formatter_class=_Help,
     )
     ap.add_argument(
         "--max-message-size",

@@ -57,6 +57,15 @@ class Agent(AgentBase):
         super().__init__()
         self.last_edit: dict[str, Edit] = {}  # session id -> its last edit
 
+    async def is_authenticated(self) -> bool:
+        return True  # local files only: there is no account to log into
+
+    @classmethod
+    def login(cls, method_id: str, argv: list[str]) -> int:
+        """`coder-agent --login` (the terminal auth method an editor may run)."""
+        print("coder-agent edits files in the session's folder and needs no account.")
+        return 0
+
     async def prompt(self, turn: Turn, input: list[dict[str, Any]]) -> None:
         command = turn.command
         if command is not None and command.name == "help":

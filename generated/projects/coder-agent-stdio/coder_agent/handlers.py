@@ -8,6 +8,7 @@ lists every method here that a new protocol revision removes or changes.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from ._generated.dispatcher import AgentBase
@@ -36,3 +37,20 @@ class Agent(AgentBase):
             return None
         await turn.send_text(f"received {input!r}")
         return None
+
+    async def is_authenticated(self) -> bool:
+        """Whether the user is logged in already (e.g. the credentials `login` stored):
+        asked at `session/new` until `authenticate` succeeds."""
+        return False
+
+    @classmethod
+    def login(cls, method_id: str, argv: list[str]) -> int:
+        """The manifest's `terminal` auth method: the client runs this agent's command with
+        the method's args in a terminal. Ask for the credentials, store them where
+        `is_authenticated` finds them, return 0; any other status is a failed login. As
+        generated it explains this and fails."""
+        sys.stderr.write(
+            f"{method_id}: this login is not written yet: fill in `login` and "
+            "`is_authenticated` in handlers.py\n"
+        )
+        return 1

@@ -542,11 +542,23 @@ class SessionConnection(Connection):
 
     async def _prompt(self, sid: str, params: dict[str, Any], ctx: RequestContext) -> Any:
         rt = self.rt
-        s = rt.sessions.get(sid)
-        running = self.turns.get(sid)
-        if s is None or (running is not None and not running.done()):
-            # unknown session, or a turn runs: the runtime refuses it; nothing is recorded
+        while True:
+            s = rt.sessions.get(sid)
+            running = self.turns.get(sid)
+            if s is None or running is None or running.done():
+                break
+            if s.task is not None:
+                # a turn runs: the runtime refuses the prompt (the state error); nothing
+                # of it is recorded
+                return await rt.handle_request("session/prompt", params, ctx)
+            # the previous turn ended but is still being saved: the session stays busy
+            # until it is, so this prompt waits (turns are stored and answered in order)
+            await asyncio.wait({running})
+        if s is None:  # unknown session: the runtime refuses it
             return await rt.handle_request("session/prompt", params, ctx)
+        # the session is this prompt's from here (no await before): a prompt arriving
+        # meanwhile waits above instead of running beside it
+        self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
         store = self.core.store
         now = time.monotonic()
         if now - self.confirmed.get(sid, 0.0) > OWNER_CHECK:  # taken over by another replica?
@@ -560,7 +572,6 @@ class SessionConnection(Connection):
         user = self._user_frames(sid, params)
         before = s.turns
         self.recorded[sid] = []
-        self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
         try:
             result = await rt.handle_request("session/prompt", params, ctx)
         except BaseException:

@@ -1,0 +1,338 @@
+"""Reliability round 3 (issue 18) on a generated agent: a session stays busy until its turn
+is saved (in process, over stdio and WebSocket with a locked SQLite file), every request's
+params checked against the revision's models, session ids checked before any store, failed
+loads that use up no session slot, idempotent delete, bounded echoes in errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hardening_support as hs
+import orjson
+import pytest
+
+PKG = "reliabagent"
+PKG2 = "reliabagent2"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("reliab")
+    env = hs.build(tmp, shared_acp, PKG, unstable=False)
+    return {"env": env, "agent": hs.load(tmp, PKG).Agent}
+
+
+@pytest.fixture(scope="module")
+def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
+    tmp = tmp_path_factory.mktemp("reliab2")
+    hs.build(tmp, shared_acp, PKG2, rev="v2", unstable=False)
+    return hs.load(tmp, PKG2).Agent
+
+
+class Core:
+    """One connection of the session core, in process: frames in, messages out."""
+
+    def __init__(self, core: Any) -> None:
+        self.msgs: list[dict[str, Any]] = []
+
+        async def sink(batch: list[tuple[bytes, Any]]) -> None:
+            self.msgs.extend(orjson.loads(f) for f, _ in batch)
+
+        self.conn = core(sink)
+        self.n = 0
+
+    def send(self, method: str, params: Any) -> int:
+        self.n += 1
+        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
+        self.conn.feed(json.dumps(msg).encode())
+        return self.n
+
+    def answered(self, rid: int) -> dict[str, Any] | None:
+        for m in self.msgs:
+            if m.get("id") == rid and "method" not in m:
+                return m
+        return None
+
+    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while (m := self.answered(rid)) is None:
+            assert time.monotonic() < deadline, f"no answer to {rid}"
+            await asyncio.sleep(0.005)
+        return m
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        return await self.answer(self.send(method, params))
+
+    def position(self, rid: int) -> int:
+        return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
+
+    async def until(self, pred: Any, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, "condition not reached"
+            await asyncio.sleep(0.005)
+
+
+def _users(frames: list[bytes]) -> list[Any]:
+    out = []
+    for f in frames:
+        u = orjson.loads(f)["params"]["update"]
+        if u["sessionUpdate"] == "user_message_chunk":
+            out.append(u["content"].get("text"))
+        elif u["sessionUpdate"] == "user_message":
+            out.append(u["content"][0].get("text"))
+    return out
+
+
+def _gated_store(package: str) -> Any:
+    """A memory store whose turn saves wait for `gate` (a store that is slow or locked)."""
+    base = hs.runtime_of(package, "store").MemorySessionStore
+
+    class Gated(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = asyncio.Event()
+            self.gate.set()
+            self.saving = 0
+
+        async def save_turn(self, *args: Any, **kw: Any) -> bool:
+            self.saving += 1
+            await self.gate.wait()
+            return bool(await super().save_turn(*args, **kw))
+
+    return Gated()
+
+
+def _core(package: str, agent: Any, store: Any, **kw: Any) -> Any:
+    return hs.runtime_of(package, "sessions").SessionCore(agent, store, **kw)
+
+
+# ---- 1. a session stays busy until its turn is saved --------------------------------------
+
+
+def test_a_prompt_in_the_save_window_waits_for_the_save(built: dict[str, Any]) -> None:
+    """p2's turn has ended but its save is held; p3 arrives: it must not run before p2 is
+    saved (old code: p3 answered end_turn first and was never stored).  p2 is answered
+    before p3 and the history holds p1, p2, p3 in order."""
+
+    async def go() -> None:
+        store = _gated_store(PKG)
+        c = Core(_core(PKG, built["agent"], store))
+        await c.call("initialize", {"protocolVersion": 1})
+        sid = (await c.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        assert "result" in await c.call("session/prompt", hs.text_prompt(sid, "p1"))
+        store.gate.clear()
+        saves = store.saving
+        p2 = c.send("session/prompt", hs.text_prompt(sid, "p2"))
+        await c.until(lambda: store.saving > saves)  # p2 ran and waits on its save
+        p3 = c.send("session/prompt", hs.text_prompt(sid, "p3"))
+        await asyncio.sleep(0.2)
+        assert c.answered(p3) is None and c.answered(p2) is None
+        assert [m for m in c.msgs if "p3" in json.dumps(m)] == []  # p3 has not run
+        store.gate.set()
+        r2, r3 = await c.answer(p2), await c.answer(p3)
+        assert r2["result"] == {"stopReason": "end_turn"}
+        assert r3["result"] == {"stopReason": "end_turn"}
+        assert c.position(p2) < c.position(p3)
+        assert _users(await store.history(sid)) == ["p1", "p2", "p3"]
+        assert (await store.load(sid))["turns"] == 3
+        await c.conn.close()
+
+    asyncio.run(go())
+
+
+def test_v2_a_prompt_after_idle_waits_for_the_save(built_v2: Any) -> None:
+    """v2 reports `idle` before the turn is saved: a client that prompts on idle must find
+    its prompt run after the save, both turns stored, in order."""
+
+    async def go() -> None:
+        store = _gated_store(PKG2)
+        c = Core(_core(PKG2, built_v2, store))
+        init = {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
+        await c.call("initialize", init)
+        sid = (await c.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        store.gate.clear()
+        assert "result" in await c.call("session/prompt", hs.text_prompt(sid, "p1"))
+        await c.until(lambda: store.saving >= 1)  # idle sent, save held
+        p2 = c.send("session/prompt", hs.text_prompt(sid, "p2"))
+        await asyncio.sleep(0.2)
+        assert c.answered(p2) is None  # waits for p1's save
+        store.gate.set()
+        assert "result" in await c.answer(p2)
+        await c.until(lambda: store.saving >= 2)
+        for _ in range(400):
+            if len(_users(await store.history(sid))) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert _users(await store.history(sid)) == ["p1", "p2"]
+        await c.conn.close()
+
+    asyncio.run(go())
+
+
+def _lock(db: Path) -> sqlite3.Connection:
+    """Another process's write lock on the store (what a backup or a second writer holds)."""
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN EXCLUSIVE")
+    return other
+
+
+@pytest.mark.slow
+def test_stdio_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_path: Path) -> None:
+    """Over stdio with the SQLite file locked by another process: p2 ends while locked, p3
+    comes 0.3 s later; the lock goes after 1.2 s.  Answers in turn order, and a restarted
+    agent replays p1, p2, p3."""
+    db = tmp_path / "stdio.db"
+    env = {**built["env"], "ACP_SESSION_DB": str(db)}
+
+    async def go() -> None:
+        peer = await hs.StdioPeer.start(env, PKG)
+        sid = await hs.open_session(peer)
+        assert "result" in await peer.call(3, "session/prompt", hs.text_prompt(sid, "p1"))
+        other = _lock(db)
+        try:
+            await peer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 4,
+                    "method": "session/prompt",
+                    "params": hs.text_prompt(sid, "p2"),
+                }
+            )
+            await asyncio.sleep(0.3)
+            await peer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 5,
+                    "method": "session/prompt",
+                    "params": hs.text_prompt(sid, "p3"),
+                }
+            )
+            await asyncio.sleep(0.9)
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        order = []
+        while len(order) < 2:
+            m = await peer.recv()
+            if "method" not in m:
+                order.append((m["id"], m.get("result")))
+        assert order == [(4, {"stopReason": "end_turn"}), (5, {"stopReason": "end_turn"})]
+        await peer.close()
+        peer = await hs.StdioPeer.start(env, PKG)
+        await peer.call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/load",
+                "params": {"sessionId": sid, "cwd": "/tmp", "mcpServers": []},
+            }
+        )
+        r, seen = await peer.until_id(2)
+        assert "result" in r, r
+        users = [
+            u["params"]["update"]["content"]["text"]
+            for u in seen
+            if u["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+        ]
+        assert users == ["p1", "p2", "p3"]
+        await peer.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_path: Path) -> None:
+    """The same over WebSocket (the issue's report): p3 is answered after p2, and a new
+    connection's session/load replays all three turns."""
+    import websockets
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_http_transport import running_server
+
+    http = hs.runtime_of(PKG, "http_server")
+    db = tmp_path / "ws.db"
+    store = hs.runtime_of(PKG, "store").SqliteSessionStore(db)
+    app = http.app_for(built["agent"], store=store)
+    with running_server(app) as addr:
+
+        async def go() -> None:
+            async with websockets.connect(f"ws://{addr}/acp") as ws:
+
+                async def send(rid: int, method: str, params: Any) -> None:
+                    msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+                    await ws.send(json.dumps(msg))
+
+                async def until(rid: int) -> tuple[dict[str, Any], list[Any]]:
+                    seen = []
+                    while True:
+                        m = json.loads(await asyncio.wait_for(ws.recv(), 15))
+                        if m.get("id") == rid and "method" not in m:
+                            return m, seen
+                        seen.append(m)
+
+                await send(1, "initialize", {"protocolVersion": 1})
+                await until(1)
+                await send(2, "session/new", {"cwd": "/w", "mcpServers": []})
+                sid = (await until(2))[0]["result"]["sessionId"]
+                await send(3, "session/prompt", hs.text_prompt(sid, "p1"))
+                await until(3)
+                other = _lock(db)
+                try:
+                    await send(4, "session/prompt", hs.text_prompt(sid, "p2"))
+                    await asyncio.sleep(0.3)
+                    await send(5, "session/prompt", hs.text_prompt(sid, "p3"))
+                    await asyncio.sleep(0.9)
+                finally:
+                    other.execute("COMMIT")
+                    other.close()
+                ids = []
+                while len(ids) < 2:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 15))
+                    if "method" not in m:
+                        assert m["result"] == {"stopReason": "end_turn"}, m
+                        ids.append(m["id"])
+                assert ids == [4, 5]
+            async with websockets.connect(f"ws://{addr}/acp") as ws:
+                await ws.send(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "initialize",
+                            "params": {"protocolVersion": 1},
+                        }
+                    )
+                )
+                await asyncio.wait_for(ws.recv(), 10)
+                await ws.send(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 2,
+                            "method": "session/load",
+                            "params": {"sessionId": sid, "cwd": "/w", "mcpServers": []},
+                        }
+                    )
+                )
+                users = []
+                while True:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                    if m.get("id") == 2:
+                        assert "result" in m, m
+                        break
+                    u = m["params"]["update"]
+                    if u["sessionUpdate"] == "user_message_chunk":
+                        users.append(u["content"]["text"])
+                assert users == ["p1", "p2", "p3"]
+
+        asyncio.run(go())
+    store.close()

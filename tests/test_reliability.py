@@ -336,3 +336,41 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
 
         asyncio.run(go())
     store.close()
+
+
+# ---- 2. every request's params checked against the revision's models ----------------------
+
+
+@pytest.mark.wire_check_send_only  # invalid content on purpose
+def test_schema_invalid_prompts_are_refused_with_a_pointer(built: dict[str, Any]) -> None:
+    """The issue's three prompts: each answers -32602 naming the JSON pointer of the
+    problem; none reaches the handler (no update), none is stored or replayed."""
+    bad = [
+        ({"type": "text", "text": 5}, "/prompt/1/text"),
+        ({"type": "text"}, "/prompt/1/text"),
+        ({"type": "resource_link", "name": "x", "uri": 7}, "/prompt/1/uri"),
+    ]
+
+    async def go() -> None:
+        store = hs.runtime_of(PKG, "store").MemorySessionStore()
+        c = Core(_core(PKG, built["agent"], store))
+        await c.call("initialize", {"protocolVersion": 1})
+        sid = (await c.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        for block, pointer in bad:
+            prompt = [{"type": "text", "text": "ok"}, block]
+            r = await c.call("session/prompt", {"sessionId": sid, "prompt": prompt})
+            assert r["error"]["code"] == -32602, r
+            assert r["error"]["data"]["pointer"] == pointer, r
+            assert pointer in r["error"]["message"]
+        assert [m for m in c.msgs if m.get("method") == "session/update"] == []
+        assert await store.history(sid) == []
+        assert (await store.load(sid))["turns"] == 0
+        r = await c.call("session/new", {"cwd": 7, "mcpServers": []})
+        assert r["error"]["data"]["pointer"] == "/cwd", r
+        r = await c.call(
+            "session/set_config_option", {"sessionId": sid, "configId": ["model"], "value": "large"}
+        )
+        assert r["error"]["code"] == -32602 and r["error"]["data"]["pointer"] == "/configId", r
+        await c.conn.close()
+
+    asyncio.run(go())

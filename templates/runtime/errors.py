@@ -59,14 +59,51 @@ def invalid_params(message: str, errors: list[dict[str, Any]] | None = None) -> 
     return RpcError(INVALID_PARAMS, f"invalid params: {message}", {"errors": errors or []})
 
 
-def from_validation_error(exc: Any, prefix: tuple[Any, ...] = ()) -> RpcError:
-    """-32602 with one entry per pydantic error: location, message, type (no input values)."""
-    errs = []
+_NO_VALUE = object()
+
+
+def from_validation_error(
+    exc: Any, prefix: tuple[Any, ...] = (), value: Any = _NO_VALUE
+) -> RpcError:
+    """-32602 with one entry per pydantic error: location, message, type (no input values).
+    Given the validated ``value``, each entry also has the JSON pointer (RFC 6901) of the
+    problem inside it, and ``data.pointer`` is the first one's."""
+    errs: list[dict[str, Any]] = []
     for e in exc.errors(include_url=False, include_input=False, include_context=False):
-        loc = [*prefix, *e.get("loc", ())]
-        errs.append({"loc": loc, "msg": e.get("msg", ""), "type": e.get("type", "")})
+        raw = tuple(e.get("loc", ()))
+        err: dict[str, Any] = {
+            "loc": [*prefix, *raw],
+            "msg": e.get("msg", ""),
+            "type": e.get("type", ""),
+        }
+        if value is not _NO_VALUE:
+            err["pointer"] = json_pointer(value, raw)
+        errs.append(err)
     where = ", ".join(_fmt(e["loc"]) + ": " + e["msg"] for e in errs[:5])
-    return invalid_params(where or "validation failed", errs)
+    out = invalid_params(where or "validation failed", errs)
+    if errs and "pointer" in errs[0]:
+        out.message += f" (at {errs[0]['pointer'] or '/'})"
+        out.data["pointer"] = errs[0]["pointer"]
+    return out
+
+
+def json_pointer(value: Any, loc: tuple[Any, ...]) -> str:
+    """The RFC 6901 pointer into ``value`` of a pydantic location: the parts that name a
+    key or an index of the data are kept, those that name a union member (a tag or a
+    model name) are not; a missing field (the last part) is named."""
+    out = []
+    node = value
+    for i, part in enumerate(loc):
+        if (type(node) is dict and part in node) or (
+            type(node) is list and type(part) is int and 0 <= part < len(node)
+        ):
+            node = node[part]
+        elif i == len(loc) - 1 and type(node) is dict and type(part) is str:
+            node = None  # a field that is missing
+        else:
+            continue  # a union member's name, not part of the data
+        out.append(str(part).replace("~", "~0").replace("/", "~1"))
+    return "".join("/" + p for p in out)
 
 
 def _fmt(loc: list[Any]) -> str:

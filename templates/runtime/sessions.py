@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from .dispatch import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
 from .store import SessionStore, SqliteSessionStore, open_store
@@ -76,6 +77,7 @@ STORE_RETRY_DELAYS = (0.05, 0.25)
 OWNER_CHECK = 1.0
 TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn to end
 
+_UNSET: Any = object()
 _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
 # requests that act on one existing session: the connection must own it
 _OWNED = frozenset({"session/prompt", "session/set_config_option", "session/set_mode"})
@@ -156,6 +158,7 @@ class SessionCore:
         self.callbacks = callbacks
         self.owners: dict[str, SessionConnection] = {}  # local connection holding each lease
         self.unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session
+        self.params_models: dict[tuple[str, str], Any] = {}  # (revision, method) -> model
 
     def __call__(self, sink: Sink) -> SessionConnection:
         return SessionConnection(self, self.make_agent(), sink)
@@ -335,7 +338,7 @@ class SessionConnection(Connection):
         entry = rt._methods.get(method)
         # in the revision's method table and not overridden in handlers.py
         served = entry is not None and not rt._overridden(entry.attr)
-        if served and method in _CORE:
+        if served:  # (handlers.py's overrides get the same check from their typed caller)
             self._validate(method, params)
         if served and method == "session/load":
             return await self._attach(params, replay=True)
@@ -371,23 +374,42 @@ class SessionConnection(Connection):
         return result
 
     def _validate(self, method: str, params: Any) -> None:
-        """Params checked against the revision's model of them (-32602, located)."""
-        entry = self.rt._methods.get(method)
-        pm = self.rt._revision_models()
-        pcls = (
-            getattr(pm, entry.params, None) if pm is not None and entry and entry.params else None
-        )
+        """Every request's params checked against the revision's model of them before
+        anything runs or is stored (-32602 with the JSON pointer of the first problem).
+        ``initialize`` is checked against the revision it negotiates, when its body is in
+        that revision's shape (a client may send another revision's body)."""
+        rev = self.rt.revision
+        if method == "initialize":
+            version = params.get("protocolVersion") if type(params) is dict else None
+            if type(version) is not int:
+                return  # the runtime names what is missing
+            rev = self.rt._negotiate(version)
+            if rev.protocol_version != version:
+                return
+        key = (rev.package, method)
+        pcls = self.core.params_models.get(key, _UNSET)
+        if pcls is _UNSET:
+            entry = rev.side("agent").get(method)
+            pm = self.rt._protocol_models_of(rev.package)
+            pcls = (
+                getattr(pm, entry.params, None)
+                if pm is not None and entry and entry.params
+                else None
+            )
+            if method not in _CORE and not hasattr(self.rt, runtime_attr(method)):
+                pcls = None  # a method nobody implements answers -32601 whatever its params
+            self.core.params_models[key] = pcls
+        if pcls is None:
+            return
         if type(params) is not dict:
             raise invalid_params(
                 "params must be an object", [{"loc": ["params"], "msg": "expected an object"}]
             )
-        if pcls is None:
-            return
         try:
             pcls.model_validate(params)
         except Exception as exc:
             if hasattr(exc, "errors"):
-                raise from_validation_error(exc, ("params",)) from None
+                raise from_validation_error(exc, ("params",), params) from None
             raise
 
     async def _created(self, result: dict[str, Any], params: Any) -> None:

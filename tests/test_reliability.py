@@ -374,3 +374,48 @@ def test_schema_invalid_prompts_are_refused_with_a_pointer(built: dict[str, Any]
         await c.conn.close()
 
     asyncio.run(go())
+
+
+# ---- 3. failed loads over WebSocket use up no session slot ---------------------------------
+
+
+@pytest.mark.slow
+def test_failed_websocket_loads_do_not_use_the_session_cap(built: dict[str, Any]) -> None:
+    """max_sessions=3: five loads of unknown ids all answer -32602 (not "too many
+    sessions"), and session/new still works; three real sessions then fill the cap."""
+    import websockets
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_http_transport import running_server
+
+    http = hs.runtime_of(PKG, "http_server")
+    store = hs.runtime_of(PKG, "store").MemorySessionStore()
+    app = http.app_for(built["agent"], store=store, max_sessions=3)
+    with running_server(app) as addr:
+
+        async def go() -> None:
+            async with websockets.connect(f"ws://{addr}/acp") as ws:
+                n = 0
+
+                async def call(method: str, params: Any) -> dict[str, Any]:
+                    nonlocal n
+                    n += 1
+                    msg = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+                    await ws.send(json.dumps(msg))
+                    while True:
+                        m = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                        if m.get("id") == n and "method" not in m:
+                            return m
+
+                await call("initialize", {"protocolVersion": 1})
+                for i in range(5):
+                    load = {"sessionId": f"sess_nope{i}", "cwd": "/w", "mcpServers": []}
+                    r = await call("session/load", load)
+                    assert r["error"]["code"] == -32602, r
+                for _ in range(3):
+                    r = await call("session/new", {"cwd": "/w", "mcpServers": []})
+                    assert "result" in r, r
+                r = await call("session/new", {"cwd": "/w", "mcpServers": []})
+                assert r["error"]["code"] == -32600, r
+
+        asyncio.run(go())

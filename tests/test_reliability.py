@@ -419,3 +419,70 @@ def test_failed_websocket_loads_do_not_use_the_session_cap(built: dict[str, Any]
                 assert r["error"]["code"] == -32600, r
 
         asyncio.run(go())
+
+
+# ---- 4-6. delete is idempotent; ids checked before any store; echoes bounded ---------------
+
+
+class _Spy:
+    """Wraps a store: records every call it gets."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self.inner, name)
+
+        async def call(*args: Any, **kw: Any) -> Any:
+            self.calls.append((name, args[0] if args else None))
+            return await fn(*args, **kw)
+
+        return call
+
+
+@pytest.mark.wire_check_send_only  # hostile ids on purpose
+def test_session_ids_are_checked_before_the_store_and_echoes_are_bounded(
+    built: dict[str, Any],
+) -> None:
+    """A NUL byte, a control character, a 1 MiB id: every session method answers the same
+    -32602 (pointer /sessionId) and the store never sees the id; an answer never echoes
+    more than a few hundred characters of what was sent; delete of an unknown (valid) id
+    succeeds."""
+
+    async def go() -> None:
+        store = _Spy(hs.runtime_of(PKG, "store").MemorySessionStore())
+        c = Core(_core(PKG, built["agent"], store))
+        await c.call("initialize", {"protocolVersion": 1})
+        big = "s" * (1 << 20)
+        for sid in ("sess_\x00x", "a\nb", big, ""):
+            for method, extra in (
+                ("session/load", {"cwd": "/w", "mcpServers": []}),
+                ("session/resume", {"cwd": "/w"}),
+                ("session/prompt", {"prompt": [{"type": "text", "text": "x"}]}),
+                ("session/delete", {}),
+                ("session/close", {}),
+                ("session/set_config_option", {"configId": "model", "value": "large"}),
+            ):
+                n = len(c.msgs)
+                r = await c.call(method, {"sessionId": sid, **extra})
+                assert r["error"]["code"] == -32602, (method, r)
+                assert r["error"]["data"]["pointer"] == "/sessionId", (method, r)
+                assert sum(len(json.dumps(m)) for m in c.msgs[n:]) < 2000, method
+        assert store.calls == []  # no hostile id reached the store
+        # unknown (well-formed) ids: echoed at most MAX_ECHO characters, marked as cut
+        long_id = "x" * 250
+        r = await c.call("session/load", {"sessionId": long_id, "cwd": "/w", "mcpServers": []})
+        assert r["error"]["code"] == -32602 and len(json.dumps(r)) < 1200
+        r = await c.call("no/such_method_" + "m" * 100_000, {})
+        assert r["error"]["code"] == -32601
+        assert len(json.dumps(r)) < 1500 and "[cut: " in r["error"]["message"]
+        r = await c.call("session/delete", {"sessionId": "sess_never_was"})
+        assert r["result"] == {}
+        many = [{"type": "text", "text": i} for i in range(500)]
+        r = await c.call("session/prompt", {"sessionId": "sess_never_was", "prompt": many})
+        assert r["error"]["code"] == -32602 and len(r["error"]["data"]["errors"]) <= 20
+        assert "more errors not listed" in r["error"]["data"]["cut"]
+        await c.conn.close()
+
+    asyncio.run(go())

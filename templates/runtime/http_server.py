@@ -96,7 +96,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime
 from .auth import Auth, MissingSecret
-from .errors import RpcError
+from .errors import RpcError, clip
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RateLimitedLog, RedactingFilter
 from .sessions import SessionCore, advertise, callbacks_for, open_default_store
 from .store import SessionStore
@@ -157,7 +157,9 @@ ConnectionFactory = Callable[[Sink], CoreConnection]
 
 
 def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+    return orjson.dumps(
+        {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": clip(message)}}
+    )
 
 
 def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -93,6 +93,26 @@ def _unknown(sid: Any) -> RpcError:
     )
 
 
+MAX_SESSION_ID = 256
+
+
+def _check_session_id(sid: Any) -> None:
+    """A session id is 1 to ``MAX_SESSION_ID`` printable characters: anything else (a NUL
+    byte, which PostgreSQL cannot store; a megabyte) is refused before any store sees it,
+    the same -32602 whatever the store."""
+    if type(sid) is str and 0 < len(sid) <= MAX_SESSION_ID and sid.isprintable():
+        return
+    if type(sid) is not str:
+        return  # absent or not a string: the params check names it
+    what = f"1 to {MAX_SESSION_ID} printable characters"
+    err = invalid_params(
+        f"params.sessionId: not a session id ({what}) (at /sessionId)",
+        [{"loc": ["params", "sessionId"], "msg": f"expected {what}", "pointer": "/sessionId"}],
+    )
+    err.data["pointer"] = "/sessionId"
+    raise err
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -335,6 +355,8 @@ class SessionConnection(Connection):
     # ---- requests ----------------------------------------------------------------
     async def _on_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         rt = self.rt
+        if type(params) is dict:
+            _check_session_id(params.get("sessionId"))
         entry = rt._methods.get(method)
         # in the revision's method table and not overridden in handlers.py
         served = entry is not None and not rt._overridden(entry.attr)
@@ -508,11 +530,10 @@ class SessionConnection(Connection):
     async def _delete(self, params: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         store = self.core.store
-        if (
-            type(sid) is not str
-            or await _durably("could not delete the session", lambda: store.load(sid)) is None
-        ):
+        if type(sid) is not str:
             raise _unknown(sid)
+        if await _durably("could not delete the session", lambda: store.load(sid)) is None:
+            return {}  # deleting what is not there succeeds (ACP TCK ACP-DELETE-002)
         prev = self.core.owners.get(sid)
         if prev is not None:
             await prev.evict(sid, save=False)

@@ -486,3 +486,37 @@ def test_session_ids_are_checked_before_the_store_and_echoes_are_bounded(
         await c.conn.close()
 
     asyncio.run(go())
+
+
+# ---- 12. a client that drops mid-body: one short line, rate-limited -------------------------
+
+
+@pytest.mark.slow
+def test_a_client_dropping_mid_body_logs_one_short_line(
+    built: dict[str, Any], tmp_path: Path
+) -> None:
+    """The HTTP agent (Hypercorn): ten POSTs that announce 1000 bytes, send 10 and hang
+    up.  No traceback on stderr, one short warning for all of them (rate-limited like the
+    other peer-triggered ones)."""
+    import signal
+    import socket
+
+    port = hs.free_port()
+    proc = hs.start_http(built["env"], PKG, port, ACP_SESSION_DB=str(tmp_path / "s.db"))
+    try:
+        for _ in range(10):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(
+                    b"POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Accept: application/json, text/event-stream\r\n"
+                    b"Content-Length: 1000\r\n\r\n" + b'{"jsonrpc"'
+                )
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    text = err.decode()
+    assert "Traceback" not in text, text[-3000:]
+    dropped = [line for line in text.splitlines() if "disconnected before" in line]
+    assert len(dropped) == 1, text[-3000:]

@@ -89,7 +89,7 @@ from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -521,7 +521,13 @@ class AcpHttpServer:
             return await _body_unread(
                 request, _error(415, -32600, "Content-Type must be application/json")
             )
-        body = await self._read_body(request)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:  # the peer went away mid-body: nothing to answer
+            _limited.warning(
+                "client-disconnect", "a client disconnected before its request body was complete"
+            )
+            return Response(status_code=400)
         if body is None:
             return await _body_unread(
                 request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")

@@ -89,14 +89,14 @@ from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime
 from .auth import Auth, MissingSecret
-from .errors import RpcError
+from .errors import RpcError, clip
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RateLimitedLog, RedactingFilter
 from .sessions import SessionCore, advertise, callbacks_for, open_default_store
 from .store import SessionStore
@@ -122,6 +122,7 @@ DRAIN_SECONDS = 30.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_MAX_SESSIONS = 100
+_RESPONSE_PREFIX = b'{"jsonrpc":"2.0","id":'  # how jsonrpc.py writes responses (and requests)
 DEFAULT_KEEP_ALIVE = 5.0
 # a WebSocket frame this much over the message limit is still read (and answered with an
 # error); a bigger one closes the socket with 1009 (the server will not buffer it)
@@ -156,7 +157,9 @@ ConnectionFactory = Callable[[Sink], CoreConnection]
 
 
 def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+    return orjson.dumps(
+        {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": clip(message)}}
+    )
 
 
 def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -295,7 +298,8 @@ class HttpConnection:
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
-        self.opening: set[Any] = set()  # ids of session/new|load|resume not answered yet
+        # ids of session/new|load|resume not answered yet -> the session they name (or None)
+        self.opening: dict[Any, str | None] = {}
         self.ws_sessions: set[str] = set()  # sessions opened over a WebSocket
         self.closed = False
         self.last_seen = time.monotonic()
@@ -333,21 +337,25 @@ class HttpConnection:
                 f"too many sessions on this connection (limit {limit}); open a new connection",
                 {"limit": "max_sessions", "max": limit},
             )
-        self.opening.add(msg["id"])
+        self.opening[msg["id"]] = target if type(target) is str else None
         return None
 
     def _opened(self, frame: bytes) -> None:
-        """A WebSocket connection's answer to a session/new|load|resume: count the session."""
+        """A WebSocket connection's answer to a session/new|load|resume: count the session
+        when it succeeded (a failed load or resume opens nothing and counts for nothing)."""
         try:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError:
             return
         if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
             return
-        self.opening.discard(msg["id"])
+        target = self.opening.pop(msg["id"])
         result = msg.get("result")
-        sid = result.get("sessionId") if type(result) is dict else None
-        if type(sid) is str:
+        if type(result) is not dict:
+            return
+        sid = result.get("sessionId")
+        sid = sid if type(sid) is str else target
+        if sid is not None:
             self.ws_sessions.add(sid)
 
     def session_stream(self, sid: str) -> OutStream:
@@ -360,9 +368,9 @@ class HttpConnection:
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         if self.ws_send is not None:
-            for frame, sid in batch:
-                if self.opening and sid is None:
-                    self._opened(frame)
+            for frame, _sid in batch:
+                if self.opening and frame.startswith(_RESPONSE_PREFIX):
+                    self._opened(frame)  # (a load's answer is routed to its session)
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
@@ -391,7 +399,7 @@ class HttpConnection:
             return False
         rid = msg["id"]
         if type(rid) in (int, str):
-            self.opening.discard(rid)
+            self.opening.pop(rid, None)
         fut = self.waiters.pop(rid, None)
         if fut is not None:
             if not fut.done():
@@ -513,7 +521,13 @@ class AcpHttpServer:
             return await _body_unread(
                 request, _error(415, -32600, "Content-Type must be application/json")
             )
-        body = await self._read_body(request)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:  # the peer went away mid-body: nothing to answer
+            _limited.warning(
+                "client-disconnect", "a client disconnected before its request body was complete"
+            )
+            return Response(status_code=400)
         if body is None:
             return await _body_unread(
                 request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")

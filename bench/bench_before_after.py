@@ -4,9 +4,10 @@ against the agent this checkout renders, alternating on each load of bench_stdio
 Both are rendered from the same inputs as bench_stdio.py (v1 schema, the echo manifest,
 its echo handler) into one temporary directory (packages ``echo_base`` and ``echo_bench``)
 and driven by ../shared/tools/acpbench.py, ``--rounds`` times each, alternately; prints
-the medians of prompts/s and of the agent process's CPU time per prompt (user + system,
-from /usr/bin/time: far less sensitive to a loaded machine than prompts/s), and
-after/before.
+the medians of prompts/s and of the agent process's CPU time (user + system, from
+/usr/bin/time: far less sensitive to a loaded machine than prompts/s), split into the CPU
+per prompt (the difference between a run of N and one of 2N prompts, over N) and the
+one-time rest (start-up, imports), each with after/before.
 
     .venv/bin/python bench/bench_before_after.py main [--rounds 3] [--quick]
 """
@@ -52,11 +53,48 @@ def render(tree: Path, dest: Path, package: str, inputs: Path) -> None:
     )
 
 
+CHECK = """
+import sys, time
+pkg = sys.argv[1]
+t = time.process_time()
+models = __import__(pkg + "._generated.models", fromlist=["x"])
+imported = time.process_time() - t
+cls = models.PromptRequest
+out = [imported]
+for blocks in (1, 50):
+    p = {"sessionId": "sess_" + "0" * 32, "prompt": [{"type": "text", "text": "hello"}] * blocks}
+    cls.model_validate(p)
+    n = 20000 // blocks
+    t = time.process_time()
+    for _ in range(n):
+        cls.model_validate(p)
+    out.append((time.process_time() - t) / n)
+print(*out)
+"""
+
+
+def check_cost(env: dict[str, str], runs: int = 5) -> None:
+    """What the params check itself costs in the agent: importing the revision's models
+    (once per process, at its first session request) and validating one prompt, CPU time
+    in a fresh interpreter, best of ``runs``."""
+    best = [float("inf")] * 3
+    for _ in range(runs):
+        r = subprocess.run(
+            [PY, "-c", CHECK, "echo_bench"], capture_output=True, text=True, env=env, check=True
+        )
+        best = [min(a, float(b)) for a, b in zip(best, r.stdout.split(), strict=True)]
+    print(
+        f"params check: models import {best[0] * 1000:.0f} ms CPU once per process; "
+        f"a prompt of 1 text block {best[1] * 1e6:.1f} us, of 50 blocks {best[2] * 1e6:.1f} us"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("rev", help="the git revision to compare against (the before)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
+    ap.add_argument("--check-only", action="store_true", help="only the params check's cost")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -81,10 +119,14 @@ def main() -> int:
         render(old, root, "echo_base", inputs)
         render(REPO, root, "echo_bench", inputs)
         env = {**os.environ, "PYTHONPATH": str(root)}
+        check_cost(env)
+        if opts.check_only:
+            return 0
         print(
             f"{'load':<16}{'before/s':>10}{'after/s':>10}{'ratio':>7}"
-            f"{'before ms CPU':>15}{'after ms CPU':>14}{'ratio':>7}"
+            f"{'before ms CPU':>15}{'after ms CPU':>14}{'ratio':>7}{'one-time s CPU':>22}"
         )
+        pkgs = ("echo_base", "echo_bench")
         for label, load_args in b.LOADS:
             args = load_args
             if opts.quick:
@@ -92,22 +134,35 @@ def main() -> int:
                     str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
                     for prev, a in zip(["", *load_args], load_args, strict=False)
                 ]
-            prompts = int(args[args.index("--prompts") + 1])
-            rate: dict[str, list[float]] = {"echo_base": [], "echo_bench": []}
-            cpu: dict[str, list[float]] = {"echo_base": [], "echo_bench": []}
+            at = args.index("--prompts") + 1
+            n = int(args[at])
+            double = [*args[:at], str(2 * n), *args[at + 1 :]]
+            rate: dict[str, list[float]] = {k: [] for k in pkgs}
+            cpu: dict[tuple[str, int], list[float]] = {(k, m): [] for k in pkgs for m in (1, 2)}
             for _ in range(opts.rounds):
-                for pkg in ("echo_base", "echo_bench"):
-                    # the agent's own CPU (user + system): steadier than prompts/s on a
-                    # shared machine
-                    cmd = ["/usr/bin/time", "-f", "%U %S", "-o", str(root / "cpu"), PY, "-m", pkg]
-                    rate[pkg].append(b.acpbench(args, cmd, env))
-                    used = sum(map(float, (root / "cpu").read_text().split()[-2:]))
-                    cpu[pkg].append(used * 1000 / prompts)
-            x, y = (statistics.median(rate[k]) for k in rate)
-            cx, cy = (statistics.median(cpu[k]) for k in cpu)
+                for pkg in pkgs:
+                    for m, load in ((1, args), (2, double)):
+                        # the agent's own CPU (user + system): steadier than prompts/s on a
+                        # shared machine
+                        out = str(root / "cpu")
+                        cmd = ["/usr/bin/time", "-f", "%U %S", "-o", out, PY, "-m", pkg]
+                        got = b.acpbench(load, cmd, env)
+                        if m == 1:
+                            rate[pkg].append(got)
+                        used = sum(map(float, (root / "cpu").read_text().split()[-2:]))
+                        cpu[(pkg, m)].append(used)
+            x, y = (statistics.median(rate[k]) for k in pkgs)
+            # per prompt: the CPU n more prompts cost; one-time: the rest (start, imports)
+            per = {
+                k: (statistics.median(cpu[(k, 2)]) - statistics.median(cpu[(k, 1)])) / n
+                for k in pkgs
+            }
+            once = {k: statistics.median(cpu[(k, 1)]) - n * per[k] for k in pkgs}
+            cx, cy = (per[k] * 1000 for k in pkgs)
             print(
                 f"{label:<16}{x:>10.1f}{y:>10.1f}{y / x:>6.2f}x"
                 f"{cx:>15.3f}{cy:>14.3f}{cy / cx:>6.2f}x"
+                f"{once['echo_base']:>11.2f} -> {once['echo_bench']:.2f}"
             )
     return 0
 

@@ -520,3 +520,44 @@ def test_a_client_dropping_mid_body_logs_one_short_line(
     assert "Traceback" not in text, text[-3000:]
     dropped = [line for line in text.splitlines() if "disconnected before" in line]
     assert len(dropped) == 1, text[-3000:]
+
+
+# ---- 10. connection flood: unused connections expire soon; a per-address cap ---------------
+
+
+@pytest.mark.slow
+def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
+    built: dict[str, Any],
+) -> None:
+    """max_per_address=2, unused_timeout=0.5 s: a third initialize from the same address
+    gets 503 (Retry-After) while the process has room; the two connections that never
+    opened a session expire within a second, one that opened a session stays."""
+    import httpx
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_http_transport import running_server
+
+    http = hs.runtime_of(PKG, "http_server")
+    store = hs.runtime_of(PKG, "store").MemorySessionStore()
+    app = http.app_for(built["agent"], store=store, max_per_address=2, unused_timeout=0.5)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    hdr = {"Accept": "application/json, text/event-stream"}
+    with running_server(app) as addr, httpx.Client(timeout=10, headers=hdr) as c:
+        url = f"http://{addr}/acp"
+        ids = [c.post(url, json=init).headers["Acp-Connection-Id"] for _ in range(2)]
+        r = c.post(url, json=init)
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+        assert "this address" in r.json()["error"]["message"]
+        new = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": "/w", "mcpServers": []},
+        }
+        r = c.post(url, json=new, headers={"Acp-Connection-Id": ids[0]})
+        assert r.status_code == 202, r.text
+        time.sleep(1.5)
+        live = [c.delete(url, headers={"Acp-Connection-Id": i}).status_code for i in ids]
+        assert live[1] == 404  # never opened a session: expired
+        assert live[0] != 404  # has a session: kept (the 600 s idle timeout applies)
+        assert c.post(url, json=init).status_code == 200

@@ -121,6 +121,8 @@ MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
 DRAIN_SECONDS = 30.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_UNUSED_TIMEOUT = 30.0  # a connection that never opened a session, left idle
+DEFAULT_MAX_PER_ADDRESS = 100  # ACP connections from one peer address
 DEFAULT_MAX_SESSIONS = 100
 _RESPONSE_PREFIX = b'{"jsonrpc":"2.0","id":'  # how jsonrpc.py writes responses (and requests)
 DEFAULT_KEEP_ALIVE = 5.0
@@ -288,10 +290,14 @@ class HttpConnection:
     """One ACP connection: a runtime core plus its SSE streams (or one WebSocket)."""
 
     def __init__(
-        self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None
+        self,
+        server: AcpHttpServer,
+        ws_send: Callable[[bytes], Awaitable[None]] | None = None,
+        peer: str | None = None,
     ) -> None:
         self.id = uuid.uuid4().hex
         self.server = server
+        self.peer = peer  # the client's address (the per-address cap)
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
@@ -449,10 +455,15 @@ class AcpHttpServer:
         replay_window: int = DEFAULT_REPLAY_WINDOW,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        unused_timeout: float | None = DEFAULT_UNUSED_TIMEOUT,
+        max_per_address: int = DEFAULT_MAX_PER_ADDRESS,
         replica: str | None = None,
         router: Any = None,
     ) -> None:
         self.factory = factory
+        self.unused_timeout = unused_timeout
+        self.max_per_address = max_per_address
+        self.per_address: dict[str | None, int] = {}
         self.max_connections = max_connections
         self.max_sessions = max_sessions
         # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
@@ -473,9 +484,38 @@ class AcpHttpServer:
         self.keepalive = keepalive
         self.connections: dict[str, HttpConnection] = {}
 
+    def _add(self, conn: HttpConnection) -> None:
+        self.connections[conn.id] = conn
+        self.per_address[conn.peer] = self.per_address.get(conn.peer, 0) + 1
+
+    def _refused(self, peer: str | None) -> Response | None:
+        """503 when the process, or this peer address, holds all the connections it may."""
+        if len(self.connections) >= self.max_connections:
+            return self._full()
+        cap = self.max_per_address
+        if peer is not None and cap > 0 and self.per_address.get(peer, 0) >= cap:
+            _limited.warning(
+                "per-address",
+                "per-address connection limit (%d) reached: refused",
+                self.max_per_address,
+            )
+            return _error(
+                503,
+                -32600,
+                f"too many connections from this address (limit {self.max_per_address}); "
+                "end unused ones (DELETE) or retry later",
+                {"Retry-After": "1"},
+            )
+        return None
+
     async def remove(self, cid: str) -> None:
         conn = self.connections.pop(cid, None)
         if conn is not None:
+            left = self.per_address.get(conn.peer, 1) - 1
+            if left > 0:
+                self.per_address[conn.peer] = left
+            else:
+                self.per_address.pop(conn.peer, None)
             await conn.close()
             if self.router is not None:
                 await self.router.forget(cid)
@@ -487,15 +527,23 @@ class AcpHttpServer:
     async def sweep(self) -> None:
         """End connections a client abandoned (never DELETEd): no WebSocket, no SSE
         reader, no request in flight, nothing received for ``idle_timeout`` seconds.
-        Their sessions stay in the store (a client comes back with session/load)."""
-        if not self.idle_timeout:
+        Their sessions stay in the store (a client comes back with session/load).  One
+        that never opened a session goes after ``unused_timeout`` seconds already."""
+        limits = [t for t in (self.idle_timeout, self.unused_timeout) if t]
+        if not limits:
             return
         while True:
-            await asyncio.sleep(min(self.idle_timeout / 2, 30.0))
+            await asyncio.sleep(min(min(limits) / 2, 30.0))
             now = time.monotonic()
             for cid, conn in list(self.connections.items()):
-                if not conn.busy() and now - conn.last_seen > self.idle_timeout:
-                    log.info("connection %s idle for %.0f s: ended", cid[:8], now - conn.last_seen)
+                if conn.busy():
+                    continue
+                idle = now - conn.last_seen
+                unused = conn.session_count() == 0
+                if (self.idle_timeout and idle > self.idle_timeout) or (
+                    unused and self.unused_timeout and idle > self.unused_timeout
+                ):
+                    log.info("connection %s idle for %.0f s: ended", cid[:8], idle)
                     await self.remove(cid)
 
     # ---- HTTP -------------------------------------------------------------------
@@ -546,10 +594,12 @@ class AcpHttpServer:
             return _error(400, -32600, "invalid request: id must be a string, integer or null")
         method = msg.get("method")
         if method == "initialize" and "id" in msg:
-            if len(self.connections) >= self.max_connections:
-                return self._full()
-            conn = HttpConnection(self)
-            self.connections[conn.id] = conn
+            peer = request.client.host if request.client else None
+            refused = self._refused(peer)
+            if refused is not None:
+                return refused
+            conn = HttpConnection(self, peer=peer)
+            self._add(conn)
             try:
                 answer = await conn.initialize(body, rid)
             except TimeoutError:
@@ -743,14 +793,16 @@ class AcpHttpServer:
             else:
                 await ws.close(code=1008, reason="unauthorized")  # the server answers 403
             return
-        if len(self.connections) >= self.max_connections:
+        peer = ws.client.host if ws.client else None
+        refused = self._refused(peer)
+        if refused is not None:
             if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(self._full())
+                await ws.send_denial_response(refused)
             else:
                 await ws.close(code=1013, reason="too many connections")
             return
-        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
-        self.connections[conn.id] = conn
+        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()), peer=peer)
+        self._add(conn)
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
         try:
             while True:

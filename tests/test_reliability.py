@@ -187,7 +187,7 @@ def _lock(db: Path) -> sqlite3.Connection:
 @pytest.mark.slow
 def test_stdio_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_path: Path) -> None:
     """Over stdio with the SQLite file locked by another process: p2 ends while locked, p3
-    comes 0.3 s later; the lock goes after 1.2 s.  Answers in turn order, and a restarted
+    comes once p2's chunk is seen; the lock goes 0.9 s later.  Answers in turn order, and a restarted
     agent replays p1, p2, p3."""
     db = tmp_path / "stdio.db"
     env = {**built["env"], "ACP_SESSION_DB": str(db)}
@@ -206,7 +206,8 @@ def test_stdio_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_path:
                     "params": hs.text_prompt(sid, "p2"),
                 }
             )
-            await asyncio.sleep(0.3)
+            chunk = await peer.recv()  # p2 ran (its save now waits on the lock)
+            assert chunk["params"]["update"]["content"]["text"] == "p2", chunk
             await peer.send(
                 {
                     "jsonrpc": "2.0",
@@ -288,7 +289,8 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
                 other = _lock(db)
                 try:
                     await send(4, "session/prompt", hs.text_prompt(sid, "p2"))
-                    await asyncio.sleep(0.3)
+                    chunk = json.loads(await asyncio.wait_for(ws.recv(), 15))
+                    assert chunk["params"]["update"]["content"]["text"] == "p2", chunk
                     await send(5, "session/prompt", hs.text_prompt(sid, "p3"))
                     await asyncio.sleep(0.9)
                 finally:

@@ -563,3 +563,35 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
         assert live[1] == 404  # never opened a session: expired
         assert live[0] != 404  # has a session: kept (the 600 s idle timeout applies)
         assert c.post(url, json=init).status_code == 200
+
+
+# ---- 11. the generated HTTP client checks a message's size before sending it ---------------
+
+
+def test_http_client_refuses_a_message_over_the_limit_before_sending() -> None:
+    """A request over max_message_size answers -32600 "message too large" at once, with
+    no HTTP request (the URL's port is closed: a POST would fail with ConnectError)."""
+    sys.path.insert(0, str(ROOT / "templates"))  # the runtime as it is (as test_http_client)
+    from runtime import http_client, jsonrpc
+    from runtime.errors import RpcError
+
+    async def go() -> None:
+        t = http_client.HttpTransport(f"http://127.0.0.1:{hs.free_port()}/acp", http2=False)
+
+        async def on_request(method: str, params: Any, ctx: Any) -> Any:
+            return None
+
+        async def on_note(method: str, params: Any) -> None:
+            return None
+
+        conn = jsonrpc.Connection(t.sink, on_request, on_note, max_message_size=1000)
+        t.conn = conn
+        with pytest.raises(RpcError) as refused:
+            await asyncio.wait_for(
+                conn.request("initialize", {"protocolVersion": 1, "_meta": {"x": "x" * 2000}}), 10
+            )
+        assert refused.value.code == -32600 and "too large" in refused.value.message
+        await conn.close()
+        await t.http.aclose()
+
+    asyncio.run(go())

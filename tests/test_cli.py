@@ -89,6 +89,27 @@ def test_new_prints_next_steps(tmp_path: Path) -> None:
     assert any("research_agent/handlers.py" in line for line in lines)
 
 
+def test_new_says_what_is_wrong_with_the_manifest_path(tmp_path: Path) -> None:
+    """Issue 18 item 13: a directory, a symlink loop, an unreadable file (EIO here, what
+    root gets too), a missing file: one line each, naming the path and the problem."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    cases = {
+        str(tmp_path / "dir"): "is a directory, not a manifest file",
+        str(tmp_path / "loop1"): "cannot read the manifest: Too many levels of symbolic links",
+        "/proc/self/mem": "cannot read the file: Input/output error",
+        str(tmp_path / "missing.yaml"): "manifest not found",
+    }
+    cmd = [str(Path(sys.executable).parent / "agentgen"), "new", str(tmp_path / "p")]
+    for path, problem in cases.items():
+        res = subprocess.run(
+            [*cmd, "--manifest", path], capture_output=True, text=True, check=False
+        )
+        assert res.returncode == 2, res
+        assert res.stderr.splitlines() == [f"agentgen: error: {path}: {problem}"], res.stderr
+
+
 # ---- terminal output ------------------------------------------------------------------
 
 

@@ -348,7 +348,8 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         m = await raw.call(10, "session/prompt", {"sessionId": "ghost", "prompt": []})
         assert m["error"]["code"] == -32602 and "unknown session" in m["error"]["message"]
         m = await raw.call(11, "session/prompt", {"sessionId": sid, "prompt": [{"text": "x"}]})
-        assert m["error"]["data"]["errors"][0]["loc"] == ["params", "prompt", 0]
+        assert m["error"]["data"]["errors"][0]["loc"][:3] == ["params", "prompt", 0]
+        assert m["error"]["data"]["pointer"] == "/prompt/0/type"
         m = await raw.call(
             12, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "boom"}]}
         )

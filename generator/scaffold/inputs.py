@@ -77,9 +77,17 @@ def load_manifest(path: Path) -> dict[str, Any]:
     """The manifest as contract 3, refused (located in the user's file) unless valid."""
     from ..manifest.validate import load_valid
 
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise AgentgenError("manifest not found", source=str(path)) from None
+    except OSError as err:  # a symlink loop, a name too long...
+        raise AgentgenError(f"cannot read the manifest: {err.strerror}", source=str(path)) from None
+    if path.is_dir():
+        raise AgentgenError("is a directory, not a manifest file", source=str(path))
     if not path.is_file():
-        raise AgentgenError("manifest not found", source=str(path))
-    return load_valid(path).data
+        raise AgentgenError("not a regular file, not a manifest file", source=str(path))
+    return load_valid(path).data  # (an unreadable file: "cannot read the file: <why>")
 
 
 def render_generated(

@@ -89,14 +89,14 @@ from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent import AgentRuntime
 from .auth import Auth, MissingSecret
-from .errors import RpcError
+from .errors import RpcError, clip
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RateLimitedLog, RedactingFilter
 from .sessions import SessionCore, advertise, callbacks_for, open_default_store
 from .store import SessionStore
@@ -121,7 +121,10 @@ MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
 DRAIN_SECONDS = 30.0
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_UNUSED_TIMEOUT = 30.0  # a connection that never opened a session, left idle
+DEFAULT_MAX_PER_ADDRESS = 100  # ACP connections from one peer address
 DEFAULT_MAX_SESSIONS = 100
+_RESPONSE_PREFIX = b'{"jsonrpc":"2.0","id":'  # how jsonrpc.py writes responses (and requests)
 DEFAULT_KEEP_ALIVE = 5.0
 # a WebSocket frame this much over the message limit is still read (and answered with an
 # error); a bigger one closes the socket with 1009 (the server will not buffer it)
@@ -157,7 +160,9 @@ ConnectionFactory = Callable[[Sink], CoreConnection]
 
 
 def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+    return orjson.dumps(
+        {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": clip(message)}}
+    )
 
 
 def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -286,10 +291,14 @@ class HttpConnection:
     """One ACP connection: a runtime core plus its SSE streams (or one WebSocket)."""
 
     def __init__(
-        self, server: AcpHttpServer, ws_send: Callable[[bytes], Awaitable[None]] | None = None
+        self,
+        server: AcpHttpServer,
+        ws_send: Callable[[bytes], Awaitable[None]] | None = None,
+        peer: str | None = None,
     ) -> None:
         self.id = uuid.uuid4().hex
         self.server = server
+        self.peer = peer  # the client's address (the per-address cap)
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
         if ws_send is not None:
@@ -298,7 +307,8 @@ class HttpConnection:
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
         self.attaching: dict[Any, str] = {}
-        self.opening: set[Any] = set()  # ids of session/new|load|resume not answered yet
+        # ids of session/new|load|resume not answered yet -> the session they name (or None)
+        self.opening: dict[Any, str | None] = {}
         self.ws_sessions: set[str] = set()  # sessions opened over a WebSocket
         self.closed = False
         self.last_seen = time.monotonic()
@@ -336,11 +346,12 @@ class HttpConnection:
                 f"too many sessions on this connection (limit {limit}); open a new connection",
                 {"limit": "max_sessions", "max": limit},
             )
-        self.opening.add(msg["id"])
+        self.opening[msg["id"]] = target if type(target) is str else None
         return None
 
     def _opened(self, frame: bytes) -> None:
-        """A WebSocket connection's answer to a session/new|load|resume: count the session."""
+        """A WebSocket connection's answer to a session/new|load|resume: count the session
+        when it succeeded (a failed load or resume opens nothing and counts for nothing)."""
         try:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError:
@@ -351,10 +362,13 @@ class HttpConnection:
             return
         if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
             return
-        self.opening.discard(msg["id"])
+        target = self.opening.pop(msg["id"])
         result = msg.get("result")
-        sid = result.get("sessionId") if type(result) is dict else None
-        if type(sid) is str:
+        if type(result) is not dict:
+            return
+        sid = result.get("sessionId")
+        sid = sid if type(sid) is str else target
+        if sid is not None:
             self.ws_sessions.add(sid)
 
     def session_stream(self, sid: str) -> OutStream:
@@ -367,9 +381,9 @@ class HttpConnection:
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         if self.ws_send is not None:
-            for frame, sid in batch:
-                if self.opening and sid is None:
-                    self._opened(frame)
+            for frame, _sid in batch:
+                if self.opening and frame.startswith(_RESPONSE_PREFIX):
+                    self._opened(frame)  # (a load's answer is routed to its session)
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
@@ -398,7 +412,7 @@ class HttpConnection:
             return False
         rid = msg["id"]
         if type(rid) in (int, str):
-            self.opening.discard(rid)
+            self.opening.pop(rid, None)
         fut = self.waiters.pop(rid, None)
         if fut is not None:
             if not fut.done():
@@ -448,10 +462,15 @@ class AcpHttpServer:
         replay_window: int = DEFAULT_REPLAY_WINDOW,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        unused_timeout: float | None = DEFAULT_UNUSED_TIMEOUT,
+        max_per_address: int = DEFAULT_MAX_PER_ADDRESS,
         replica: str | None = None,
         router: Any = None,
     ) -> None:
         self.factory = factory
+        self.unused_timeout = unused_timeout
+        self.max_per_address = max_per_address
+        self.per_address: dict[str | None, int] = {}
         self.max_connections = max_connections
         self.max_sessions = max_sessions
         # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
@@ -472,9 +491,38 @@ class AcpHttpServer:
         self.keepalive = keepalive
         self.connections: dict[str, HttpConnection] = {}
 
+    def _add(self, conn: HttpConnection) -> None:
+        self.connections[conn.id] = conn
+        self.per_address[conn.peer] = self.per_address.get(conn.peer, 0) + 1
+
+    def _refused(self, peer: str | None) -> Response | None:
+        """503 when the process, or this peer address, holds all the connections it may."""
+        if len(self.connections) >= self.max_connections:
+            return self._full()
+        cap = self.max_per_address
+        if peer is not None and cap > 0 and self.per_address.get(peer, 0) >= cap:
+            _limited.warning(
+                "per-address",
+                "per-address connection limit (%d) reached: refused",
+                self.max_per_address,
+            )
+            return _error(
+                503,
+                -32600,
+                f"too many connections from this address (limit {self.max_per_address}); "
+                "end unused ones (DELETE) or retry later",
+                {"Retry-After": "1"},
+            )
+        return None
+
     async def remove(self, cid: str) -> None:
         conn = self.connections.pop(cid, None)
         if conn is not None:
+            left = self.per_address.get(conn.peer, 1) - 1
+            if left > 0:
+                self.per_address[conn.peer] = left
+            else:
+                self.per_address.pop(conn.peer, None)
             await conn.close()
             if self.router is not None:
                 await self.router.forget(cid)
@@ -486,15 +534,23 @@ class AcpHttpServer:
     async def sweep(self) -> None:
         """End connections a client abandoned (never DELETEd): no WebSocket, no SSE
         reader, no request in flight, nothing received for ``idle_timeout`` seconds.
-        Their sessions stay in the store (a client comes back with session/load)."""
-        if not self.idle_timeout:
+        Their sessions stay in the store (a client comes back with session/load).  One
+        that never opened a session goes after ``unused_timeout`` seconds already."""
+        limits = [t for t in (self.idle_timeout, self.unused_timeout) if t]
+        if not limits:
             return
         while True:
-            await asyncio.sleep(min(self.idle_timeout / 2, 30.0))
+            await asyncio.sleep(min(min(limits) / 2, 30.0))
             now = time.monotonic()
             for cid, conn in list(self.connections.items()):
-                if not conn.busy() and now - conn.last_seen > self.idle_timeout:
-                    log.info("connection %s idle for %.0f s: ended", cid[:8], now - conn.last_seen)
+                if conn.busy():
+                    continue
+                idle = now - conn.last_seen
+                unused = conn.session_count() == 0
+                if (self.idle_timeout and idle > self.idle_timeout) or (
+                    unused and self.unused_timeout and idle > self.unused_timeout
+                ):
+                    log.info("connection %s idle for %.0f s: ended", cid[:8], idle)
                     await self.remove(cid)
 
     # ---- HTTP -------------------------------------------------------------------
@@ -520,7 +576,13 @@ class AcpHttpServer:
             return await _body_unread(
                 request, _error(415, -32600, "Content-Type must be application/json")
             )
-        body = await self._read_body(request)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:  # the peer went away mid-body: nothing to answer
+            _limited.warning(
+                "client-disconnect", "a client disconnected before its request body was complete"
+            )
+            return Response(status_code=400)
         if body is None:
             return await _body_unread(
                 request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")
@@ -539,10 +601,12 @@ class AcpHttpServer:
             return _error(400, -32600, "invalid request: id must be a string, integer or null")
         method = msg.get("method")
         if method == "initialize" and "id" in msg:
-            if len(self.connections) >= self.max_connections:
-                return self._full()
-            conn = HttpConnection(self)
-            self.connections[conn.id] = conn
+            peer = request.client.host if request.client else None
+            refused = self._refused(peer)
+            if refused is not None:
+                return refused
+            conn = HttpConnection(self, peer=peer)
+            self._add(conn)
             try:
                 answer = await conn.initialize(body, rid)
             except TimeoutError:
@@ -736,14 +800,16 @@ class AcpHttpServer:
             else:
                 await ws.close(code=1008, reason="unauthorized")  # the server answers 403
             return
-        if len(self.connections) >= self.max_connections:
+        peer = ws.client.host if ws.client else None
+        refused = self._refused(peer)
+        if refused is not None:
             if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(self._full())
+                await ws.send_denial_response(refused)
             else:
                 await ws.close(code=1013, reason="too many connections")
             return
-        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()))
-        self.connections[conn.id] = conn
+        conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()), peer=peer)
+        self._add(conn)
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
         try:
             while True:

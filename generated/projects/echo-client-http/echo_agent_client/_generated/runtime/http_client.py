@@ -132,6 +132,17 @@ class HttpTransport:
             return
         method = msg.get("method")
         rid = msg.get("id") if method is not None else None
+        limit = self.conn.max_message_size if self.conn is not None else None
+        if limit is not None and len(frame) > limit:
+            # the agent would answer 413 (and httpx might see only a reset): refused here
+            if rid is not None and self.conn is not None:
+                err = {
+                    "code": -32600,
+                    "message": f"message too large ({len(frame)} bytes; the limit is {limit})",
+                    "data": {"size": len(frame), "limit": limit},
+                }
+                self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
+            return
         headers = {**self.headers, "Content-Type": "application/json"}
         initialize = method == "initialize" and rid is not None
         if not initialize:

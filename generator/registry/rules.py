@@ -124,6 +124,14 @@ def entry_findings(entry: Any, folder: str) -> Iterator[Finding]:
     if not isinstance(entry, dict):
         yield Finding("", "agent.json must be a JSON object")
         return
+    yield from _fields(entry)
+    yield from _values(entry, folder)
+    if "distribution" in entry:
+        yield from _distribution(entry["distribution"], entry.get("version"))
+
+
+def _fields(entry: dict[str, Any]) -> Iterator[Finding]:
+    """Required fields present, no unknown one, the string fields non-empty strings."""
     for key in REQUIRED:
         if key not in entry:
             yield Finding("", f"missing required field '{key}'")
@@ -133,31 +141,36 @@ def entry_findings(entry: Any, folder: str) -> Iterator[Finding]:
     for key in ("id", "name", "version", "description", "license", "icon", "repository"):
         if key in entry and (not isinstance(entry[key], str) or not entry[key]):
             yield Finding(f"/{key}", "must be a non-empty string")
-    agent_id = entry.get("id")
-    if isinstance(agent_id, str) and agent_id:
+    if "authors" in entry and not _strings(entry["authors"]):
+        yield Finding("/authors", "must be a list of strings")
+
+
+def _text(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _values(entry: dict[str, Any], folder: str) -> Iterator[Finding]:
+    """The id (its pattern, equal to the folder), semver, the license, the repository URL."""
+    agent_id = _text(entry, "id")
+    if agent_id is not None:
         problem = id_problem(agent_id)
         if problem:
             yield Finding("/id", problem)
         elif agent_id != folder:
             yield Finding("/id", f"id {agent_id!r} must equal its folder's name {folder!r}")
-    version = entry.get("version")
-    if isinstance(version, str) and version:
-        problem = version_problem(version)
+    for key, check in (("version", version_problem), ("license", license_problem)):
+        value = _text(entry, key)
+        problem = check(value) if value is not None else None
         if problem:
-            yield Finding("/version", problem)
-    lic = entry.get("license")
-    if isinstance(lic, str) and lic:
-        problem = license_problem(lic)
-        if problem:
-            yield Finding("/license", problem)
-    repo = entry.get("repository")
-    if isinstance(repo, str) and repo and not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+$", repo):
+            yield Finding(f"/{key}", problem)
+    repo = _text(entry, "repository")
+    if repo is not None and not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+$", repo):
         yield Finding("/repository", f"repository {repo!r} is not a URL")
-    if "authors" in entry and not _strings(entry["authors"]):
-        yield Finding("/authors", "must be a list of strings")
-    if "distribution" not in entry:
-        return
-    dist = entry["distribution"]
+
+
+def _distribution(dist: Any, version: Any) -> Iterator[Finding]:
+    """At least one known distribution, each well formed; a uvx pin equal to the version."""
     if not isinstance(dist, dict) or not dist:
         yield Finding("/distribution", "must name at least one of binary, npx, uvx")
         return
@@ -184,6 +197,26 @@ def _size(value: str | None) -> float | None:
         return None
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:px)?\s*", value)
     return float(m.group(1)) if m else None
+
+
+def _icon_size(attrs: dict[str, str], line: int, col: int) -> Iterator[Finding]:
+    """16x16 by width/height, else by the viewBox."""
+    width, height = _size(attrs.get("width")), _size(attrs.get("height"))
+    if width is None or height is None:
+        box = (attrs.get("viewBox") or "").replace(",", " ").split()
+        try:
+            width, height = float(box[2]), float(box[3])
+        except (IndexError, ValueError):
+            yield Finding("", "the <svg> has no width/height and no viewBox", line, col)
+            width = height = None
+    if width is not None and height is not None and (width, height) != (ICON_SIZE, ICON_SIZE):
+        yield Finding(
+            "",
+            f"the icon is {width:g}x{height:g}: it must be {ICON_SIZE}x{ICON_SIZE} "
+            "(width/height, else viewBox)",
+            line,
+            col,
+        )
 
 
 def icon_findings(text: str) -> Iterator[Finding]:
@@ -234,22 +267,7 @@ def icon_findings(text: str) -> Iterator[Finding]:
         yield Finding("", "the icon is not an SVG (its root element is not <svg>)", 1, 1)
         return
     _, attrs, line, col = root[0]
-    width, height = _size(attrs.get("width")), _size(attrs.get("height"))
-    if width is None or height is None:
-        box = (attrs.get("viewBox") or "").replace(",", " ").split()
-        try:
-            width, height = float(box[2]), float(box[3])
-        except (IndexError, ValueError):
-            yield Finding("", "the <svg> has no width/height and no viewBox", line, col)
-            width = height = None
-    if width is not None and height is not None and (width, height) != (ICON_SIZE, ICON_SIZE):
-        yield Finding(
-            "",
-            f"the icon is {width:g}x{height:g}: it must be {ICON_SIZE}x{ICON_SIZE} "
-            "(width/height, else viewBox)",
-            line,
-            col,
-        )
+    yield from _icon_size(attrs, line, col)
     yield from colours
     if not used and "currentcolor" not in text.lower():
         yield Finding(

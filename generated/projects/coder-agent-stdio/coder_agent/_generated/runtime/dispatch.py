@@ -164,7 +164,7 @@ class Dispatcher(RuntimeCore):
                     typed = pcls.model_validate(params if params is not None else {})
                 except Exception as exc:
                     if hasattr(exc, "errors"):
-                        raise from_validation_error(exc, ("params",)) from None
+                        raise from_validation_error(exc, ("params",), params) from None
                     raise
             else:
                 typed = params

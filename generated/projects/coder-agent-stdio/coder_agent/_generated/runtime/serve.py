@@ -91,6 +91,13 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
         ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
         ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
         ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
+        ("--unused-timeout", "ACP_UNUSED_TIMEOUT", h.DEFAULT_UNUSED_TIMEOUT, float),
+        (
+            "--max-connections-per-address",
+            "ACP_MAX_CONNECTIONS_PER_ADDRESS",
+            h.DEFAULT_MAX_PER_ADDRESS,
+            int,
+        ),
     ):
         ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
     ap.add_argument(
@@ -160,6 +167,8 @@ def run_agent(
             idle_timeout=args.idle_timeout,
             max_connections=args.max_connections,
             max_sessions=args.max_sessions,
+            unused_timeout=args.unused_timeout,
+            max_per_address=args.max_connections_per_address,
             allow_missing_auth=args.allow_missing_auth,
         )
         return

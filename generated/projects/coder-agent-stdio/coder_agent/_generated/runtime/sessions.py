@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from .dispatch import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
 from .store import SessionStore, SqliteSessionStore, open_store
@@ -76,6 +77,7 @@ STORE_RETRY_DELAYS = (0.05, 0.25)
 OWNER_CHECK = 1.0
 TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn to end
 
+_UNSET: Any = object()
 _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
 # requests that act on one existing session: the connection must own it
 _OWNED = frozenset({"session/prompt", "session/set_config_option", "session/set_mode"})
@@ -89,6 +91,26 @@ def _unknown(sid: Any) -> RpcError:
     return invalid_params(
         f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
     )
+
+
+MAX_SESSION_ID = 256
+
+
+def _check_session_id(sid: Any) -> None:
+    """A session id is 1 to ``MAX_SESSION_ID`` printable characters: anything else (a NUL
+    byte, which PostgreSQL cannot store; a megabyte) is refused before any store sees it,
+    the same -32602 whatever the store."""
+    if type(sid) is str and 0 < len(sid) <= MAX_SESSION_ID and sid.isprintable():
+        return
+    if type(sid) is not str:
+        return  # absent or not a string: the params check names it
+    what = f"1 to {MAX_SESSION_ID} printable characters"
+    err = invalid_params(
+        f"params.sessionId: not a session id ({what}) (at /sessionId)",
+        [{"loc": ["params", "sessionId"], "msg": f"expected {what}", "pointer": "/sessionId"}],
+    )
+    err.data["pointer"] = "/sessionId"
+    raise err
 
 
 def _now() -> str:
@@ -156,6 +178,7 @@ class SessionCore:
         self.callbacks = callbacks
         self.owners: dict[str, SessionConnection] = {}  # local connection holding each lease
         self.unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session
+        self.params_models: dict[tuple[str, str], Any] = {}  # (revision, method) -> model
 
     def __call__(self, sink: Sink) -> SessionConnection:
         return SessionConnection(self, self.make_agent(), sink)
@@ -366,10 +389,12 @@ class SessionConnection(Connection):
     # ---- requests ----------------------------------------------------------------
     async def _on_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         rt = self.rt
+        if type(params) is dict:
+            _check_session_id(params.get("sessionId"))
         entry = rt._methods.get(method)
         # in the revision's method table and not overridden in handlers.py
         served = entry is not None and not rt._overridden(entry.attr)
-        if served and method in _CORE:
+        if served:  # (handlers.py's overrides get the same check from their typed caller)
             self._validate(method, params)
         if served and method == "session/load":
             return await self._attach(params, replay=True)
@@ -405,23 +430,39 @@ class SessionConnection(Connection):
         return result
 
     def _validate(self, method: str, params: Any) -> None:
-        """Params checked against the revision's model of them (-32602, located)."""
-        entry = self.rt._methods.get(method)
-        pm = self.rt._revision_models()
-        pcls = (
-            getattr(pm, entry.params, None) if pm is not None and entry and entry.params else None
-        )
+        """Every request's params checked against the revision's model of them before
+        anything runs or is stored (-32602 with the JSON pointer of the first problem).
+        Not ``initialize``: its body may be another revision's, the negotiation checks
+        what it reads, nothing of it is stored, and the handshake stays fast (importing a
+        revision's models costs ~0.3 s of CPU once per process: it happens at the first
+        session request instead)."""
+        if method == "initialize":
+            return
+        rev = self.rt.revision
+        key = (rev.package, method)
+        pcls = self.core.params_models.get(key, _UNSET)
+        if pcls is _UNSET:
+            entry = rev.side("agent").get(method)
+            pm = self.rt._protocol_models_of(rev.package)
+            pcls = (
+                getattr(pm, entry.params, None)
+                if pm is not None and entry and entry.params
+                else None
+            )
+            if method not in _CORE and not hasattr(self.rt, runtime_attr(method)):
+                pcls = None  # a method nobody implements answers -32601 whatever its params
+            self.core.params_models[key] = pcls
+        if pcls is None:
+            return
         if type(params) is not dict:
             raise invalid_params(
                 "params must be an object", [{"loc": ["params"], "msg": "expected an object"}]
             )
-        if pcls is None:
-            return
         try:
             pcls.model_validate(params)
         except Exception as exc:
             if hasattr(exc, "errors"):
-                raise from_validation_error(exc, ("params",)) from None
+                raise from_validation_error(exc, ("params",), params) from None
             raise
 
     async def _created(self, result: dict[str, Any], params: Any) -> None:
@@ -522,11 +563,10 @@ class SessionConnection(Connection):
     async def _delete(self, params: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         store = self.core.store
-        if (
-            type(sid) is not str
-            or await _durably("could not delete the session", lambda: store.load(sid)) is None
-        ):
+        if type(sid) is not str:
             raise _unknown(sid)
+        if await _durably("could not delete the session", lambda: store.load(sid)) is None:
+            return {}  # deleting what is not there succeeds (ACP TCK ACP-DELETE-002)
         prev = self.core.owners.get(sid)
         if prev is not None:
             await prev.evict(sid, save=False)
@@ -578,11 +618,23 @@ class SessionConnection(Connection):
 
     async def _prompt(self, sid: str, params: dict[str, Any], ctx: RequestContext) -> Any:
         rt = self.rt
-        s = rt.sessions.get(sid)
-        running = self.turns.get(sid)
-        if s is None or (running is not None and not running.done()):
-            # unknown session, or a turn runs: the runtime refuses it; nothing is recorded
+        while True:
+            s = rt.sessions.get(sid)
+            running = self.turns.get(sid)
+            if s is None or running is None or running.done():
+                break
+            if s.task is not None:
+                # a turn runs: the runtime refuses the prompt (the state error); nothing
+                # of it is recorded
+                return await rt.handle_request("session/prompt", params, ctx)
+            # the previous turn ended but is still being saved: the session stays busy
+            # until it is, so this prompt waits (turns are stored and answered in order)
+            await asyncio.wait({running})
+        if s is None:  # unknown session: the runtime refuses it
             return await rt.handle_request("session/prompt", params, ctx)
+        # the session is this prompt's from here (no await before): a prompt arriving
+        # meanwhile waits above instead of running beside it
+        self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
         store = self.core.store
         now = time.monotonic()
         if now - self.confirmed.get(sid, 0.0) > OWNER_CHECK:  # taken over by another replica?
@@ -596,7 +648,6 @@ class SessionConnection(Connection):
         user = self._user_frames(sid, params)
         before = s.turns
         self.recorded[sid] = []
-        self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
         try:
             result = await rt.handle_request("session/prompt", params, ctx)
         except BaseException:

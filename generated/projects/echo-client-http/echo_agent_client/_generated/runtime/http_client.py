@@ -125,6 +125,21 @@ class HttpTransport:
             rid = entry.get("id") if type(entry) is dict else None
             self._fail(rid, "JSON-RPC batches are not supported over HTTP (501)", 501)
 
+    def _too_large(self, frame: bytes, rid: Any) -> bool:
+        """A message over the size limit is refused here: the agent would answer 413, and
+        httpx, which writes the whole body first, might see only a reset."""
+        limit = self.conn.max_message_size if self.conn is not None else None
+        if limit is None or len(frame) <= limit:
+            return False
+        if rid is not None and self.conn is not None:
+            err = {
+                "code": -32600,
+                "message": f"message too large ({len(frame)} bytes; the limit is {limit})",
+                "data": {"size": len(frame), "limit": limit},
+            }
+            self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
+        return True
+
     async def _post(self, frame: bytes, sid: str | None) -> None:
         msg = orjson.loads(frame)
         if type(msg) is list:  # a JSON-RPC batch: the HTTP transport refuses it (501)
@@ -132,16 +147,7 @@ class HttpTransport:
             return
         method = msg.get("method")
         rid = msg.get("id") if method is not None else None
-        limit = self.conn.max_message_size if self.conn is not None else None
-        if limit is not None and len(frame) > limit:
-            # the agent would answer 413 (and httpx might see only a reset): refused here
-            if rid is not None and self.conn is not None:
-                err = {
-                    "code": -32600,
-                    "message": f"message too large ({len(frame)} bytes; the limit is {limit})",
-                    "data": {"size": len(frame), "limit": limit},
-                }
-                self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
+        if self._too_large(frame, rid):
             return
         headers = {**self.headers, "Content-Type": "application/json"}
         initialize = method == "initialize" and rid is not None

@@ -159,22 +159,7 @@ class HttpTransport:
             if method in SESSION_SCOPED and sid is not None:
                 headers[SESSION_ID_HEADER] = sid
         try:
-            r = await self.http.post(self.url, content=frame, headers=headers)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            if not (initialize and self._h2c):
-                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
-                return
-            # the server does not speak h2c: the same POST again over HTTP/1.1
-            log.info("%s does not speak HTTP/2 in cleartext; using HTTP/1.1", self.url)
-            self._h2c = False
-            self._http2 = False
-            await self.http.aclose()
-            self.http = _http_client(False, prior_knowledge=False)
-            try:
-                r = await self.http.post(self.url, content=frame, headers=headers)
-            except httpx.HTTPError as exc:
-                self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
-                return
+            r = await self._send_post(frame, headers, initialize)
         except httpx.HTTPError as exc:
             self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
             return
@@ -186,6 +171,22 @@ class HttpTransport:
             self.conn.feed(r.content)
         elif r.status_code not in (200, 202):
             self._fail(rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code)
+
+    async def _send_post(
+        self, frame: bytes, headers: dict[str, str], initialize: bool
+    ) -> httpx.Response:
+        try:
+            return await self.http.post(self.url, content=frame, headers=headers)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if not (initialize and self._h2c):
+                raise
+        # the server does not speak h2c: the same POST again over HTTP/1.1
+        log.info("%s does not speak HTTP/2 in cleartext; using HTTP/1.1", self.url)
+        self._h2c = False
+        self._http2 = False
+        await self.http.aclose()
+        self.http = _http_client(False, prior_knowledge=False)
+        return await self.http.post(self.url, content=frame, headers=headers)
 
     def _initialized(self, rid: Any, r: httpx.Response) -> None:
         """initialize's answer: the connection id, its stream opened, the body fed."""

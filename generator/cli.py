@@ -184,6 +184,9 @@ def new(
     meta: list[str] | None = typer.Option(
         None, "--meta", metavar="FILE", help="meta.json for the schema (one per --schema)"
     ),
+    git: bool = typer.Option(
+        True, "--git/--no-git", help="git init and a first commit (when git is installed)."
+    ),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
     from .scaffold.new import run_new
@@ -196,6 +199,7 @@ def new(
         transport=transport.value,
         schema=schema,
         meta=meta,
+        git=git,
     )
 
 

@@ -161,10 +161,7 @@ def test_validate_new_check_regen_update_from_the_wheel(installed: dict[str, Any
             {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj)},
         )
         assert imported.returncode == 0, imported.stderr
-    proj = work / "agent-stdio"
-    _git(proj, "init", "-q")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-q", "-m", "new")
+    proj = work / "agent-stdio"  # `new` made its first commit: update works at once
     code, out = _agentgen(installed, "update", "--project", str(proj))
     assert code == 0, out
 
@@ -232,10 +229,94 @@ def test_the_generated_projects_own_precommit_config(installed: dict[str, Any]) 
     assert code == 0, out
     config = (proj / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     assert "pip install acp-agentgen" in config and "pip install agentgen" not in config
-    _git(proj, "init", "-q")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-q", "-m", "new")
     pre_commit = str(Path(sys.executable).parent / "pre-commit")
     done = _run([pre_commit, "run", "--all-files"], proj, _clean_env(work, installed["bin"]))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("Passed") == 2, done.stdout
+
+
+def _agentgen_as(
+    inst: dict[str, Any], args: list[str], *, umask: int, home: Path
+) -> tuple[int, str]:
+    """`agentgen` under a given umask, for a user with no git configuration at all."""
+    env = {**_clean_env(inst["tmp"], inst["bin"]), "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    for key in [k for k in env if k.startswith("GIT_") and k != "GIT_CONFIG_NOSYSTEM"]:
+        del env[key]
+    home.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(inst["bin"] / "agentgen"), *args],
+        cwd=inst["work"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        umask=umask,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_what_new_regen_and_models_write_honours_the_umask(installed: dict[str, Any]) -> None:
+    """Not mkstemp's 0600: a container user or a shared checkout can read the project."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "mode-agent.yaml")
+    home = installed["tmp"] / "mode-home"
+    proj = work / "modes"
+    args = ["new", str(proj), "-m", "mode-agent.yaml", "--transport", "http", "--no-git"]
+    code, out = _agentgen_as(installed, args, umask=0o022, home=home)
+    assert code == 0, out
+    models = next(proj.glob("*/_generated/models.py"))
+    models.unlink()  # regen writes it anew
+    code, out = _agentgen_as(installed, ["regen", "--project", str(proj)], umask=0o022, home=home)
+    assert code == 0, out
+    code, out = _agentgen_as(
+        installed, ["models", "-m", "mode-agent.yaml", "-o", "m.py"], umask=0o022, home=home
+    )
+    assert code == 0, out
+    files = [p for p in proj.rglob("*") if p.is_file()] + [work / "m.py"]
+    modes = {p.relative_to(work).as_posix(): oct(p.stat().st_mode & 0o777) for p in files}
+    assert models.exists()
+    assert {m for m in modes.values()} == {"0o644"}, modes
+    dirs = {oct(p.stat().st_mode & 0o777) for p in [proj, *proj.rglob("*")] if p.is_dir()}
+    assert dirs == {"0o755"}, dirs
+    code, out = _agentgen_as(
+        installed, ["models", "-m", "mode-agent.yaml", "-o", "m2.py"], umask=0o077, home=home
+    )
+    assert code == 0 and (work / "m2.py").stat().st_mode & 0o777 == 0o600, out
+
+
+def test_new_makes_the_first_commit_so_update_works_at_once(installed: dict[str, Any]) -> None:
+    """A user with no git configuration: `new` commits as agentgen and says so; the
+    sessions database, build/ and dist/ are ignored; `--no-git` leaves git alone."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "git-agent.yaml")
+    home = installed["tmp"] / "git-home"
+    for role, transport in (("agent", "http"), ("client", "stdio")):
+        proj = work / f"git-{role}"
+        args = ["new", str(proj), "-m", "git-agent.yaml", "--role", role]
+        code, out = _agentgen_as(
+            installed, [*args, "--transport", transport], umask=0o022, home=home
+        )
+        assert code == 0, out
+        assert "git: repository made, first commit" in out, out
+        assert _git(proj, "status", "--porcelain") == ""
+        assert "agentgen new" in _git(proj, "log", "--format=%s")
+        for junk in (
+            "echo-agent-sessions.db",
+            "echo-agent-sessions.db-wal",
+            "build/x",
+            "dist/y.whl",
+        ):
+            (proj / junk).parent.mkdir(parents=True, exist_ok=True)
+            (proj / junk).write_text("")
+        assert _git(proj, "status", "--porcelain") == "", "the .gitignore misses something"
+        code, out = _agentgen_as(
+            installed, ["update", "--project", str(proj)], umask=0o022, home=home
+        )
+        assert code == 0, out
+    proj = work / "git-none"
+    code, out = _agentgen_as(
+        installed, ["new", str(proj), "-m", "git-agent.yaml", "--no-git"], umask=0o022, home=home
+    )
+    assert code == 0 and "git:" not in out, out
+    assert not (proj / ".git").exists()

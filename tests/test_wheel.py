@@ -320,3 +320,37 @@ def test_new_makes_the_first_commit_so_update_works_at_once(installed: dict[str,
     )
     assert code == 0 and "git:" not in out, out
     assert not (proj / ".git").exists()
+
+
+def test_every_fresh_project_passes_mypy_and_ruff_with_its_test_extra_alone(
+    installed: dict[str, Any],
+) -> None:
+    """`pip install -e '.[test]' mypy` and nothing else (no postgres/redis extras), then
+    `mypy .` and `ruff check` in each kind of project; a `build/` left by `pip wheel .`
+    is not a second copy of the package to mypy."""
+    work: Path = installed["work"]
+    tmp: Path = installed["tmp"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "typed-agent.yaml")
+    venv = tmp / "typed-venv"
+    env = _clean_env(tmp)
+    made = _run([sys.executable, "-m", "venv", str(venv)], tmp, env)
+    assert made.returncode == 0, made.stderr
+    py = str(venv / "bin" / "python")
+    for role, transport in ROLES:
+        proj = work / f"typed-{role}-{transport}"
+        code, out = _agentgen(
+            installed,
+            *("new", str(proj), "-m", "typed-agent.yaml", "--no-git"),
+            *("--role", role, "--transport", transport),
+        )
+        assert code == 0, out
+        pip = _run([py, "-m", "pip", "install", "-q", "-e", ".[test]", "mypy", "ruff"], proj, env)
+        assert pip.returncode == 0, pip.stdout + pip.stderr
+        if (role, transport) == ("agent", "http"):
+            built = _run(
+                [py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", "dist", "."], proj, env
+            )
+            assert built.returncode == 0 and (proj / "build").is_dir(), built.stderr
+        for tool in (["mypy", "."], ["ruff", "check"]):
+            done = _run([str(venv / "bin" / tool[0]), *tool[1:]], proj, env)
+            assert done.returncode == 0, f"{role}-{transport}: {done.stdout}{done.stderr}"

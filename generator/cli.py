@@ -224,11 +224,18 @@ def regen(
 
 
 @app.command()
-def check(project: Path = ProjectDir) -> None:
+def check(
+    project: Path = ProjectDir,
+    every: bool = typer.Option(
+        False,
+        "--all",
+        help="Check every generated project under --project (default .); none found passes.",
+    ),
+) -> None:
     """Exit 1 when generated files are stale against their recorded inputs."""
-    from .scaffold.check import run_check
+    from .scaffold.check import run_check, run_check_all
 
-    _run(run_check, project)
+    _run(run_check_all if every else run_check, project)
 
 
 @app.command()

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +355,87 @@ def test_every_fresh_project_passes_mypy_and_ruff_with_its_test_extra_alone(
         for tool in (["mypy", "."], ["ruff", "check"]):
             done = _run([str(venv / "bin" / tool[0]), *tool[1:]], proj, env)
             assert done.returncode == 0, f"{role}-{transport}: {done.stdout}{done.stderr}"
+
+
+def _readme_widened_files() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    (block,) = [b for b in blocks if "files:" in b and "agentgen-validate" in b]
+    (hook,) = YAML(typ="safe").load(textwrap.dedent(block))
+    files: str = hook["files"]
+    return files
+
+
+def test_the_readme_precommit_snippet_in_a_manifest_only_repository(
+    installed: dict[str, Any],
+) -> None:
+    """A repository with manifests and no generated project: both hooks pass on valid
+    manifests (agentgen-check has nothing to check), a broken one stops the commit with a
+    located line, and `files:` widened as the README shows reaches review.yaml."""
+    tmp: Path = installed["tmp"]
+    hooks = tmp / "hook-repo-manifests"
+    shutil.copytree(installed["src"], hooks)
+    _git(hooks, "init", "-q")
+    _git(hooks, "add", "-A")
+    _git(hooks, "commit", "-q", "-m", "agentgen")
+    snippet = _readme_precommit_snippet()
+    (repo_entry,) = snippet["repos"]
+    repo_entry["repo"] = hooks.as_uri()
+    repo_entry["rev"] = _git(hooks, "rev-parse", "HEAD").strip()
+
+    repo = installed["work"] / "manifests-only"
+    (repo / "echo").mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", repo / "echo" / "agent.yaml")
+    with (repo / ".pre-commit-config.yaml").open("w", encoding="utf-8") as fh:
+        YAML().dump(snippet, fh)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    env = _clean_env(tmp)
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"agentgen validate\.+Passed", done.stdout), done.stdout
+    assert re.search(r"agentgen check\.+Passed", done.stdout), done.stdout
+
+    (repo / "review.yaml").write_text("name: review\nversion: 0.1.0\ninput:\n  type: strnig\n")
+    _git(repo, "add", "-A")
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr  # not a manifest name: skipped
+    repo_entry["hooks"][0]["files"] = _readme_widened_files()
+    with (repo / ".pre-commit-config.yaml").open("w", encoding="utf-8") as fh:
+        YAML().dump(snippet, fh)
+    _git(repo, "add", "-A")
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"agentgen validate\.+Failed", done.stdout), done.stdout
+    assert re.search(r"review\.yaml:4:\d+: /input/type", done.stdout), done.stdout
+    assert re.search(r"agentgen check\.+Passed", done.stdout), done.stdout
+
+
+def test_an_untouched_fresh_project_regenerates_to_v2_with_exit_0(
+    installed: dict[str, Any], shared_acp: Path
+) -> None:
+    """From the wheel: regen to v2 is information only (exit 0) and the project's tests
+    pass on v2 with the wire check on; the two-schema form reports each revision."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "regen-agent.yaml")
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    for name, schemas in (("regen-v2", [v2]), ("regen-both", [v1, v2])):
+        proj = work / name
+        code, out = _agentgen(installed, "new", str(proj), "-m", "regen-agent.yaml")
+        assert code == 0, out
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = _agentgen(installed, "regen", "--project", str(proj), *args)
+        assert code == 0, out
+        assert "nothing to do" in out and "must change" not in out, out
+        headers = [ln for ln in out.splitlines() if ln.startswith("protocol schema")]
+        if len(schemas) == 2:
+            assert [h.split(":")[0] for h in headers] == [
+                "protocol schema (v1)",
+                "protocol schema (v2)",
+            ], out
+        else:
+            assert "no longer served: v1" in out, out
+        env = {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj), "ACP_WIRE_CHECK": "1"}
+        done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], proj, env)
+        assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,286 @@
+"""The first hour of a new user (issue 19), on the stand-in pipeline: `check --all` (the
+pre-commit hook) and the other command-line behaviour a new user meets first. The same
+behaviour from the built wheel is in tests/test_wheel.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scaffold_support import (  # noqa: F401 - fixtures
+    fake_pipeline,
+    store,
+    write_fake_schema,
+)
+from typer.testing import CliRunner
+
+from generator.cli import app
+from generator.scaffold.new import run_new
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def _manifest(tmp: Path) -> Path:
+    path = tmp / "agent.yaml"
+    path.write_text("name: research-agent\nversion: 0.2.0\n", encoding="utf-8")
+    return path
+
+
+def _schema(tmp: Path) -> Path:
+    return write_fake_schema(
+        tmp / "s1.json",
+        {
+            "initialize": ["InitializeRequest", "InitializeResponse"],
+            "session_prompt": ["PromptRequest", "PromptResponse"],
+        },
+        {"PromptResponse": [["stop_reason", "stopReason"]]},
+    )
+
+
+def test_check_all_passes_where_there_is_no_project(tmp_path: Path) -> None:
+    (tmp_path / "agent.yaml").write_text("name: a\nversion: 0.1.0\n", encoding="utf-8")
+    code, out = invoke("check", "--all", "--project", str(tmp_path))
+    assert code == 0, out
+    assert "nothing to check" in out
+    code, out = invoke("check", "--project", str(tmp_path))  # one named project: required
+    assert code == 2 and "not a project made by `agentgen new`" in out
+
+
+@pytest.mark.usefixtures("fake_pipeline", "store")
+def test_check_all_checks_every_generated_project(tmp_path: Path) -> None:
+    manifest, schema = _manifest(tmp_path), str(_schema(tmp_path))
+    repo = tmp_path / "repo"
+    for where in ("agents/one", "two"):
+        assert run_new(repo / where, manifest=manifest, schema=schema) == 0
+    # a copy in a virtualenv or build output is not the user's project
+    assert run_new(repo / ".venv" / "three", manifest=manifest, schema=schema) == 0
+    assert run_new(repo / "build" / "four", manifest=manifest, schema=schema) == 0
+    code, out = invoke("check", "--all", "--project", str(repo))
+    assert code == 0, out
+    assert "agents/one/research_agent/_generated/ is up to date" in out
+    assert "two/research_agent/_generated/ is up to date" in out
+    assert "three" not in out and "four" not in out
+
+    models = repo / "two" / "research_agent" / "_generated" / "models.py"
+    models.write_text(models.read_text() + "# edited\n")
+    code, out = invoke("check", "--all", "--project", str(repo))
+    assert code == 1, out
+    assert "stale: two/research_agent/_generated/models.py: differs" in out
+    assert "agents/one/research_agent/_generated/ is up to date" in out
+
+
+# ---- regen: exit 1 only for what the user must change ---------------------------------
+
+
+def run_project_tests(project: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    env["ACP_WIRE_CHECK"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("revision", ["legacy", "v1", "v2"])
+def test_an_untouched_fresh_project_regenerates_to_any_revision(
+    tmp_path: Path, shared_acp: Path, revision: str
+) -> None:
+    """Fields newly required in what only the runtime builds are information, not exit 1;
+    the generated tests' messages (each revision's own field names) are not findings."""
+    manifest = REPO / "examples" / "echo" / "agent.yaml"
+    project = tmp_path / "proj"
+    code, out = invoke("new", str(project), "-m", str(manifest), "--no-git")
+    assert code == 0, out
+    schema = str(shared_acp / revision / "schema.json")
+    code, out = invoke("regen", "--project", str(project), "--schema", schema)
+    assert code == 0, out
+    assert "must change" not in out
+    if revision == "v2":
+        assert "ContentChunk.messageId (session/update params)" in out
+        assert "nothing to do" in out
+    done = run_project_tests(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_names_user_code_building_a_message_that_gained_a_required_field(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    manifest = REPO / "examples" / "echo" / "agent.yaml"
+    project = tmp_path / "proj"
+    v1 = str(shared_acp / "v1" / "schema.json")
+    code, out = invoke("new", str(project), "-m", str(manifest), "--no-git", "--schema", v1)
+    assert code == 0, out
+    handlers = project / "echo_agent" / "handlers.py"
+    handlers.write_text(
+        handlers.read_text()
+        + "\n\ndef chunk() -> object:\n"
+        + "    from ._generated import models\n\n"
+        + "    return models.ContentChunk.model_validate({})\n"
+    )
+    line = (
+        handlers.read_text().splitlines().index("    return models.ContentChunk.model_validate({})")
+    )
+    v2 = str(shared_acp / "v2" / "schema.json")
+    code, out = invoke("regen", "--project", str(project), "--schema", v2, "--dry-run")
+    assert code == 1, out
+    assert (
+        f"echo_agent/handlers.py:{line + 1}: builds ContentChunk: ContentChunk.messageId is "
+        "newly required in what this agent sends (session/update params): send it"
+    ) in out
+    assert "ContentChunk.messageId (session/update params)" not in out  # not the runtime's
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_with_two_schemas_reports_each_revision(tmp_path: Path, shared_acp: Path) -> None:
+    manifest = REPO / "examples" / "echo" / "agent.yaml"
+    project = tmp_path / "proj"
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    code, out = invoke("new", str(project), "-m", str(manifest), "--no-git", "--schema", v1)
+    assert code == 0, out
+    code, out = invoke("regen", "-p", str(project), "--schema", v2, "--dry-run")
+    assert code == 0, out
+    assert "no longer served: v1" in out and "repeat --schema" in out
+    code, out = invoke("regen", "-p", str(project), "--schema", v1, "--schema", v2)
+    assert code == 0, out
+    headers = [ln for ln in out.splitlines() if ln.startswith("protocol schema")]
+    assert len(headers) == 1, out  # v1 is unchanged
+    assert headers[0].startswith("protocol schema (v2): ") and headers[0].endswith(f" -> {v2}")
+    assert "no longer served" not in out
+    code, out = invoke("regen", "-p", str(project), "--schema", v2, "--schema", v1)
+    assert code == 0 and "protocol schema" not in out, out  # the same two: nothing new
+
+
+# ---- validate: what a schema keyword typo or a mis-indented key really is -------------
+
+
+def _validate(tmp: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp / "agent.yaml"
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "generator", "validate", *args, path.name],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_validate_flags_keywords_no_json_schema_draft_defines(tmp_path: Path) -> None:
+    done = _validate(
+        tmp_path,
+        "name: a\nversion: 0.1.0\ninput:\n  tpye: string\n  x-ui: {widget: text}\n"
+        "output:\n  type: object\n  properties:\n    n: {type: string, maxlength: 3}\n"
+        "  output_modes:\n    streaming: true\n"
+        "config:\n  schema:\n    type: object\n    options: []\n",
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "agent.yaml:4:3: /input/tpye: `tpye` is not a JSON Schema keyword (did you mean `type`?)",
+        (
+            "agent.yaml:9:23: /output/properties/n/maxlength: `maxlength` is not a JSON Schema "
+            "keyword (did you mean `maxLength`?)"
+        ),
+        (
+            "agent.yaml:10:3: /output/output_modes: `output_modes` is a key of the manifest, not a "
+            "JSON Schema keyword: move it up one level"
+        ),
+        (
+            "agent.yaml:15:5: /config/schema/options: `options` is a key of `config`, not a JSON "
+            "Schema keyword: move it up one level"
+        ),
+    ], done.stdout
+
+
+def test_validate_says_yaml_syntax_errors_in_plain_words(tmp_path: Path) -> None:
+    done = _validate(tmp_path, "name: a\nversion: 0.1.0\n\tinput: {}\n")
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "agent.yaml:3:1: /: YAML syntax error: tabs are not allowed for indentation: use spaces"
+    ]
+    done = _validate(tmp_path, "name: a\ninput:\n    type: string\n  maxLength: 3\n")
+    assert done.stdout.splitlines() == [
+        (
+            "agent.yaml:4:3: /: YAML syntax error: this line's indentation does not match the "
+            "lines above it"
+        )
+    ]
+
+
+def test_validate_quotes_values_as_the_manifest_spells_them(tmp_path: Path) -> None:
+    done = _validate(
+        tmp_path,
+        "name: a\nversion: 0.1.0\ninput:\n  type: strnig\nconfig:\n  options:\n"
+        "    - {id: fast, name: Fast, type: string, default: false}\n",
+    )
+    assert done.returncode == 1
+    assert "default false is not a string" in done.stdout
+    assert '"strnig" is not one of: "array", "boolean"' in done.stdout
+    for python in ("False", "'strnig'", "['array'"):
+        assert python not in done.stdout, done.stdout
+
+
+def test_validate_json_has_notes_with_a_severity(tmp_path: Path) -> None:
+    done = _validate(
+        tmp_path,
+        "name: a\nversion: 0.1.0\nconfig:\n  options:\n    - {id: size, name: Size, type: integer}\n",
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (note,) = json.loads(done.stdout)
+    assert note["severity"] == "note" and note["pointer"] == "/config/options/0"
+    assert (note["line"], note["col"]) == (5, 7) and "neither a select" in note["message"]
+    done = _validate(tmp_path, "name: a\n", "--format", "json")
+    assert done.returncode == 1
+    assert [d["severity"] for d in json.loads(done.stdout)] == ["error"]
+
+
+# ---- the author's order ---------------------------------------------------------------
+
+
+def test_manifest_json_keeps_the_authors_key_order(tmp_path: Path, shared_acp: Path) -> None:
+    """An interrupt form asks its fields in the order the manifest writes them: the
+    generated manifest.json (what MANIFEST reads) does not sort keys."""
+    import json as _json
+
+    from generator.manifest.validate import load_valid
+    from generator.render import render_generated
+
+    text = (
+        "version: 0.1.0\nname: order-agent\n"
+        "interrupts:\n  - name: approval\n    description: Approve it?\n"
+        "    payload:\n      schema: {type: object}\n"
+        "    resume:\n      schema:\n        type: object\n        properties:\n"
+        "          zeta: {type: string}\n          alpha: {type: boolean}\n"
+        "          mid: {type: integer}\n"
+    )
+    path = tmp_path / "order-agent.yaml"
+    path.write_text(text, encoding="utf-8")
+    manifest = load_valid(path).data
+    schema = _json.loads((shared_acp / "v1" / "schema.json").read_text(encoding="utf-8"))
+    files = render_generated(
+        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
+    )
+    written = _json.loads(files["manifest.json"])
+    assert list(written)[:3] == ["version", "name", "interrupts"]
+    props = written["interrupts"][0]["resume"]["schema"]["properties"]
+    assert list(props) == ["zeta", "alpha", "mid"]

@@ -79,9 +79,12 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"agentgen {version('acp-agentgen')}")
+            line = f"agentgen {version('acp-agentgen')}"
         except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-            typer.echo("agentgen (not installed)")
+            line = "agentgen (not installed)"
+        from .sources import default_schema_line
+
+        typer.echo(f"{line}; default protocol schema: {default_schema_line()}")
         raise typer.Exit(0)
 
 
@@ -104,7 +107,9 @@ def _main(
 
 @app.command()
 def methods(
-    schema: str = typer.Argument(..., metavar="SCHEMA", help=SCHEMA_HELP),
+    schema: str | None = typer.Argument(
+        None, metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked upstream)"
+    ),
     meta: str | None = typer.Option(
         None, "--meta", metavar="FILE", help="meta.json / meta.unstable.json"
     ),
@@ -145,11 +150,14 @@ def diff(
     old: str = typer.Argument(..., metavar="OLD", help="The old protocol schema"),
     new: str = typer.Argument(..., metavar="NEW", help="The new protocol schema"),
     fmt: TextFormat = typer.Option(TextFormat.text, "--format", help="Output format."),
+    fail_on_breaking: bool = typer.Option(
+        False, "--fail-on-breaking", help="Exit 1 when any change is breaking (for CI)."
+    ),
 ) -> None:
     """Report what changed between two protocol schema revisions (BREAKING marked)."""
     from .protocol.diff import run_diff
 
-    _run(run_diff, old, new, fmt=fmt.value)
+    _run(run_diff, old, new, fmt=fmt.value, fail_on_breaking=fail_on_breaking)
 
 
 @app.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -47,8 +48,13 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 
 def write_output(path: Path, text: str, what: str) -> None:
-    """`write_atomic` for a file the user asked for (`-o OUT`): failures are located."""
+    """`write_atomic` for a file the user asked for (`-o OUT`): failures are located. A
+    folder that does not exist yet is created, and the user is told (stderr)."""
+    parent = Path(path).parent
+    missing = not parent.exists()
     try:
         write_atomic(path, text)
+        if missing:
+            sys.stderr.write(f"created the folder {parent}\n")
     except OSError as exc:
         raise AgentgenError(f"cannot write {what}: {exc.strerror}", source=str(path)) from None

@@ -284,3 +284,55 @@ def test_manifest_json_keeps_the_authors_key_order(tmp_path: Path, shared_acp: P
     assert list(written)[:3] == ["version", "name", "interrupts"]
     props = written["interrupts"][0]["resume"]["schema"]["properties"]
     assert list(props) == ["zeta", "alpha", "mid"]
+
+
+# ---- command-line consistency -----------------------------------------------------------
+
+
+def _agentgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "generator", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_models_prints_a_one_line_result_and_creates_a_missing_folder(tmp_path: Path) -> None:
+    manifest = REPO / "examples" / "echo" / "agent.yaml"
+    done = _agentgen("models", "-m", str(manifest), "-o", "out/sub/m.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "sub" / "m.py").is_file()
+    assert done.stderr.splitlines() == [
+        "created the folder out/sub",
+        "wrote out/sub/m.py: 1 models from agent.yaml",
+    ]
+
+
+def test_methods_defaults_to_the_locked_schema_like_models(tmp_path: Path) -> None:
+    done = _agentgen("methods", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = [m["name"] for m in json.loads(done.stdout)]
+    assert "session/prompt" in names
+
+
+def test_version_names_the_default_schema_revision(tmp_path: Path) -> None:
+    lock = json.loads((REPO / "schema" / "upstream.lock.json").read_text(encoding="utf-8"))
+    done = _agentgen("--version", cwd=tmp_path)
+    assert done.returncode == 0
+    spec = f"npm:{lock['package']}@{lock['version']}#{lock['path']}"
+    assert done.stdout.startswith("agentgen ") and spec in done.stdout, done.stdout
+    assert "default protocol schema: v1" in done.stdout
+
+
+def test_diff_fail_on_breaking_is_exit_1(tmp_path: Path, shared_acp: Path) -> None:
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    assert _agentgen("diff", v1, v2, cwd=tmp_path).returncode == 0  # a report, by default
+    done = _agentgen("diff", v1, v2, "--fail-on-breaking", cwd=tmp_path)
+    assert done.returncode == 1 and "breaking" in done.stderr.splitlines()[-1], done.stderr
+    done = _agentgen("diff", v1, v2, "--fail-on-breaking", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 1
+    done = _agentgen("diff", v1, v1, "--fail-on-breaking", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -160,6 +160,43 @@ def diff(
     _run(run_diff, old, new, fmt=fmt.value, fail_on_breaking=fail_on_breaking)
 
 
+class Kind(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def init(
+    directory: Path = typer.Argument(Path("."), metavar="[DIR]", help="Where to write agent.yaml"),
+    name: str | None = typer.Option(None, "--name", help="Agent name (default: the folder's)."),
+    description: str | None = typer.Option(None, "--description", help="One sentence."),
+    input_kind: Kind | None = typer.Option(
+        None, "--input", help="Prompt as text or a JSON object."
+    ),
+    output_kind: Kind | None = typer.Option(None, "--output", help="Result as text or JSON."),
+    streaming: bool | None = typer.Option(
+        None, "--streaming/--no-streaming", help="Stream output while working."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Defaults for every unanswered question."),
+) -> None:
+    """Write a commented starter agent.yaml, asking on a terminal (a flag for each question)."""
+    import sys
+
+    from .scaffold.init import run_init
+
+    _run(
+        run_init,
+        directory,
+        name=name,
+        description=description,
+        input_kind=input_kind.value if input_kind else None,
+        output_kind=output_kind.value if output_kind else None,
+        streaming=streaming,
+        yes=yes,
+        interactive=sys.stdin.isatty(),
+    )
+
+
 @app.command()
 def validate(
     files: list[Path] = typer.Argument(

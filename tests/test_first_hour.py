@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -336,3 +337,85 @@ def test_diff_fail_on_breaking_is_exit_1(tmp_path: Path, shared_acp: Path) -> No
     assert done.returncode == 1
     done = _agentgen("diff", v1, v1, "--fail-on-breaking", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# ---- agentgen init ------------------------------------------------------------------------
+
+
+def _on_a_terminal(args: list[str], answers: str, cwd: Path) -> tuple[int, str]:
+    """Run `python -m generator ARGS` with a pseudo-terminal as stdin and stdout, the
+    answers typed ahead (the terminal holds them until each prompt reads its line)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "generator", *args],
+        cwd=cwd,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(slave)
+    os.write(master, answers.encode())
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return proc.wait(timeout=60), out.decode(errors="replace")
+
+
+def test_init_asks_on_a_terminal_and_writes_a_valid_commented_manifest(tmp_path: Path) -> None:
+    folder = tmp_path / "Paper Scout"
+    folder.mkdir()
+    # name (re-asked after a bad one), description, input, output, streaming
+    code, out = _on_a_terminal(
+        ["init"], "Bad_Name\npaper-scout\nFinds papers.\njson\n\nn\n", folder
+    )
+    assert code == 0, out
+    assert "Agent name [paper-scout]" in out and "is not a manifest name" in out
+    text = (folder / "agent.yaml").read_text(encoding="utf-8")
+    first = text.splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=/")
+    assert Path(first.split("=", 1)[1]).is_file()  # the schema agentgen carries
+    from ruamel.yaml import YAML
+
+    data = YAML(typ="safe").load(text)
+    assert data["name"] == "paper-scout" and data["description"] == "Finds papers."
+    assert data["input"]["type"] == "object" and data["output"] == {"type": "string"}
+    assert data["output_modes"] == {"streaming": False}
+    done = _agentgen("validate", "agent.yaml", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_init_flags_and_yes_ask_nothing(tmp_path: Path) -> None:
+    code, out = _on_a_terminal(["init", "--yes", "--input", "json"], "", tmp_path)
+    assert code == 0 and "Agent name" not in out, out
+    from ruamel.yaml import YAML
+
+    data = YAML(typ="safe").load((tmp_path / "agent.yaml").read_text(encoding="utf-8"))
+    assert data["input"]["type"] == "object" and data["output_modes"] == {"streaming": True}
+    again = _agentgen("init", "--yes", cwd=tmp_path)  # never over an existing manifest
+    assert again.returncode == 2 and "refusing to overwrite" in again.stderr
+    bad = _agentgen("init", "sub", "--name", "Not OK", cwd=tmp_path)
+    assert bad.returncode == 2 and '"Not OK" is not a manifest name' in bad.stderr
+    assert not (tmp_path / "sub" / "agent.yaml").exists()
+
+
+def test_the_readme_quick_start_begins_with_init_and_says_what_it_takes() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [ln.strip() for ln in quick.splitlines() if ln.startswith("    ")]
+    assert commands[0].startswith("agentgen init")
+    for needed in ("Python 3.11+", "git", "npm", "registries", "`make`", "make test-fast"):
+        assert needed in quick, needed
+    # how long each command takes on 2 cores
+    assert "On 2 cores" in quick
+    assert re.search(r"`make demo` takes about \d+ s", quick)
+    assert re.search(r"`make test` about \d+\s+minutes", quick)

@@ -439,3 +439,22 @@ def test_an_untouched_fresh_project_regenerates_to_v2_with_exit_0(
         env = {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj), "ACP_WIRE_CHECK": "1"}
         done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], proj, env)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_init_writes_a_manifest_that_validates_and_makes_a_project(
+    installed: dict[str, Any],
+) -> None:
+    """From the wheel: `agentgen init --yes` in a new folder; the schema line names the
+    manifest schema inside the installed package; the manifest validates and `new` uses it."""
+    folder = installed["work"] / "init-here"
+    folder.mkdir()
+    code, out = _agentgen(installed, "init", "--yes", "--name", "wheel-agent", cwd=folder)
+    assert code == 0, out
+    first = (folder / "agent.yaml").read_text(encoding="utf-8").splitlines()[0]
+    schema = Path(first.removeprefix("# yaml-language-server: $schema="))
+    assert schema.is_file() and str(installed["tmp"] / "venv") in str(schema), first
+    code, out = _agentgen(installed, "validate", "agent.yaml", cwd=folder)
+    assert code == 0, out
+    code, out = _agentgen(installed, "new", "proj", "-m", "agent.yaml", "--no-git", cwd=folder)
+    assert code == 0, out
+    assert (folder / "proj" / "wheel_agent" / "handlers.py").is_file()

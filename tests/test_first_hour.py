@@ -419,3 +419,70 @@ def test_the_readme_quick_start_begins_with_init_and_says_what_it_takes() -> Non
     assert "On 2 cores" in quick
     assert re.search(r"`make demo` takes about \d+ s", quick)
     assert re.search(r"`make test` about \d+\s+minutes", quick)
+
+
+# ---- the generated tests ------------------------------------------------------------------
+
+BAD_FRAME = """
+import asyncio
+import sys
+
+from echo_agent._generated.dispatcher import AgentConnection, ClientBase
+from echo_agent._generated.runtime.client import spawn_agent
+from echo_agent._generated.runtime.errors import RpcError
+from echo_agent._generated.runtime.wirecheck import WireCheckError
+
+from test_echo_agent import SERVE
+
+
+def test_sends_a_session_new_without_cwd() -> None:
+    async def run() -> None:
+        async with spawn_agent(ClientBase(), AgentConnection, sys.executable, "-c", SERVE) as a:
+            await a.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            try:
+                await a.call("session/new", {"mcpServers": []})
+            except (RpcError, WireCheckError):
+                pass  # the test itself expects the refusal: only the wire check fails it
+
+    asyncio.run(run())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("store")
+def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared_acp: Path) -> None:
+    """A fresh agent's tests: initialize and a session, a prompt and a cancelled prompt per
+    revision, all with the wire check on from the generated conftest (not the caller's
+    environment): a test that sends a frame the schema refuses fails."""
+    project = tmp_path / "proj"
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    manifest = str(REPO / "examples" / "echo" / "agent.yaml")
+    code, out = invoke(
+        "new", str(project), "-m", manifest, "--no-git", "--schema", v1, "--schema", v2
+    )
+    assert code == 0, out
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_WIRE_CHECK")}
+    env.update(PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
+
+    def pytest_run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+
+    done = pytest_run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout, done.stdout
+    tests = (project / "tests" / "test_echo_agent.py").read_text(encoding="utf-8")
+    assert "def test_a_prompt_ends_its_turn" in tests
+    assert "def test_a_cancelled_prompt_ends_its_turn" in tests
+    (project / "tests" / "test_bad_frame.py").write_text(BAD_FRAME, encoding="utf-8")
+    done = pytest_run()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "frames that do not match the protocol schema" in done.stdout, done.stdout
+    assert "session/new params (NewSessionRequest) /cwd" in done.stdout

@@ -375,13 +375,12 @@ def user_references(package_dir: Path, root: Path, names: set[str]) -> dict[str,
         except ValueError:
             shown = path.as_posix()
         for node in ast.walk(tree):
-            name = (
-                node.id
-                if isinstance(node, ast.Name)
-                else node.attr
-                if isinstance(node, ast.Attribute)
-                else None
-            )
+            if isinstance(node, ast.Name):
+                name: str | None = node.id
+            elif isinstance(node, ast.Attribute):
+                name = node.attr
+            else:
+                continue
             if name in names:
                 found.setdefault(name, []).append(Finding(shown, node.lineno, ""))
     return {k: sorted(set(v), key=lambda f: (f.path, f.line)) for k, v in found.items()}

@@ -79,9 +79,12 @@ def _version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"agentgen {version('acp-agentgen')}")
+            line = f"agentgen {version('acp-agentgen')}"
         except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-            typer.echo("agentgen (not installed)")
+            line = "agentgen (not installed)"
+        from .sources import default_schema_line
+
+        typer.echo(f"{line}; default protocol schema: {default_schema_line()}")
         raise typer.Exit(0)
 
 
@@ -104,7 +107,9 @@ def _main(
 
 @app.command()
 def methods(
-    schema: str = typer.Argument(..., metavar="SCHEMA", help=SCHEMA_HELP),
+    schema: str | None = typer.Argument(
+        None, metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked upstream)"
+    ),
     meta: str | None = typer.Option(
         None, "--meta", metavar="FILE", help="meta.json / meta.unstable.json"
     ),
@@ -145,11 +150,51 @@ def diff(
     old: str = typer.Argument(..., metavar="OLD", help="The old protocol schema"),
     new: str = typer.Argument(..., metavar="NEW", help="The new protocol schema"),
     fmt: TextFormat = typer.Option(TextFormat.text, "--format", help="Output format."),
+    fail_on_breaking: bool = typer.Option(
+        False, "--fail-on-breaking", help="Exit 1 when any change is breaking (for CI)."
+    ),
 ) -> None:
     """Report what changed between two protocol schema revisions (BREAKING marked)."""
     from .protocol.diff import run_diff
 
-    _run(run_diff, old, new, fmt=fmt.value)
+    _run(run_diff, old, new, fmt=fmt.value, fail_on_breaking=fail_on_breaking)
+
+
+class Kind(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def init(
+    directory: Path = typer.Argument(Path("."), metavar="[DIR]", help="Where to write agent.yaml"),
+    name: str | None = typer.Option(None, "--name", help="Agent name (default: the folder's)."),
+    description: str | None = typer.Option(None, "--description", help="One sentence."),
+    input_kind: Kind | None = typer.Option(
+        None, "--input", help="Prompt as text or a JSON object."
+    ),
+    output_kind: Kind | None = typer.Option(None, "--output", help="Result as text or JSON."),
+    streaming: bool | None = typer.Option(
+        None, "--streaming/--no-streaming", help="Stream output while working."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Defaults for every unanswered question."),
+) -> None:
+    """Write a commented starter agent.yaml, asking on a terminal (a flag for each question)."""
+    import sys
+
+    from .scaffold.init import run_init
+
+    _run(
+        run_init,
+        directory,
+        name=name,
+        description=description,
+        input_kind=input_kind.value if input_kind else None,
+        output_kind=output_kind.value if output_kind else None,
+        streaming=streaming,
+        yes=yes,
+        interactive=sys.stdin.isatty(),
+    )
 
 
 @app.command()
@@ -184,6 +229,9 @@ def new(
     meta: list[str] | None = typer.Option(
         None, "--meta", metavar="FILE", help="meta.json for the schema (one per --schema)"
     ),
+    git: bool = typer.Option(
+        True, "--git/--no-git", help="git init and a first commit (when git is installed)."
+    ),
 ) -> None:
     """Scaffold a ready-to-run agent or client project."""
     from .scaffold.new import run_new
@@ -196,6 +244,7 @@ def new(
         transport=transport.value,
         schema=schema,
         meta=meta,
+        git=git,
     )
 
 
@@ -220,11 +269,18 @@ def regen(
 
 
 @app.command()
-def check(project: Path = ProjectDir) -> None:
+def check(
+    project: Path = ProjectDir,
+    every: bool = typer.Option(
+        False,
+        "--all",
+        help="Check every generated project under --project (default .); none found passes.",
+    ),
+) -> None:
     """Exit 1 when generated files are stale against their recorded inputs."""
-    from .scaffold.check import run_check
+    from .scaffold.check import run_check, run_check_all
 
-    _run(run_check, project)
+    _run(run_check_all if every else run_check, project)
 
 
 @app.command()

@@ -313,6 +313,7 @@ def _npm_reason(stderr: str) -> str:
 
 def _read_member(tarball: Path, path: str, shown: str) -> bytes:
     """Read one regular file out of an npm tarball, never writing what the archive names."""
+    has: list[str] = []  # the package's JSON files, named when `path` is not one of them
     try:
         with tarfile.open(tarball, "r:*") as tar:
             for member in tar:
@@ -321,7 +322,10 @@ def _read_member(tarball: Path, path: str, shown: str) -> bytes:
                 too_short = len(parts) < 2  # noqa: PLR2004 - the top folder and a file
                 if too_short or ".." in parts or parts[0].startswith("/"):
                     continue
-                if "/".join(parts[1:]) != path:
+                rel = "/".join(parts[1:])
+                if rel != path:
+                    if member.isfile() and rel.endswith(".json") and rel != "package.json":
+                        has.append(rel)
                     continue
                 if not member.isfile():
                     raise AgentgenError(
@@ -338,8 +342,11 @@ def _read_member(tarball: Path, path: str, shown: str) -> bytes:
                     return fh.read()
     except (tarfile.TarError, OSError, EOFError) as err:
         raise AgentgenError(f"cannot read the npm tarball: {err}", source=shown) from None
+    listed = ", ".join(sorted(has)[:20])
     raise AgentgenError(
-        f"no file {path} in the package", source=shown, hint="check the path after '#'"
+        f"no file {path} in the package",
+        source=shown,
+        hint=f"the package's JSON files: {listed}" if listed else "check the path after '#'",
     )
 
 
@@ -451,6 +458,18 @@ def _schema_facts(data: dict[str, Any]) -> dict[str, Any]:
         isinstance(d, dict) and "UNSTABLE" in str(d.get("description") or "") for d in defs.values()
     )
     return facts
+
+
+def default_schema_line() -> str:
+    """The locked default revision, as `--version` names it (no fetch)."""
+    try:
+        lock = read_lock()
+    except AgentgenError as err:
+        return f"unknown ({err.message})"
+    path = str(lock.get("path", ""))
+    revision = next((p for p in path.split("/") if re.fullmatch(r"v\d+", p)), "?")
+    unstable = ", unstable" if "unstable" in path else ""
+    return f"{revision}{unstable} (npm:{lock.get('package')}@{lock.get('version')}#{path})"
 
 
 def load_schema(spec: str | None) -> Source:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,22 @@ def test_write_output_failure_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(AgentgenError) as info:
         write_output(blocker / "out.py", "x = 1\n", "the models")
     assert str(info.value).startswith(f"{blocker / 'out.py'}: cannot write the models: ")
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_a_new_file_gets_the_mode_the_umask_gives(tmp_path: Path, umask: int, mode: int) -> None:
+    """Not mkstemp's 0600: another user (a container, a shared checkout) reads the files."""
+    old = os.umask(umask)
+    try:
+        write_atomic(tmp_path / "out.py", "x = 1\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.py").stat().st_mode) == mode
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    target = tmp_path / "run.sh"
+    target.write_text("old\n")
+    target.chmod(0o751)
+    write_atomic(target, "new\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o751

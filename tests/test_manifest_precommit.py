@@ -80,7 +80,7 @@ def test_hooks_file_offers_both_hooks() -> None:
     hooks = YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())
     by_id = {h["id"]: h for h in hooks}
     assert by_id["agentgen-validate"]["entry"] == "agentgen validate"
-    assert by_id["agentgen-check"]["entry"] == "agentgen check"
+    assert by_id["agentgen-check"]["entry"] == "agentgen check --all"
     assert by_id["agentgen-check"]["pass_filenames"] is False
     import re
 

@@ -391,8 +391,9 @@ def test_npm_pack_flow_with_a_fake_registry(
     )
     with pytest.raises(AgentgenError, match="not a regular file"):
         sources.load_schema("npm:acme-schemas@latest#link.json")
-    with pytest.raises(AgentgenError, match=r"no file schema/missing\.json in the package"):
+    with pytest.raises(AgentgenError, match=r"no file schema/missing\.json in the package") as err:
         sources.load_schema("npm:acme-schemas@latest#schema/missing.json")
+    assert "the package's JSON files: schema/s.json" in str(err.value)  # what to write
 
 
 def test_npm_pack_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

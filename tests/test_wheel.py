@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -161,10 +162,7 @@ def test_validate_new_check_regen_update_from_the_wheel(installed: dict[str, Any
             {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj)},
         )
         assert imported.returncode == 0, imported.stderr
-    proj = work / "agent-stdio"
-    _git(proj, "init", "-q")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-q", "-m", "new")
+    proj = work / "agent-stdio"  # `new` made its first commit: update works at once
     code, out = _agentgen(installed, "update", "--project", str(proj))
     assert code == 0, out
 
@@ -232,10 +230,231 @@ def test_the_generated_projects_own_precommit_config(installed: dict[str, Any]) 
     assert code == 0, out
     config = (proj / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     assert "pip install acp-agentgen" in config and "pip install agentgen" not in config
-    _git(proj, "init", "-q")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-q", "-m", "new")
     pre_commit = str(Path(sys.executable).parent / "pre-commit")
     done = _run([pre_commit, "run", "--all-files"], proj, _clean_env(work, installed["bin"]))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("Passed") == 2, done.stdout
+
+
+def _agentgen_as(
+    inst: dict[str, Any], args: list[str], *, umask: int, home: Path
+) -> tuple[int, str]:
+    """`agentgen` under a given umask, for a user with no git configuration at all."""
+    env = {**_clean_env(inst["tmp"], inst["bin"]), "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    for key in [k for k in env if k.startswith("GIT_") and k != "GIT_CONFIG_NOSYSTEM"]:
+        del env[key]
+    home.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(inst["bin"] / "agentgen"), *args],
+        cwd=inst["work"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        umask=umask,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_what_new_regen_and_models_write_honours_the_umask(installed: dict[str, Any]) -> None:
+    """Not mkstemp's 0600: a container user or a shared checkout can read the project."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "mode-agent.yaml")
+    home = installed["tmp"] / "mode-home"
+    proj = work / "modes"
+    args = ["new", str(proj), "-m", "mode-agent.yaml", "--transport", "http", "--no-git"]
+    code, out = _agentgen_as(installed, args, umask=0o022, home=home)
+    assert code == 0, out
+    models = next(proj.glob("*/_generated/models.py"))
+    models.unlink()  # regen writes it anew
+    code, out = _agentgen_as(installed, ["regen", "--project", str(proj)], umask=0o022, home=home)
+    assert code == 0, out
+    code, out = _agentgen_as(
+        installed, ["models", "-m", "mode-agent.yaml", "-o", "m.py"], umask=0o022, home=home
+    )
+    assert code == 0, out
+    files = [p for p in proj.rglob("*") if p.is_file()] + [work / "m.py"]
+    modes = {p.relative_to(work).as_posix(): oct(p.stat().st_mode & 0o777) for p in files}
+    assert models.exists()
+    assert {m for m in modes.values()} == {"0o644"}, modes
+    dirs = {oct(p.stat().st_mode & 0o777) for p in [proj, *proj.rglob("*")] if p.is_dir()}
+    assert dirs == {"0o755"}, dirs
+    code, out = _agentgen_as(
+        installed, ["models", "-m", "mode-agent.yaml", "-o", "m2.py"], umask=0o077, home=home
+    )
+    assert code == 0 and (work / "m2.py").stat().st_mode & 0o777 == 0o600, out
+
+
+def test_new_makes_the_first_commit_so_update_works_at_once(installed: dict[str, Any]) -> None:
+    """A user with no git configuration: `new` commits as agentgen and says so; the
+    sessions database, build/ and dist/ are ignored; `--no-git` leaves git alone."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "git-agent.yaml")
+    home = installed["tmp"] / "git-home"
+    for role, transport in (("agent", "http"), ("client", "stdio")):
+        proj = work / f"git-{role}"
+        args = ["new", str(proj), "-m", "git-agent.yaml", "--role", role]
+        code, out = _agentgen_as(
+            installed, [*args, "--transport", transport], umask=0o022, home=home
+        )
+        assert code == 0, out
+        assert "git: repository made, first commit" in out, out
+        assert _git(proj, "status", "--porcelain") == ""
+        assert "agentgen new" in _git(proj, "log", "--format=%s")
+        for junk in (
+            "echo-agent-sessions.db",
+            "echo-agent-sessions.db-wal",
+            "build/x",
+            "dist/y.whl",
+        ):
+            (proj / junk).parent.mkdir(parents=True, exist_ok=True)
+            (proj / junk).write_text("")
+        assert _git(proj, "status", "--porcelain") == "", "the .gitignore misses something"
+        code, out = _agentgen_as(
+            installed, ["update", "--project", str(proj)], umask=0o022, home=home
+        )
+        assert code == 0, out
+    proj = work / "git-none"
+    code, out = _agentgen_as(
+        installed, ["new", str(proj), "-m", "git-agent.yaml", "--no-git"], umask=0o022, home=home
+    )
+    assert code == 0 and "git:" not in out, out
+    assert not (proj / ".git").exists()
+
+
+def test_every_fresh_project_passes_mypy_and_ruff_with_its_test_extra_alone(
+    installed: dict[str, Any],
+) -> None:
+    """`pip install -e '.[test]' mypy` and nothing else (no postgres/redis extras), then
+    `mypy .` and `ruff check` in each kind of project; a `build/` left by `pip wheel .`
+    is not a second copy of the package to mypy."""
+    work: Path = installed["work"]
+    tmp: Path = installed["tmp"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "typed-agent.yaml")
+    venv = tmp / "typed-venv"
+    env = _clean_env(tmp)
+    made = _run([sys.executable, "-m", "venv", str(venv)], tmp, env)
+    assert made.returncode == 0, made.stderr
+    py = str(venv / "bin" / "python")
+    for role, transport in ROLES:
+        proj = work / f"typed-{role}-{transport}"
+        code, out = _agentgen(
+            installed,
+            *("new", str(proj), "-m", "typed-agent.yaml", "--no-git"),
+            *("--role", role, "--transport", transport),
+        )
+        assert code == 0, out
+        pip = _run([py, "-m", "pip", "install", "-q", "-e", ".[test]", "mypy", "ruff"], proj, env)
+        assert pip.returncode == 0, pip.stdout + pip.stderr
+        if (role, transport) == ("agent", "http"):
+            built = _run(
+                [py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", "dist", "."], proj, env
+            )
+            assert built.returncode == 0 and (proj / "build").is_dir(), built.stderr
+        for tool in (["mypy", "."], ["ruff", "check"]):
+            done = _run([str(venv / "bin" / tool[0]), *tool[1:]], proj, env)
+            assert done.returncode == 0, f"{role}-{transport}: {done.stdout}{done.stderr}"
+
+
+def _readme_widened_files() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    (block,) = [b for b in blocks if "files:" in b and "agentgen-validate" in b]
+    (hook,) = YAML(typ="safe").load(textwrap.dedent(block))
+    files: str = hook["files"]
+    return files
+
+
+def test_the_readme_precommit_snippet_in_a_manifest_only_repository(
+    installed: dict[str, Any],
+) -> None:
+    """A repository with manifests and no generated project: both hooks pass on valid
+    manifests (agentgen-check has nothing to check), a broken one stops the commit with a
+    located line, and `files:` widened as the README shows reaches review.yaml."""
+    tmp: Path = installed["tmp"]
+    hooks = tmp / "hook-repo-manifests"
+    shutil.copytree(installed["src"], hooks)
+    _git(hooks, "init", "-q")
+    _git(hooks, "add", "-A")
+    _git(hooks, "commit", "-q", "-m", "agentgen")
+    snippet = _readme_precommit_snippet()
+    (repo_entry,) = snippet["repos"]
+    repo_entry["repo"] = hooks.as_uri()
+    repo_entry["rev"] = _git(hooks, "rev-parse", "HEAD").strip()
+
+    repo = installed["work"] / "manifests-only"
+    (repo / "echo").mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", repo / "echo" / "agent.yaml")
+    with (repo / ".pre-commit-config.yaml").open("w", encoding="utf-8") as fh:
+        YAML().dump(snippet, fh)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    env = _clean_env(tmp)
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"agentgen validate\.+Passed", done.stdout), done.stdout
+    assert re.search(r"agentgen check\.+Passed", done.stdout), done.stdout
+
+    (repo / "review.yaml").write_text("name: review\nversion: 0.1.0\ninput:\n  type: strnig\n")
+    _git(repo, "add", "-A")
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr  # not a manifest name: skipped
+    repo_entry["hooks"][0]["files"] = _readme_widened_files()
+    with (repo / ".pre-commit-config.yaml").open("w", encoding="utf-8") as fh:
+        YAML().dump(snippet, fh)
+    _git(repo, "add", "-A")
+    done = _run([pre_commit, "run", "--all-files", "--color", "never"], repo, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"agentgen validate\.+Failed", done.stdout), done.stdout
+    assert re.search(r"review\.yaml:4:\d+: /input/type", done.stdout), done.stdout
+    assert re.search(r"agentgen check\.+Passed", done.stdout), done.stdout
+
+
+def test_an_untouched_fresh_project_regenerates_to_v2_with_exit_0(
+    installed: dict[str, Any], shared_acp: Path
+) -> None:
+    """From the wheel: regen to v2 is information only (exit 0) and the project's tests
+    pass on v2 with the wire check on; the two-schema form reports each revision."""
+    work: Path = installed["work"]
+    shutil.copy(REPO / "examples" / "echo" / "agent.yaml", work / "regen-agent.yaml")
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    for name, schemas in (("regen-v2", [v2]), ("regen-both", [v1, v2])):
+        proj = work / name
+        code, out = _agentgen(installed, "new", str(proj), "-m", "regen-agent.yaml")
+        assert code == 0, out
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = _agentgen(installed, "regen", "--project", str(proj), *args)
+        assert code == 0, out
+        assert "nothing to do" in out and "must change" not in out, out
+        headers = [ln for ln in out.splitlines() if ln.startswith("protocol schema")]
+        if len(schemas) == 2:
+            assert [h.split(":")[0] for h in headers] == [
+                "protocol schema (v1)",
+                "protocol schema (v2)",
+            ], out
+        else:
+            assert "no longer served: v1" in out, out
+        env = {**_clean_env(installed["tmp"]), "PYTHONPATH": str(proj), "ACP_WIRE_CHECK": "1"}
+        done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], proj, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_init_writes_a_manifest_that_validates_and_makes_a_project(
+    installed: dict[str, Any],
+) -> None:
+    """From the wheel: `agentgen init --yes` in a new folder; the schema line names the
+    manifest schema inside the installed package; the manifest validates and `new` uses it."""
+    folder = installed["work"] / "init-here"
+    folder.mkdir()
+    code, out = _agentgen(installed, "init", "--yes", "--name", "wheel-agent", cwd=folder)
+    assert code == 0, out
+    first = (folder / "agent.yaml").read_text(encoding="utf-8").splitlines()[0]
+    schema = Path(first.removeprefix("# yaml-language-server: $schema="))
+    assert schema.is_file() and str(installed["tmp"] / "venv") in str(schema), first
+    code, out = _agentgen(installed, "validate", "agent.yaml", cwd=folder)
+    assert code == 0, out
+    code, out = _agentgen(installed, "new", "proj", "-m", "agent.yaml", "--no-git", cwd=folder)
+    assert code == 0, out
+    assert (folder / "proj" / "wheel_agent" / "handlers.py").is_file()

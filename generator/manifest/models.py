@@ -429,6 +429,10 @@ def run_manifest_models(manifest_path: Path, *, out: Path) -> int:
         loaded.data, source_label=Path(manifest_path).name, source=loaded.source
     )
     write_output(out, src, "the models")
+    from .. import console
+
+    count = src.count(chr(10) + "class ")
+    console.summary(f"wrote {out}: {count} models from {Path(manifest_path).name}")
     return 0
 
 

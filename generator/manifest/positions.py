@@ -170,6 +170,52 @@ class _JsonParser:
 _TAG = "tag:yaml.org,2002:"
 
 
+# ruamel.yaml's parser vocabulary -> what the author did, in their words (first match wins)
+_YAML_PLAIN = (
+    ("character '\\t'", "tabs are not allowed for indentation: use spaces"),
+    (
+        "mapping values are not allowed here",
+        (
+            "a `key: value` where none can be: indent this line like its neighbours, "
+            "or quote a value that contains ': '"
+        ),
+    ),
+    (
+        "could not find expected ':'",
+        "a line without `key:`: indent it like its neighbours, or quote a text value",
+    ),
+    (
+        "expected <block end>",
+        "this line's indentation does not match the lines above it",
+    ),
+    ("did not find expected key", "this line's indentation does not match the lines above it"),
+    (
+        "did not find expected '-' indicator",
+        "a list item without `- `, or indented unlike the items above it",
+    ),
+    (
+        "found another document",
+        "a second document (`---`) in the file: a manifest is one document",
+    ),
+    ("found undefined alias", "an `*alias` with no `&anchor` of that name before it"),
+    ("found unexpected end of stream", "the file ends inside a quoted text: close the quote"),
+)
+
+
+def plain_yaml_error(context: object, problem: object) -> str:
+    """A YAML syntax error in plain words (the position is given beside it)."""
+    said = " ".join(str(p) for p in (context, problem) if p)
+    for found, plain in _YAML_PLAIN:
+        if found in said:
+            return f"YAML syntax error: {plain}"
+    if "flow sequence" in said:
+        return "YAML syntax error: a `[` list is not closed by `]` (or misses a `,`)"
+    if "flow mapping" in said:
+        return "YAML syntax error: a `{` mapping is not closed by `}` (or misses a `,`)"
+    said = said.replace("'<stream end>'", "the end of the file").replace("while ", "")
+    return f"YAML syntax error: {said}" if said else "YAML syntax error"
+
+
 def _parse_yaml(text: str, source: str) -> Parsed:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -179,11 +225,9 @@ def _parse_yaml(text: str, source: str) -> Parsed:
         node = yaml.compose(text)
     except MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        message = " ".join(str(p) for p in (err.context, err.problem) if p) or "YAML syntax error"
+        message = plain_yaml_error(err.context, err.problem)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        raise InvalidInput(
-            f"YAML syntax error: {message}", source=source, line=line, col=col
-        ) from None
+        raise InvalidInput(message, source=source, line=line, col=col) from None
     except RecursionError:
         line, col = _too_deep(text)
         raise InvalidInput(

@@ -11,10 +11,13 @@ whose shape is wrong: schema validation reports those.
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .. import schemas
 from ..names import pascal
 from ..pointer import from_fragment, resolve
 from ..schemas import walk
@@ -303,9 +306,129 @@ def schema_validity(data: dict[str, Any]) -> Iterator[Problem]:
 
                 err = best_match(err.context)
             where = pointer + "".join(child("", p) for p in err.absolute_path)
-            message = _clip(err.message, 120)
+            message = _clip(plain_message(err), 120)
             yield where, f"not a valid JSON Schema: {message}", False
         yield from refs(pointer, schema)
+
+
+# every keyword a JSON Schema draft (4, 6, 7, 2019-09, 2020-12) defines
+KEYWORDS = frozenset(
+    [
+        "$schema",
+        "$id",
+        "id",
+        "$ref",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "$comment",
+        "$defs",
+        "definitions",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "prefixItems",
+        "items",
+        "additionalItems",
+        "contains",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "type",
+        "enum",
+        "const",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "dependentRequired",
+        "title",
+        "description",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "examples",
+        "format",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    ]
+)
+# the keys of the object an embedded schema sits in, by where it sits: such a key found
+# inside the schema was indented one level too deep (`output_modes` under `output`)
+_HOLDER_KEYS = {
+    "/input": "manifest",
+    "/output": "manifest",
+    "/config/schema": "config",
+}
+
+
+def _holder_keys() -> dict[str, frozenset[str]]:
+    from ..schema_files import load_schema
+
+    manifest = load_schema("manifest.schema.json")
+    config = manifest.get("$defs", {}).get("Config", {})
+    return {
+        "manifest": frozenset(manifest.get("properties", {})),
+        "config": frozenset(config.get("properties", {})),
+    }
+
+
+def schema_keywords(data: dict[str, Any]) -> Iterator[Problem]:
+    """A key no JSON Schema draft defines, in a user schema: a typo (`tpye`) or a manifest
+    key indented into the schema, either silently ignored by every validator. Extension
+    keys start with `x-`."""
+    holders: dict[str, frozenset[str]] | None = None
+    for pointer, schema in embedded_schemas(data):
+        for at, node in schemas.walk(schema, pointer):
+            for key in node:
+                if not isinstance(key, str) or key in KEYWORDS or key.startswith("x-"):
+                    continue
+                where = child(at, key)
+                holder = _HOLDER_KEYS.get(at) if at == pointer else None
+                if holder is not None:
+                    holders = holders or _holder_keys()
+                    if key in holders[holder]:
+                        above = "the manifest" if holder == "manifest" else f"`{holder}`"
+                        yield (
+                            where,
+                            (
+                                f"`{key}` is a key of {above}, not a JSON Schema keyword: "
+                                "move it up one level"
+                            ),
+                            True,
+                        )
+                        continue
+                hint = difflib.get_close_matches(key, sorted(KEYWORDS), n=1)
+                tail = (
+                    f" (did you mean `{hint[0]}`?)" if hint else " (extension keys start with x-)"
+                )
+                yield where, f"`{key}` is not a JSON Schema keyword{tail}", True
 
 
 def _walk_refs(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
@@ -374,7 +497,29 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _short(value: Any) -> str:
-    return _clip(repr(value), 60)
+    """A value as the manifest spells it (JSON: `false`, `null`, `"text"`), not Python's."""
+    return _clip(json.dumps(value, ensure_ascii=False, default=str), 60)
+
+
+_KIND_NAMES = {**_A, "object": "a mapping", "array": "a list", "null": "null"}
+
+
+def plain_message(err: Any) -> str:
+    """A jsonschema error in the manifest's terms: values in JSON (`false`, `"x"`), never
+    the Python reprs jsonschema's own messages carry (`False`, `'x'`, `['a', 'b']`)."""
+    kind, want, value = err.validator, err.validator_value, err.instance
+    if kind == "type":
+        wants = want if isinstance(want, list) else [want]
+        return f"{_short(value)} is not {' or '.join(_KIND_NAMES.get(w, str(w)) for w in wants)}"
+    if kind == "enum" and isinstance(want, list):
+        return f"{_short(value)} is not one of: {', '.join(_short(v) for v in want)}"
+    if kind == "const":
+        return f"{_short(value)} is not {_short(want)}"
+    message = str(err.message)
+    message = re.sub(r"\bTrue\b", "true", message)
+    message = re.sub(r"\bFalse\b", "false", message)
+    message = re.sub(r"\bNone\b", "null", message)
+    return re.sub(r"'((?:[^'\\]|\\.)*)'", lambda m: json.dumps(m.group(1)), message)
 
 
 def _fits(kind: Any, value: Any) -> bool:
@@ -452,7 +597,7 @@ def _misfits(validator: Any, schema: dict[str, Any], value: Any) -> Iterator[str
     except Unresolvable:  # reported by the $ref check
         return
     for err in errs:
-        yield _clip(err.message, 120)
+        yield _clip(plain_message(err), 120)
 
 
 def _config_validator(schema: Any) -> Any:
@@ -496,6 +641,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
     states,
     config_defaults,
     schema_validity,
+    schema_keywords,
 )
 
 

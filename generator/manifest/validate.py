@@ -23,7 +23,7 @@ from ..errors import AgentgenError, InvalidInput
 from ..schemas import ref_name
 from .load import LoadedManifest, load_manifest
 from .positions import child
-from .semantics import semantic_problems
+from .semantics import plain_message, semantic_problems
 
 SHOWN = 60  # characters of a value quoted in a message
 MESSAGE_MAX = 160  # characters of one diagnostic's message
@@ -178,9 +178,9 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
 
         yield from _describe(best_match(err.context), pointer)
         return
-    message = err.message
+    message = plain_message(err)
     if _secretish(pointer):  # jsonschema's messages quote the value
-        message = f"the value does not satisfy {kind}: {err.validator_value!r}"
+        message = f"the value does not satisfy {kind}: {show(err.validator_value)}"
     if len(message) > MESSAGE_MAX:
         message = message[: MESSAGE_MAX - 3] + "..."
     yield pointer, message, False
@@ -259,7 +259,7 @@ def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
     from .semantics import config_notes
 
     found: list[Diagnostic] = []
-    notes: list[str] = []
+    notes: list[Diagnostic] = []  # not problems: exit 0 with them
     status = 0
     count = bad = 0
     for file in files:
@@ -278,23 +278,25 @@ def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
             bad += 1
             continue
         if loaded.notes:
-            notes.append(
-                f"{loaded.source}: note: read as {loaded.shape}: {'; '.join(loaded.notes)}"
-            )
+            said = f"read as {loaded.shape}: {'; '.join(loaded.notes)}"
+            notes.append(Diagnostic(loaded.source, None, None, "", said))
         if not diags:
             for pointer, text in config_notes(loaded.data):
                 line, col = loaded.position(pointer)
-                where = loaded.file_pointer(pointer)
-                notes.append(f"{loaded.source}:{line}:{col}: {where}: note: {text}")
+                notes.append(
+                    Diagnostic(loaded.source, line, col, loaded.file_pointer(pointer), text)
+                )
         found.extend(diags)
         if diags:
             status = max(status, 1)
             bad += 1
-    if fmt == "json":
-        sys.stdout.write(json.dumps([asdict(d) for d in found], indent=2) + "\n")
+    if fmt == "json":  # each entry with its severity: "error" (exit 1) or "note"
+        entries = [{**asdict(d), "severity": "error"} for d in found]
+        entries += [{**asdict(d), "severity": "note"} for d in notes]
+        sys.stdout.write(json.dumps(entries, indent=2) + "\n")
         return status
     for note in notes:
-        console.lines(note + "\n", sys.stderr, marks=("note",))
+        console.lines(_note_text(note) + "\n", sys.stderr, marks=("note",))
     console.diagnostics([str(d) for d in found], sys.stdout)
     manifests = f"{count} manifest{'s' if count != 1 else ''}"
     if not found:
@@ -303,3 +305,9 @@ def run_validate(files: Iterable[str | Path], *, fmt: str = "text") -> int:
         problems = f"{len(found)} problem{'s' if len(found) != 1 else ''}"
         console.summary(f"{problems} in {bad} of {manifests}", ok=False)
     return status
+
+
+def _note_text(note: Diagnostic) -> str:
+    if note.line is None:
+        return f"{note.file}: note: {note.message}"
+    return f"{note.file}:{note.line}:{note.col}: {note.pointer or '/'}: note: {note.message}"

@@ -660,8 +660,11 @@ def format_json(report: Report) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
-def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
-    """`agentgen diff OLD NEW`: print the report; exit 0 (the report is the output)."""
+def run_diff(
+    old_spec: str, new_spec: str, *, fmt: str = "text", fail_on_breaking: bool = False
+) -> int:
+    """`agentgen diff OLD NEW`: print the report; exit 0 (the report is the output), or 1
+    with `fail_on_breaking` when anything is breaking (CI)."""
     if fmt not in ("text", "json"):
         raise AgentgenError(f"unknown format {fmt!r}", hint="use --format text or --format json")
     from .. import sources
@@ -680,10 +683,16 @@ def run_diff(old_spec: str, new_spec: str, *, fmt: str = "text") -> int:
         raise
     report.old = f"{old.origin} (sha256 {old.sha256[:12]})"
     report.new = f"{new.origin} (sha256 {new.sha256[:12]})"
+    failed = fail_on_breaking and report.breaking
     if fmt == "json":
         sys.stdout.write(format_json(report))
-        return 0
+        return 1 if failed else 0
     from .. import console
 
     console.lines(format_text(report), sys.stdout, marks=("BREAKING",))
-    return 0
+    n = len(report.breaking_entries())
+    console.summary(
+        f"{len(report.entries)} change(s), {n} breaking" if report.entries else "no changes",
+        ok=not failed,
+    )
+    return 1 if failed else 0

@@ -319,7 +319,7 @@ def format_json(table: MethodTable, schema: dict[str, Any] | None = None) -> str
     return json.dumps(rows, indent=2) + "\n"
 
 
-def run_methods(schema_spec: str, *, meta: str | None = None, fmt: str = "table") -> int:
+def run_methods(schema_spec: str | None, *, meta: str | None = None, fmt: str = "table") -> int:
     """`agentgen methods`: print the method table of a schema."""
     if fmt not in ("table", "json"):
         raise AgentgenError(f"unknown format {fmt!r}", hint="use --format table or --format json")

@@ -339,4 +339,7 @@ def run_models(schema_spec: str | None, *, meta: str | None = None, out: Path) -
     meta_data = load_meta(meta).data if meta else None
     text = generate_models(source.data, meta=meta_data, source_label=source.origin)
     write_output(out, text, "the models")
+    from .. import console
+
+    console.summary(f"wrote {out}: {text.count(chr(10) + 'class ')} models from {source.origin}")
     return 0

@@ -243,9 +243,8 @@ def render_generated(
     files["__init__.py"] = ruff_format(
         env.get_template("init.py.jinja").render(**ctx), "__init__.py"
     )
-    files["manifest.json"] = (
-        json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
-    )
+    # in the author's order: an interrupt form asks its fields in the order written
+    files["manifest.json"] = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
     callbacks = role == "agent" and uses_callbacks(manifest)
     files.update(runtime_files(transport, role, callbacks=callbacks))
     if source is not None:

@@ -195,7 +195,10 @@ def run_new(
     transport: str = "stdio",
     schema: str | Sequence[str] | None = None,
     meta: str | Sequence[str] | None = None,
+    git: bool = False,
 ) -> int:
+    """Build the project; with `git`, also make it a repository with a first commit
+    (the command line's default: `--no-git` skips it)."""
     if role not in project.ROLES:
         raise AgentgenError(f"unknown role {role!r}", hint="agent | client")
     if transport not in project.TRANSPORTS:
@@ -214,6 +217,10 @@ def run_new(
     with _cleanup_on_signals():
         _build(target, data, manifest_path, role, transport, package, schema_spec, meta_spec, more)
     print(f"created {role} project {data['name']} ({transport}) in {directory}")
+    if git:
+        from .git_init import first_commit
+
+        print(first_commit(target, f"agentgen new: {data['name']} ({role}, {transport})"))
     print(next_steps(directory, data["name"], role, transport))
     return 0
 

@@ -122,6 +122,7 @@ class Rendered:
     files: dict[str, str]  # path relative to `_generated/` -> text
     schema: inputs.Loaded
     meta: inputs.Loaded | None
+    more: tuple[inputs.Loaded, ...] = ()  # the other revisions served (`--schema` repeated)
 
 
 def render(
@@ -192,7 +193,7 @@ def render(
     files[SOURCE_FILE] = json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     for rel in files:
         check_relpath(rel)
-    return Rendered(files=files, schema=schema, meta=meta)
+    return Rendered(files=files, schema=schema, meta=meta, more=tuple(s for s, _ in extra))
 
 
 def render_recorded(

@@ -1,16 +1,19 @@
 """`agentgen regen`: rewrite `_generated/` only; report what a new revision breaks.
 
-Exit 0: regenerated (or already current), nothing of the user's affected. Exit 1, each
-listed as `file:line: what` with what to do: user handlers must change; a message this
-project sends gained a required field (the runtime and any code building it must send
-it); the project's tests write a message the new revision no longer accepts.
-`--dry-run` writes nothing.
+Exit 0: regenerated (or already current), nothing of the user's affected. Exit 1 only
+for what the user must change, each listed as `file:line: what` with what to do: user
+handlers must change; code of theirs builds a message that gained a required field; the
+project's tests write a message the new revision no longer accepts; a dependency is
+missing. A field newly required in a message only the runtime builds is information.
+Several `--schema`s: a revision report per revision, against the recorded schema of the
+same revision (else the first recorded). `--dry-run` writes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import AgentgenError
 from . import compat, inputs, project
@@ -45,35 +48,51 @@ def run_regen(
     )
 
     findings: list[compat.Finding] = []
-    recorded_sha = proj.source["schema"].get("sha256")
-    if recorded_sha and recorded_sha != rendered.schema.sha256:
-        print(f"protocol schema: {proj.source['schema'].get('origin')} -> {rendered.schema.origin}")
-        old_origin = proj.source["schema"].get("origin")
-        try:
-            old_schema = inputs.load_schema(
-                project.resolve_origin(old_origin, proj.root) if old_origin else None
-            )
-        except AgentgenError as err:
-            print(f"(no revision report: the recorded schema is not available: {err})")
-        else:
-            if old_schema.sha256 != recorded_sha:
-                print(
-                    "(note: the recorded schema changed since generation; comparing with it as it is now)"
+    runtime_sends: list[compat.Required] = []
+    role = str(proj.source.get("role") or "agent")
+    recorded = _recorded(proj.source)
+    served = [rendered.schema, *rendered.more]
+    several = len(served) > 1 or len(recorded) > 1
+    for new in served:
+        old_rec = _counterpart(recorded, new)
+        if old_rec.get("sha256") == new.sha256:
+            continue
+        label = f" ({_lifecycle(new.revision)})" if several else ""
+        print(f"protocol schema{label}: {old_rec.get('origin')} -> {new.origin}")
+        old_schema = _old_schema(proj, old_rec)
+        if old_schema is None:
+            continue
+        report = inputs.revision_report(old_schema, new)
+        print(report.text.rstrip())
+        required = compat.required_to_send(report.entries, new.data, role)
+        built = compat.user_references(
+            proj.root / proj.package, proj.root, {r.owner for r in required}
+        )
+        for req in required:
+            if req.owner not in built:
+                runtime_sends.append(req)
+            for use in built.get(req.owner, ()):
+                findings.append(
+                    compat.Finding(
+                        use.path,
+                        use.line,
+                        f"builds {req.owner}: {req.subject} is newly required in what this "
+                        f"{role} sends ({req.where}): send it",
+                    )
                 )
-            report = inputs.revision_report(old_schema, rendered.schema)
-            print(report.text.rstrip())
-            findings += compat.newly_required_to_send(
-                report.entries,
-                rendered.schema.data,
-                str(proj.source.get("role") or "agent"),
-                source=rendered.schema.origin,
-            )
-            findings += compat.check_tests(
-                sorted((proj.root / "tests").rglob("*.py")),
-                proj.root,
-                old_schema.data,
-                rendered.schema.data,
-            )
+        findings += compat.check_tests(
+            sorted((proj.root / "tests").rglob("*.py")), proj.root, old_schema.data, new.data
+        )
+    if new_schema:
+        kept = {_lifecycle(s.revision) for s in served}
+        for rec in recorded:
+            gone = _lifecycle(rec.get("revision") or {})
+            if gone not in kept:
+                print(
+                    f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
+                    "Serve both: repeat --schema, one per revision"
+                )
+        findings = sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
 
     def text(rel: str) -> str:
         raw = old_files.get(rel)
@@ -119,12 +138,19 @@ def run_regen(
         print(f"\n{n} place(s) in your code must change for the new dispatcher:")
         for finding in handler_findings:
             print(str(finding))
-    sends = [f for f in findings if f.line == 0]
+    if runtime_sends:
+        print(
+            f"\n{len(runtime_sends)} field(s) newly required in what this project sends, "
+            "all in messages the runtime builds (nothing to do):"
+        )
+        for req in runtime_sends:
+            print(f"  {req.subject} ({req.where})")
+    sends = [f for f in findings if f.message.startswith("builds ")]
     if sends:
-        print(f"\n{len(sends)} field(s) newly required in what this project sends:")
+        print(f"\n{len(sends)} place(s) in your code build a message that gained a required field:")
         for finding in sends:
             print(str(finding))
-    tests = [f for f in findings if f.line != 0]
+    tests = [f for f in findings if not f.message.startswith("builds ")]
     if tests:
         print(f"\n{len(tests)} place(s) in your tests must change for the new revision:")
         for finding in tests:
@@ -134,3 +160,34 @@ def run_regen(
         for finding in deps:
             print(str(finding))
     return 1 if handler_findings or findings or deps else 0
+
+
+def _recorded(source: dict[str, Any]) -> list[dict[str, Any]]:
+    """The schema records of SOURCE.json: the first revision, then the others."""
+    return [source["schema"], *(source.get("more_schemas") or ())]
+
+
+def _lifecycle(revision: dict[str, Any]) -> str:
+    return str(revision.get("lifecycle") or "?")
+
+
+def _counterpart(recorded: list[dict[str, Any]], new: inputs.Loaded) -> dict[str, Any]:
+    """The recorded schema `new` replaces: the one of the same revision, else the first."""
+    for rec in recorded:
+        if _lifecycle(rec.get("revision") or {}) == _lifecycle(new.revision):
+            return rec
+    return recorded[0]
+
+
+def _old_schema(proj: project.Project, rec: dict[str, Any]) -> inputs.Loaded | None:
+    origin = rec.get("origin")
+    try:
+        old = inputs.load_schema(project.resolve_origin(origin, proj.root) if origin else None)
+    except AgentgenError as err:
+        print(f"(no revision report: the recorded schema is not available: {err})")
+        return None
+    if old.sha256 != rec.get("sha256"):
+        print(
+            "(note: the recorded schema changed since generation; comparing with it as it is now)"
+        )
+    return old

@@ -73,6 +73,7 @@ class Reader:
 
     def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
         self.events: list[tuple[int, dict[str, Any]]] = []
+        self.comments = 0  # ": keepalive" lines
         self.task = asyncio.get_running_loop().create_task(self._run(http, url, headers))
         self.status: int | None = None
 
@@ -86,6 +87,8 @@ class Reader:
                     eid = int(line[3:])
                 elif line.startswith("data:"):
                     self.events.append((eid, orjson.loads(line[5:])))
+                elif line.startswith(":"):
+                    self.comments += 1
 
     async def wait_for(self, pred: Any, timeout: float = 15) -> dict[str, Any]:
         async def poll() -> dict[str, Any]:
@@ -184,5 +187,57 @@ def test_connection_used_through_another_replica(
                     await http.get(b, headers={**bad, "Accept": "text/event-stream"})
                 ).status_code == 404
                 assert (await http.delete(b, headers=bad)).status_code == 404
+
+        asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_relayed_stream_outlives_a_minute_of_silence(
+    redis: cs.Server, tmp_path: Path, shared_acp: Path
+) -> None:
+    """A session stream read through B (relayed from its owner A by Redis) with nothing to
+    say for 60 s stays open (keep-alive comments reach the client) and then delivers the
+    next turn.  redis-py's default 5 s socket timeout under the 15 s XREAD BLOCK used to end
+    it after 5 s of silence."""
+    env = hs.build(tmp_path, shared_acp, PKG)
+    with replicas(env, redis.url, tmp_path / "s.db", "ra", "rb") as (a, b):
+
+        async def go() -> None:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(20, read=None)) as http:
+                json_ = {"Content-Type": "application/json"}
+                r = await http.post(
+                    a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=json_
+                )
+                h = {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+                http.cookies.clear()
+                main = Reader(http, a, h)
+                await http.post(
+                    a,
+                    content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                    headers={**h, **json_},
+                )
+                sid = (await main.wait_for(lambda m: m.get("id") == "n"))["result"]["sessionId"]
+                sh = {**h, "Acp-Session-Id": sid}
+                relayed = Reader(http, b, sh)
+                await asyncio.sleep(60)  # silence on the session stream
+                assert not relayed.task.done(), "the relayed stream ended while idle"
+                assert relayed.comments >= 1  # kept alive, not just left open
+                r = await http.post(
+                    a,
+                    content=rpc("p", "session/prompt", hs.text_prompt(sid, "seq q 5")),
+                    headers={**sh, **json_},
+                )
+                assert r.status_code == 202, r.text
+                answer = await relayed.wait_for(lambda m: m.get("id") == "p", 30)
+                assert answer["result"]["stopReason"] == "end_turn"
+                texts = [
+                    m["params"]["update"]["content"]["text"]
+                    for _, m in relayed.events
+                    if m.get("method") == "session/update"
+                    and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
+                assert texts == [f"q:{i}" for i in range(5)]
+                await relayed.stop()
+                await main.stop()
 
         asyncio.run(go())

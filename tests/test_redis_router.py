@@ -38,8 +38,15 @@ def redis() -> Iterator[cs.Server]:
 
 
 @contextlib.contextmanager
-def replicas(env: dict[str, str], redis_url: str, db: Path, *names: str) -> Iterator[list[str]]:
-    procs, urls = [], []
+def replicas(
+    env: dict[str, str],
+    redis_url: str,
+    db: Path,
+    *names: str,
+    procs_out: list[subprocess.Popen[str]] | None = None,
+) -> Iterator[list[str]]:
+    procs: list[subprocess.Popen[str]] = procs_out if procs_out is not None else []
+    urls = []
     try:
         for name in names:
             p = subprocess.Popen(
@@ -107,6 +114,9 @@ class Reader:
         self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def rpc(rid: Any, method: str, params: dict[str, Any]) -> bytes:
@@ -241,3 +251,77 @@ def test_relayed_stream_outlives_a_minute_of_silence(
                 await main.stop()
 
         asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_redis_down_falls_back_to_owner_only(tmp_path: Path, shared_acp: Path) -> None:
+    """Redis stopped under two replicas: a connection keeps working through the replica
+    that owns it (initialize, session/new, a prompt), a request for it through the other
+    replica is 404 at once (as for an unknown connection), never a hang; each replica logs
+    one line saying so, however many requests; when Redis is back the relay works again."""
+    cs.need("redis-server")
+    server = cs.start_redis()
+    env = hs.build(tmp_path, shared_acp, PKG)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with replicas(env, server.url, tmp_path / "s.db", "ra", "rb", procs_out=procs) as (a, b):
+
+            async def connect(http: httpx.AsyncClient) -> dict[str, str]:
+                r = await http.post(
+                    a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=JSON
+                )
+                assert r.status_code == 200, r.text
+                http.cookies.clear()
+                return {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+
+            async def go() -> None:
+                async with httpx.AsyncClient(timeout=20) as http:
+                    server.outage()
+                    for _ in range(3):
+                        h = await connect(http)
+                        main = Reader(http, a, h)
+                        await http.post(
+                            a,
+                            content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                            headers={**h, **JSON},
+                        )
+                        new = await main.wait_for(lambda m: m.get("id") == "n")
+                        sid = new["result"]["sessionId"]
+                        sh = {**h, "Acp-Session-Id": sid}
+                        r = await http.post(
+                            b,
+                            content=rpc("x", "session/cancel", {"sessionId": sid}),
+                            headers={**sh, **JSON},
+                        )
+                        assert r.status_code == 404  # B cannot reach A: unknown there
+                        stream = Reader(http, a, sh)
+                        await http.post(
+                            a,
+                            content=rpc("p", "session/prompt", hs.text_prompt(sid, "seq d 3")),
+                            headers={**sh, **JSON},
+                        )
+                        answer = await stream.wait_for(lambda m: m.get("id") == "p")
+                        assert answer["result"]["stopReason"] == "end_turn"
+                        await stream.stop()
+                        await main.stop()
+                    await asyncio.to_thread(server.restart)
+                    deadline = asyncio.get_running_loop().time() + 20
+                    while True:  # a new connection on A is reachable through B again
+                        h = await connect(http)
+                        r = await http.post(
+                            b,
+                            content=rpc("l", "session/list", {}),
+                            headers={**h, **JSON},
+                        )
+                        if r.status_code == 202:
+                            break
+                        assert asyncio.get_running_loop().time() < deadline, r.status_code
+                        await asyncio.sleep(0.5)
+
+            asyncio.run(go())
+        logs = [p.stderr.read() if p.stderr else "" for p in procs]
+        for text in logs:
+            assert text.count("Redis unreachable") == 1, text
+        assert "Redis reachable again" in logs[0]
+    finally:
+        server.stop()

@@ -90,6 +90,7 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
         ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
         ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
         ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
+        ("--shutdown-grace", "ACP_SHUTDOWN_GRACE", h.SHUTDOWN_GRACE, float),
     ):
         ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
     ap.add_argument(
@@ -146,6 +147,7 @@ def run_agent(
             idle_timeout=args.idle_timeout,
             max_connections=args.max_connections,
             max_sessions=args.max_sessions,
+            shutdown_grace=args.shutdown_grace,
             allow_missing_auth=args.allow_missing_auth,
         )
         return

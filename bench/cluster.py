@@ -316,6 +316,10 @@ async def _turn(proxy: Any, rec: Recorder, sid: str, tag: str, v2: bool) -> bool
             if isinstance(content, dict) and content.get("text") == last:
                 seen = True
             elif seen and u.get("sessionUpdate") == "state_update" and u.get("state") == "idle":
+                err = u.get("error")
+                if u.get("stopReason") == "error" and isinstance(err, dict):
+                    # ended but not saved (the store was down): retried like an error answer
+                    raise RpcError(err.get("code", -32603), err.get("message", ""), err.get("data"))
                 return u.get("stopReason") == "end_turn"
         if proxy.connection.closed.is_set():
             raise ConnectionError("the connection ended before the turn's idle update")

@@ -170,6 +170,9 @@ def start_postgres() -> Server:
                 c.execute("SELECT 1")
             break
         except psycopg.OperationalError:
+            if proc.poll() is not None:  # it could not bind: another process took the port
+                shutil.rmtree(base, ignore_errors=True)
+                return start_postgres()
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)

@@ -1,20 +1,30 @@
 """`make cluster`: three replicas of a generated HTTP agent behind HAProxy, sessions in
-PostgreSQL, cross-replica streams on Redis, all on 127.0.0.1; one replica SIGKILLed mid-turn.
+PostgreSQL, cross-replica streams on Redis, all on 127.0.0.1; one replica SIGKILLed mid-turn,
+then PostgreSQL stopped (``pg_ctl stop -m immediate``) and started again mid-run.
 
     .venv/bin/python bench/cluster.py [--sessions 6] [--turns 6]
 
 Starts private PostgreSQL and Redis servers and HAProxy (Debian packages postgresql,
 redis-server, haproxy), and three replicas of the committed golden project
-generated/projects/echo-agent-http (its handler swapped for one that streams numbered chunks
-slowly, so that turns are in flight when the kill comes).  Drives ``--sessions`` sessions at
-once through the load balancer with the generated HTTP client (templates/runtime/
-http_client.py); after the first turns it SIGKILLs the replica holding the most sessions.
-Each client that loses its connection connects again through the balancer, calls
-``session/load`` (which takes the session's lease over) and goes on.  At
-the end every session is loaded once more on a fresh connection and its replayed history is
-checked against every turn the client saw acknowledged.  Prints one line:
+generated/projects/echo-agent-http with its ``_generated/`` rendered for two revisions (v2
+primary, v1 beside it) and its handler swapped for one that streams numbered chunks slowly,
+so that turns are in flight when the kill comes.  Drives ``--sessions`` sessions at once
+through the load balancer with the generated HTTP client (templates/runtime/http_client.py),
+half of them v1 (a turn is acknowledged by the prompt's ``end_turn`` answer; a lost
+connection is followed by ``session/load``), half v2 (acknowledged by the turn's ``idle``
+``state_update`` with ``end_turn``; a lost connection is followed by ``session/resume`` with
+``replayFrom``).  After the first turns it SIGKILLs the replica holding the most v2 sessions
+(by the leases in PostgreSQL); each client that loses its connection connects again through
+the balancer, loads or resumes the session (taking its lease over) and goes on.  Then
+PostgreSQL is stopped for ``--outage`` seconds and started again: requests meanwhile answer
+the transient ``StoreUnavailable`` error, which the clients retry on the same connection
+with a new prompt (each attempt has its own tag, so a turn is never counted twice).  At the
+end every session is loaded (v1) or resumed with ``replayFrom: start`` (v2) once more on a
+fresh connection and its replayed history is checked against every turn the client saw
+acknowledged.  Prints one line:
 
-    cluster: replicas=3 sessions=N acknowledged_turns=N lost=0 killed=1 reconnected=N ...
+    cluster: replicas=3 sessions=N v2_sessions=N acknowledged_turns=N lost=0 killed=1 ...
+    pg_outage=2.0s transient_retries=N ...
 
 and exits 1 when a turn was lost or a session could not be loaded.
 """
@@ -42,6 +52,7 @@ sys.path.insert(0, str(ROOT / "templates"))
 
 import cluster_support as cs  # noqa: E402
 from runtime.client import AgentProxy, ClientRuntime  # noqa: E402
+from runtime.errors import RpcError  # noqa: E402
 from runtime.http_client import connect_http  # noqa: E402
 from runtime.revision import Method  # noqa: E402
 
@@ -106,8 +117,33 @@ class Cluster:
 
 
 def _agent_dir(base: Path) -> Path:
+    """The golden project, its ``_generated/`` rendered for v2 (primary) and v1."""
+    import json
+
+    from conftest import upstream_schemas
+
+    sys.path.insert(0, str(ROOT))
+    from generator.manifest.load import load_manifest
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
     pkg = base / "agent" / "echo_agent"
     shutil.copytree(GOLDEN, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    schemas = upstream_schemas()
+    v1 = json.loads((schemas / "v1" / "schema.unstable.json").read_text())
+    v2 = json.loads((schemas / "v2" / "schema.json").read_text())
+    shutil.rmtree(pkg / "_generated")
+    files = render_generated(
+        schema=v2,
+        meta=None,
+        manifest=load_manifest(GOLDEN.parent / "agent.yaml").data,
+        role="agent",
+        transport="http",
+        package="echo_agent",
+        source_label="v2/schema.json",
+        also=((v1, None, "v1/schema.unstable.json"),),
+    )
+    write_generated(pkg / "_generated", files)
     (pkg / "handlers.py").write_text(HANDLERS)
     return base / "agent"
 
@@ -190,10 +226,13 @@ class Recorder(ClientRuntime):
 
 
 def _texts(updates: list[dict[str, Any]], kind: str) -> list[str]:
+    """The text of each update of ``kind`` (v2 ``user_message``: of its first block)."""
     out = []
     for u in updates:
         if u.get("sessionUpdate") == kind:
             content = u.get("content")
+            if isinstance(content, list) and content:
+                content = content[0]
             if isinstance(content, dict) and isinstance(content.get("text"), str):
                 out.append(content["text"])
     return out
@@ -203,30 +242,47 @@ def _texts(updates: list[dict[str, Any]], kind: str) -> list[str]:
 class Stats:
     acknowledged: int = 0
     reconnected: int = 0
+    v2_reconnected: int = 0
     lease_waits: int = 0
     failed_turns: int = 0
+    transient_retries: int = 0
     lost: int = 0
     unloadable: int = 0
-    owners: dict[int, str] = field(default_factory=dict)
+    outage: float = 0.0
+    sids: dict[int, str] = field(default_factory=dict)
+    acked_by: dict[int, int] = field(default_factory=dict)  # per session
+    missing: list[str] = field(default_factory=list)  # the acknowledged turns not replayed
 
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "c", "version": "0"}}
+INIT2 = {"protocolVersion": 2, "capabilities": {}, "info": {"name": "c", "version": "0"}}
+NEW = {"cwd": "/tmp", "mcpServers": []}
+PER_TURN = 15
+DELAY = 0.03
 
 
-async def _load(url: str, sid: str, stats: Stats, deadline: float) -> tuple[Any, Recorder, Any]:
-    """A new connection through the balancer with ``sid`` loaded (taking the session's lease
-    over from the dead replica's connection); retried until ``deadline``."""
+def _prompt_text(tag: str) -> str:
+    return f"slow {tag} {PER_TURN} {DELAY}"
+
+
+async def _attach(
+    url: str, sid: str, v2: bool, stats: Stats, deadline: float, *, replay: bool = False
+) -> tuple[Any, Recorder, Any]:
+    """A new connection through the balancer with ``sid`` loaded (v1) or resumed (v2, with
+    ``replayFrom: start`` when ``replay``), taking the session's lease over from the dead
+    replica's connection; retried until ``deadline``."""
     waited = False
     while True:
         rec = Recorder()
         ctx = connect_http(rec, AgentProxy, url)
         proxy = await ctx.__aenter__()
         try:
-            await asyncio.wait_for(proxy.call("initialize", INIT), 30)
-            await asyncio.wait_for(
-                proxy.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}),
-                30,
-            )
+            await asyncio.wait_for(proxy.call("initialize", INIT2 if v2 else INIT), 30)
+            params: dict[str, Any] = {"sessionId": sid, **NEW}
+            if v2 and replay:
+                params["replayFrom"] = {"type": "start"}
+            method = "session/resume" if v2 else "session/load"
+            await asyncio.wait_for(proxy.call(method, params), 30)
             if waited:
                 stats.lease_waits += 1
             return ctx, rec, proxy
@@ -238,69 +294,112 @@ async def _load(url: str, sid: str, stats: Stats, deadline: float) -> tuple[Any,
             await asyncio.sleep(0.5)
 
 
-async def _session(
-    idx: int, url: str, turns: int, stats: Stats, killed: asyncio.Event, per_turn: int
-) -> tuple[str, list[int]]:
-    """One client: its session, its turns; returns (session id, acknowledged turn numbers)."""
+def _transient(exc: BaseException) -> bool:
+    data = exc.data if isinstance(exc, RpcError) else None
+    return isinstance(data, dict) and data.get("transient") is True
+
+
+async def _turn(proxy: Any, rec: Recorder, sid: str, tag: str, v2: bool) -> bool:
+    """One turn; True when it was acknowledged as ended (v1: the answer; v2: the idle
+    state_update after the turn's last chunk)."""
+    prompt = [{"type": "text", "text": _prompt_text(tag)}]
+    r = await asyncio.wait_for(
+        proxy.call("session/prompt", {"sessionId": sid, "prompt": prompt}), 60
+    )
+    if not v2:
+        return isinstance(r, dict) and r.get("stopReason") == "end_turn"
+    last = f"{tag}:{PER_TURN - 1}"
+    deadline = time.monotonic() + 60
+    while True:
+        seen = False
+        for u in rec.updates:
+            content = u.get("content")
+            if isinstance(content, dict) and content.get("text") == last:
+                seen = True
+            elif seen and u.get("sessionUpdate") == "state_update" and u.get("state") == "idle":
+                err = u.get("error")
+                if u.get("stopReason") == "error" and isinstance(err, dict):
+                    # ended but not saved (the store was down): retried like an error answer
+                    raise RpcError(err.get("code", -32603), err.get("message", ""), err.get("data"))
+                return u.get("stopReason") == "end_turn"
+        if proxy.connection.closed.is_set():
+            raise ConnectionError("the connection ended before the turn's idle update")
+        if time.monotonic() > deadline:
+            raise TimeoutError("no idle update")
+        await asyncio.sleep(0.02)
+
+
+async def _session(idx: int, url: str, turns: int, stats: Stats, v2: bool) -> tuple[str, list[str]]:
+    """One client: its session, its turns; returns (session id, acknowledged turn tags)."""
     deadline = time.monotonic() + 120
     while True:  # a loaded machine may answer slowly: retry the first connect too
         rec = Recorder()
         ctx = connect_http(rec, AgentProxy, url)
         proxy = await ctx.__aenter__()
         try:
-            await asyncio.wait_for(proxy.call("initialize", INIT), 30)
-            new = await asyncio.wait_for(
-                proxy.call("session/new", {"cwd": "/tmp", "mcpServers": []}), 30
-            )
+            await asyncio.wait_for(proxy.call("initialize", INIT2 if v2 else INIT), 30)
+            new = await asyncio.wait_for(proxy.call("session/new", NEW), 30)
             sid = new["sessionId"]
+            stats.sids[idx] = sid
             break
         except Exception:
             await ctx.__aexit__(None, None, None)
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.5)
-    acked: list[int] = []
-    t = 0
+    acked: list[str] = []
+    t = attempt = 0
     try:
         while t < turns:
-            prompt = [{"type": "text", "text": f"slow s{idx}t{t} {per_turn} 0.03"}]
+            tag = f"s{idx}t{t}a{attempt}"
             try:
-                r = await asyncio.wait_for(
-                    proxy.call("session/prompt", {"sessionId": sid, "prompt": prompt}), 60
-                )
-                if isinstance(r, dict) and r.get("stopReason") == "end_turn":
-                    acked.append(t)
+                if await _turn(proxy, rec, sid, tag, v2):
+                    acked.append(tag)
                     stats.acknowledged += 1
-                t += 1
-            except Exception:  # noqa: BLE001 - the replica died under this turn
+                    stats.acked_by[idx] = stats.acked_by.get(idx, 0) + 1
+                t, attempt = t + 1, 0
+            except Exception as exc:  # noqa: BLE001
+                if _transient(exc):  # the store is down: the same connection, a new attempt
+                    stats.transient_retries += 1
+                    attempt += 1
+                    await asyncio.sleep(0.3)
+                    continue
+                # the replica died under this turn: connect again, load / resume, go on
                 stats.failed_turns += 1
                 await ctx.__aexit__(None, None, None)
-                ctx, rec, proxy = await _load(url, sid, stats, time.monotonic() + 90)
+                ctx, rec, proxy = await _attach(url, sid, v2, stats, time.monotonic() + 90)
                 stats.reconnected += 1
-                t += 1  # that turn was never acknowledged: go on with the next
+                stats.v2_reconnected += v2
+                t, attempt = t + 1, 0  # that turn was never acknowledged: go on with the next
     finally:
         await ctx.__aexit__(None, None, None)
     return sid, acked
 
 
-async def _verify(
-    url: str, sid: str, acked: list[int], idx: int, per_turn: int, stats: Stats
-) -> None:
+async def _verify(url: str, sid: str, acked: list[str], v2: bool, stats: Stats) -> None:
     try:
-        ctx, rec, _ = await _load(url, sid, stats, time.monotonic() + 90)
+        ctx, rec, _ = await _attach(url, sid, v2, stats, time.monotonic() + 90, replay=True)
     except Exception:  # noqa: BLE001
         stats.unloadable += 1
         stats.lost += len(acked)
         return
-    await asyncio.sleep(0.3)  # the replayed updates precede the answer; let the stream drain
-    prompts = _texts(rec.updates, "user_message_chunk")
+    # the replayed updates may still be on their way (the session's own stream)
+    want_last = f"{acked[-1]}:{PER_TURN - 1}" if acked else None
+    deadline = time.monotonic() + 10
+    while want_last and want_last not in _texts(rec.updates, "agent_message_chunk"):
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    prompts = _texts(rec.updates, "user_message" if v2 else "user_message_chunk")
     chunks = _texts(rec.updates, "agent_message_chunk")
-    for t in acked:
-        tag = f"s{idx}t{t}"
-        want = [f"{tag}:{i}" for i in range(per_turn)]
+    for tag in acked:
+        want = [f"{tag}:{i}" for i in range(PER_TURN)]
         got = [c for c in chunks if c.startswith(tag + ":")]
-        if f"slow {tag} {per_turn} 0.03" not in prompts or got != want:
+        if _prompt_text(tag) not in prompts or got != want:
             stats.lost += 1
+            why = "prompt" if _prompt_text(tag) not in prompts else f"{len(got)} chunks"
+            stats.missing.append(f"{tag}{'(v2)' if v2 else ''}:{why}")
     await ctx.__aexit__(None, None, None)
 
 
@@ -319,35 +418,60 @@ def _count_sessions(c: Cluster) -> dict[str, int]:
     return out
 
 
-async def scenario(c: Cluster, sessions: int, turns: int, per_turn: int = 15) -> tuple[Stats, str]:
+def _v2_owners(pg_url: str, v2_sids: set[str]) -> dict[str, int]:
+    """Per replica, how many of the v2 sessions it holds (the leases in PostgreSQL)."""
+    import psycopg
+
+    with psycopg.connect(pg_url, connect_timeout=5) as conn:
+        rows = conn.execute("SELECT session_id, owner FROM acp_leases").fetchall()
+    out: dict[str, int] = {}
+    for sid, owner in rows:
+        if sid in v2_sids:
+            replica = str(owner).split("/", 1)[0]
+            out[replica] = out.get(replica, 0) + 1
+    return out
+
+
+async def scenario(c: Cluster, sessions: int, turns: int, outage: float = 2.0) -> tuple[Stats, str]:
     stats = Stats()
-    killed = asyncio.Event()
+    pg = c.servers[0]
+    v2_of = [i % 2 == 1 for i in range(sessions)]
     tasks = [
-        asyncio.create_task(_session(i, c.lb_url, turns, stats, killed, per_turn))
-        for i in range(sessions)
+        asyncio.create_task(_session(i, c.lb_url, turns, stats, v2_of[i])) for i in range(sessions)
     ]
-    # kill when every session has had a turn acknowledged and turns are in flight
-    while stats.acknowledged < sessions and not all(t.done() for t in tasks):
+    # kill when every session has had a turn acknowledged and turns are in flight (on a
+    # loaded machine one session may start late: wait for it, not for a total)
+    while len(stats.acked_by) < sessions and not all(t.done() for t in tasks):
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.2)
+    v2_sids = {sid for i, sid in stats.sids.items() if v2_of[i]}
     counts = await asyncio.to_thread(_count_sessions, c)
-    victim = max(counts, key=lambda k: counts[k])
+    held = await asyncio.to_thread(_v2_owners, pg.url, v2_sids)
+    alive = [name for name in counts if name in held] or list(counts)
+    victim = max(alive, key=lambda k: (held.get(k, 0), counts.get(k, 0)))
     c.replicas[victim].send_signal(signal.SIGKILL)
-    killed.set()
+    # once the clients are going again, stop PostgreSQL under them and start it again
+    target = stats.acknowledged + 2
+    while (stats.acknowledged < target or not stats.reconnected) and not all(
+        t.done() for t in tasks
+    ):
+        await asyncio.sleep(0.05)
+    t0 = time.monotonic()
+    await asyncio.to_thread(pg.outage)
+    await asyncio.sleep(outage)
+    await asyncio.to_thread(pg.restart)
+    stats.outage = time.monotonic() - t0
     results = await asyncio.gather(*tasks)
     await asyncio.gather(
-        *(
-            _verify(c.lb_url, sid, acked, i, per_turn, stats)
-            for i, (sid, acked) in enumerate(results)
-        )
+        *(_verify(c.lb_url, sid, acked, v2_of[i], stats) for i, (sid, acked) in enumerate(results))
     )
     return stats, victim
 
 
-def run(sessions: int, turns: int) -> tuple[Stats, str, float]:
+def run(sessions: int, turns: int, outage: float = 2.0) -> tuple[Stats, str, float]:
     t0 = time.perf_counter()
     with cluster(3) as c:
-        stats, victim = asyncio.run(scenario(c, sessions, turns))
+        stats, victim = asyncio.run(scenario(c, sessions, turns, outage))
     return stats, victim, time.perf_counter() - t0
 
 
@@ -355,19 +479,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--outage", type=float, default=2.0, help="seconds PostgreSQL is down")
     a = ap.parse_args()
     gone = cs.missing()
     if gone:
         print(f"cluster: needs the OS packages {' '.join(gone)} (apt-get install {' '.join(gone)})")
         return 2
-    stats, victim, seconds = run(a.sessions, a.turns)
+    stats, victim, seconds = run(a.sessions, a.turns, a.outage)
+    v2 = a.sessions // 2
     print(
-        f"cluster: replicas=3 sessions={a.sessions} acknowledged_turns={stats.acknowledged} "
-        f"lost={stats.lost} killed=1 victim={victim} failed_turns={stats.failed_turns} "
-        f"reconnected={stats.reconnected} load_retries={stats.lease_waits} "
-        f"unloadable={stats.unloadable} lb=haproxy store=postgresql streams=redis "
-        f"seconds={seconds:.1f}"
+        f"cluster: replicas=3 sessions={a.sessions} v1_sessions={a.sessions - v2} "
+        f"v2_sessions={v2} acknowledged_turns={stats.acknowledged} lost={stats.lost} "
+        f"killed=1 victim={victim} failed_turns={stats.failed_turns} "
+        f"reconnected={stats.reconnected} v2_resumed={stats.v2_reconnected} "
+        f"load_retries={stats.lease_waits} pg_outage={stats.outage:.1f}s "
+        f"transient_retries={stats.transient_retries} unloadable={stats.unloadable} "
+        f"lb=haproxy store=postgresql streams=redis seconds={seconds:.1f}"
     )
+    if stats.missing:
+        print(f"cluster: not replayed: {' '.join(stats.missing)}")
     return 1 if stats.lost or stats.unloadable else 0
 
 

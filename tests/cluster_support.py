@@ -49,6 +49,24 @@ class Server:
     dir: Path
     port: int
     stops: list[list[str]] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)  # how it was started: restart() runs it again
+    crash: list[str] = field(default_factory=list)  # an abrupt stop (else SIGKILL)
+
+    def outage(self) -> None:
+        """Stop the server abruptly (PostgreSQL: ``pg_ctl stop -m immediate``); its data
+        stays for ``restart()``."""
+        if self.crash:
+            subprocess.run(self.crash, capture_output=True, timeout=60, check=True)
+        else:
+            self.proc.kill()
+        self.proc.wait(30)
+
+    def restart(self) -> None:
+        """Start it again on the same port and data directory, after ``outage()``."""
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=self.dir
+        )
+        _wait_port(self.port, self.proc, "the restarted server")
 
     def stop(self) -> None:
         for cmd in self.stops:
@@ -123,27 +141,23 @@ def start_postgres() -> Server:
         timeout=120,
         cwd=base,
     )
-    proc = subprocess.Popen(
-        [
-            *prefix,
-            str(bindir / "postgres"),
-            "-D",
-            str(data),
-            "-p",
-            str(port),
-            "-h",
-            "127.0.0.1",
-            "-k",
-            str(base),
-            "-c",
-            "fsync=off",
-            "-c",
-            "max_connections=200",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=base,
-    )
+    argv = [
+        *prefix,
+        str(bindir / "postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-h",
+        "127.0.0.1",
+        "-k",
+        str(base),
+        "-c",
+        "fsync=off",
+        "-c",
+        "max_connections=200",
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=base)
     _wait_port(port, proc, "PostgreSQL")
     url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
     # accepting TCP is not yet accepting logins: wait for a query to work
@@ -156,10 +170,14 @@ def start_postgres() -> Server:
                 c.execute("SELECT 1")
             break
         except psycopg.OperationalError:
+            if proc.poll() is not None:  # it could not bind: another process took the port
+                shutil.rmtree(base, ignore_errors=True)
+                return start_postgres()
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-    return Server(url, proc, base, port)
+    crash = [*prefix, str(bindir / "pg_ctl"), "stop", "-D", str(data), "-m", "immediate", "-w"]
+    return Server(url, proc, base, port, argv=argv, crash=crash)
 
 
 def fresh_database(server: Server) -> str:
@@ -177,22 +195,19 @@ def fresh_database(server: Server) -> str:
 def start_redis() -> Server:
     base = Path(tempfile.mkdtemp(prefix="acp-redis-"))
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            str(shutil.which("redis-server")),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(base),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [
+        str(shutil.which("redis-server")),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(base),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port, proc, "Redis")
-    return Server(f"redis://127.0.0.1:{port}/0", proc, base, port)
+    return Server(f"redis://127.0.0.1:{port}/0", proc, base, port, argv=argv)

@@ -38,8 +38,15 @@ def redis() -> Iterator[cs.Server]:
 
 
 @contextlib.contextmanager
-def replicas(env: dict[str, str], redis_url: str, db: Path, *names: str) -> Iterator[list[str]]:
-    procs, urls = [], []
+def replicas(
+    env: dict[str, str],
+    redis_url: str,
+    db: Path,
+    *names: str,
+    procs_out: list[subprocess.Popen[str]] | None = None,
+) -> Iterator[list[str]]:
+    procs: list[subprocess.Popen[str]] = procs_out if procs_out is not None else []
+    urls = []
     try:
         for name in names:
             p = subprocess.Popen(
@@ -73,6 +80,7 @@ class Reader:
 
     def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
         self.events: list[tuple[int, dict[str, Any]]] = []
+        self.comments = 0  # ": keepalive" lines
         self.task = asyncio.get_running_loop().create_task(self._run(http, url, headers))
         self.status: int | None = None
 
@@ -86,6 +94,8 @@ class Reader:
                     eid = int(line[3:])
                 elif line.startswith("data:"):
                     self.events.append((eid, orjson.loads(line[5:])))
+                elif line.startswith(":"):
+                    self.comments += 1
 
     async def wait_for(self, pred: Any, timeout: float = 15) -> dict[str, Any]:
         async def poll() -> dict[str, Any]:
@@ -104,6 +114,9 @@ class Reader:
         self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def rpc(rid: Any, method: str, params: dict[str, Any]) -> bytes:
@@ -186,3 +199,129 @@ def test_connection_used_through_another_replica(
                 assert (await http.delete(b, headers=bad)).status_code == 404
 
         asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_relayed_stream_outlives_a_minute_of_silence(
+    redis: cs.Server, tmp_path: Path, shared_acp: Path
+) -> None:
+    """A session stream read through B (relayed from its owner A by Redis) with nothing to
+    say for 60 s stays open (keep-alive comments reach the client) and then delivers the
+    next turn.  redis-py's default 5 s socket timeout under the 15 s XREAD BLOCK used to end
+    it after 5 s of silence."""
+    env = hs.build(tmp_path, shared_acp, PKG)
+    with replicas(env, redis.url, tmp_path / "s.db", "ra", "rb") as (a, b):
+
+        async def go() -> None:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(20, read=None)) as http:
+                json_ = {"Content-Type": "application/json"}
+                r = await http.post(
+                    a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=json_
+                )
+                h = {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+                http.cookies.clear()
+                main = Reader(http, a, h)
+                await http.post(
+                    a,
+                    content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                    headers={**h, **json_},
+                )
+                sid = (await main.wait_for(lambda m: m.get("id") == "n"))["result"]["sessionId"]
+                sh = {**h, "Acp-Session-Id": sid}
+                relayed = Reader(http, b, sh)
+                await asyncio.sleep(60)  # silence on the session stream
+                assert not relayed.task.done(), "the relayed stream ended while idle"
+                assert relayed.comments >= 1  # kept alive, not just left open
+                r = await http.post(
+                    a,
+                    content=rpc("p", "session/prompt", hs.text_prompt(sid, "seq q 5")),
+                    headers={**sh, **json_},
+                )
+                assert r.status_code == 202, r.text
+                answer = await relayed.wait_for(lambda m: m.get("id") == "p", 30)
+                assert answer["result"]["stopReason"] == "end_turn"
+                texts = [
+                    m["params"]["update"]["content"]["text"]
+                    for _, m in relayed.events
+                    if m.get("method") == "session/update"
+                    and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                ]
+                assert texts == [f"q:{i}" for i in range(5)]
+                await relayed.stop()
+                await main.stop()
+
+        asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_redis_down_falls_back_to_owner_only(tmp_path: Path, shared_acp: Path) -> None:
+    """Redis stopped under two replicas: a connection keeps working through the replica
+    that owns it (initialize, session/new, a prompt), a request for it through the other
+    replica is 404 at once (as for an unknown connection), never a hang; each replica logs
+    one line saying so, however many requests; when Redis is back the relay works again."""
+    cs.need("redis-server")
+    server = cs.start_redis()
+    env = hs.build(tmp_path, shared_acp, PKG)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with replicas(env, server.url, tmp_path / "s.db", "ra", "rb", procs_out=procs) as (a, b):
+
+            async def connect(http: httpx.AsyncClient) -> dict[str, str]:
+                r = await http.post(
+                    a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=JSON
+                )
+                assert r.status_code == 200, r.text
+                http.cookies.clear()
+                return {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+
+            async def go() -> None:
+                async with httpx.AsyncClient(timeout=20) as http:
+                    server.outage()
+                    for _ in range(3):
+                        h = await connect(http)
+                        main = Reader(http, a, h)
+                        await http.post(
+                            a,
+                            content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                            headers={**h, **JSON},
+                        )
+                        new = await main.wait_for(lambda m: m.get("id") == "n")
+                        sid = new["result"]["sessionId"]
+                        sh = {**h, "Acp-Session-Id": sid}
+                        r = await http.post(
+                            b,
+                            content=rpc("x", "session/cancel", {"sessionId": sid}),
+                            headers={**sh, **JSON},
+                        )
+                        assert r.status_code == 404  # B cannot reach A: unknown there
+                        stream = Reader(http, a, sh)
+                        await http.post(
+                            a,
+                            content=rpc("p", "session/prompt", hs.text_prompt(sid, "seq d 3")),
+                            headers={**sh, **JSON},
+                        )
+                        answer = await stream.wait_for(lambda m: m.get("id") == "p")
+                        assert answer["result"]["stopReason"] == "end_turn"
+                        await stream.stop()
+                        await main.stop()
+                    await asyncio.to_thread(server.restart)
+                    deadline = asyncio.get_running_loop().time() + 20
+                    while True:  # a new connection on A is reachable through B again
+                        h = await connect(http)
+                        r = await http.post(
+                            b,
+                            content=rpc("l", "session/list", {}),
+                            headers={**h, **JSON},
+                        )
+                        if r.status_code == 202:
+                            break
+                        assert asyncio.get_running_loop().time() < deadline, r.status_code
+                        await asyncio.sleep(0.5)
+
+            asyncio.run(go())
+        logs = [p.stderr.read() if p.stderr else "" for p in procs]
+        for text in logs:
+            assert text.count("Redis unreachable") == 1, text
+        assert "Redis reachable again" in logs[0]
+    finally:
+        server.stop()

@@ -5,6 +5,7 @@ memory stores is in test_session_store.py (parametrized over all three)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,21 +104,65 @@ def test_schema_created_once_by_replicas_starting_together(pg: cs.Server) -> Non
 
 @pytest.mark.slow
 def test_unreachable_server_is_an_error_not_a_hang() -> None:
-    """No server there: each call raises within the open timeout (the HTTP transport turns
-    that into a transient StoreUnavailable error), and the next call tries again."""
-    from psycopg_pool import PoolTimeout
-    from runtime.store_postgres import PostgresSessionStore
+    """No server there: the first call raises StoreUnavailableError within the store's
+    bound (the session core turns it into the transient StoreUnavailable error); the store
+    is then marked down with the reason, and the next calls raise at once."""
+    from runtime.store_postgres import PostgresSessionStore, StoreUnavailableError
 
     async def go() -> None:
         st = PostgresSessionStore(
-            f"postgresql://postgres@127.0.0.1:{cs.free_port()}/postgres", open_timeout=1.0
+            f"postgresql://postgres:pw-SECRET-1@127.0.0.1:{cs.free_port()}/postgres",
+            timeout=1.0,
         )
-        for _ in range(2):  # a hang would end in wait_for's TimeoutError instead
-            with pytest.raises(PoolTimeout):
+        for _ in range(3):  # a hang would end in wait_for's TimeoutError instead
+            with pytest.raises(StoreUnavailableError, match="PostgreSQL unreachable"):
                 await asyncio.wait_for(st.load("x"), 10)
-        await st.aclose()
+        reason = await st.status()
+        assert reason is not None and "PostgreSQL unreachable" in reason
+        assert "pw-SECRET-1" not in reason
+        await asyncio.wait_for(st.aclose(), 10)
 
     asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_outage_fails_fast_then_recovers_within_seconds() -> None:
+    """PostgreSQL stopped under an open store (``pg_ctl stop -m immediate``): calls raise
+    StoreUnavailableError within the bound instead of waiting on the pool (30 s, three
+    times, before); started again, the store works again within seconds (a probe puts a
+    fresh pool in place) instead of after the pool's reconnect backoff."""
+    cs.need("postgresql")
+    from runtime.store_postgres import PostgresSessionStore, StoreUnavailableError
+
+    server = cs.start_postgres()
+    try:
+
+        async def go() -> None:
+            st = PostgresSessionStore(server.url, timeout=1.0)
+            await st.save("s", {"n": 1})
+            assert await st.status() is None
+            await asyncio.to_thread(server.outage)
+            for op in (lambda: st.load("s"), lambda: st.save("s", {"n": 2}), st.status):
+                with contextlib.suppress(StoreUnavailableError):
+                    await asyncio.wait_for(op(), 8)
+            assert st.down is not None and "PostgreSQL unreachable" in st.down
+            with pytest.raises(StoreUnavailableError):
+                await asyncio.wait_for(st.load("s"), 8)
+            await asyncio.to_thread(server.restart)
+            deadline = asyncio.get_running_loop().time() + 15
+            while True:
+                try:
+                    assert await asyncio.wait_for(st.load("s"), 8) == {"n": 1}
+                    break
+                except StoreUnavailableError:
+                    assert asyncio.get_running_loop().time() < deadline, "not back in 15 s"
+                    await asyncio.sleep(0.1)
+            assert await st.status() is None
+            await st.aclose()
+
+        asyncio.run(go())
+    finally:
+        server.stop()
 
 
 def test_the_store_url_password_is_redacted_from_logs() -> None:
@@ -135,3 +180,102 @@ def test_the_store_url_password_is_redacted_from_logs() -> None:
     )
     assert jsonrpc.RedactingFilter().filter(record)
     assert "pg-SECRET-9911" not in record.getMessage()
+
+
+@pytest.mark.slow
+def test_agent_with_postgres_down(tmp_path: Path, shared_acp: Path) -> None:
+    """An HTTP agent on PostgreSQL: started while the database is down it starts and
+    answers at once; ``/health`` (liveness) stays 200 while ``/ready`` (readiness) answers
+    503 with the reason; ``session/new`` answers the transient StoreUnavailable error within
+    the bound; when the database is back ``/ready`` is 200 within seconds and sessions work;
+    after a second outage, SIGTERM ends the agent within its shutdown grace although it
+    holds a session whose lease it cannot release."""
+    cs.need("postgresql")
+    import re
+    import signal
+    import subprocess
+
+    import hardening_support as hs
+    import httpx
+    from test_redis_router import Reader, rpc
+
+    server = cs.start_postgres()
+    env = hs.build(tmp_path, shared_acp, "pgdownagent")
+    proc = None
+    try:
+        server.outage()
+        proc = subprocess.Popen(
+            [hs.PY, "-m", "pgdownagent", "--port", "0", "--shutdown-grace", "6"],
+            env={
+                **env,
+                "ACP_TEST_TRANSPORT": "http",
+                "ACP_SESSION_STORE": server.url,
+                "ACP_STORE_TIMEOUT": "1",
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        m = re.match(r"listening on (\S+) ", proc.stderr.readline())
+        assert m
+        url = m.group(1)
+        base = url.rsplit("/", 1)[0]
+
+        async def new_session(http: httpx.AsyncClient) -> dict[str, Any]:
+            json_ = {"Content-Type": "application/json"}
+            r = await http.post(
+                url, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=json_
+            )
+            assert r.status_code == 200
+            h = {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+            main = Reader(http, url, h)
+            r = await http.post(
+                url,
+                content=rpc("n", "session/new", {"cwd": "/tmp", "mcpServers": []}),
+                headers={**h, **json_},
+            )
+            assert r.status_code == 202
+            answer = await main.wait_for(lambda msg: msg.get("id") == "n", 10)
+            await main.stop()
+            return answer
+
+        async def ready(http: httpx.AsyncClient) -> httpx.Response:
+            return await http.get(f"{base}/ready")
+
+        async def go() -> None:
+            async with httpx.AsyncClient(timeout=20) as http:
+                assert (await http.get(f"{base}/health")).status_code == 200
+                r = await ready(http)
+                assert r.status_code == 503
+                assert "PostgreSQL unreachable" in r.json()["reason"]
+                answer = await new_session(http)  # within 10 s, not after the pool's 30
+                assert answer["error"]["code"] == -32603
+                assert answer["error"]["data"]["name"] == "StoreUnavailable"
+                assert answer["error"]["data"]["transient"] is True
+
+                await asyncio.to_thread(server.restart)
+                deadline = asyncio.get_running_loop().time() + 15
+                while (await ready(http)).status_code != 200:
+                    assert asyncio.get_running_loop().time() < deadline, "not ready in 15 s"
+                    await asyncio.sleep(0.2)
+                assert "sessionId" in (await new_session(http))["result"]
+
+                await asyncio.to_thread(server.outage)  # the session above is still held
+                assert (await http.get(f"{base}/health")).status_code == 200
+                deadline = asyncio.get_running_loop().time() + 15
+                while (await ready(http)).status_code != 503:
+                    assert asyncio.get_running_loop().time() < deadline, "still ready"
+                    await asyncio.sleep(0.2)
+
+        asyncio.run(go())
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(6 + 5)  # the grace, plus the interpreter's exit
+        except subprocess.TimeoutExpired:
+            pytest.fail("SIGTERM did not end the agent within its shutdown grace")
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        server.stop()

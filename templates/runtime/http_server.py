@@ -42,8 +42,10 @@ Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the
   frames ignored), every agent message multiplexed on the one socket; the client
   sends ``initialize`` first like on any stream.  Closing the socket ends the
   connection.
-* ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas) and
-  ``GET /health`` are never behind auth; everything else is when auth is configured.
+* ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas), ``GET /health``
+  (liveness: 200 while the process serves) and ``GET /ready`` (readiness: 200, or 503 with
+  the reason while the session store cannot be reached) are never behind auth; everything
+  else is when auth is configured.
 
 Slow readers: each stream has a bounded buffer (``stream_buffer_bytes``, 8 MiB by
 default).  When it is full the sink waits (backpressure reaches the handler through
@@ -126,6 +128,7 @@ DEFAULT_MAX_PER_ADDRESS = 100  # ACP connections from one peer address
 DEFAULT_MAX_SESSIONS = 100
 _RESPONSE_PREFIX = b'{"jsonrpc":"2.0","id":'  # how jsonrpc.py writes responses (and requests)
 DEFAULT_KEEP_ALIVE = 5.0
+SHUTDOWN_GRACE = 10.0  # seconds from SIGTERM/SIGINT to exit, whatever the store does
 # a WebSocket frame this much over the message limit is still read (and answered with an
 # error); a bigger one closes the socket with 1009 (the server will not buffer it)
 WS_FRAME_MARGIN = 1024 * 1024
@@ -466,11 +469,13 @@ class AcpHttpServer:
         max_per_address: int = DEFAULT_MAX_PER_ADDRESS,
         replica: str | None = None,
         router: Any = None,
+        shutdown_grace: float = SHUTDOWN_GRACE,
     ) -> None:
         self.factory = factory
         self.unused_timeout = unused_timeout
         self.max_per_address = max_per_address
         self.per_address: dict[str | None, int] = {}
+        self.shutdown_grace = shutdown_grace
         self.max_connections = max_connections
         self.max_sessions = max_sessions
         # several replicas: the affinity cookie names this one; ``router`` (redis_router.py)
@@ -867,6 +872,37 @@ class AcpHttpServer:
             media_type="application/json",
         )
 
+    async def ready(self, request: Request) -> Response:
+        """Readiness: 503 with the reason while the session store cannot be reached (a
+        request needing it would answer StoreUnavailable); Redis being down is reported but
+        not fatal (routing is owner-only meanwhile)."""
+        store = getattr(self.factory, "store", None)
+        status = getattr(store, "status", None)
+        reason = await status() if status is not None else None
+        body: dict[str, Any] = {"status": "unavailable" if reason else "ok"}
+        if reason:
+            body["reason"] = f"session store: {reason}"
+        relay = getattr(self.router, "status", None)
+        if relay is not None and relay() is not None:
+            body["relay"] = relay()
+        return Response(
+            orjson.dumps(body), status_code=503 if reason else 200, media_type="application/json"
+        )
+
+    async def shutdown(self) -> None:
+        """End every connection and close the router and the store, within
+        ``shutdown_grace`` in all (a store or Redis that does not answer cannot hold it)."""
+        steps: list[Any] = [self.close()]
+        if self.router is not None:
+            steps.append(self.router.close())
+        closer = getattr(getattr(self.factory, "store", None), "aclose", None)
+        for step in steps:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(step, self.shutdown_grace / 3)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(closer(), self.shutdown_grace / 6)
+
 
 def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
     """The ASGI app; ``options`` are those of :class:`AcpHttpServer`."""
@@ -879,9 +915,7 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
             await server.router.start()
         yield
         sweeper.cancel()
-        await server.close()
-        if server.router is not None:
-            await server.router.close()
+        await server.shutdown()
 
     app = Starlette(
         routes=[
@@ -889,6 +923,7 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
             WebSocketRoute(ENDPOINT, server.websocket),
             Route("/.well-known/agent.json", server.agent_json, methods=["GET"]),
             Route("/health", server.health, methods=["GET"]),
+            Route("/ready", server.ready, methods=["GET"]),
         ],
         lifespan=lifespan,
     )
@@ -1017,6 +1052,7 @@ def serve_http(
         max_message_size=int(options.get("max_message_size", DEFAULT_MAX_MESSAGE_SIZE)),
         certfile=certfile,
         keyfile=keyfile,
+        shutdown_grace=float(options.get("shutdown_grace", SHUTDOWN_GRACE)),
     )
 
 
@@ -1068,13 +1104,18 @@ def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, **settings: 
     certificate of ``server_config``.
 
     The listening socket is bound first so that ``listening on URL`` (printed on stderr once)
-    names the real port, also when ``port`` is 0.
+    names the real port, also when ``port`` is 0.  After SIGTERM/SIGINT the process exits
+    within ``shutdown_grace`` seconds (default 10): requests get a third of it to finish,
+    then the connections, the router and the store are closed; past the grace it exits at
+    once (status 1, one line on stderr), whatever the store or Redis does.
     """
     import socket
 
     from hypercorn.asyncio import serve as hypercorn_serve
 
+    grace = float(settings.pop("shutdown_grace", SHUTDOWN_GRACE))
     config = server_config(host, port, **settings)
+    config.graceful_timeout = min(config.graceful_timeout, grace / 3)
     certfile = settings.get("certfile")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family, backlog=config.backlog)
@@ -1090,9 +1131,34 @@ def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, **settings: 
         flush=True,
     )
     try:
-        _run_loop(hypercorn_serve(app, config))
+        _run_loop(hypercorn_serve(app, config, shutdown_trigger=_on_signal(grace)))
     except KeyboardInterrupt:
         pass
+
+
+def _on_signal(grace: float) -> Callable[[], Awaitable[None]]:
+    """Hypercorn's shutdown trigger: returns on SIGTERM or SIGINT, and from then on a
+    watchdog thread ends the process if the shutdown takes longer than ``grace``."""
+
+    async def trigger() -> None:
+        import signal
+        import threading
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        watchdog = threading.Timer(grace, _overdue, (grace,))
+        watchdog.daemon = True
+        watchdog.start()
+
+    return trigger
+
+
+def _overdue(grace: float) -> None:
+    print(f"shutdown took longer than {grace:g} s: exiting now", file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 def _run_loop(main: Any) -> None:

@@ -14,7 +14,9 @@ connection's ``SessionConnection`` (a ``jsonrpc.Connection``), whose agent runti
 * ``session/list`` (pages of the store's sessions), ``session/close`` (ends the session's
   work on this connection and releases it), ``session/delete`` (gone from the store).
 * ``session/prompt``: the user's prompt is recorded only once the turn is accepted, then
-  every ``session/update`` of the turn; one atomic ``save_turn`` when it ends.
+  every ``session/update`` of the turn; one atomic ``save_turn`` when it ends.  v2: the
+  turn's ``idle`` state_update (what acknowledges it) is held back until that save is done;
+  a turn whose save fails ends with stopReason ``error`` (the transient StoreUnavailable).
 
 The lease (store.py): the connection that creates, loads or resumes a session owns it and
 renews it every ``lease_ttl / 3`` seconds while it lives; any other connection's prompt or
@@ -111,6 +113,14 @@ def _check_session_id(sid: Any) -> None:
     )
     err.data["pointer"] = "/sessionId"
     raise err
+
+
+def _is_idle(frame: bytes) -> bool:
+    """A ``state_update`` to ``idle`` (cheap test first: most updates are chunks)."""
+    if b'"state_update"' not in frame or b'"idle"' not in frame:
+        return False
+    update = orjson.loads(frame).get("params", {}).get("update", {})
+    return bool(update.get("sessionUpdate") == "state_update" and update.get("state") == "idle")
 
 
 def _now() -> str:
@@ -264,6 +274,10 @@ class SessionConnection(Connection):
         self.confirmed: dict[str, float] = {}  # when the store last confirmed our lease
         self.recorded: dict[str, list[bytes]] = {}
         self.turns: dict[str, asyncio.Task[Any]] = {}  # done when the turn ended and was saved
+        # v2: a turn's idle state_update (its acknowledgment) waits here until the turn is
+        # saved, so that no client sees a turn end that a crash or a store outage can lose
+        self.saving: set[str] = set()
+        self.held_idle: dict[str, bytes] = {}
         self._renewer: asyncio.Task[None] | None = None
         rt.attach(self)
 
@@ -278,6 +292,9 @@ class SessionConnection(Connection):
             buf = self.recorded.get(session_id)
             if buf is not None:
                 buf.append(frame)
+                if session_id in self.saving and _is_idle(frame):
+                    self.held_idle[session_id] = frame  # sent by _save_later once saved
+                    return
         super()._enqueue(frame, session_id, checked=checked)
 
     # ---- state -------------------------------------------------------------------
@@ -674,12 +691,43 @@ class SessionConnection(Connection):
     async def _save_later(
         self, sid: str, s: Session, turn: asyncio.Task[Any], params: dict[str, Any]
     ) -> None:
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(turn)
-        await asyncio.sleep(0)  # the turn's last updates (done callbacks) are queued first
-        with contextlib.suppress(RpcError):
-            frames = await self._save_turn(sid, s, [], None)
+        self.saving.add(sid)
+        try:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(turn)
+            await asyncio.sleep(0)  # the turn's last updates (done callbacks) are queued first
+            try:
+                frames = await self._save_turn(sid, s, [], None)
+            except RpcError as err:
+                self.saving.discard(sid)
+                idle = self.held_idle.pop(sid, None)
+                if idle is not None:  # the turn ends, unsaved: an error, not its end_turn
+                    unsaved = err.code != SESSION_IN_USE
+                    super()._enqueue(self._unsaved_idle(sid, idle, err) if unsaved else idle, sid)
+                return
+            self.saving.discard(sid)
+            idle = self.held_idle.pop(sid, None)
+            if idle is not None:
+                super()._enqueue(idle, sid)
             self._callback(sid, params, None, frames)
+        finally:
+            self.saving.discard(sid)
+            idle = self.held_idle.pop(sid, None)
+            if idle is not None:  # cancelled meanwhile: the client still sees the turn end
+                super()._enqueue(idle, sid)
+
+    def _unsaved_idle(self, sid: str, idle: bytes, err: RpcError) -> bytes:
+        """The idle update of a turn whose save failed: stopReason ``error`` with the store's
+        error (the revision's error stop reason), else the original one with it in _meta."""
+        msg = orjson.loads(idle)
+        update = msg["params"]["update"]
+        field = self.rt.revision.turn.idle_error
+        if field:
+            update["stopReason"] = "error"
+            update[field] = err.to_wire()
+        else:
+            update["_meta"] = {**(update.get("_meta") or {}), "error": err.to_wire()}
+        return orjson.dumps(msg)
 
     async def _save_turn(self, sid: str, s: Session, user: list[bytes], result: Any) -> list[bytes]:
         """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""

@@ -7,18 +7,32 @@ back in sequence order; the lease (one owner per session) lives in the database,
 on the database's clock (``now()``), so replicas with skewed clocks still agree.  The runtime
 creates the tables and migrates them (``acp_schema`` holds the version; replicas starting
 together serialize on an advisory lock).  Table names start with ``acp_``.
+
+Outages: every call waits at most ``timeout`` seconds (``ACP_STORE_TIMEOUT``, default 2) for
+a connection, for connecting and for its statements; when the database cannot be reached
+the store is marked *down* and every call raises ``StoreUnavailableError`` at once (the
+session core answers the transient ``StoreUnavailable`` error) while a probe tries the
+server every ``PROBE_INTERVAL`` seconds; the first probe that gets an answer puts a fresh
+pool in place, so the store is back within about a second of the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from .jsonrpc import register_secrets
+from .jsonrpc import redact, register_secrets
 from .masking import url_secrets
 from .store import (
     DEFAULT_HISTORY_BYTES,
@@ -29,6 +43,28 @@ from .store import (
     env_limit,
     trim_plan,
 )
+
+log = logging.getLogger("acp.runtime.store")
+
+STORE_TIMEOUT = 2.0  # seconds; ACP_STORE_TIMEOUT
+PROBE_INTERVAL = 0.5  # seconds between attempts to reach a database that is down
+# what says the database cannot be reached (psycopg_pool's PoolTimeout and PoolClosed are
+# OperationalErrors; a statement over the bound ends in TimeoutError)
+_UNREACHABLE = (psycopg.OperationalError, OSError, TimeoutError)
+
+
+class StoreUnavailableError(Exception):
+    """The database cannot be reached now; the message says why (no credentials)."""
+
+
+def store_timeout() -> float:
+    """``ACP_STORE_TIMEOUT`` (seconds, > 0), else ``STORE_TIMEOUT``."""
+    try:
+        value = float(os.environ.get("ACP_STORE_TIMEOUT") or STORE_TIMEOUT)
+    except ValueError:
+        return STORE_TIMEOUT
+    return value if value > 0 and math.isfinite(value) else STORE_TIMEOUT
+
 
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
@@ -74,14 +110,16 @@ class PostgresSessionStore:
         *,
         min_size: int = 1,
         max_size: int = 8,
-        open_timeout: float = 10.0,
+        timeout: float | None = None,
+        open_timeout: float | None = None,
         max_history_bytes: Limit = FROM_ENV,
         max_history_turns: Limit = FROM_ENV,
     ) -> None:
-        """``open_timeout``: how long the first call waits for the server (then it raises,
-        and the next call tries again).  ``max_history_bytes`` / ``max_history_turns``:
-        the history kept per session, as in ``SqliteSessionStore`` (same variables and
-        defaults); the rows a trim deletes are reclaimed by PostgreSQL's autovacuum."""
+        """``timeout``: the longest any call waits on the database (default
+        ``store_timeout()``); ``open_timeout``: the first connection's (default the same).
+        ``max_history_bytes`` / ``max_history_turns``: the history kept per session, as in
+        ``SqliteSessionStore`` (same variables and defaults); the rows a trim deletes are
+        reclaimed by PostgreSQL's autovacuum."""
         self.max_history_bytes = env_limit(
             max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
         )
@@ -90,10 +128,15 @@ class PostgresSessionStore:
         )
         self._url = url  # holds the password: never shown
         register_secrets(url_secrets(url))  # and redacted from any log line that quotes it
-        self._open_timeout = open_timeout
+        self.timeout = timeout if timeout is not None else store_timeout()
+        self._open_timeout = open_timeout if open_timeout is not None else self.timeout
         self._sizes = (min_size, max_size)
         self._pool = self._new_pool()
         self._ready: asyncio.Task[None] | None = None
+        self.down: str | None = None  # why the database cannot be reached; None: it can
+        self._probe: asyncio.Task[None] | None = None
+        self._confirmed = 0.0  # monotonic time of the last call that reached the database
+        self._closing: set[asyncio.Task[None]] = set()
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(
@@ -101,26 +144,84 @@ class PostgresSessionStore:
             min_size=self._sizes[0],
             max_size=self._sizes[1],
             open=False,
-            kwargs={"autocommit": True},
+            timeout=self.timeout,  # waiting for a free connection
+            kwargs={"autocommit": True, "connect_timeout": max(2, math.ceil(self.timeout))},
         )
 
     async def _open(self) -> None:
-        await self._pool.open(wait=True, timeout=self._open_timeout)
-        async with self._pool.connection() as conn:
-            await migrate(conn)
+        async with asyncio.timeout(self._open_timeout + self.timeout):
+            await self._pool.open(wait=True, timeout=self._open_timeout)
+            async with self._pool.connection() as conn:
+                await migrate(conn)
 
     async def _conn(self) -> Any:
+        if self.down is not None:
+            raise StoreUnavailableError(self.down)
         if self._ready is None:
             self._ready = asyncio.get_running_loop().create_task(self._open())
         try:
             await asyncio.shield(self._ready)
-        except BaseException:
-            if self._ready.done():  # the next call tries again, on a new pool
-                self._ready = None
-                old, self._pool = self._pool, self._new_pool()
-                await old.close()
-            raise
-        return self._pool.connection()
+        except _UNREACHABLE as exc:
+            self._failed(exc)
+            raise StoreUnavailableError(self.down) from exc
+        return self._guarded(self._pool)
+
+    @contextlib.asynccontextmanager
+    async def _guarded(self, pool: AsyncConnectionPool[Any]) -> AsyncIterator[Any]:
+        """One connection for one operation, the whole of it within ``timeout``."""
+        try:
+            async with asyncio.timeout(self.timeout), pool.connection() as conn:
+                yield conn
+        except _UNREACHABLE as exc:
+            self._failed(exc)
+            raise StoreUnavailableError(self.down) from exc
+        self._confirmed = time.monotonic()
+
+    def _failed(self, exc: BaseException) -> None:
+        """The database did not answer: fail fast from now on, probe until it is back."""
+        if self.down is not None:
+            return
+        detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        self.down = redact(
+            f"PostgreSQL unreachable ({type(exc).__name__}{': ' + detail if detail else ''})"
+        )
+        log.error("session store: %s; answering StoreUnavailable until it is back", self.down)
+        old, self._ready = self._pool, None
+        self._pool = self._new_pool()  # opened by the first call after the probe succeeds
+        closing = asyncio.get_running_loop().create_task(self._close_pool(old))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._probe_until_back())
+
+    async def _close_pool(self, pool: AsyncConnectionPool[Any]) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(pool.close(timeout=self.timeout), self.timeout * 2)
+
+    async def _probe_until_back(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    conn = await AsyncConnection.connect(
+                        self._url, autocommit=True, connect_timeout=max(2, math.ceil(self.timeout))
+                    )
+                    async with conn:
+                        await conn.execute("SELECT 1")
+            except Exception:  # noqa: BLE001 - still down, whatever the reason
+                await asyncio.sleep(PROBE_INTERVAL)
+                continue
+            log.warning("session store: PostgreSQL reachable again")
+            self.down = None
+            return
+
+    async def status(self) -> str | None:
+        """None when the database answers (checked at most once a second), else why not:
+        ``/ready`` (readiness) shows it."""
+        if self.down is None and time.monotonic() - self._confirmed > 1.0:
+            with contextlib.suppress(StoreUnavailableError):
+                async with await self._conn() as conn:
+                    await conn.execute("SELECT 1")
+        return self.down
 
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
         async with await self._conn() as conn:
@@ -289,7 +390,14 @@ class PostgresSessionStore:
         return out, (str(page[-1][0]) if len(rows) > limit else None)
 
     async def aclose(self) -> None:
-        await self._pool.close()
+        """Close the pool, waiting at most ``timeout`` (a database that does not answer
+        does not hold up a shutdown)."""
+        if self._probe is not None:
+            self._probe.cancel()
+        await self._close_pool(self._pool)
+        for t in list(self._closing):
+            with contextlib.suppress(BaseException):
+                await t
 
 
 async def migrate(conn: AsyncConnection[Any]) -> int:

@@ -98,6 +98,7 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
             h.DEFAULT_MAX_PER_ADDRESS,
             int,
         ),
+        ("--shutdown-grace", "ACP_SHUTDOWN_GRACE", h.SHUTDOWN_GRACE, float),
     ):
         ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
     ap.add_argument(
@@ -169,6 +170,7 @@ def run_agent(
             max_sessions=args.max_sessions,
             unused_timeout=args.unused_timeout,
             max_per_address=args.max_connections_per_address,
+            shutdown_grace=args.shutdown_grace,
             allow_missing_auth=args.allow_missing_auth,
         )
         return

@@ -145,7 +145,8 @@ def test_the_console_client_declines_an_interrupt_when_stdin_is_not_a_terminal(
         check=False,
         env=_env(projects),
     )
-    assert done.returncode == 0, done.stderr
+    # exit 3: the turn ended because nobody could answer (issue 23), so scripts notice
+    assert done.returncode == 3, done.stderr
     assert done.stdout.startswith("Hi Jane Doe,")  # the draft streamed before the interrupt
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -155,6 +156,10 @@ def test_the_console_client_declines_an_interrupt_when_stdin_is_not_a_terminal(
             "handlers.py)"
         ),
         "[turn: cancelled]",
+        (
+            "the turn was cancelled: the agent asked something nobody could answer here "
+            "(exit status 3)"
+        ),
     ]
 
 

@@ -36,6 +36,12 @@ P = TypeVar("P", bound="AgentProxy")
 # waiting RETRY_DELAY seconds before the first retry and twice as long before each next
 RETRIES = 3
 RETRY_DELAY = 1.0
+# an error's own `retry_after` (seconds; HTTP `Retry-After` on 429/503) replaces that
+# wait, but never beyond MAX_RETRY_WAIT seconds
+MAX_RETRY_WAIT = 60.0
+# how long the agent has to answer `initialize` and `session/new` (a first `npx`/`uvx`
+# download may need more: --connect-timeout)
+CONNECT_TIMEOUT = 30.0
 
 
 def _dump(obj: Any) -> Any:
@@ -46,9 +52,23 @@ def _dump(obj: Any) -> Any:
 
 
 def is_transient(err: BaseException) -> bool:
-    """Whether the agent said a retry may succeed (its error data says `transient: true`)."""
+    """Whether the agent said a retry may succeed (its error data says `transient: true`,
+    or when to retry: `retry_after`)."""
     data = err.data if isinstance(err, RpcError) else None
-    return type(data) is dict and data.get("transient") is True
+    return type(data) is dict and (data.get("transient") is True or retry_after(err) is not None)
+
+
+def retry_after(err: BaseException) -> float | None:
+    """The seconds the error's data asks to wait before a retry (`retry_after` or
+    `retryAfter`, a non-negative number), if any."""
+    data = err.data if isinstance(err, RpcError) else None
+    if type(data) is not dict:
+        return None
+    for key in ("retry_after", "retryAfter"):
+        value = data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+    return None
 
 
 def describe_error(err: BaseException) -> str:
@@ -63,7 +83,7 @@ def describe_error(err: BaseException) -> str:
         head = f"error {err.code}"
         if type(name) is str and name:
             head += f" {_one_line(name)}"
-        if data.get("transient") is True:
+        if is_transient(err):
             head += " (transient)"
         return f"{head}: {_one_line(err.message)}"
     return f"error: {_one_line(str(err)) or type(err).__name__}"
@@ -79,11 +99,13 @@ async def with_retries(
     *,
     retries: int = RETRIES,
     delay: float = RETRY_DELAY,
+    max_wait: float = MAX_RETRY_WAIT,
     on_retry: Callable[[RpcError, int, float], None] | None = None,
 ) -> T:
     """`await call()`, again after a transient agent error: at most `retries` more times,
-    waiting `delay`, then 2x, 4x... seconds (`on_retry(error, attempt, wait)` is told before
-    each wait).  Any other error, or the last transient one, is raised."""
+    waiting `delay`, then 2x, 4x... seconds, or the error's own `retry_after`, at most
+    `max_wait` (`on_retry(error, attempt, wait)` is told before each wait).  Any other
+    error, or the last transient one, is raised."""
     attempt = 0
     while True:
         try:
@@ -91,7 +113,8 @@ async def with_retries(
         except RpcError as err:
             if attempt >= retries or not is_transient(err):
                 raise
-            wait = delay * 2**attempt
+            asked = retry_after(err)
+            wait = min(asked if asked is not None else delay * 2**attempt, max(0.0, max_wait))
             attempt += 1
             if on_retry is not None:
                 on_retry(err, attempt, wait)
@@ -461,6 +484,45 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             proc.send_signal(sig)
 
 
+_JSON_START = (b"{", b"[")
+_SHOWN = 80  # characters of a stray stdout line quoted in the error
+
+
+class _StdoutGuard:
+    """In front of the connection, on the agent's stdout: a line that is not a JSON
+    object or array (a log line, a banner) ends the connection with a line saying so,
+    instead of a parse error answered to an agent that is not listening."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.tripped = False
+
+    def feed(self, frame: bytes) -> None:
+        if self.tripped:
+            return
+        if frame[:1] in _JSON_START or frame.lstrip()[:1] in _JSON_START or not frame.strip():
+            self.conn.feed(frame)
+            return
+        self.tripped = True
+        shown = " ".join(frame.decode("utf-8", "replace").split())
+        shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
+        reason = ConnectionClosed(
+            f'the agent wrote something that is not ACP on stdout: "{shown}" '
+            "(agents must log to stderr)"
+        )
+        asyncio.get_running_loop().create_task(self.conn.close_with(reason))
+
+    def too_large(self, size: int) -> None:
+        self.conn.too_large(size)
+
+
+def command_line(command: tuple[str, ...] | list[str]) -> str:
+    """`command` as one shell-quoted line, for messages."""
+    import shlex
+
+    return shlex.join(command)
+
+
 @contextlib.asynccontextmanager
 async def spawn_agent(
     client: ClientRuntime,
@@ -477,13 +539,23 @@ async def spawn_agent(
     leaving, its stdin is closed; an agent still running `grace` seconds later gets
     SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
     stdout open is ended too: it would keep the pipe, and this client, waiting)."""
-    proc = await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-        start_new_session=hasattr(os, "killpg"),
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=hasattr(os, "killpg"),
+        )
+    except OSError as exc:  # not found, not executable: our side, not an agent error
+        why = (
+            "command not found"
+            if isinstance(exc, FileNotFoundError)
+            else "permission denied"
+            if isinstance(exc, PermissionError)
+            else (exc.strerror or type(exc).__name__).lower()
+        )
+        raise ConnectionClosed(f"cannot start the agent `{command_line(command)}`: {why}") from None
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
     loop = asyncio.get_running_loop()
@@ -501,7 +573,7 @@ async def spawn_agent(
         sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
     )
     client.connection = conn
-    reader = loop.create_task(read_frames(stdout, conn, max_message_size))
+    reader = loop.create_task(read_frames(stdout, _StdoutGuard(conn), max_message_size))
 
     async def watch() -> None:
         exited = loop.create_task(_exit_status(proc, None))

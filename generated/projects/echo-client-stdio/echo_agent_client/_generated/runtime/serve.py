@@ -168,12 +168,15 @@ def run_client(
     transport: str = "stdio",
 ) -> None:
     """Start the agent command, open a session, send each stdin line as a prompt."""
-    from .client import RETRIES, RETRY_DELAY
+    from .client import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
 
     ap = argparse.ArgumentParser(
         description="An Agent Client Protocol client: opens a session with the agent and "
         "sends each line of stdin as a prompt; the agent's answer streams to stdout. An "
-        "agent error is one line on stderr (exit status 1), as is the agent exiting.",
+        "error is one line on stderr. Exit status: 0 when stdin ends; 1 on an agent error, "
+        "when the agent exits, cannot be reached or started, or does not answer in time; "
+        "2 on a usage error; 3 when a turn was cancelled because the agent asked something "
+        "nobody could answer here (stdin is not a terminal).",
         epilog="example: echo hello | %(prog)s -- my-agent"
         if transport != "http"
         else "example: echo hello | %(prog)s --url http://127.0.0.1:8000/acp",
@@ -185,6 +188,15 @@ def run_client(
             action="store_true",
             help="one WebSocket at the same URL (ws://…/acp) instead of HTTP POST + SSE",
         )
+    ap.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=_env("ACP_CONNECT_TIMEOUT", CONNECT_TIMEOUT, float),
+        metavar="SECONDS",
+        help="how long the agent has to start and answer initialize and session/new; "
+        "raise it for a first npx/uvx download "
+        f"(env ACP_CONNECT_TIMEOUT; default {CONNECT_TIMEOUT:g})",
+    )
     ap.add_argument(
         "--retries",
         type=int,
@@ -202,6 +214,14 @@ def run_client(
         f"(env ACP_RETRY_DELAY; default {RETRY_DELAY:g}: 1s, 2s, 4s)",
     )
     ap.add_argument(
+        "--max-retry-wait",
+        type=float,
+        default=_env("ACP_MAX_RETRY_WAIT", MAX_RETRY_WAIT, float),
+        metavar="SECONDS",
+        help="the longest wait before a retry: an error's retry_after (HTTP Retry-After on "
+        f"429/503) is honoured up to this (env ACP_MAX_RETRY_WAIT; default {MAX_RETRY_WAIT:g})",
+    )
+    ap.add_argument(
         "command",
         nargs="*",
         metavar="AGENT_COMMAND",
@@ -211,16 +231,45 @@ def run_client(
     )
     args = ap.parse_args(argv)
     stderr_logging()
-    retry = {"retries": max(0, args.retries), "retry_delay": max(0.0, args.retry_delay)}
+    options = {
+        "retries": max(0, args.retries),
+        "retry_delay": max(0.0, args.retry_delay),
+        "max_retry_wait": max(0.0, args.max_retry_wait),
+        "connect_timeout": max(0.0, args.connect_timeout),
+    }
     if transport == "http":
+        problem = _bad_url(args.url)
+        if problem:
+            ap.error(f"--url {args.url!r}: {problem}")
         _transport_module("http_client").run_http_client(
-            client_cls, proxy_cls, args.url, websocket=args.websocket, **retry
+            client_cls, proxy_cls, args.url, websocket=args.websocket, **options
         )
         return
     if not args.command:
         ap.error("give the agent command after --")
-    from .client import spawn_agent
+    from .client import command_line, spawn_agent
     from .console import run_console
 
     client = client_cls()
-    run_console(client, lambda: spawn_agent(client, proxy_cls, *args.command, grace=3.0), **retry)
+    run_console(
+        client,
+        lambda: spawn_agent(client, proxy_cls, *args.command, grace=3.0),
+        target=f"the agent `{command_line(args.command)}`",
+        **options,
+    )
+
+
+def _bad_url(url: str) -> str | None:
+    """What is wrong with an agent URL (None: nothing)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https", "ws", "wss"):
+        return "expected an http:// or https:// URL, e.g. http://127.0.0.1:8000/acp"
+    if not parts.hostname:
+        return "no host in the URL"
+    return None

@@ -2,9 +2,13 @@
 stderr for every error, and the agent's questions asked on the terminal.
 
 `run_console` is what a generated client's console script runs (stdio and HTTP).  Exit
-status: 0 when stdin ends, 1 on an agent error (`error 1001 QuotaExceeded (transient):
-...`) or when the agent exits or the connection drops (`error: the agent exited (exit
-status 3)`), 130 on Ctrl-C.  Transient errors are retried first (`with_retries`).
+status: 0 when stdin ends; 1 on an agent error (`error 1001 QuotaExceeded (transient):
+...`), when the agent exits or the connection drops (`error: the agent exited (exit
+status 3)`), when it cannot be reached or started (`error: cannot connect to URL:
+connection refused`) or does not answer within the connect timeout; 3 when a turn ended
+`cancelled` after the agent asked something nobody could answer here (stdin is not a
+terminal); 130 on Ctrl-C (2: a usage error, from the argument parser).  Transient errors
+are retried first (`with_retries`).
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from .client import (
+    CONNECT_TIMEOUT,
+    MAX_RETRY_WAIT,
     RETRIES,
     RETRY_DELAY,
     AgentProxy,
@@ -31,6 +37,8 @@ from .client import (
 )
 from .errors import ConnectionClosed, RpcError
 from .jsonrpc import Connection
+
+T = TypeVar("T")
 
 
 class Terminal:
@@ -44,6 +52,8 @@ class Terminal:
         self._lines: asyncio.Queue[str] | None = None
         self._asked = False
         self._eof = False
+        # questions from the agent declined because nobody can answer here
+        self.unanswered = 0
 
     def interactive(self) -> bool:
         """Whether a person can answer here (stdin is a terminal)."""
@@ -141,6 +151,7 @@ async def ask_form(
     or a required field was left empty."""
     what = f" ({name})" if name else ""
     if not terminal.interactive():
+        terminal.unanswered += 1
         how = f"`interrupt_{name}` in handlers.py" if name else "a handler in handlers.py"
         _say(
             f"the agent asks{what}: {_one_line(message)} -- declined: stdin is not a "
@@ -189,6 +200,7 @@ async def ask_choice(terminal: Terminal, title: str, options: list[dict[str, Any
         None,
     )
     if not terminal.interactive():
+        terminal.unanswered += 1
         _say(
             f"the agent asks permission: {_one_line(title)} -- declined: stdin is not a "
             "terminal, nobody can answer here\n"
@@ -250,60 +262,91 @@ async def _unless_closed(fut: asyncio.Future[Any], conn: Connection) -> Any:
     raise conn.close_reason or ConnectionClosed()
 
 
+# exit status when a turn ended because this client could not answer the agent's question
+UNANSWERED = 3
+
+
 async def console(
     client: ClientRuntime,
     open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
     *,
     retries: int = RETRIES,
     retry_delay: float = RETRY_DELAY,
+    max_retry_wait: float = MAX_RETRY_WAIT,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    target: str = "the agent",
     terminal: Terminal | None = None,
 ) -> int:
-    """Open a session, send each line of stdin as a prompt; the exit status."""
+    """Open a session, send each line of stdin as a prompt; the exit status.  `target`
+    names the agent in messages (its command, or its URL)."""
     term = terminal or Terminal()
     client.terminal = term
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, connect_timeout)
+
+    async def starting(step: Awaitable[T], what: str) -> T:
+        """`step` of the start-up, within what is left of the connect timeout."""
+        try:
+            return await asyncio.wait_for(step, max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            raise ConnectionClosed(
+                f"{target} did not answer {what} within {connect_timeout:g}s "
+                "(raise it with --connect-timeout or ACP_CONNECT_TIMEOUT)"
+            ) from None
 
     def retrying(err: RpcError, attempt: int, wait: float) -> None:
         _say(f"{describe_error(err)} -- retry {attempt} of {retries} in {wait:g}s\n")
 
+    status = 0
     try:
-        async with open_agent() as agent:
-            await negotiate(agent, client)
-            sess = await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        async with contextlib.AsyncExitStack() as stack:
+            agent = await starting(stack.enter_async_context(open_agent()), "the connection")
+            await starting(negotiate(agent, client), "initialize")
+            sess = await starting(
+                agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []}), "session/new"
+            )
             sid = sess.get("sessionId") if type(sess) is dict else None
             if type(sid) is not str:
                 raise RpcError(-32603, "the agent's session/new answer has no sessionId")
             while True:
                 line = await _next_line(term, agent.connection)
                 if not line:
-                    return 0
+                    return status
                 text = line.rstrip("\n")
+                asked = term.unanswered
                 stop = await with_retries(
                     lambda text=text: _turn(client, agent, sid, text),  # type: ignore[misc]
                     retries=retries,
                     delay=retry_delay,
+                    max_wait=max_retry_wait,
                     on_retry=retrying,
                 )
                 sys.stdout.write("\n")
                 sys.stdout.flush()
                 _say(f"[turn: {stop}]\n")
+                if stop == "cancelled" and term.unanswered > asked:
+                    _say(
+                        "the turn was cancelled: the agent asked something nobody could "
+                        f"answer here (exit status {UNANSWERED})\n"
+                    )
+                    status = UNANSWERED
     except RpcError as err:
         _say(describe_error(err) + "\n")
         return 1
-    except OSError as err:  # the agent command could not start
-        _say(f"error: {_one_line(str(err))}\n")
+    except OSError as err:  # the agent could not be reached
+        _say(f"error: {_one_line(str(err)) or type(err).__name__}\n")
         return 1
 
 
 def run_console(
     client: ClientRuntime,
     open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
-    *,
-    retries: int = RETRIES,
-    retry_delay: float = RETRY_DELAY,
+    **options: Any,
 ) -> None:
-    """`console(...)` in a fresh event loop; exits with its status (130 on Ctrl-C)."""
+    """`console(client, open_agent, **options)` in a fresh event loop; exits with its
+    status (130 on Ctrl-C)."""
     status = 130
     with contextlib.suppress(KeyboardInterrupt):
-        status = asyncio.run(console(client, open_agent, retries=retries, retry_delay=retry_delay))
+        status = asyncio.run(console(client, open_agent, **options))
     sys.stdout.flush()
     sys.exit(status)

@@ -398,6 +398,44 @@ class AgentProxy:
         return await self.connection.request(method, _dump(params))
 
 
+async def unless_closed(fut: asyncio.Future[T], conn: Connection) -> T:
+    """`await fut`, unless the connection ends first (its error is raised)."""
+    closed = asyncio.ensure_future(conn.closed.wait())
+    waiting: list[asyncio.Future[Any]] = [fut, closed]
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+    if fut.done():
+        return fut.result()
+    raise conn.close_reason or ConnectionClosed()
+
+
+async def prompt_turn(
+    agent: AgentProxy, client: ClientRuntime, session_id: str, *blocks: dict[str, Any] | str
+) -> str:
+    """Send one prompt (`blocks`, a str as a text block) and wait until its turn ends:
+    the stop reason; an error the turn ended with is raised.  v1 answers `session/prompt`
+    at the end of the turn; v2 on acceptance, and the turn ends with an idle
+    `state_update`: both are waited for here."""
+    from .content import prompt
+
+    v2 = client.revision is not None and client.revision.turn.lifecycle == "v2"
+    ended = client.expect_turn_end(session_id) if v2 else None
+    try:
+        result = await agent.call("session/prompt", prompt(session_id, *blocks))
+        if ended is None:
+            return str(result.get("stopReason") if type(result) is dict else result)
+        idle = await unless_closed(ended, agent.connection)
+    finally:
+        if ended is not None:
+            ended.cancel()
+    err = client.turn_error(idle)
+    if err is not None:
+        raise err
+    return str(idle.get("stopReason"))
+
+
 async def negotiate(
     agent: AgentProxy,
     client: ClientRuntime | None = None,

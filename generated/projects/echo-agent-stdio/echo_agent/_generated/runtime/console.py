@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TextIO, TypeVar
 
+from . import content
 from .client import (
     CONNECT_TIMEOUT,
     MAX_RETRY_WAIT,
@@ -33,6 +34,8 @@ from .client import (
     _one_line,
     describe_error,
     negotiate,
+    prompt_turn,
+    unless_closed,
     with_retries,
 )
 from .errors import ConnectionClosed, RpcError
@@ -224,42 +227,14 @@ async def _next_line(terminal: Terminal, conn: Connection) -> str:
     """The next prompt line, unless the connection ends first (its error is raised)."""
     line = asyncio.ensure_future(terminal.readline())
     try:
-        return str(await _unless_closed(line, conn))
+        return await unless_closed(line, conn)
     finally:
         line.cancel()
 
 
 async def _turn(client: ClientRuntime, agent: AgentProxy, sid: str, text: str) -> str:
-    """One prompt, until its turn ends: its stop reason (an error the turn ended with is
-    raised).  v1 answers at the end of the turn; v2 on acceptance, and the turn ends with
-    an idle `state_update`."""
-    v2 = client.revision is not None and client.revision.turn.lifecycle == "v2"
-    ended = client.expect_turn_end(sid) if v2 else None
-    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-    try:
-        result = await agent.call("session/prompt", prompt)
-        if ended is None:
-            return str(result.get("stopReason") if type(result) is dict else result)
-        idle = await _unless_closed(ended, agent.connection)
-    finally:
-        if ended is not None:
-            ended.cancel()
-    err = client.turn_error(idle)
-    if err is not None:
-        raise err
-    return str(idle.get("stopReason"))
-
-
-async def _unless_closed(fut: asyncio.Future[Any], conn: Connection) -> Any:
-    """`await fut`, unless the connection ends first (its error is raised)."""
-    closed = asyncio.ensure_future(conn.closed.wait())
-    try:
-        await asyncio.wait({fut, closed}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        closed.cancel()
-    if fut.done():
-        return fut.result()
-    raise conn.close_reason or ConnectionClosed()
+    """One prompt line, until its turn ends: its stop reason."""
+    return await prompt_turn(agent, client, sid, content.text(text))
 
 
 # exit status when a turn ended because this client could not answer the agent's question

@@ -9,6 +9,7 @@ against the revision's schema (ACP_WIRE_CHECK=1)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,10 @@ pytestmark = pytest.mark.slow  # pip installs two projects, runs their console s
 
 @pytest.fixture(scope="module")
 def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    return install_scripts(tmp_path_factory)
+
+
+def install_scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """transport -> (the installed console script, its site dir)."""
     out: dict[str, tuple[Path, Path]] = {}
     for transport in ("stdio", "http"):
@@ -57,6 +62,7 @@ def _run(
     *args: str,
     prompts: str = "hello\n",
     timeout: float = 60,
+    cwd: Path | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     script, site = scripts[transport]
@@ -67,6 +73,7 @@ def _run(
         text=True,
         timeout=timeout,
         check=False,
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(site), **env},
     )
 
@@ -305,6 +312,13 @@ class _Agent503(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def agent_503() -> Iterator[str]:
+    with serve_agent_503() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_agent_503() -> Iterator[str]:
+    """`_Agent503` on a free port: its URL."""
     _Agent503.events = Queue()
     _Agent503.refused = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Agent503)

@@ -452,6 +452,14 @@ async def connect_http(
         await conn.close()
 
 
+def manifest_headers(client_cls: type[Any]) -> dict[str, str]:
+    """The HTTP auth headers the agent's manifest asks for, the credential read from the
+    environment variable it names (e.g. `RESEARCH_AGENT_TOKEN`)."""
+    from .auth import client_headers
+
+    return client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
+
+
 def run_http_client(
     client_cls: type[Any],
     proxy_cls: type[Any],
@@ -465,11 +473,10 @@ def run_http_client(
     retry_delay, max_retry_wait, connect_timeout).  When the agent's manifest declares
     HTTP auth, the credential is read from the environment variable it names (the one
     the agent reads, e.g. `RESEARCH_AGENT_TOKEN`) and sent with every request."""
-    from .auth import client_headers
     from .console import run_console
 
     client = client_cls()
-    headers = client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
+    headers = manifest_headers(client_cls)
     run_console(
         client,
         lambda: connect_http(client, proxy_cls, url, headers=headers, websocket=websocket),

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -191,22 +190,49 @@ async def ask_form(
     return content
 
 
-async def ask_choice(terminal: Terminal, title: str, options: list[dict[str, Any]]) -> str | None:
-    """A permission request: the option picked on the terminal; without a terminal, the
-    first reject option (None: no such option, the request is cancelled)."""
-    reject = next(
+def _first(options: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    return next(
         (
-            str(o["optionId"])
+            o
             for o in options
-            if str(o.get("kind", "")).startswith("reject") and type(o.get("optionId")) is str
+            if str(o.get("kind", "")).startswith(kind) and type(o.get("optionId")) is str
         ),
         None,
     )
+
+
+async def ask_yes_no(terminal: Terminal, question: str) -> bool:
+    """A yes/no question on the terminal (an empty answer or the end of input: no)."""
+    _say(f"\n{question}\n")
+    while True:
+        _say("  allow? (y/n): ")
+        text = (await terminal.readline()).strip().lower()
+        if text in ("y", "yes"):
+            return True
+        if text in ("", "n", "no"):
+            return False
+
+
+async def ask_choice(
+    terminal: Terminal, title: str, options: list[dict[str, Any]], *, yes: bool = False
+) -> str | None:
+    """A permission request: the option picked on the terminal; with `yes` (--yes), the
+    first allow option; without a terminal, the first reject option (None: no such option,
+    the request is cancelled)."""
+    found = _first(options, "reject")
+    reject = str(found["optionId"]) if found is not None else None
+    allow = _first(options, "allow") if yes else None
+    if allow is not None:
+        _say(
+            f"the agent asks permission: {_one_line(title)} -- {allow.get('name') or ''} "
+            f"({allow.get('kind')}, --yes)\n"
+        )
+        return str(allow["optionId"])
     if not terminal.interactive():
         terminal.unanswered += 1
         _say(
             f"the agent asks permission: {_one_line(title)} -- declined: stdin is not a "
-            "terminal, nobody can answer here\n"
+            "terminal, nobody can answer here (--yes allows)\n"
         )
         return reject
     _say(f"\nthe agent asks permission: {title}\n")
@@ -232,13 +258,9 @@ async def _next_line(terminal: Terminal, conn: Connection) -> str:
         line.cancel()
 
 
-async def _turn(client: ClientRuntime, agent: AgentProxy, sid: str, text: str) -> str:
-    """One prompt line, until its turn ends: its stop reason."""
-    return await prompt_turn(agent, client, sid, content.text(text))
-
-
 # exit status when a turn ended because this client could not answer the agent's question
 UNANSWERED = 3
+AUTH_REQUIRED = -32000
 
 
 async def console(
@@ -251,13 +273,21 @@ async def console(
     connect_timeout: float = CONNECT_TIMEOUT,
     target: str = "the agent",
     terminal: Terminal | None = None,
+    settings: list[tuple[str, str]] | None = None,
+    mode: str | None = None,
+    input_file: str | None = None,
+    auth: str | None = None,
+    rerun: Callable[[str], str] | None = None,
 ) -> int:
-    """Open a session, send each line of stdin as a prompt; the exit status.  `target`
-    names the agent in messages (its command, or its URL)."""
+    """Open a session, send each line of stdin as a prompt (or the whole `input_file`, `-`
+    for stdin, as one); the exit status.  `target` names the agent in messages (its
+    command, or its URL); `settings` (config option id, value) and `mode` are applied to
+    the session first; `auth` (a method id) authenticates before it."""
     term = terminal or Terminal()
     client.terminal = term
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, connect_timeout)
+    init: dict[str, Any] = {}
 
     async def starting(step: Awaitable[T], what: str) -> T:
         """`step` of the start-up, within what is left of the connect timeout."""
@@ -272,45 +302,135 @@ async def console(
     def retrying(err: RpcError, attempt: int, wait: float) -> None:
         _say(f"{describe_error(err)} -- retry {attempt} of {retries} in {wait:g}s\n")
 
+    async def one_turn(agent: AgentProxy, sid: str, text: str) -> int:
+        asked = term.unanswered
+        stop = await with_retries(
+            lambda: prompt_turn(agent, client, sid, content.text(text)),
+            retries=retries,
+            delay=retry_delay,
+            max_wait=max_retry_wait,
+            on_retry=retrying,
+        )
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        _say(f"[turn: {stop}]\n")
+        if stop == "cancelled" and term.unanswered > asked:
+            _say(
+                "the turn was cancelled: the agent asked something nobody could "
+                f"answer here (exit status {UNANSWERED})\n"
+            )
+            return UNANSWERED
+        return 0
+
     status = 0
     try:
         async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(client.close_tools)
             agent = await starting(stack.enter_async_context(open_agent()), "the connection")
-            await starting(negotiate(agent, client), "initialize")
+            init = await starting(negotiate(agent, client), "initialize")
+            rev = client.revision
+            if auth is not None:
+                if rev is None or "authenticate" not in rev.side("agent"):
+                    raise RpcError(-32601, "this protocol revision has no authenticate method")
+                await agent.call("authenticate", {"methodId": auth})
             sess = await starting(
-                agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []}), "session/new"
+                agent.call("session/new", {"cwd": client.root, "mcpServers": []}), "session/new"
             )
             sid = sess.get("sessionId") if type(sess) is dict else None
             if type(sid) is not str:
                 raise RpcError(-32603, "the agent's session/new answer has no sessionId")
+            await _configure(agent, client, sid, sess, settings or [], mode)
+            if input_file is not None:
+                text = sys.stdin.read() if input_file == "-" else _read_input(input_file)
+                return await one_turn(agent, sid, text)
             while True:
                 line = await _next_line(term, agent.connection)
                 if not line:
                     return status
                 text = line.rstrip("\n")
-                asked = term.unanswered
-                stop = await with_retries(
-                    lambda text=text: _turn(client, agent, sid, text),  # type: ignore[misc]
-                    retries=retries,
-                    delay=retry_delay,
-                    max_wait=max_retry_wait,
-                    on_retry=retrying,
-                )
-                sys.stdout.write("\n")
-                sys.stdout.flush()
-                _say(f"[turn: {stop}]\n")
-                if stop == "cancelled" and term.unanswered > asked:
-                    _say(
-                        "the turn was cancelled: the agent asked something nobody could "
-                        f"answer here (exit status {UNANSWERED})\n"
-                    )
-                    status = UNANSWERED
+                while text.endswith("\\") and term.interactive():  # a multi-line prompt
+                    more = await _next_line(term, agent.connection)
+                    text = text[:-1] + "\n" + more.rstrip("\n")
+                    if not more:
+                        break
+                status = await one_turn(agent, sid, text) or status
     except RpcError as err:
         _say(describe_error(err) + "\n")
+        if err.code == AUTH_REQUIRED:
+            _auth_hint(init, client, rerun)
         return 1
-    except OSError as err:  # the agent could not be reached
+    except OSError as err:  # the agent could not be reached, the input file read
         _say(f"error: {_one_line(str(err)) or type(err).__name__}\n")
         return 1
+
+
+def _read_input(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise OSError(f"cannot read --input {path}: {exc.strerror}") from None
+
+
+async def _configure(
+    agent: AgentProxy,
+    client: ClientRuntime,
+    sid: str,
+    sess: dict[str, Any],
+    settings: list[tuple[str, str]],
+    mode: str | None,
+) -> None:
+    """`--set KEY=VALUE` and `--mode ID` on the new session."""
+    rev = client.revision
+    if rev is None:
+        return
+    shape = rev.config_option
+    options = {str(o.get(shape.id)): o for o in sess.get("configOptions") or () if type(o) is dict}
+    for key, value in settings:
+        option = options.get(key)
+        if option is None:
+            have = ", ".join(sorted(options)) or "none"
+            raise RpcError(-32602, f"--set {key}: the agent has no such config option ({have})")
+        await agent.call("session/set_config_option", _set_value(sid, key, value, option, rev))
+    if mode is None:
+        return
+    if "session/set_mode" in rev.side("agent"):
+        await agent.call("session/set_mode", {"sessionId": sid, "modeId": mode})
+        return
+    moded = [k for k, o in options.items() if o.get("category") == "mode"]
+    if not moded:
+        raise RpcError(-32602, f"--mode {mode}: the agent has no modes")
+    await agent.call(
+        "session/set_config_option", _set_value(sid, moded[0], mode, options[moded[0]], rev)
+    )
+
+
+def _set_value(sid: str, key: str, value: str, option: dict[str, Any], rev: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"sessionId": sid, "configId": key}
+    if option.get("type") == "boolean" and "boolean" in rev.config_option.kinds:
+        params.update(type="boolean", value=value.strip().lower() in ("1", "true", "yes", "on"))
+    else:
+        params["value"] = value
+    return params
+
+
+def _auth_hint(
+    init: dict[str, Any], client: ClientRuntime, rerun: Callable[[str], str] | None
+) -> None:
+    """The agent's auth methods and the line to run (the agent answered auth-required)."""
+    rev = client.revision
+    field = rev.init.auth_methods if rev is not None else None
+    methods = [m for m in init.get(field or "authMethods") or () if type(m) is dict]
+    id_key = rev.auth_method.id if rev is not None else "id"
+    ids = [str(m.get(id_key)) for m in methods if m.get(id_key)]
+    if not ids:
+        return
+    _say("the agent asks you to authenticate; its methods:\n")
+    for m in methods:
+        about = m.get("description") or ""
+        _say(f"  {m.get(id_key)}: {m.get('name') or ''}" + (f" ({about})" if about else "") + "\n")
+    if rerun is not None:
+        _say(f"run: {rerun(ids[0])}\n")
 
 
 def run_console(

@@ -145,15 +145,38 @@ class ClientRuntime:
         # where interrupts are asked (the console shares its own); made on first use
         self.terminal: Terminal | None = None
         self._idle_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # what the runtime serves itself (the console client turns them on; --no-fs,
+        # --no-terminal turn them off): the agent's file reads and writes, and terminals,
+        # inside `root` (the session folder); `assume_yes` (--yes) allows writes and
+        # permission requests without asking
+        self.serve_fs = False
+        self.serve_terminal = False
+        self.assume_yes = False
+        self.root = os.getcwd()
+        self._tools: Any = None  # (Files, Terminals, Renderer), made on first use
 
     def declared_capabilities(self, revision: Revision) -> dict[str, Any]:
         """What this client tells the agent at `initialize` it can answer: elicitation in
         form mode where the revision has it (interrupts and plain elicitations are answered
-        by a handler, on the terminal, or declined)."""
+        by a handler, on the terminal, or declined); `fs` and `terminal` when this client
+        serves them and the revision has those methods (v2 has none)."""
         caps: dict[str, Any] = {}
         names = revision.client_capabilities
         if revision.elicitation and names.elicitation and names.elicitation_form:
             caps[names.elicitation] = {names.elicitation_form: {}}
+        methods = revision.side("client")
+        fs = {
+            flag: True
+            for flag, method in (
+                ("readTextFile", "fs/read_text_file"),
+                ("writeTextFile", "fs/write_text_file"),
+            )
+            if self.serve_fs and method in methods
+        }
+        if fs:
+            caps["fs"] = fs
+        if self.serve_terminal and "terminal/create" in methods:
+            caps["terminal"] = True
         return caps
 
     def _overridden(self, attr: str) -> bool:
@@ -299,6 +322,77 @@ class ClientRuntime:
             {"action": "decline"} if content is None else {"action": "accept", "content": content}
         )
 
+    # ---- files, terminals, updates (runtime defaults) -------------------------------
+    def tools(self) -> Any:
+        """This client's (Files, Terminals, Renderer)."""
+        if self._tools is None:
+            from .client_tools import Files, Renderer, Terminals
+
+            files = Files(self.root, self._confirm_write)
+            terminals = Terminals(self.root, files)
+            self._tools = (files, terminals, Renderer(terminal_output=terminals.output_text))
+        return self._tools
+
+    async def close_tools(self) -> None:
+        """Kill every terminal the agent left running (the client is exiting)."""
+        if self._tools is not None:
+            await self._tools[1].close()
+
+    async def _confirm_write(self, path: str, content: str) -> bool:
+        from .console import _say, ask_yes_no
+
+        if self.assume_yes:
+            _say(f"the agent writes {path} ({len(content)} characters) -- allowed (--yes)\n")
+            return True
+        term = self._terminal()
+        if not term.interactive():
+            term.unanswered += 1
+            _say(
+                f"the agent asks to write {path} -- refused: stdin is not a terminal, nobody "
+                "can answer here (--yes allows writes)\n"
+            )
+            return False
+        return await ask_yes_no(
+            term, f"the agent wants to write {path} ({len(content)} characters)"
+        )
+
+    async def _rt_session_update(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        if type(update) is dict:
+            self.tools()[2].render(update)
+
+    def _serving(self, method: str, enabled: bool) -> None:
+        if not enabled:  # not declared: the agent must not ask
+            raise method_not_found(method)
+
+    async def _rt_fs_read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("fs/read_text_file", self.serve_fs)
+        return dict(await self.tools()[0].read(params))
+
+    async def _rt_fs_write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("fs/write_text_file", self.serve_fs)
+        return dict(await self.tools()[0].write(params))
+
+    async def _rt_terminal_create(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/create", self.serve_terminal)
+        return dict(await self.tools()[1].create(params))
+
+    async def _rt_terminal_output(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/output", self.serve_terminal)
+        return dict(await self.tools()[1].output(params))
+
+    async def _rt_terminal_wait_for_exit(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/wait_for_exit", self.serve_terminal)
+        return dict(await self.tools()[1].wait_for_exit(params))
+
+    async def _rt_terminal_kill(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/kill", self.serve_terminal)
+        return dict(await self.tools()[1].kill(params))
+
+    async def _rt_terminal_release(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/release", self.serve_terminal)
+        return dict(await self.tools()[1].release(params))
+
     async def _rt_session_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         from .console import ask_choice
 
@@ -306,7 +400,8 @@ class ClientRuntime:
         meta = _obj(params.get("_meta"))
         name = meta.get("interrupt")
         tool = _obj(params.get("toolCall"))
-        title = str(params.get("title") or tool.get("title") or name or "a permission")
+        shown = self.tools()[2].tool_title(tool.get("toolCallId")) if tool else None
+        title = str(params.get("title") or tool.get("title") or shown or name or "a permission")
         if type(name) is str and name in self._acp_interrupts:
             payload = meta["payload"] if "payload" in meta else tool.get("rawInput")
             answer = await self._run_interrupt(name, payload, title)
@@ -314,7 +409,7 @@ class ClientRuntime:
                 options, "allow" if _approves(answer, self._interrupt_spec(name)) else "reject"
             )
         else:
-            chosen = await ask_choice(self._terminal(), title, options)
+            chosen = await ask_choice(self._terminal(), title, options, yes=self.assume_yes)
         if chosen is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": chosen}}

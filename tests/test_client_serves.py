@@ -368,3 +368,92 @@ def test_a_stdio_client_also_speaks_http(
     done = _run(scripts, "stdio", "--url", agent_503, "--", "my-agent")
     assert done.returncode == 2
     assert "give either --url or an agent command after --, not both" in done.stderr
+
+
+# The same coding turn written with the official Python SDK (agent-client-protocol
+# 0.12.1): its typed client calls (read_text_file, request_permission, write_text_file,
+# create_terminal, ...) and update helpers, served and rendered by our client.
+SDK_CODER = r"""
+import asyncio, os, sys
+
+import acp
+from acp import schema as S
+from acp.helpers import (
+    plan_entry, start_tool_call, tool_diff_content, tool_terminal_ref,
+    update_agent_message_text, update_agent_thought_text, update_plan, update_tool_call,
+)
+
+
+class Coder:
+    def on_connect(self, conn):
+        self.conn = conn
+
+    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kw):
+        return S.InitializeResponse(protocol_version=1)
+
+    async def new_session(self, cwd, mcp_servers=None, **kw):
+        self.cwd = cwd
+        return S.NewSessionResponse(session_id="s1")
+
+    async def prompt(self, session_id, prompt, **kw):
+        c, sid = self.conn, session_id
+        _, rel, old, new = "".join(getattr(b, "text", "") for b in prompt).split()
+        path = os.path.join(self.cwd, rel)
+        await c.session_update(sid, update_plan([plan_entry(s) for s in ("read", "edit", "check")]))
+        await c.session_update(sid, update_agent_thought_text("reading " + rel))
+        text = (await c.read_text_file(session_id=sid, path=path)).content
+        changed = text.replace(old, new)
+        await c.session_update(sid, start_tool_call(
+            "t1", "Edit " + rel, kind="edit", status="pending",
+            locations=[S.ToolCallLocation(path=path)],
+            content=[tool_diff_content(path, changed, text)]))
+        answer = await c.request_permission(
+            session_id=sid, tool_call=S.ToolCallUpdate(tool_call_id="t1"),
+            options=[S.PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+                     S.PermissionOption(option_id="reject", name="Reject", kind="reject_once")])
+        if getattr(answer.outcome, "option_id", None) != "allow":
+            await c.session_update(sid, update_tool_call("t1", status="failed"))
+            await c.session_update(sid, update_agent_message_text("edit rejected"))
+            return S.PromptResponse(stop_reason="end_turn")
+        await c.write_text_file(session_id=sid, path=path, content=changed)
+        await c.session_update(sid, update_tool_call("t1", status="completed"))
+        term = await c.create_terminal(
+            session_id=sid, command=sys.executable, args=["-c", "print('checked')"])
+        await c.session_update(sid, start_tool_call(
+            "t2", "Check " + rel, kind="execute", status="in_progress",
+            content=[tool_terminal_ref(term.terminal_id)]))
+        await c.wait_for_terminal_exit(session_id=sid, terminal_id=term.terminal_id)
+        await c.release_terminal(session_id=sid, terminal_id=term.terminal_id)
+        await c.session_update(sid, update_tool_call("t2", status="completed"))
+        await c.session_update(sid, update_agent_message_text("done"))
+        return S.PromptResponse(stop_reason="end_turn")
+
+
+asyncio.run(acp.run_agent(Coder()))
+"""
+
+
+def test_an_official_sdk_agent_edits_through_the_client(
+    scripts: dict[str, tuple[Path, Path]], work: Path, tmp_path: Path
+) -> None:
+    agent = tmp_path / "sdk_coder.py"
+    agent.write_text(SDK_CODER)
+    done = _run(
+        scripts,
+        "stdio",
+        "--yes",
+        "--",
+        PY,
+        str(agent),
+        prompts="edit app.py OLD NEW\n",
+        cwd=work,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (work / "app.py").read_text() == "x = 'NEW'\n"
+    assert done.stdout.strip() == "done"
+    err = done.stderr.splitlines()
+    path = str(work / "app.py")
+    assert ["plan", "  [ ] read", "  [ ] edit", "  [ ] check"] == err[0:4]
+    assert f"tool Edit app.py (edit) [done] {path}" in err
+    assert "  -x = 'OLD'" in err and "  +x = 'NEW'" in err
+    assert "tool Check app.py (execute) [done]" in err and "  | checked" in err

@@ -457,3 +457,26 @@ def test_an_official_sdk_agent_edits_through_the_client(
     assert f"tool Edit app.py (edit) [done] {path}" in err
     assert "  -x = 'OLD'" in err and "  +x = 'NEW'" in err
     assert "tool Check app.py (execute) [done]" in err and "  | checked" in err
+
+
+def test_an_official_typescript_sdk_agent_edits_through_the_client(
+    scripts: dict[str, tuple[Path, Path]], work: Path
+) -> None:
+    """tests/peers/ts_coder_agent.mjs: the same turn from an agent written with the
+    official TypeScript SDK 2.4.0 (`agent()` app, v1)."""
+    from ts_peer import install
+
+    root = install()
+    agent = ["node", str(root / "ts_coder_agent.mjs")]
+    done = _run(scripts, "stdio", "--yes", "--", *agent, prompts="edit app.py OLD NEW\n", cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert (work / "app.py").read_text() == "x = 'NEW'\n"
+    assert done.stdout.strip() == "done"
+    err = done.stderr.splitlines()
+    assert f"tool Edit app.py (edit) [done] {work / 'app.py'}" in err
+    assert "  -x = 'OLD'" in err and "  +x = 'NEW'" in err
+    assert "the agent asks permission: Edit app.py -- Allow (allow_once, --yes)" in err
+    assert "tool Check app.py (execute) [done]" in err and "  | checked" in err
+    done = _run(scripts, "stdio", "--", *agent, prompts="edit app.py NEW OLD\n", cwd=work)
+    assert done.stdout.strip() == "edit rejected"
+    assert (work / "app.py").read_text() == "x = 'NEW'\n"

@@ -480,3 +480,72 @@ def test_an_official_typescript_sdk_agent_edits_through_the_client(
     done = _run(scripts, "stdio", "--", *agent, prompts="edit app.py NEW OLD\n", cwd=work)
     assert done.stdout.strip() == "edit rejected"
     assert (work / "app.py").read_text() == "x = 'NEW'\n"
+
+
+class _Stream:
+    """A text stream that says it is (or is not) a terminal."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self.parts: list[str] = []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _client_tools() -> object:
+    golden = Path(__file__).resolve().parents[1] / "generated" / "projects" / "echo-client-stdio"
+    if str(golden) not in sys.path:
+        sys.path.insert(0, str(golden))
+    from echo_agent_client._generated.runtime import client_tools
+
+    return client_tools
+
+
+def test_the_renderer_styles_a_terminal_and_reads_v2_shapes() -> None:
+    tools: object = _client_tools()
+    out, info = _Stream(True), _Stream(True)
+    r = tools.Renderer(out=out, info=info)  # type: ignore[attr-defined]
+    r.render({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hm"}})
+    r.render({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run", "status": "failed"})
+    assert "\x1b[2mhm\x1b[0m" in info.text() and "\x1b[31mfailed\x1b[0m" in info.text()
+    # v2: agent_message with a content list, plan_update, a diff as a patch, terminal chunks
+    out, info = _Stream(False), _Stream(False)
+    r = tools.Renderer(out=out, info=info)  # type: ignore[attr-defined]
+    r.render(
+        {
+            "sessionUpdate": "agent_message",
+            "messageId": "m",
+            "content": [{"type": "text", "text": "hi"}],
+        }
+    )
+    entries = [{"content": "a", "priority": "low", "status": "in_progress"}]
+    r.render({"sessionUpdate": "plan_update", "plan": {"entries": entries}})
+    r.render(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t",
+            "content": [{"type": "diff", "patch": "-a\n+b"}],
+        }
+    )
+    r.render({"sessionUpdate": "terminal_output_chunk", "terminalId": "x", "data": "line\n"})
+    assert out.text() == "hi"
+    assert info.text().splitlines() == [
+        "plan",
+        "  [~] a",
+        "tool t [pending]",
+        "  -a",
+        "  +b",
+        "  | line",
+    ]
+    assert "\x1b[" not in info.text()

@@ -3,10 +3,11 @@
 `ClientBase` (in `_generated/dispatcher.py`) has one async method per method the
 agent may call on the client (session updates, permission requests, files,
 terminals, elicitation); override the ones your client handles. Those you leave
-are answered by the runtime: every session update rendered (text and the typed
-output on stdout, the rest on stderr), files read and written inside the session
-folder, terminal commands run there, questions asked on the terminal. `agentgen
-regen` lists every method here that a new protocol revision removes or changes.
+are answered by the runtime: in the console script every session update is
+rendered (text and the typed output on stdout, the rest on stderr), files are read
+and written inside the session folder, terminal commands run there, questions are
+asked on the terminal. `agentgen regen` lists every method here that a new
+protocol revision removes or changes.
 """
 
 from __future__ import annotations

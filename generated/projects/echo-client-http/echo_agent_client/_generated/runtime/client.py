@@ -153,6 +153,8 @@ class ClientRuntime:
         self.serve_terminal = False
         self.assume_yes = False
         self.root = os.getcwd()
+        # render every session update a handler does not take (the console client)
+        self.render_updates = False
         self._tools: Any = None  # (Files, Terminals, Renderer), made on first use
 
     def declared_capabilities(self, revision: Revision) -> dict[str, Any]:
@@ -358,7 +360,7 @@ class ClientRuntime:
 
     async def _rt_session_update(self, params: dict[str, Any]) -> None:
         update = params.get("update")
-        if type(update) is dict:
+        if self.render_updates and type(update) is dict:
             self.tools()[2].render(update)
 
     def _serving(self, method: str, enabled: bool) -> None:

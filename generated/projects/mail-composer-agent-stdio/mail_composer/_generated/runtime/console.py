@@ -285,6 +285,7 @@ async def console(
     the session first; `auth` (a method id) authenticates before it."""
     term = terminal or Terminal()
     client.terminal = term
+    client.render_updates = True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, connect_timeout)
     init: dict[str, Any] = {}

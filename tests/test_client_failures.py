@@ -401,3 +401,18 @@ def test_a_turn_cancelled_for_want_of_an_answer_exits_3(
     ]
     done = _run(scripts, "stdio", "--", PY, str(raw_agent), prompts="hello\n")
     assert done.returncode == 0, done.stderr
+
+
+def test_dns_and_tls_failures_are_plain_lines(
+    scripts: dict[str, tuple[Path, Path]], agent_503: str
+) -> None:
+    url = "http://no-such-host.invalid/acp"
+    done = _run(scripts, "http", "--url", url)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [f"error: cannot connect to {url}: unknown host"]
+    # https:// to a server that speaks plain HTTP
+    url = "https" + agent_503[4:]
+    done = _run(scripts, "http", "--url", url)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: cannot connect to {url}: TLS handshake failed ("), line

@@ -438,3 +438,29 @@ def test_over_http_errors_are_one_line_and_a_lost_connection_ends_the_client(
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_fs_and_terminal_are_declared_only_where_the_revision_has_them(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """The console client serves fs and terminals: it declares them on v1 (the names
+    `fs.readTextFile`, `fs.writeTextFile`, `terminal`), never on v2 (no such methods), and
+    nothing of them when --no-fs / --no-terminal (serve_fs / serve_terminal off)."""
+    _render(tmp_path, shared_acp, "capv1", "client")
+    _render(tmp_path, shared_acp, "capv2", "client", "v2/schema.json")
+    sys.path.insert(0, str(tmp_path))
+    from capv1._generated.dispatcher import AgentConnection as V1
+    from capv1._generated.dispatcher import ClientBase as C1
+    from capv2._generated.dispatcher import AgentConnection as V2
+    from capv2._generated.dispatcher import ClientBase as C2
+
+    v1, v2 = C1(), C2()
+    for client in (v1, v2):
+        client.serve_fs = client.serve_terminal = True
+    caps = v1.declared_capabilities(V1.REVISIONS[-1])
+    assert caps["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert caps["terminal"] is True
+    caps = v2.declared_capabilities(V2.REVISIONS[-1])
+    assert "fs" not in caps and "terminal" not in caps
+    v1.serve_fs = v1.serve_terminal = False
+    assert v1.declared_capabilities(V1.REVISIONS[-1]) == {"elicitation": {"form": {}}}

@@ -145,7 +145,8 @@ def test_the_console_client_declines_an_interrupt_when_stdin_is_not_a_terminal(
         check=False,
         env=_env(projects),
     )
-    assert done.returncode == 0, done.stderr
+    # exit 3: the turn ended because nobody could answer (issue 23), so scripts notice
+    assert done.returncode == 3, done.stderr
     assert done.stdout.startswith("Hi Jane Doe,")  # the draft streamed before the interrupt
     lines = done.stderr.strip().splitlines()
     assert lines == [
@@ -155,6 +156,10 @@ def test_the_console_client_declines_an_interrupt_when_stdin_is_not_a_terminal(
             "handlers.py)"
         ),
         "[turn: cancelled]",
+        (
+            "the turn was cancelled: the agent asked something nobody could answer here "
+            "(exit status 3)"
+        ),
     ]
 
 
@@ -243,3 +248,33 @@ def test_a_script_using_the_client_api_is_typed_without_any(projects: Path) -> N
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().splitlines()[-1].endswith("end_turn")
+
+
+def test_the_readme_script_with_the_content_helpers_is_typed_and_runs(projects: Path) -> None:
+    """README "Using the generated client from Python": the 20-line script with the typed
+    content helpers passes `mypy --strict` and prints the agent's typed Output."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("#### Using the generated client from Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    script = projects / "readme_script.py"
+    script.write_text(code)
+    env = _env(projects)
+    env["MYPYPATH"] = env["PYTHONPATH"]
+    typed = subprocess.run(
+        [PY, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull, str(script)],
+        cwd=projects,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert typed.returncode == 0, typed.stdout + typed.stderr
+    ran = subprocess.run(
+        [PY, str(script)], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+    assert ran.returncode == 0, ran.stderr
+    stop, output = ran.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert stop == "end_turn"
+    assert json.loads(output)["approved"] is True
+    assert json.loads(output)["recipients"] == ["jane@example.org"]

@@ -143,11 +143,13 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
                 assert top in allowed, f"{path.relative_to(root)} imports {name}"
     runtime = {p.name for p in (root / pkg / "_generated" / "runtime").glob("*.py")}
     if case.transport == "stdio":
+        # a client speaks both transports (`-- CMD` and `--url`): it ships the HTTP client
+        client = case.role == "client"
         assert not runtime & {
             "http_server.py",
-            "http_client.py",
-            "auth.py",
+            *(() if client else ("http_client.py", "auth.py")),
             "callbacks.py",
             "store_postgres.py",
             "redis_router.py",
         }
+        assert client == ("http_client.py" in runtime)

@@ -31,6 +31,7 @@ __all__ = ["render_generated", "runtime_files", "uses_callbacks"]
 _TRANSPORT_MODULES = {
     ("agent", "http"): ("http_server", "store_postgres", "redis_router"),
     ("client", "http"): ("http_client",),
+    ("client", "stdio"): ("http_client",),  # a client speaks both: `-- CMD` and `--url`
 }
 
 

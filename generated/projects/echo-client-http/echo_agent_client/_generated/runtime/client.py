@@ -36,6 +36,12 @@ P = TypeVar("P", bound="AgentProxy")
 # waiting RETRY_DELAY seconds before the first retry and twice as long before each next
 RETRIES = 3
 RETRY_DELAY = 1.0
+# an error's own `retry_after` (seconds; HTTP `Retry-After` on 429/503) replaces that
+# wait, but never beyond MAX_RETRY_WAIT seconds
+MAX_RETRY_WAIT = 60.0
+# how long the agent has to answer `initialize` and `session/new` (a first `npx`/`uvx`
+# download may need more: --connect-timeout)
+CONNECT_TIMEOUT = 30.0
 
 
 def _dump(obj: Any) -> Any:
@@ -46,9 +52,23 @@ def _dump(obj: Any) -> Any:
 
 
 def is_transient(err: BaseException) -> bool:
-    """Whether the agent said a retry may succeed (its error data says `transient: true`)."""
+    """Whether the agent said a retry may succeed (its error data says `transient: true`,
+    or when to retry: `retry_after`)."""
     data = err.data if isinstance(err, RpcError) else None
-    return type(data) is dict and data.get("transient") is True
+    return type(data) is dict and (data.get("transient") is True or retry_after(err) is not None)
+
+
+def retry_after(err: BaseException) -> float | None:
+    """The seconds the error's data asks to wait before a retry (`retry_after` or
+    `retryAfter`, a non-negative number), if any."""
+    data = err.data if isinstance(err, RpcError) else None
+    if type(data) is not dict:
+        return None
+    for key in ("retry_after", "retryAfter"):
+        value = data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+    return None
 
 
 def describe_error(err: BaseException) -> str:
@@ -63,7 +83,7 @@ def describe_error(err: BaseException) -> str:
         head = f"error {err.code}"
         if type(name) is str and name:
             head += f" {_one_line(name)}"
-        if data.get("transient") is True:
+        if is_transient(err):
             head += " (transient)"
         return f"{head}: {_one_line(err.message)}"
     return f"error: {_one_line(str(err)) or type(err).__name__}"
@@ -79,11 +99,13 @@ async def with_retries(
     *,
     retries: int = RETRIES,
     delay: float = RETRY_DELAY,
+    max_wait: float = MAX_RETRY_WAIT,
     on_retry: Callable[[RpcError, int, float], None] | None = None,
 ) -> T:
     """`await call()`, again after a transient agent error: at most `retries` more times,
-    waiting `delay`, then 2x, 4x... seconds (`on_retry(error, attempt, wait)` is told before
-    each wait).  Any other error, or the last transient one, is raised."""
+    waiting `delay`, then 2x, 4x... seconds, or the error's own `retry_after`, at most
+    `max_wait` (`on_retry(error, attempt, wait)` is told before each wait).  Any other
+    error, or the last transient one, is raised."""
     attempt = 0
     while True:
         try:
@@ -91,7 +113,8 @@ async def with_retries(
         except RpcError as err:
             if attempt >= retries or not is_transient(err):
                 raise
-            wait = delay * 2**attempt
+            asked = retry_after(err)
+            wait = min(asked if asked is not None else delay * 2**attempt, max(0.0, max_wait))
             attempt += 1
             if on_retry is not None:
                 on_retry(err, attempt, wait)
@@ -122,15 +145,40 @@ class ClientRuntime:
         # where interrupts are asked (the console shares its own); made on first use
         self.terminal: Terminal | None = None
         self._idle_waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # what the runtime serves itself (the console client turns them on; --no-fs,
+        # --no-terminal turn them off): the agent's file reads and writes, and terminals,
+        # inside `root` (the session folder); `assume_yes` (--yes) allows writes and
+        # permission requests without asking
+        self.serve_fs = False
+        self.serve_terminal = False
+        self.assume_yes = False
+        self.root = os.getcwd()
+        # render every session update a handler does not take (the console client)
+        self.render_updates = False
+        self._tools: Any = None  # (Files, Terminals, Renderer), made on first use
 
     def declared_capabilities(self, revision: Revision) -> dict[str, Any]:
         """What this client tells the agent at `initialize` it can answer: elicitation in
         form mode where the revision has it (interrupts and plain elicitations are answered
-        by a handler, on the terminal, or declined)."""
+        by a handler, on the terminal, or declined); `fs` and `terminal` when this client
+        serves them and the revision has those methods (v2 has none)."""
         caps: dict[str, Any] = {}
         names = revision.client_capabilities
         if revision.elicitation and names.elicitation and names.elicitation_form:
             caps[names.elicitation] = {names.elicitation_form: {}}
+        methods = revision.side("client")
+        fs = {
+            flag: True
+            for flag, method in (
+                ("readTextFile", "fs/read_text_file"),
+                ("writeTextFile", "fs/write_text_file"),
+            )
+            if self.serve_fs and method in methods
+        }
+        if fs:
+            caps["fs"] = fs
+        if self.serve_terminal and "terminal/create" in methods:
+            caps["terminal"] = True
         return caps
 
     def _overridden(self, attr: str) -> bool:
@@ -276,6 +324,77 @@ class ClientRuntime:
             {"action": "decline"} if content is None else {"action": "accept", "content": content}
         )
 
+    # ---- files, terminals, updates (runtime defaults) -------------------------------
+    def tools(self) -> Any:
+        """This client's (Files, Terminals, Renderer)."""
+        if self._tools is None:
+            from .client_tools import Files, Renderer, Terminals
+
+            files = Files(self.root, self._confirm_write)
+            terminals = Terminals(self.root, files)
+            self._tools = (files, terminals, Renderer(terminal_output=terminals.output_text))
+        return self._tools
+
+    async def close_tools(self) -> None:
+        """Kill every terminal the agent left running (the client is exiting)."""
+        if self._tools is not None:
+            await self._tools[1].close()
+
+    async def _confirm_write(self, path: str, content: str) -> bool:
+        from .console import _say, ask_yes_no
+
+        if self.assume_yes:
+            _say(f"the agent writes {path} ({len(content)} characters) -- allowed (--yes)\n")
+            return True
+        term = self._terminal()
+        if not term.interactive():
+            term.unanswered += 1
+            _say(
+                f"the agent asks to write {path} -- refused: stdin is not a terminal, nobody "
+                "can answer here (--yes allows writes)\n"
+            )
+            return False
+        return await ask_yes_no(
+            term, f"the agent wants to write {path} ({len(content)} characters)"
+        )
+
+    async def _rt_session_update(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        if self.render_updates and type(update) is dict:
+            self.tools()[2].render(update)
+
+    def _serving(self, method: str, enabled: bool) -> None:
+        if not enabled:  # not declared: the agent must not ask
+            raise method_not_found(method)
+
+    async def _rt_fs_read_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("fs/read_text_file", self.serve_fs)
+        return dict(await self.tools()[0].read(params))
+
+    async def _rt_fs_write_text_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("fs/write_text_file", self.serve_fs)
+        return dict(await self.tools()[0].write(params))
+
+    async def _rt_terminal_create(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/create", self.serve_terminal)
+        return dict(await self.tools()[1].create(params))
+
+    async def _rt_terminal_output(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/output", self.serve_terminal)
+        return dict(await self.tools()[1].output(params))
+
+    async def _rt_terminal_wait_for_exit(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/wait_for_exit", self.serve_terminal)
+        return dict(await self.tools()[1].wait_for_exit(params))
+
+    async def _rt_terminal_kill(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/kill", self.serve_terminal)
+        return dict(await self.tools()[1].kill(params))
+
+    async def _rt_terminal_release(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._serving("terminal/release", self.serve_terminal)
+        return dict(await self.tools()[1].release(params))
+
     async def _rt_session_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         from .console import ask_choice
 
@@ -283,7 +402,8 @@ class ClientRuntime:
         meta = _obj(params.get("_meta"))
         name = meta.get("interrupt")
         tool = _obj(params.get("toolCall"))
-        title = str(params.get("title") or tool.get("title") or name or "a permission")
+        shown = self.tools()[2].tool_title(tool.get("toolCallId")) if tool else None
+        title = str(params.get("title") or tool.get("title") or shown or name or "a permission")
         if type(name) is str and name in self._acp_interrupts:
             payload = meta["payload"] if "payload" in meta else tool.get("rawInput")
             answer = await self._run_interrupt(name, payload, title)
@@ -291,7 +411,7 @@ class ClientRuntime:
                 options, "allow" if _approves(answer, self._interrupt_spec(name)) else "reject"
             )
         else:
-            chosen = await ask_choice(self._terminal(), title, options)
+            chosen = await ask_choice(self._terminal(), title, options, yes=self.assume_yes)
         if chosen is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": chosen}}
@@ -388,6 +508,44 @@ class AgentProxy:
         ]
 
 
+async def unless_closed(fut: asyncio.Future[T], conn: Connection) -> T:
+    """`await fut`, unless the connection ends first (its error is raised)."""
+    closed = asyncio.ensure_future(conn.closed.wait())
+    waiting: list[asyncio.Future[Any]] = [fut, closed]
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        closed.cancel()
+    if fut.done():
+        return fut.result()
+    raise conn.close_reason or ConnectionClosed()
+
+
+async def prompt_turn(
+    agent: AgentProxy, client: ClientRuntime, session_id: str, *blocks: dict[str, Any] | str
+) -> str:
+    """Send one prompt (`blocks`, a str as a text block) and wait until its turn ends:
+    the stop reason; an error the turn ended with is raised.  v1 answers `session/prompt`
+    at the end of the turn; v2 on acceptance, and the turn ends with an idle
+    `state_update`: both are waited for here."""
+    from .content import prompt
+
+    v2 = client.revision is not None and client.revision.turn.lifecycle == "v2"
+    ended = client.expect_turn_end(session_id) if v2 else None
+    try:
+        result = await agent.call("session/prompt", prompt(session_id, *blocks))
+        if ended is None:
+            return str(result.get("stopReason") if type(result) is dict else result)
+        idle = await unless_closed(ended, agent.connection)
+    finally:
+        if ended is not None:
+            ended.cancel()
+    err = client.turn_error(idle)
+    if err is not None:
+        raise err
+    return str(idle.get("stopReason"))
+
+
 async def negotiate(
     agent: AgentProxy,
     client: ClientRuntime | None = None,
@@ -474,6 +632,89 @@ def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             proc.send_signal(sig)
 
 
+_JSON_START = (b"{", b"[")
+_SHOWN = 80  # characters of a stray stdout line quoted in the error
+
+
+class _StdoutGuard:
+    """In front of the connection, on the agent's stdout: a line that is not a JSON
+    object or array (a log line, a banner) ends the connection with a line saying so,
+    instead of a parse error answered to an agent that is not listening."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.tripped = False
+
+    def feed(self, frame: bytes) -> None:
+        if self.tripped:
+            return
+        if frame[:1] in _JSON_START or frame.lstrip()[:1] in _JSON_START or not frame.strip():
+            self.conn.feed(frame)
+            return
+        self.tripped = True
+        shown = " ".join(frame.decode("utf-8", "replace").split())
+        shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
+        reason = ConnectionClosed(
+            f'the agent wrote something that is not ACP on stdout: "{shown}" '
+            "(agents must log to stderr)"
+        )
+        asyncio.get_running_loop().create_task(self.conn.close_with(reason))
+
+    def too_large(self, size: int) -> None:
+        self.conn.too_large(size)
+
+
+def command_line(command: tuple[str, ...] | list[str]) -> str:
+    """`command` as one shell-quoted line, for messages."""
+    import shlex
+
+    return shlex.join(command)
+
+
+async def _start_agent(
+    command: tuple[str, ...], env: dict[str, str] | None
+) -> asyncio.subprocess.Process:
+    """The agent's process, in a process group of its own; a failure to start it is ours
+    to name (not an agent error)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=hasattr(os, "killpg"),
+        )
+    except OSError as exc:  # not found, not executable: our side, not an agent error
+        why = (
+            "command not found"
+            if isinstance(exc, FileNotFoundError)
+            else "permission denied"
+            if isinstance(exc, PermissionError)
+            else (exc.strerror or type(exc).__name__).lower()
+        )
+        raise ConnectionClosed(f"cannot start the agent `{command_line(command)}`: {why}") from None
+    return proc
+
+
+async def _end_agent(
+    proc: asyncio.subprocess.Process, reader: asyncio.Task[Any], grace: float
+) -> None:
+    """SIGTERM, then SIGKILL, for an agent still running `grace` seconds after its stdin
+    closed; the same for whatever it started that still holds its stdout."""
+    if await _exit_status(proc, grace) is None:
+        _signal_group(proc, signal.SIGTERM)
+        if await _exit_status(proc, 2.0) is None:
+            _signal_group(proc, signal.SIGKILL)
+            await _exit_status(proc, 2.0)
+    if not reader.done():  # the agent exited, something it started holds its stdout
+        await asyncio.wait({reader}, timeout=0.5)
+        if not reader.done():
+            _signal_group(proc, signal.SIGTERM)
+            await asyncio.wait({reader}, timeout=1.0)
+            if not reader.done():
+                _signal_group(proc, signal.SIGKILL)
+
+
 @contextlib.asynccontextmanager
 async def spawn_agent(
     client: ClientRuntime,
@@ -490,13 +731,7 @@ async def spawn_agent(
     leaving, its stdin is closed; an agent still running `grace` seconds later gets
     SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
     stdout open is ended too: it would keep the pipe, and this client, waiting)."""
-    proc = await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env=env,
-        start_new_session=hasattr(os, "killpg"),
-    )
+    proc = await _start_agent(command, env)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
     loop = asyncio.get_running_loop()
@@ -514,7 +749,7 @@ async def spawn_agent(
         sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
     )
     client.connection = conn
-    reader = loop.create_task(read_frames(stdout, conn, max_message_size))
+    reader = loop.create_task(read_frames(stdout, _StdoutGuard(conn), max_message_size))
 
     async def watch() -> None:
         exited = loop.create_task(_exit_status(proc, None))
@@ -536,18 +771,7 @@ async def spawn_agent(
                 await asyncio.wait_for(conn.flush(), grace)
         with contextlib.suppress(Exception):
             stdin.close()
-        if await _exit_status(proc, grace) is None:
-            _signal_group(proc, signal.SIGTERM)
-            if await _exit_status(proc, 2.0) is None:
-                _signal_group(proc, signal.SIGKILL)
-                await _exit_status(proc, 2.0)
-        if not reader.done():  # the agent exited, something it started holds its stdout
-            await asyncio.wait({reader}, timeout=0.5)
-            if not reader.done():
-                _signal_group(proc, signal.SIGTERM)
-                await asyncio.wait({reader}, timeout=1.0)
-                if not reader.done():
-                    _signal_group(proc, signal.SIGKILL)
+        await _end_agent(proc, reader, grace)
         for task in (reader, watcher):
             task.cancel()
         await asyncio.gather(reader, watcher, return_exceptions=True)

@@ -15,9 +15,12 @@ Wire behaviour (same as the official SDK's client): ``initialize`` is POSTed fir
 must answer 200 with ``Acp-Connection-Id``; its body is the response.  Then the
 connection-scoped SSE stream is opened; each ``sessionId`` seen in a message opens that
 session's stream.  Every other message is POSTed (202) with ``Acp-Connection-Id``, plus
-``Acp-Session-Id`` for session-scoped methods.  A POST that fails (non-2xx, network
-error) makes its request fail at once with a JSON-RPC error (``data.status`` carries the
-HTTP status) instead of hanging.  ``close`` DELETEs the connection.
+``Acp-Session-Id`` for session-scoped methods.  A POST the server refuses (non-2xx)
+makes its request fail at once with a JSON-RPC error (``data.status`` carries the HTTP
+status; on 429/503 ``data.transient`` and ``data.retry_after`` from ``Retry-After``),
+instead of hanging.  A failure on this side (connect, DNS, TLS) is no JSON-RPC error:
+it ends the connection with ``cannot connect to URL: connection refused``.  ``close``
+DELETEs the connection.
 
 Reconnect: an SSE stream that drops is re-opened with exponential backoff, with
 ``Last-Event-ID`` set to the last event id received on it, so the server resends what
@@ -34,7 +37,11 @@ import asyncio
 import contextlib
 import logging
 import re
+import socket
+import ssl
+import time
 from collections.abc import AsyncIterator
+from email.utils import parsedate_to_datetime
 from http.cookiejar import CookieJar
 from typing import Any
 
@@ -106,18 +113,32 @@ class HttpTransport:
         self._streams: dict[str | None, asyncio.Task[None]] = {}
         self._last_id: dict[str | None, bytes] = {}
         self._closed = False
+        self._posting: asyncio.Task[Any] | None = None
 
     # ---- sending (the Connection's sink) -------------------------------------------
     async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
-        for frame, sid in batch:
-            await self._post(frame, sid)
+        # the task posting: `close` ends it when a server never answers a POST
+        self._posting = asyncio.current_task()
+        try:
+            for frame, sid in batch:
+                await self._post(frame, sid)
+        finally:
+            self._posting = None
 
-    def _fail(self, rid: Any, message: str, status: int | None) -> None:
+    def _fail(
+        self, rid: Any, message: str, status: int | None, response: httpx.Response | None = None
+    ) -> None:
         if rid is None or self.conn is None:
             return
         err: dict[str, Any] = {"code": -32603, "message": message}
         if status is not None:
-            err["data"] = {"status": status}
+            data: dict[str, Any] = {"status": status}
+            if status in (429, 503):  # the server asks to come back later
+                data["transient"] = True
+                wait = _retry_after(response.headers.get("Retry-After") if response else None)
+                if wait is not None:
+                    data["retry_after"] = wait
+            err["data"] = data
         self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
 
     def _refuse_batch(self, batch: list[Any]) -> None:
@@ -140,6 +161,12 @@ class HttpTransport:
             self.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
         return True
 
+    def _unreachable(self, exc: httpx.HTTPError) -> None:
+        """A failure on this side of the wire: the connection ends, saying why."""
+        if self.conn is not None:
+            reason = ConnectionClosed(f"cannot connect to {self.url}: {_why(exc)}")
+            asyncio.get_running_loop().create_task(self.conn.close_with(reason))
+
     async def _post(self, frame: bytes, sid: str | None) -> None:
         msg = orjson.loads(frame)
         if type(msg) is list:  # a JSON-RPC batch: the HTTP transport refuses it (501)
@@ -160,6 +187,9 @@ class HttpTransport:
                 headers[SESSION_ID_HEADER] = sid
         try:
             r = await self._send_post(frame, headers, initialize)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+            self._unreachable(exc)
+            return
         except httpx.HTTPError as exc:
             self._fail(rid, f"HTTP request failed: {type(exc).__name__}", None)
             return
@@ -170,7 +200,9 @@ class HttpTransport:
             assert self.conn is not None
             self.conn.feed(r.content)
         elif r.status_code not in (200, 202):
-            self._fail(rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code)
+            self._fail(
+                rid, f"{method or 'message'} refused: HTTP {r.status_code}", r.status_code, r
+            )
 
     async def _send_post(
         self, frame: bytes, headers: dict[str, str], initialize: bool
@@ -192,7 +224,7 @@ class HttpTransport:
         """initialize's answer: the connection id, its stream opened, the body fed."""
         cid = r.headers.get(CONNECTION_ID_HEADER)
         if r.status_code != httpx.codes.OK or not cid:
-            self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code)
+            self._fail(rid, f"initialize refused: HTTP {r.status_code}", r.status_code, r)
             return
         self.connection_id = cid
         self._open(None)
@@ -297,6 +329,8 @@ class HttpTransport:
         if self._closed:
             return
         self._closed = True
+        if self._posting is not None and self._posting is not asyncio.current_task():
+            self._posting.cancel()
         for t in self._streams.values():
             t.cancel()
         for t in list(self._streams.values()):
@@ -314,6 +348,44 @@ class HttpTransport:
                 await reader.aclose()
 
 
+def _retry_after(value: str | None) -> float | None:
+    """An HTTP `Retry-After` (seconds, or an HTTP date) as seconds from now."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _why(exc: BaseException) -> str:
+    """Why a connection could not be made, in a user's words."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return "unknown host"
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"TLS certificate not trusted ({seen.verify_message})"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS handshake failed ({seen.reason or seen})"
+        if isinstance(seen, (TimeoutError, httpx.TimeoutException)):
+            return "timed out"
+        seen = seen.__cause__ or seen.__context__
+    text = " ".join(str(exc).split())
+    low = text.lower()
+    if "refused" in low:
+        return "connection refused"
+    if "name or service not known" in low or "nodename nor servname" in low:
+        return "unknown host"
+    return text or type(exc).__name__
+
+
 class WebSocketTransport:
     def __init__(self, url: str, *, headers: dict[str, str] | None = None) -> None:
         if url.startswith("http"):
@@ -327,8 +399,14 @@ class WebSocketTransport:
 
     async def open(self) -> None:
         from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake
 
-        self.ws = await connect(self.url, additional_headers=self.headers or None, max_size=None)
+        try:
+            self.ws = await connect(
+                self.url, additional_headers=self.headers or None, max_size=None
+            )
+        except (OSError, InvalidHandshake) as exc:
+            raise ConnectionClosed(f"cannot connect to {self.url}: {_why(exc)}") from None
         self.connection_id = self.ws.response.headers.get(CONNECTION_ID_HEADER)
 
     async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
@@ -394,9 +472,19 @@ async def connect_http(
     try:
         yield proxy_cls(conn)
     finally:
-        await conn.flush()
+        # a POST that never answers (a server that accepts and hangs) holds the writer
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(conn.flush(), 2.0)
         await transport.close()
         await conn.close()
+
+
+def manifest_headers(client_cls: type[Any]) -> dict[str, str]:
+    """The HTTP auth headers the agent's manifest asks for, the credential read from the
+    environment variable it names (e.g. `RESEARCH_AGENT_TOKEN`)."""
+    from .auth import client_headers
+
+    return client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
 
 
 def run_http_client(
@@ -409,16 +497,16 @@ def run_http_client(
 ) -> None:
     """Console script: connect (Streamable HTTP, or one WebSocket with ``websocket``), open
     a session, send each stdin line as a prompt (console.py; `options`: retries,
-    retry_delay).  When the agent's manifest declares
+    retry_delay, max_retry_wait, connect_timeout).  When the agent's manifest declares
     HTTP auth, the credential is read from the environment variable it names (the one
     the agent reads, e.g. `RESEARCH_AGENT_TOKEN`) and sent with every request."""
-    from .auth import client_headers
     from .console import run_console
 
     client = client_cls()
-    headers = client_headers(list(getattr(client_cls, "_acp_manifest", {}).get("auth") or ()))
+    headers = manifest_headers(client_cls)
     run_console(
         client,
         lambda: connect_http(client, proxy_cls, url, headers=headers, websocket=websocket),
+        target=url,
         **options,
     )

@@ -208,6 +208,8 @@ class Connection:
     async def flush(self) -> None:
         """Wait until everything queued so far has been handed to the sink."""
         while (self._out or self._wake.is_set()) and not self._closed:
+            if self._writer is not None and self._writer.done():
+                return  # the writer ended (the transport failed): nothing more goes out
             await asyncio.sleep(0)
 
     def send_raw(self, frame: bytes, session_id: str | None = None) -> None:

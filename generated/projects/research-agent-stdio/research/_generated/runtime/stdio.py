@@ -10,11 +10,19 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 
 _CHUNK = 1 << 20
+
+
+class FrameReceiver(Protocol):
+    """What `read_frames` hands lines to: a `Connection`, or a guard in front of one."""
+
+    def feed(self, frame: bytes) -> None: ...
+
+    def too_large(self, size: int) -> None: ...
 
 
 def claim_stdout() -> int:
@@ -27,7 +35,7 @@ def claim_stdout() -> int:
 
 
 async def read_frames(
-    reader: asyncio.StreamReader, conn: Connection, max_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    reader: asyncio.StreamReader, conn: FrameReceiver, max_size: int = DEFAULT_MAX_MESSAGE_SIZE
 ) -> None:
     """Feed each line to `conn`; an oversized line is answered and skipped."""
     buf = bytearray()

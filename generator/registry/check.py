@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError, InvalidInput
-from ..manifest.positions import Parsed, parse_text
-from .entry import FOLDER
+from ..manifest.positions import Parsed
+from .entry import FOLDER, load, project_version
 from .rules import Finding, entry_findings, icon_findings
 
 
@@ -31,14 +30,6 @@ def _line(path: Path, f: Finding, parsed: Parsed | None = None) -> str:
         line, col = parsed.positions.get(pointer) or parsed.positions.get("", (1, 1))
     where = f"{path}:{line or 1}:{col or 1}"
     return f"{where}: {f.pointer}: {f.message}" if f.pointer else f"{where}: {f.message}"
-
-
-def load(path: Path) -> Parsed:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput("not UTF-8 text", source=str(path)) from None
-    return parse_text(text, source=str(path), as_json=True)
 
 
 def entry_lines(folder: Path) -> list[str]:
@@ -86,16 +77,6 @@ def entries(directory: Path) -> list[Path]:
             hint="pass an entry folder (<id>/agent.json), a folder of them, or a project",
         )
     return found
-
-
-def project_version(root: Path) -> str | None:
-    path = root / "pyproject.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    version = data.get("project", {}).get("version")
-    return version if isinstance(version, str) else None
 
 
 def _same_version(a: str, b: str) -> bool:

@@ -9,10 +9,13 @@ console script of a generated project has the distribution's name, so `uvx` find
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInput
 from ..files import write_atomic
+from ..manifest.positions import Parsed, parse_text
 
 FOLDER = "acp-registry"
 
@@ -81,3 +84,21 @@ def zed_snippet(script: str) -> list[str]:
         *("    " + line for line in json.dumps(body, indent=2).splitlines()),
         "  the ACP registry entry: acp-registry/ (`agentgen registry check --launch`)",
     ]
+
+
+def load(path: Path) -> Parsed:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("not UTF-8 text", source=str(path)) from None
+    return parse_text(text, source=str(path), as_json=True)
+
+
+def project_version(root: Path) -> str | None:
+    path = root / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    version = data.get("project", {}).get("version")
+    return version if isinstance(version, str) else None

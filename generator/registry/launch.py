@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
-from .check import load, project_version
+from .entry import load, project_version
 
 HANDSHAKE_TIMEOUT = 180.0  # seconds: uvx may download the wheel's dependencies first
 

@@ -19,23 +19,27 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
-def build_coder(tmp: Path, schema: dict[str, Any], package: str) -> dict[str, str]:
-    """The project `agentgen new` makes from examples/coder on `schema`, with its handlers;
-    the environment that runs it (`python -m <package>`)."""
+def build_coder(
+    tmp: Path, schema: dict[str, Any], package: str, transport: str = "stdio"
+) -> dict[str, str]:
+    """The project `agentgen new` makes from examples/coder on `schema` for `transport`,
+    with its handlers; the environment that runs it (`python -m <package>`; over HTTP
+    with `--port`)."""
     from generator.manifest.load import load_manifest
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
     manifest = load_manifest(REPO / "examples" / "coder" / "agent.yaml").data
     files = render_generated(
-        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
+        schema=schema, meta=None, manifest=manifest, role="agent", transport=transport
     )
     pkg = tmp / package
     write_generated(pkg / "_generated", files)
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text((REPO / "examples" / "coder" / "handlers.py").read_text())
     (pkg / "__main__.py").write_text(
-        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\n"
+        f"run_agent(Agent, None, transport={transport!r})\n"
     )
     return {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
 

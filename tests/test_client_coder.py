@@ -1,9 +1,8 @@
 """The generated client against examples/coder, as a user runs them (issue 16): the
 client's installed console script (the golden `echo-client-stdio`), started in a scratch
 folder with `--yes`, drives the coder agent over stdio and over HTTP (`--url`); the agent
-reads and writes the
-file through the client's fs and checks it with py_compile in a client terminal, and the
-file is left edited.  Every frame is schema-checked (ACP_WIRE_CHECK=1)."""
+reads and writes the file through the client's fs and checks it with py_compile in a
+client terminal, and the file is left edited.  Every frame is schema-checked (ACP_WIRE_CHECK=1)."""
 
 from __future__ import annotations
 

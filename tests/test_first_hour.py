@@ -408,17 +408,24 @@ def test_init_flags_and_yes_ask_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "sub" / "agent.yaml").exists()
 
 
-def test_the_readme_quick_start_begins_with_init_and_says_what_it_takes() -> None:
+def test_the_readme_quick_start_is_two_commands_and_the_user_start_begins_with_init() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    commands = [ln.strip() for ln in quick.splitlines() if ln.startswith("    ")]
-    assert commands[0].startswith("agentgen init")
-    for needed in ("Python 3.11+", "git", "npm", "registries", "`make`", "make test-fast"):
-        assert needed in quick, needed
+    first, _, own = quick.partition("### Your own agent")
+
+    def commands(block: str) -> list[str]:
+        return [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("    ")]
+
+    # a fresh clone: one command sets up and runs the main job, one runs the tests
+    assert commands(first) == ["make demo", "make test"]
+    # a user's own agent starts from `agentgen init`
+    assert commands(own)[0].startswith("agentgen init")
+    for needed in ("Python 3.11+", "git", "npm", "registries", "make", "make test-fast"):
+        assert needed in first, needed
     # how long each command takes on 2 cores
-    assert "On 2 cores" in quick
-    assert re.search(r"`make demo` takes about \d+ s", quick)
-    assert re.search(r"`make test` about \d+\s+minutes", quick)
+    assert "On 2 cores" in first
+    assert re.search(r"`make demo` takes about \d+ s", first)
+    assert re.search(r"`make test` about \d+\s+minutes", first)
 
 
 # ---- the generated tests ------------------------------------------------------------------

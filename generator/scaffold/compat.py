@@ -366,14 +366,10 @@ def user_references(package_dir: Path, root: Path, names: set[str]) -> dict[str,
         rel = path.relative_to(package_dir)
         if rel.parts[0] == "_generated" or "__pycache__" in rel.parts:
             continue
-        try:
-            tree = pysource.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        parsed = _parsed(path, root)
+        if parsed is None:
             continue
-        try:
-            shown = path.relative_to(root).as_posix()
-        except ValueError:
-            shown = path.as_posix()
+        tree, shown = parsed
         for node in ast.walk(tree):
             if isinstance(node, ast.Name):
                 name: str | None = node.id
@@ -384,6 +380,19 @@ def user_references(package_dir: Path, root: Path, names: set[str]) -> dict[str,
             if name in names:
                 found.setdefault(name, []).append(Finding(shown, node.lineno, ""))
     return {k: sorted(set(v), key=lambda f: (f.path, f.line)) for k, v in found.items()}
+
+
+def _parsed(path: Path, root: Path) -> tuple[ast.Module, str] | None:
+    """A Python file of the user's, parsed, and its path as shown (relative to the
+    project where it can be); None when it cannot be read or parsed."""
+    try:
+        tree = pysource.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    try:
+        return tree, path.relative_to(root).as_posix()
+    except ValueError:
+        return tree, path.as_posix()
 
 
 _CALLS = frozenset({"call", "notify", "request", "send_request", "send_notification"})
@@ -402,14 +411,10 @@ def check_tests(
     old_params = {m.name: m.params for m in method_table(old).methods if m.params} if old else {}
     found: list[Finding] = []
     for path in test_files:
-        try:
-            tree = pysource.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        parsed = _parsed(path, root)
+        if parsed is None:
             continue
-        try:
-            shown = path.relative_to(root).as_posix()
-        except ValueError:
-            shown = path.as_posix()
+        tree, shown = parsed
         for node in ast.walk(tree):
             if not (
                 isinstance(node, ast.Call)

@@ -61,7 +61,7 @@ class Agent(AgentBase):
             kinds = [b["type"] for b in input]
             await turn.send_text(f"command {turn.command.name} [{turn.command.args}] {kinds}")
             return None
-        await turn.send_text(f"task {input.task}")
+        await turn.send_text(f"task {input.task} {input.priority}")
         return None
 """
 
@@ -94,8 +94,11 @@ def agents(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
                     commands=COMMANDS,
                     input={
                         "type": "object",
-                        "properties": {"task": {"type": "string"}},
-                        "required": ["task"],
+                        "properties": {
+                            "task": {"type": "string"},
+                            "priority": {"type": "integer"},
+                        },
+                        "required": ["task", "priority"],
                     },
                 )
                 handlers = TYPED_HANDLERS
@@ -206,5 +209,32 @@ def test_the_mode_survives_load_and_resume(agents: Any, rev: str) -> None:
         d = await fresh()
         assert _current_mode(rev, await _reopen(d, rev, sid)) == "code"
         await d.conn.close()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_slash_command_reaches_a_typed_input_agent(agents: Any, rev: str) -> None:
+    """An agent with an input schema and commands: `/plan write the docs` reaches the
+    handler as `turn.command` (the input is the prompt's content blocks), `/help` with
+    no arguments too; JSON input still arrives typed, and `/unknown` is not a command
+    (it is parsed as input, which it is not: the turn says what JSON is expected).
+    (Before, every command failed input parsing.)"""
+    package, agent = agents("typed", rev)
+    sessions = hs.runtime_of(package, "sessions")
+    store = hs.runtime_of(package, "store").MemorySessionStore()
+
+    async def go() -> None:
+        c = Core(sessions.SessionCore(agent, store))
+        await c.call("initialize", _init(rev))
+        sid = (await c.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        said = await _prompt_text(c, rev, sid, "/plan write the docs")
+        assert said == "command plan [write the docs] ['text']"
+        assert await _prompt_text(c, rev, sid, "/help") == "command help [] ['text']"
+        said = await _prompt_text(c, rev, sid, '{"task": "ship", "priority": 1}')
+        assert said == "task ship 1"
+        said = await _prompt_text(c, rev, sid, "/unknown thing")
+        assert not said.startswith("command") and "task" in said and "priority" in said
+        await c.conn.close()
 
     asyncio.run(go())

@@ -203,6 +203,7 @@ def test_the_mode_survives_load_and_resume(agents: Any, rev: str) -> None:
         assert _current_mode(rev, await _reopen(c, rev, sid)) == "code"
         assert "result" in await _set_mode(c, rev, sid, "ask")
         await c.conn.close()
+        assert (await store.load(sid))["mode"] == "ask"  # saved by the set alone, no turn
 
         # stored in a mode the agent no longer declares: loads in the default mode
         await store.save(sid, {**(await store.load(sid)), "mode": "gone"})

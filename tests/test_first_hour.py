@@ -484,7 +484,7 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
 
     done = pytest_run()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout, done.stdout
+    assert "7 passed" in done.stdout, done.stdout  # 4, and the contract tests (issue 19.6)
     tests = (project / "tests" / "test_echo_agent.py").read_text(encoding="utf-8")
     assert "def test_a_prompt_ends_its_turn" in tests
     assert "def test_a_cancelled_prompt_ends_its_turn" in tests

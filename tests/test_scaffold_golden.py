@@ -81,7 +81,7 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
     )
     assert helped.returncode == 0 and "Agent Client Protocol" in helped.stdout, helped.stderr
     tests = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"],
         cwd=root,
         env=env,
         capture_output=True,
@@ -90,6 +90,21 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
         timeout=600,
     )
     assert tests.returncode == 0, tests.stdout + tests.stderr
+    # issue 19 item 6: an agent's own tests cover the manifest's contract (and HTTP)
+    wanted = {"agent": list(_CONTRACT), "client": []}[case.role]
+    if case.role == "agent" and case.transport == "http":
+        wanted.append("test_initialize_session_and_prompt_over_http")
+    passed = {
+        line.split("::")[-1] for line in tests.stdout.splitlines() if line.startswith("PASSED")
+    }
+    assert not [w for w in wanted if w not in passed], tests.stdout
+
+
+_CONTRACT = (
+    "test_each_interrupt_approved_and_declined",
+    "test_each_error_reaches_the_client",
+    "test_each_config_option_set_and_refused",
+)
 
 
 # what a generated project may import: its dependencies, by import name (pydantic_core

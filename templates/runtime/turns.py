@@ -257,9 +257,10 @@ class Turns(RuntimeCore):
             return
         s.state = nxt
 
-    def _parse_input(self, prompt: list[Any]) -> Any:
+    def _parse_input(self, prompt: list[Any], command: SlashCommand | None = None) -> Any:
         """The handler's input from the prompt's content blocks: the blocks as they are
-        without an input schema; else the JSON resource (``application/json``), or the
+        without an input schema or for a slash command (``turn.command``: its argument
+        text is no input); else the JSON resource (``application/json``), or the
         text: as is for a string input, else when it parses as the input, else put into the
         one string field of a single-string object input.  A prompt that gives none of
         these is still accepted (agents MUST take text): its turn only tells the user what
@@ -276,7 +277,7 @@ class Turns(RuntimeCore):
                     ],
                 )
         schema = self._acp_manifest.get("input")
-        if not schema:
+        if not schema or command is not None:
             return prompt
         doc: str | None = None
         for b in prompt:
@@ -425,14 +426,15 @@ class Turns(RuntimeCore):
     async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
         s = self._session(params)
         prompt = _need(params, "prompt", list)
-        input = self._parse_input(prompt)
+        command = parse_command(prompt, self._acp_manifest.get("commands"))
+        input = self._parse_input(prompt, command)
         self._transition(s, "client", "user_message")
         s.cancel_requested = False
         s.turns += 1
         conn = self.connection
         assert conn is not None
         turn = Turn(cast("AgentRuntime", self), conn, s)
-        turn.command = parse_command(prompt, self._acp_manifest.get("commands"))
+        turn.command = command
         shape = self.revision.turn
         if shape.lifecycle == "v2":
             turn.message_id = (

@@ -149,6 +149,12 @@ class SessionExtras(RuntimeCore):
             ],
         }
 
+    def _saved_mode(self, saved: Any) -> str | None:
+        """The mode a stored session was in (session/load, session/resume): kept while the
+        manifest still declares it, else the default mode."""
+        ids = [str(md["id"]) for md in self._acp_manifest.get("modes") or ()]
+        return saved if type(saved) is str and saved in ids else default_mode(self._acp_manifest)
+
     def _check_mode(self, mode: Any, loc: tuple[str, ...]) -> str:
         ids = [str(md["id"]) for md in self._acp_manifest.get("modes") or ()]
         if mode not in ids:

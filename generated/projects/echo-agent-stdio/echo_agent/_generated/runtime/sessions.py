@@ -303,6 +303,7 @@ class SessionConnection(Connection):
             "config_raw": s.config_raw,
             "state": s.state,
             "turns": s.turns,
+            "mode": s.mode,
             "cwd": self.cwd.get(s.id, "/"),
             "updatedAt": _now(),
         }
@@ -363,6 +364,7 @@ class SessionConnection(Connection):
                 raise
             s = Session(sid, config, raw, saved.get("state") or self.rt._machine.initial)
             s.turns = int(saved.get("turns") or 0)
+            s.mode = self.rt._saved_mode(saved.get("mode"))
             self.rt.sessions[sid] = s
         cwd = params.get("cwd")
         self.cwd[sid] = cwd if type(cwd) is str else str(saved.get("cwd") or "/")
@@ -435,8 +437,8 @@ class SessionConnection(Connection):
                     await self._restore(sid, params, take_over=False)
             if method == "session/prompt":
                 return await self._prompt(sid, params, ctx)
-            if method == "session/set_config_option":
-                return await self._set_config(sid, params, ctx)
+            if method in ("session/set_config_option", "session/set_mode"):
+                return await self._set_config(sid, method, params, ctx)
         result = await rt.handle_request(method, params, ctx)
         if method == "initialize" and type(result) is dict:
             advertise(rt, result.get(rt.revision.init.response_capabilities))
@@ -591,10 +593,13 @@ class SessionConnection(Connection):
         self.core.unsaved.pop(sid, None)
         return {}
 
-    async def _set_config(self, sid: str, params: dict[str, Any], ctx: RequestContext) -> Any:
+    async def _set_config(
+        self, sid: str, method: str, params: dict[str, Any], ctx: RequestContext
+    ) -> Any:
+        """session/set_config_option or session/set_mode, the session's new state saved."""
         s = self.rt.sessions.get(sid)
-        before = (s.config, s.config_raw) if s is not None else None
-        result = await self.rt.handle_request("session/set_config_option", params, ctx)
+        before = (s.config, s.config_raw, s.mode) if s is not None else None
+        result = await self.rt.handle_request(method, params, ctx)
         if s is None or before is None:
             return result
         state = self._state(s)
@@ -602,7 +607,7 @@ class SessionConnection(Connection):
         try:
             await _durably("the option was not changed", lambda: store.save(sid, state))
         except RpcError:
-            s.config, s.config_raw = before
+            s.config, s.config_raw, s.mode = before
             raise
         return result
 

@@ -88,7 +88,7 @@ from .http_wire import (
     SESSION_SCOPED,
     rpc_error_body,
 )
-from .jsonrpc import RateLimitedLog
+from .logsafe import RateLimitedLog
 
 log = logging.getLogger("acp.runtime.http")
 _limited = RateLimitedLog(log)

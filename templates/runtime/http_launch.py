@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .http_wire import ENDPOINT
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RedactingFilter
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
+from .logsafe import RedactingFilter
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE = 5.0

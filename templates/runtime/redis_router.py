@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from .jsonrpc import register_secrets
+from .logsafe import register_secrets
 from .masking import url_secrets
 
 log = logging.getLogger("acp.runtime.redis")

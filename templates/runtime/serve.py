@@ -15,7 +15,8 @@ from typing import Any
 
 from .agent import AgentRuntime
 from .agent_auth import login_args, manifest_methods
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .logsafe import stderr_logging
 from .sessions import SessionCore, callbacks_for, open_default_store
 from .stdio import claim_stdout, open_stdio, read_frames
 from .store import MemorySessionStore, SessionStore

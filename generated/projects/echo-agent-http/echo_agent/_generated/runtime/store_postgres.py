@@ -32,7 +32,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from .jsonrpc import redact, register_secrets
+from .logsafe import redact, register_secrets
 from .masking import url_secrets
 from .store import (
     DEFAULT_HISTORY_BYTES,

@@ -53,7 +53,8 @@ import orjson
 from .dispatch import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
-from .store import SessionStore, SqliteSessionStore, open_store
+from .store import SessionStore, open_store
+from .store_sqlite import SqliteSessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session

@@ -34,7 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from .logsafe import redact, register_secrets
 from .masking import url_secrets
-from .store import (
+from .store_common import (
     DEFAULT_HISTORY_BYTES,
     DEFAULT_HISTORY_TURNS,
     FROM_ENV,

@@ -196,7 +196,7 @@ def run_client(
 ) -> None:
     """The client's console script: `-- AGENT_COMMAND...` (stdio) or `--url URL` (HTTP),
     whichever transport the project was made with; each stdin line is a prompt."""
-    from .client import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
+    from .retries import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
 
     ap = argparse.ArgumentParser(
         description="An Agent Client Protocol client: starts the agent (-- AGENT_COMMAND...) "
@@ -318,7 +318,8 @@ def run_client(
         "auth": args.auth,
         "rerun": _rerun(ap.prog, argv if argv is not None else sys.argv[1:]),
     }
-    from .client import command_line, spawn_agent
+    from .agent_process import command_line
+    from .client import spawn_agent
     from .console import run_console
 
     client = client_cls()

@@ -32,7 +32,10 @@ from .http_connection import ConnectionFactory
 from .http_launch import serve_app
 from .http_wire import ENDPOINT
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
-from .sessions import SessionCore, advertise, callbacks_for, open_default_store
+from .session_methods import advertise
+from .session_record import callbacks_for
+from .session_store import open_default_store
+from .sessions import SessionCore
 from .store import SessionStore
 
 
@@ -111,7 +114,7 @@ def app_for(
     ``allow_missing_auth`` (then that scheme accepts nothing, with a warning).
 
     The store: ``$ACP_SESSION_STORE``, else SQLite at ``$ACP_SESSION_DB``, else
-    ``<name>-sessions.db`` in the working directory (see ``sessions.open_default_store``).
+    ``<name>-sessions.db`` in the working directory (see ``session_store.open_default_store``).
     Several replicas: ``$ACP_REDIS_URL`` and ``$ACP_REPLICA_ID`` (see redis_router.py).
     """
     manifest = getattr(agent_cls, "_acp_manifest", {}) or {}

@@ -17,7 +17,9 @@ from .agent import AgentRuntime
 from .agent_auth import login_args, manifest_methods
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 from .logsafe import stderr_logging
-from .sessions import SessionCore, callbacks_for, open_default_store
+from .session_record import callbacks_for
+from .session_store import open_default_store
+from .sessions import SessionCore
 from .stdio import claim_stdout, open_stdio, read_frames
 from .store import MemorySessionStore, SessionStore
 
@@ -46,7 +48,7 @@ async def serve_agent_stdio(
     store: SessionStore | None = None,
 ) -> None:
     """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
-    ``sessions.open_default_store``), so a restarted agent loads and resumes them."""
+    ``session_store.open_default_store``), so a restarted agent loads and resumes them."""
     if store is None:
         store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
     out_fd = claim_stdout()

@@ -327,7 +327,7 @@ def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFi
     is asked again); an empty required answer or the end of input declines; a permission
     request lists its options."""
     sys.path.insert(0, str(built))
-    from cclient._generated.runtime.console import Terminal, ask_choice, ask_form
+    from cclient._generated.runtime.prompts import Terminal, ask_choice, ask_form
 
     schema = {
         "type": "object",

@@ -252,7 +252,7 @@ def test_store_failures(
     agent_cls = hs.load(built["tmp"], PKG).Agent
     http = hs.runtime_of(PKG, "http_server")
     store_mod = hs.runtime_of(PKG, "store")
-    monkeypatch.setattr(hs.runtime_of(PKG, "sessions"), "STORE_RETRY_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(hs.runtime_of(PKG, "session_store"), "STORE_RETRY_DELAYS", (0.0, 0.0))
     store = FlakyStore(store_mod.MemorySessionStore(), exc)
     factory = http.agent_factory(agent_cls, store)
 

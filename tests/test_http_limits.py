@@ -29,7 +29,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
-from runtime.http_server import create_app, server_config
+from runtime.http_launch import server_config
+from runtime.http_server import create_app
 from test_http_transport import echo_factory, free_port, running_server
 
 
@@ -388,7 +389,7 @@ def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
     take them, so the new reader never saw them."""
     from types import SimpleNamespace
 
-    from runtime.http_server import OutStream
+    from runtime.http_streams import OutStream
 
     server = create_app(echo_factory).state.acp
     conn = SimpleNamespace(last_seen=0.0)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
 
 from runtime.agent import AgentRuntime
-from runtime.store import SqliteSessionStore
+from runtime.store_sqlite import SqliteSessionStore
 
 
 def _revision() -> Any:

@@ -34,7 +34,6 @@ KNOWN_RUNTIME_CYCLES: set[frozenset[str]] = {
             "runtime.turns",
         }
     ),
-    frozenset({"runtime.client", "runtime.console"}),
 }
 
 

@@ -261,7 +261,7 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
 
     http = hs.runtime_of(PKG, "http_server")
     db = tmp_path / "ws.db"
-    store = hs.runtime_of(PKG, "store").SqliteSessionStore(db)
+    store = hs.runtime_of(PKG, "store_sqlite").SqliteSessionStore(db)
     app = http.app_for(built["agent"], store=store)
     with running_server(app) as addr:
 

@@ -47,7 +47,8 @@ def test_files_deterministic_and_methods_complete(
     assert {rel for rel in a if rel.startswith("runtime/")} == set(shipped)
     for rel, text in shipped.items():
         assert a[rel] == text  # copied verbatim
-    assert "runtime/http_server.py" not in shipped  # a stdio project: no HTTP module
+    # a stdio agent: no HTTP module (the server's, nor the wire facts it shares with the client)
+    assert not [rel for rel in shipped if rel.startswith("runtime/http_")]
     tree = ast.parse(a["dispatcher.py"])
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     agent_methods = {
@@ -136,6 +137,9 @@ def test_callbacks_module_ships_only_with_async_callbacks() -> None:
         for role in ("agent", "client"):
             shipped = runtime_files(transport, role)
             assert "runtime/callbacks.py" not in shipped
-            assert ("runtime/http_server.py" in shipped) == ((transport, role) == ("http", "agent"))
+            server = (transport, role) == ("http", "agent")
+            for module in ("server", "app", "connection", "streams", "launch"):
+                assert (f"runtime/http_{module}.py" in shipped) == server
+            assert ("runtime/http_wire.py" in shipped) == (server or role == "client")
             # a client speaks both transports, whichever it was made with
             assert ("runtime/http_client.py" in shipped) == (role == "client")

@@ -162,6 +162,10 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
         client = case.role == "client"
         assert not runtime & {
             "http_server.py",
+            "http_app.py",
+            "http_connection.py",
+            "http_streams.py",
+            "http_launch.py",
             *(() if client else ("http_client.py", "auth.py")),
             "callbacks.py",
             "store_postgres.py",

@@ -313,8 +313,8 @@ def test_redacting_filter_keeps_uvicorn_access_log_working(built: dict[str, Any]
     from uvicorn.logging import AccessFormatter
 
     hs.load(built["tmp"], PKG)
-    jr = hs.runtime_of(PKG, "jsonrpc")
-    jr.register_secret("access-SECRET-4242")
+    safe = hs.runtime_of(PKG, "logsafe")
+    safe.register_secret("access-SECRET-4242")
     record = logging.LogRecord(
         "uvicorn.access",
         logging.INFO,
@@ -324,7 +324,7 @@ def test_redacting_filter_keeps_uvicorn_access_log_working(built: dict[str, Any]
         ("127.0.0.1:5000", "POST", "/acp?token=access-SECRET-4242", "1.1", 401),
         None,
     )
-    assert jr.RedactingFilter().filter(record)
+    assert safe.RedactingFilter().filter(record)
     line = AccessFormatter('%(client_addr)s "%(request_line)s" %(status_code)s').format(record)
     assert "access-SECRET-4242" not in line and "[redacted]" in line and "401" in line
 
@@ -336,7 +336,8 @@ def test_stray_responses_log_one_warning_not_one_each(
     jr = hs.runtime_of(PKG, "jsonrpc")
     # a fresh limiter (another test in this process may have used it this minute), and the
     # runtime's records reach caplog (stderr_logging, if a test ran it, stops propagation)
-    monkeypatch.setattr(jr, "_limited", jr.RateLimitedLog(jr.log))
+    limited = hs.runtime_of(PKG, "logsafe").RateLimitedLog(jr.log)
+    monkeypatch.setattr(jr, "_limited", limited)
     monkeypatch.setattr(jr.log, "propagate", True)
 
     async def main() -> None:
@@ -368,7 +369,7 @@ def test_secret_registry_is_per_connection_bounded_and_forgotten(built: dict[str
     route's headers shows [redacted]); in process, a closed connection's values are
     forgotten and another connection's kept."""
     hs.load(built["tmp"], PKG)
-    cap = hs.runtime_of(PKG, "jsonrpc").MAX_SECRETS_PER_OWNER
+    cap = hs.runtime_of(PKG, "logsafe").MAX_SECRETS_PER_OWNER
 
     async def main() -> tuple[list[dict[str, Any]], bytes]:
         peer = await hs.StdioPeer.start(built["env"], PKG)
@@ -407,17 +408,17 @@ def test_secret_registry_is_per_connection_bounded_and_forgotten(built: dict[str
     text = err.decode(errors="replace")
     assert f"hdr-SECRET-{cap - 1:05d}" not in text and "[redacted]" in text
 
-    jr = hs.runtime_of(PKG, "jsonrpc")
+    safe = hs.runtime_of(PKG, "logsafe")
     a, b = object(), object()
-    jr.register_secrets(["only-in-A-1234", "shared-1234"], a)
-    jr.register_secrets(["shared-1234"], b)
-    with pytest.raises(jr.SecretLimit):
-        jr.register_secrets([f"v-{i:06d}" for i in range(cap)], a)
-    assert jr.redact("only-in-A-1234") == "[redacted]"  # refused batch dropped nothing
-    jr.forget_secrets(a)
-    assert jr.redact("only-in-A-1234 shared-1234") == "only-in-A-1234 [redacted]"
-    jr.forget_secrets(b)
-    assert jr.redact("shared-1234") == "shared-1234"
+    safe.register_secrets(["only-in-A-1234", "shared-1234"], a)
+    safe.register_secrets(["shared-1234"], b)
+    with pytest.raises(safe.SecretLimit):
+        safe.register_secrets([f"v-{i:06d}" for i in range(cap)], a)
+    assert safe.redact("only-in-A-1234") == "[redacted]"  # refused batch dropped nothing
+    safe.forget_secrets(a)
+    assert safe.redact("only-in-A-1234 shared-1234") == "only-in-A-1234 [redacted]"
+    safe.forget_secrets(b)
+    assert safe.redact("shared-1234") == "shared-1234"
 
 
 # ---- 6. deep prompt content ---------------------------------------------------------------

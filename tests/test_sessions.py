@@ -96,7 +96,7 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
-    store = hs.runtime_of(PKG, "store").SqliteSessionStore(tmp_path / "s.db")
+    store = hs.runtime_of(PKG, "store_sqlite").SqliteSessionStore(tmp_path / "s.db")
 
     class Collector:
         def __init__(self) -> None:

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "templates"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from runtime.store import MemorySessionStore, SqliteSessionStore  # noqa: E402
+from runtime.store import MemorySessionStore  # noqa: E402
+from runtime.store_sqlite import SqliteSessionStore  # noqa: E402
 
 
 def frame(kind: str, text: str) -> bytes:

@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
 import cluster_support as cs
-from runtime.store import MemorySessionStore, SqliteSessionStore, open_store
+from runtime.store import MemorySessionStore, open_store
+from runtime.store_sqlite import SqliteSessionStore
 
 
 @pytest.fixture(scope="module")
@@ -171,14 +172,14 @@ def test_the_store_url_password_is_redacted_from_logs() -> None:
     message) shows it redacted.  Nothing is connected: opening the store is lazy."""
     import logging
 
-    from runtime import jsonrpc
+    from runtime import logsafe
     from runtime.store import open_store
 
     open_store("postgresql://acp:pg-SECRET-9911@127.0.0.1:1/db")
     record = logging.LogRecord(
         "acp.runtime", logging.ERROR, __file__, 1, "cannot reach %s", ("pg-SECRET-9911",), None
     )
-    assert jsonrpc.RedactingFilter().filter(record)
+    assert logsafe.RedactingFilter().filter(record)
     assert "pg-SECRET-9911" not in record.getMessage()
 
 

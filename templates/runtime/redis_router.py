@@ -43,12 +43,11 @@ from typing import Any
 
 import orjson
 
-from .jsonrpc import register_secrets
+from .logsafe import register_secrets
 from .masking import url_secrets
 
 log = logging.getLogger("acp.runtime.redis")
 
-AFFINITY_COOKIE = "acp-replica"
 RELAY_TIMEOUT = 5.0
 STREAM_MAXLEN = 100_000
 REDIS_TIMEOUT = 2.0  # an ordinary command's bound (connect and reply)

@@ -32,9 +32,9 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from .jsonrpc import redact, register_secrets
+from .logsafe import redact, register_secrets
 from .masking import url_secrets
-from .store import (
+from .store_common import (
     DEFAULT_HISTORY_BYTES,
     DEFAULT_HISTORY_TURNS,
     FROM_ENV,

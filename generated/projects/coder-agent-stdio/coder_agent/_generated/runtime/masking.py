@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from .errors import INVALID_PARAMS, RpcError
-from .jsonrpc import MAX_SECRETS_PER_OWNER, SecretLimit, register_secrets
+from .logsafe import MAX_SECRETS_PER_OWNER, SecretLimit, register_secrets
 
 MASK = "***"
 

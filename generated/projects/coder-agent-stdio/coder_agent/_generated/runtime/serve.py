@@ -15,8 +15,11 @@ from typing import Any
 
 from .agent import AgentRuntime
 from .agent_auth import login_args, manifest_methods
-from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, stderr_logging
-from .sessions import SessionCore, callbacks_for, open_default_store
+from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .logsafe import stderr_logging
+from .session_record import callbacks_for
+from .session_store import open_default_store
+from .sessions import SessionCore
 from .stdio import claim_stdout, open_stdio, read_frames
 from .store import MemorySessionStore, SessionStore
 
@@ -45,7 +48,7 @@ async def serve_agent_stdio(
     store: SessionStore | None = None,
 ) -> None:
     """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
-    ``sessions.open_default_store``), so a restarted agent loads and resumes them."""
+    ``session_store.open_default_store``), so a restarted agent loads and resumes them."""
     if store is None:
         store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
     out_fd = claim_stdout()
@@ -72,7 +75,8 @@ def _max_size() -> int:
 
 def _http_options(ap: argparse.ArgumentParser) -> None:
     """The HTTP transport's limits (README, "Hardening"): flag, else env var, else default."""
-    h = _transport_module("http_server")
+    h = _transport_module("http_app")  # the app's limits; the server's: http_launch
+    launch = _transport_module("http_launch")
     ap.add_argument("--host", default="127.0.0.1", help="address to listen on")
     ap.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
     ap.add_argument(
@@ -86,8 +90,8 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
         help="PEM private key (default: in --certfile; env ACP_TLS_KEY)",
     )
     for flag, env, default, kind in (
-        ("--header-timeout", "ACP_HEADER_TIMEOUT", h.DEFAULT_HEADER_TIMEOUT, float),
-        ("--keep-alive", "ACP_KEEP_ALIVE", h.DEFAULT_KEEP_ALIVE, float),
+        ("--header-timeout", "ACP_HEADER_TIMEOUT", launch.DEFAULT_HEADER_TIMEOUT, float),
+        ("--keep-alive", "ACP_KEEP_ALIVE", launch.DEFAULT_KEEP_ALIVE, float),
         ("--idle-timeout", "ACP_IDLE_TIMEOUT", h.DEFAULT_IDLE_TIMEOUT, float),
         ("--max-connections", "ACP_MAX_CONNECTIONS", h.DEFAULT_MAX_CONNECTIONS, int),
         ("--max-sessions", "ACP_MAX_SESSIONS", h.DEFAULT_MAX_SESSIONS, int),
@@ -98,7 +102,7 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
             h.DEFAULT_MAX_PER_ADDRESS,
             int,
         ),
-        ("--shutdown-grace", "ACP_SHUTDOWN_GRACE", h.SHUTDOWN_GRACE, float),
+        ("--shutdown-grace", "ACP_SHUTDOWN_GRACE", launch.SHUTDOWN_GRACE, float),
     ):
         ap.add_argument(flag, type=kind, default=_env(env, default, kind), help=f"env {env}")
     ap.add_argument(
@@ -194,7 +198,7 @@ def run_client(
 ) -> None:
     """The client's console script: `-- AGENT_COMMAND...` (stdio) or `--url URL` (HTTP),
     whichever transport the project was made with; each stdin line is a prompt."""
-    from .client import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
+    from .retries import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
 
     ap = argparse.ArgumentParser(
         description="An Agent Client Protocol client: starts the agent (-- AGENT_COMMAND...) "
@@ -316,7 +320,8 @@ def run_client(
         "auth": args.auth,
         "rerun": _rerun(ap.prog, argv if argv is not None else sys.argv[1:]),
     }
-    from .client import command_line, spawn_agent
+    from .agent_process import command_line
+    from .client import spawn_agent
     from .console import run_console
 
     client = client_cls()

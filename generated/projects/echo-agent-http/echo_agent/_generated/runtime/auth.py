@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from .jsonrpc import register_secret
+from .logsafe import register_secret
 
 log = logging.getLogger("acp.runtime.auth")
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,58 +42,18 @@ from .errors import (
     internal_error,
     invalid_params,
 )
+from .frames import MAX_DEPTH, dumps, session_of, too_deep
+from .logsafe import RateLimitedLog, forget_secrets
 
 log = logging.getLogger("acp.runtime")
+_limited = RateLimitedLog(log)
 
 Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
-# JSON nesting a message may have: orjson writes at most 254 levels, and every message
-# the runtime sends back (a prompt block inside a session/update) adds a few
-MAX_DEPTH = 200
-_LOC_KEYS = 3  # how much of the path a too-deep error names (params.prompt[i])
 _HIGH_WATER = 4 * 1024 * 1024
-
-
-def _to_json(obj: Any) -> Any:
-    """orjson's fallback: typed models (pydantic) nested anywhere in a message."""
-    dump = getattr(obj, "model_dump", None)
-    if dump is not None:
-        return dump(by_alias=True, exclude_unset=True, mode="json")
-    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-
-def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj, default=_to_json)
-
-
-def too_deep(frame: bytes | str, msg: Any) -> list[Any] | None:
-    """Where ``msg`` nests more than ``MAX_DEPTH`` levels (the first three keys of the
-    path, e.g. ``["params", "prompt", 1]``), or None.  A frame with fewer brackets than
-    that cannot (counting is fast): only those with many are walked."""
-    raw = frame.encode() if isinstance(frame, str) else frame
-    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
-        return None
-    level: list[tuple[Any, int, tuple[Any, ...]]] = [(msg, 1, ())]
-    while level:
-        node, depth, where = level.pop()
-        if depth > MAX_DEPTH:
-            return list(where)
-        items = node.items() if type(node) is dict else enumerate(node)
-        for key, value in items:
-            if type(value) in (dict, list):
-                level.append((value, depth + 1, (*where, key) if len(where) < _LOC_KEYS else where))
-    return None
-
-
-def _session_of(params: Any) -> str | None:
-    if type(params) is dict:
-        sid = params.get("sessionId")
-        if type(sid) is str:
-            return sid
-    return None
 
 
 class RequestContext:
@@ -158,9 +116,8 @@ class Connection:
         self._close_reason: ConnectionClosed | None = None
         self.closed = asyncio.Event()
         # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
-        self._wire = wire_check or wirecheck.for_handlers(on_request, on_notification)
-        self._wire_in: dict[Any, str] = {}  # id -> method of requests we answer
-        self._wire_out: dict[int, str] = {}  # id -> method of requests we sent
+        check = wire_check or wirecheck.for_handlers(on_request, on_notification)
+        self._wire = wirecheck.ConnectionCheck(check) if check is not None else None
         # JSON-RPC batches: the batch an entry being dispatched belongs to, and the batch
         # each request of one still running answers into
         self._collecting: _Batch | None = None
@@ -173,7 +130,7 @@ class Connection:
         if self._closed:
             return
         if self._wire is not None and not checked:
-            self._wire_sent(frame)
+            self._wire.sent(frame)
         self._out.append((frame, session_id))
         self._out_bytes += len(frame)
         if self._writer is None:
@@ -220,7 +177,7 @@ class Connection:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        self._enqueue(_dumps(msg), _session_of(params))
+        self._enqueue(dumps(msg), session_of(params))
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
@@ -231,9 +188,9 @@ class Connection:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        frame = _dumps(msg)  # before anything waits on it: unserializable params raise here
+        frame = dumps(msg)  # before anything waits on it: unserializable params raise here
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._enqueue(frame, _session_of(params))  # (raises first in wire-check mode)
+        self._enqueue(frame, session_of(params))  # (raises first in wire-check mode)
         self._pending[rid] = fut
         try:
             return await fut
@@ -254,7 +211,7 @@ class Connection:
         rids, frames = self._batch_frames(calls)
         if self._wire is not None:
             for frame in frames:  # each entry is checked as the request it is
-                self._wire_sent(frame)
+                self._wire.sent(frame)
         loop = asyncio.get_running_loop()
         futs = [loop.create_future() for _ in rids]
         self._enqueue(b"[" + b",".join(frames) + b"]", None, checked=True)
@@ -284,13 +241,13 @@ class Connection:
             msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
             if params is not None:
                 msg["params"] = params
-            frames.append(_dumps(msg))
+            frames.append(dumps(msg))
             rids.append(self._next_id)
         return rids, frames
 
     def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
         try:
-            frame = _dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+            frame = dumps({"jsonrpc": "2.0", "id": rid, "result": result})
         except TypeError as exc:  # a handler returned something JSON cannot carry
             log.error("result of request %r is not JSON: %s", rid, exc)
             self._error(rid, internal_error(), session_id)
@@ -298,7 +255,7 @@ class Connection:
         self._reply(rid, frame, session_id)
 
     def _error(self, rid: Any, err: RpcError, session_id: str | None = None) -> None:
-        self._reply(rid, _dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}), session_id)
+        self._reply(rid, dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}), session_id)
 
     def _reply(self, rid: Any, frame: bytes, session_id: str | None) -> None:
         """Queue a response, or keep it for the batch its request came in."""
@@ -317,7 +274,7 @@ class Connection:
         if self._closed:
             return
         if self._wire is not None:
-            self._wire_sent(frame)  # each entry is checked as the message it is
+            self._wire.sent(frame)  # each entry is checked as the message it is
         batch.replies.append(frame)
         if batch.sealed and not batch.waiting:
             self._send_batch(batch)
@@ -341,22 +298,6 @@ class Connection:
                 {"size": size, "limit": self.max_message_size},
             ),
         )
-
-    def _wire_sent(self, frame: bytes) -> None:
-        """The wire check of one outgoing frame. A response that fails it is still sent
-        (the check records it; the peer must not wait forever); anything else raises."""
-        assert self._wire is not None
-        msg = orjson.loads(frame)
-        if type(msg) is dict and "method" not in msg:
-            method = self._wire_in.pop(msg.get("id"), None)
-            try:
-                self._wire.sent(frame, method)
-            except wirecheck.WireCheckError:
-                pass  # recorded and logged
-            return
-        if type(msg) is dict and type(msg.get("id")) is int:
-            self._wire_out[msg["id"]] = str(msg.get("method"))
-        self._wire.sent(frame, None)
 
     # ---- incoming ---------------------------------------------------------------
     def feed(self, frame: bytes | str) -> None:
@@ -435,13 +376,13 @@ class Connection:
                         f"{'.'.join(map(str, where))}: nested deeper than {MAX_DEPTH} levels",
                         [{"loc": where, "msg": "nested too deeply", "max": MAX_DEPTH}],
                     ),
-                    _session_of(msg.get("params")),
+                    session_of(msg.get("params")),
                 )
             else:
                 _limited.warning("too-deep", "a message nested too deeply was dropped")
             return
         if self._wire is not None:
-            self._wire_received(msg)
+            self._wire.received(msg)
         try:
             self._dispatch(msg)
         except Exception as exc:  # a frame must never take the connection down
@@ -449,18 +390,6 @@ class Connection:
             rid = msg.get("id")
             if "method" in msg and type(rid) in (int, str):
                 self._error(rid, internal_error())
-
-    def _wire_received(self, msg: dict[str, Any]) -> None:
-        assert self._wire is not None
-        rid = msg.get("id")
-        hashable = rid is None or type(rid) in (int, str)
-        if "method" in msg:
-            if "id" in msg and hashable:
-                self._wire_in[rid] = str(msg["method"])
-            self._wire.received(msg, None)
-        else:
-            method = self._wire_out.pop(rid, None) if type(rid) is int else None
-            self._wire.received(msg, method)
 
     def _dispatch(self, msg: dict[str, Any]) -> None:
         has_id = "id" in msg
@@ -504,7 +433,7 @@ class Connection:
         if not has_id:
             self._notification(method, params)
             return
-        sid = _session_of(params)
+        sid = session_of(params)
         if rid in self._incoming:
             self._error(
                 rid,
@@ -579,7 +508,7 @@ class Connection:
         if method in self._immediate:
             asyncio.get_running_loop().create_task(self._safe_notify(method, params))
             return
-        key = _session_of(params)
+        key = session_of(params)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = asyncio.Queue()
@@ -661,160 +590,3 @@ class Connection:
         # wait for the cancelled tasks, so none is left pending when the loop ends
         await asyncio.gather(*[t for t in ending if t is not current], return_exceptions=True)
         self.closed.set()
-
-
-# ---- secrets out of logs ----------------------------------------------------------
-# Values registered here are replaced by ``[redacted]`` in every log line the runtime's
-# handlers write.  Process-wide secrets (auth tokens, the callback key) stay for the life
-# of the process; values a connection registers (provider headers, URL credentials) are
-# counted against that connection (at most ``MAX_SECRETS_PER_OWNER``) and forgotten when
-# it ends.  A registration over the cap is refused (``SecretLimit``), never evicting a
-# value that may still be in use.
-
-MAX_SECRETS_PER_OWNER = 256
-_MIN_SECRET = 4  # shorter values are not redacted: they would blank ordinary text
-_GLOBAL: set[str] = set()
-_OWNED: dict[int, set[str]] = {}
-_REFS: dict[str, int] = {}  # value -> how many owners hold it
-_ordered: list[str] = []  # every registered value, longest first
-
-
-class SecretLimit(Exception):
-    """A connection tried to register more secret values than it may hold."""
-
-
-def _reorder() -> None:
-    _ordered[:] = sorted({*_GLOBAL, *_REFS}, key=len, reverse=True)
-
-
-def register_secret(value: str, owner: object | None = None) -> None:
-    """A credential that no log line may show; ``owner`` (a connection) scopes it."""
-    register_secrets([value], owner)
-
-
-def register_secrets(values: list[str], owner: object | None = None) -> None:
-    """Register all of ``values`` or none (``SecretLimit`` when ``owner`` would hold more
-    than ``MAX_SECRETS_PER_OWNER``)."""
-    fresh = {v for v in values if len(v) >= _MIN_SECRET}
-    if owner is None:
-        if not fresh <= _GLOBAL:
-            _GLOBAL.update(fresh)
-            _reorder()
-        return
-    held = _OWNED.setdefault(id(owner), set())
-    fresh -= held
-    if not fresh:
-        return
-    if len(held) + len(fresh) > MAX_SECRETS_PER_OWNER:
-        raise SecretLimit(
-            f"too many distinct secret values on this connection (limit "
-            f"{MAX_SECRETS_PER_OWNER}); open a new connection"
-        )
-    held.update(fresh)
-    for value in fresh:
-        _REFS[value] = _REFS.get(value, 0) + 1
-    _reorder()
-
-
-def forget_secrets(owner: object) -> None:
-    """The connection ended: drop the values only it held."""
-    held = _OWNED.pop(id(owner), None)
-    if not held:
-        return
-    for value in held:
-        n = _REFS.get(value, 0) - 1
-        if n > 0:
-            _REFS[value] = n
-        else:
-            _REFS.pop(value, None)
-    _reorder()
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ``[redacted]``."""
-    if _ordered and text:
-        for secret in _ordered:
-            if secret in text:
-                text = text.replace(secret, "[redacted]")
-    return text
-
-
-def _redact_arg(arg: Any) -> Any:
-    """One %-format argument: kept as it is (its type matters to the formatter: uvicorn's
-    access log unpacks them and reads the status code as an int) unless its text holds
-    a secret, then the redacted text."""
-    if isinstance(arg, (int, float)) or arg is None:
-        return arg
-    text = arg if isinstance(arg, str) else str(arg)
-    clean = redact(text)
-    return arg if clean == text else clean
-
-
-class RedactingFormatter(logging.Formatter):
-    """Formats a record (tracebacks included), then removes registered secrets."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
-class RedactingFilter(logging.Filter):
-    """For handlers the runtime does not format (uvicorn's): secrets out of the record's
-    message and arguments, which keep their shape (a formatter may unpack them)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not _ordered:
-            return True
-        if isinstance(record.msg, str):
-            record.msg = redact(record.msg)
-        args = record.args
-        if isinstance(args, tuple):
-            record.args = tuple(_redact_arg(a) for a in args)
-        elif isinstance(args, dict):
-            record.args = {k: _redact_arg(v) for k, v in args.items()}
-        if record.exc_info and not record.exc_text:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-        elif record.exc_text:
-            record.exc_text = redact(record.exc_text)
-        return True
-
-
-_MAX_LIMITED_KEYS = 1024
-
-
-class RateLimitedLog:
-    """Warnings a peer can trigger once per frame, at most once per ``interval`` seconds
-    per key; the next one says how many were suppressed meanwhile."""
-
-    def __init__(self, logger: logging.Logger, interval: float = 60.0) -> None:
-        self.logger = logger
-        self.interval = interval
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-
-    def warning(self, key: str, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        last = self._last.get(key)
-        if last is not None and now - last < self.interval:
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return
-        if len(self._last) > _MAX_LIMITED_KEYS:  # keys are fixed strings: only a backstop
-            self._last.clear()
-        self._last[key] = now
-        skipped = self._suppressed.pop(key, 0)
-        if skipped:
-            msg += " (%d more like it suppressed)"
-            args = (*args, skipped)
-        self.logger.warning(msg, *args)
-
-
-_limited = RateLimitedLog(log)
-
-
-def stderr_logging(level: int = logging.WARNING) -> None:
-    """Logs go to stderr, never to the protocol stream; secrets are redacted."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("acp.runtime")
-    root.addHandler(handler)
-    root.setLevel(level)
-    root.propagate = False

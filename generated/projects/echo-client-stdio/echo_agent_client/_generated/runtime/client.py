@@ -8,7 +8,8 @@ asks on the terminal, or declines when stdin is not one); anything else answers 
 (requests) or is ignored (notifications).  `AgentProxy` is the base of the generated
 typed `AgentConnection` (one method per agent method).  `spawn_agent` runs an agent
 command as a subprocess over stdio; when it exits, every request still waiting fails
-at once with `AgentExited`.  `with_retries` retries transient agent errors.
+at once with `AgentExited` (the process itself: agent_process.py).  Retrying transient
+agent errors: retries.py; the terminal questions: prompts.py.
 """
 
 from __future__ import annotations
@@ -16,32 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, TypeVar
 
+from .agent_process import StdoutGuard, end_agent, exit_status, start_agent
 from .errors import AgentExited, ConnectionClosed, RpcError, from_validation_error, method_not_found
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, log
+from .prompts import Terminal, ask_choice, ask_form, ask_yes_no, say
+from .retries import one_line
 from .revision import Method, Revision, revision_for
 from .stdio import read_frames
 
-if TYPE_CHECKING:
-    from .console import Terminal
-
 T = TypeVar("T")
 P = TypeVar("P", bound="AgentProxy")
-
-# transient agent errors (error data `transient: true`) are retried this many times,
-# waiting RETRY_DELAY seconds before the first retry and twice as long before each next
-RETRIES = 3
-RETRY_DELAY = 1.0
-# an error's own `retry_after` (seconds; HTTP `Retry-After` on 429/503) replaces that
-# wait, but never beyond MAX_RETRY_WAIT seconds
-MAX_RETRY_WAIT = 60.0
-# how long the agent has to answer `initialize` and `session/new` (a first `npx`/`uvx`
-# download may need more: --connect-timeout)
-CONNECT_TIMEOUT = 30.0
 
 
 def _dump(obj: Any) -> Any:
@@ -49,76 +38,6 @@ def _dump(obj: Any) -> Any:
     if dump is not None:
         return dump(by_alias=True, exclude_unset=True, mode="json")
     return obj
-
-
-def is_transient(err: BaseException) -> bool:
-    """Whether the agent said a retry may succeed (its error data says `transient: true`,
-    or when to retry: `retry_after`)."""
-    data = err.data if isinstance(err, RpcError) else None
-    return type(data) is dict and (data.get("transient") is True or retry_after(err) is not None)
-
-
-def retry_after(err: BaseException) -> float | None:
-    """The seconds the error's data asks to wait before a retry (`retry_after` or
-    `retryAfter`, a non-negative number), if any."""
-    data = err.data if isinstance(err, RpcError) else None
-    if type(data) is not dict:
-        return None
-    for key in ("retry_after", "retryAfter"):
-        value = data.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            return float(value)
-    return None
-
-
-def describe_error(err: BaseException) -> str:
-    """One line for an error: `error 1001 QuotaExceeded (transient): <message>` (the code,
-    the name and `(transient)` from the error's data when it has them), `error: the agent
-    exited (exit status 1)` when the connection ended."""
-    if isinstance(err, ConnectionClosed):
-        return f"error: {_one_line(err.message)}"
-    if isinstance(err, RpcError):
-        data = err.data if type(err.data) is dict else {}
-        name = data.get("name")
-        head = f"error {err.code}"
-        if type(name) is str and name:
-            head += f" {_one_line(name)}"
-        if is_transient(err):
-            head += " (transient)"
-        return f"{head}: {_one_line(err.message)}"
-    return f"error: {_one_line(str(err)) or type(err).__name__}"
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-async def with_retries(
-    call: Callable[[], Awaitable[T]],
-    *,
-    retries: int = RETRIES,
-    delay: float = RETRY_DELAY,
-    max_wait: float = MAX_RETRY_WAIT,
-    on_retry: Callable[[RpcError, int, float], None] | None = None,
-) -> T:
-    """`await call()`, again after a transient agent error: at most `retries` more times,
-    waiting `delay`, then 2x, 4x... seconds, or the error's own `retry_after`, at most
-    `max_wait` (`on_retry(error, attempt, wait)` is told before each wait).  Any other
-    error, or the last transient one, is raised."""
-    attempt = 0
-    while True:
-        try:
-            return await call()
-        except RpcError as err:
-            if attempt >= retries or not is_transient(err):
-                raise
-            asked = retry_after(err)
-            wait = min(asked if asked is not None else delay * 2**attempt, max(0.0, max_wait))
-            attempt += 1
-            if on_retry is not None:
-                on_retry(err, attempt, wait)
-            await asyncio.sleep(wait)
 
 
 class ClientRuntime:
@@ -258,8 +177,6 @@ class ClientRuntime:
     # ---- interrupts and questions (runtime defaults) -------------------------------
     def _terminal(self) -> Terminal:
         if self.terminal is None:
-            from .console import Terminal
-
             self.terminal = Terminal()
         return self.terminal
 
@@ -292,7 +209,6 @@ class ClientRuntime:
 
     async def _ask_interrupt(self, name: str, payload: Any, message: str) -> Any:
         """The generated handlers' default: ask on the terminal (None: declined)."""
-        from .console import ask_form
         from .interrupts import _camel
 
         spec = self._interrupt_spec(name)
@@ -305,7 +221,6 @@ class ClientRuntime:
         return cls.model_validate(content) if cls is not None else content
 
     async def _rt_elicitation_create(self, params: dict[str, Any]) -> dict[str, Any]:
-        from .console import ask_form
 
         meta = _obj(params.get("_meta"))
         name = meta.get("interrupt")
@@ -316,7 +231,7 @@ class ClientRuntime:
                 return {"action": "decline"}
             return {"action": "accept", "content": _dump(answer)}
         if params.get("mode", "form") != "form":
-            print(f"the agent asks: {_one_line(message)} (declined: not a form)", file=sys.stderr)
+            print(f"the agent asks: {one_line(message)} (declined: not a form)", file=sys.stderr)
             return {"action": "decline"}
         schema = params.get("requestedSchema")
         content = await ask_form(self._terminal(), message, schema if type(schema) is dict else {})
@@ -341,15 +256,14 @@ class ClientRuntime:
             await self._tools[1].close()
 
     async def _confirm_write(self, path: str, content: str) -> bool:
-        from .console import _say, ask_yes_no
 
         if self.assume_yes:
-            _say(f"the agent writes {path} ({len(content)} characters) -- allowed (--yes)\n")
+            say(f"the agent writes {path} ({len(content)} characters) -- allowed (--yes)\n")
             return True
         term = self._terminal()
         if not term.interactive():
             term.unanswered += 1
-            _say(
+            say(
                 f"the agent asks to write {path} -- refused: stdin is not a terminal, nobody "
                 "can answer here (--yes allows writes)\n"
             )
@@ -396,7 +310,6 @@ class ClientRuntime:
         return dict(await self.tools()[1].release(params))
 
     async def _rt_session_request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        from .console import ask_choice
 
         options = [o for o in params.get("options") or () if type(o) is dict]
         meta = _obj(params.get("_meta"))
@@ -610,111 +523,6 @@ async def negotiate(
 # ---- the agent as a subprocess ------------------------------------------------------
 
 
-async def _exit_status(proc: asyncio.subprocess.Process, timeout: float | None) -> int | None:
-    """The process's exit status once it has exited (None: still running after
-    `timeout` seconds).  Polled: `proc.wait()` also waits until every pipe is closed,
-    which a child the agent started may hold open for ever."""
-    loop = asyncio.get_running_loop()
-    end = None if timeout is None else loop.time() + timeout
-    while proc.returncode is None:
-        if end is not None and loop.time() >= end:
-            return None
-        await asyncio.sleep(0.05 if end is not None else 0.25)
-    return proc.returncode
-
-
-def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
-    """`sig` to the agent's process group (the agent and what it started), else the agent."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, sig)
-        else:  # pragma: no cover - no process groups
-            proc.send_signal(sig)
-
-
-_JSON_START = (b"{", b"[")
-_SHOWN = 80  # characters of a stray stdout line quoted in the error
-
-
-class _StdoutGuard:
-    """In front of the connection, on the agent's stdout: a line that is not a JSON
-    object or array (a log line, a banner) ends the connection with a line saying so,
-    instead of a parse error answered to an agent that is not listening."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.tripped = False
-
-    def feed(self, frame: bytes) -> None:
-        if self.tripped:
-            return
-        if frame[:1] in _JSON_START or frame.lstrip()[:1] in _JSON_START or not frame.strip():
-            self.conn.feed(frame)
-            return
-        self.tripped = True
-        shown = " ".join(frame.decode("utf-8", "replace").split())
-        shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
-        reason = ConnectionClosed(
-            f'the agent wrote something that is not ACP on stdout: "{shown}" '
-            "(agents must log to stderr)"
-        )
-        asyncio.get_running_loop().create_task(self.conn.close_with(reason))
-
-    def too_large(self, size: int) -> None:
-        self.conn.too_large(size)
-
-
-def command_line(command: tuple[str, ...] | list[str]) -> str:
-    """`command` as one shell-quoted line, for messages."""
-    import shlex
-
-    return shlex.join(command)
-
-
-async def _start_agent(
-    command: tuple[str, ...], env: dict[str, str] | None
-) -> asyncio.subprocess.Process:
-    """The agent's process, in a process group of its own; a failure to start it is ours
-    to name (not an agent error)."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=hasattr(os, "killpg"),
-        )
-    except OSError as exc:  # not found, not executable: our side, not an agent error
-        why = (
-            "command not found"
-            if isinstance(exc, FileNotFoundError)
-            else "permission denied"
-            if isinstance(exc, PermissionError)
-            else (exc.strerror or type(exc).__name__).lower()
-        )
-        raise ConnectionClosed(f"cannot start the agent `{command_line(command)}`: {why}") from None
-    return proc
-
-
-async def _end_agent(
-    proc: asyncio.subprocess.Process, reader: asyncio.Task[Any], grace: float
-) -> None:
-    """SIGTERM, then SIGKILL, for an agent still running `grace` seconds after its stdin
-    closed; the same for whatever it started that still holds its stdout."""
-    if await _exit_status(proc, grace) is None:
-        _signal_group(proc, signal.SIGTERM)
-        if await _exit_status(proc, 2.0) is None:
-            _signal_group(proc, signal.SIGKILL)
-            await _exit_status(proc, 2.0)
-    if not reader.done():  # the agent exited, something it started holds its stdout
-        await asyncio.wait({reader}, timeout=0.5)
-        if not reader.done():
-            _signal_group(proc, signal.SIGTERM)
-            await asyncio.wait({reader}, timeout=1.0)
-            if not reader.done():
-                _signal_group(proc, signal.SIGKILL)
-
-
 @contextlib.asynccontextmanager
 async def spawn_agent(
     client: ClientRuntime,
@@ -731,7 +539,7 @@ async def spawn_agent(
     leaving, its stdin is closed; an agent still running `grace` seconds later gets
     SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
     stdout open is ended too: it would keep the pipe, and this client, waiting)."""
-    proc = await _start_agent(command, env)
+    proc = await start_agent(command, env)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
     loop = asyncio.get_running_loop()
@@ -742,22 +550,22 @@ async def spawn_agent(
             await stdin.drain()
         except (OSError, RuntimeError):
             # the agent is gone: let the watcher end the connection with its status first
-            await _exit_status(proc, 1.0)
+            await exit_status(proc, 1.0)
             raise
 
     conn = Connection(
         sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
     )
     client.connection = conn
-    reader = loop.create_task(read_frames(stdout, _StdoutGuard(conn), max_message_size))
+    reader = loop.create_task(read_frames(stdout, StdoutGuard(conn), max_message_size))
 
     async def watch() -> None:
-        exited = loop.create_task(_exit_status(proc, None))
+        exited = loop.create_task(exit_status(proc, None))
         try:
             await asyncio.wait({reader, exited}, return_when=asyncio.FIRST_COMPLETED)
             if not reader.done():  # exited: what it wrote before is still read
                 await asyncio.wait({reader}, timeout=0.5)
-            status = await _exit_status(proc, 2.0)
+            status = await exit_status(proc, 2.0)
         finally:
             exited.cancel()
         await conn.close_with(AgentExited(status))
@@ -771,7 +579,7 @@ async def spawn_agent(
                 await asyncio.wait_for(conn.flush(), grace)
         with contextlib.suppress(Exception):
             stdin.close()
-        await _end_agent(proc, reader, grace)
+        await end_agent(proc, reader, grace)
         for task in (reader, watcher):
             task.cancel()
         await asyncio.gather(reader, watcher, return_exceptions=True)

@@ -50,21 +50,11 @@ import orjson
 
 from .client import ClientRuntime, P
 from .errors import ConnectionClosed
+from .http_wire import CONNECTION_ID_HEADER, SESSION_ID_HEADER, SESSION_SCOPED
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 
 log = logging.getLogger("acp.runtime.http_client")
 
-CONNECTION_ID_HEADER = "Acp-Connection-Id"
-SESSION_ID_HEADER = "Acp-Session-Id"
-SESSION_SCOPED = frozenset(
-    {
-        "session/prompt",
-        "session/cancel",
-        "session/set_mode",
-        "session/set_config_option",
-        "session/close",
-    }
-)
 LOST = "the connection to the agent was lost"
 _SID = re.compile(rb'"sessionId"\s*:\s*"((?:[^"\\]|\\.)*)"')
 

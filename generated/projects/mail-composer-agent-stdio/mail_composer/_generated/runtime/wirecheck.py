@@ -354,6 +354,42 @@ class WireCheck:
         return text
 
 
+class ConnectionCheck:
+    """The wire check of one connection (jsonrpc.Connection): pairs each response with the
+    method of the request it answers, whichever side sent that request."""
+
+    def __init__(self, check: WireCheck) -> None:
+        self.check = check
+        self._in: dict[Any, str] = {}  # id -> method of requests we answer
+        self._out: dict[int, str] = {}  # id -> method of requests we sent
+
+    def sent(self, frame: bytes) -> None:
+        """The wire check of one outgoing frame. A response that fails it is still sent
+        (the check records it; the peer must not wait forever); anything else raises."""
+        msg = orjson.loads(frame)
+        if type(msg) is dict and "method" not in msg:
+            method = self._in.pop(msg.get("id"), None)
+            try:
+                self.check.sent(frame, method)
+            except WireCheckError:
+                pass  # recorded and logged
+            return
+        if type(msg) is dict and type(msg.get("id")) is int:
+            self._out[msg["id"]] = str(msg.get("method"))
+        self.check.sent(frame, None)
+
+    def received(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        hashable = rid is None or type(rid) in (int, str)
+        if "method" in msg:
+            if "id" in msg and hashable:
+                self._in[rid] = str(msg["method"])
+            self.check.received(msg, None)
+        else:
+            method = self._out.pop(rid, None) if type(rid) is int else None
+            self.check.received(msg, method)
+
+
 def for_handlers(*handlers: Any) -> WireCheck | None:
     """The check for a connection whose handlers are bound methods of a generated
     `AgentBase`/`ClientBase` subclass; None when the mode is off or the owner is not one."""

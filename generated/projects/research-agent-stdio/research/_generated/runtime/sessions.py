@@ -29,50 +29,50 @@ saved only while its connection holds the lease (``save_turn(owner=...)`` checks
 row in the save's own transaction); a turn whose save is refused answers
 ``SESSION_IN_USE``, so no turn of a stale owner is ever acknowledged or recorded.
 
-When the store fails (after two retries) nothing is acknowledged that is not saved: see
-``_durably``; a finished turn whose save failed is kept in memory and written ahead of the
-session's next saved turn.
+When the store fails (after two retries) nothing is acknowledged that is not saved (see
+session_store.py); a finished turn whose save failed is written ahead of the next one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
-import importlib
 import logging
-import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-import orjson
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .dispatch import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
-from .store import SessionStore, SqliteSessionStore, open_store
+from .session_methods import (
+    SESSION_IN_USE,
+    advertise,
+    check_session_id,
+    session_in_use,
+    unknown_session,
+)
+from .session_record import (
+    UPDATE_PREFIX,
+    CallbackSender,
+    is_idle,
+    primed,
+    send_callback,
+    unsaved_idle,
+    user_frames,
+)
+from .session_store import durably, stored_state
+from .store import SessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
 
 
-class CallbackSender(Protocol):
-    """What the session core needs of callbacks.py's sender. callbacks.py (and httpx) ship
-    only in projects whose manifest declares async output with a callback, so it is
-    loaded by name in `callbacks_for`, never imported here."""
-
-    def schedule(self, url: str, payload: dict[str, Any]) -> Any: ...
-
-
 log = logging.getLogger("acp.runtime.sessions")
 
-SESSION_IN_USE = -32001  # implementation-defined (JSON-RPC server error range)
 LEASE_TTL = 30.0
 LIST_PAGE = 50
-STORE_RETRY_DELAYS = (0.05, 0.25)
 # a prompt re-checks the lease in the store when it was last confirmed longer ago than
 # this: a take-over by another replica stops a new turn within it (a running one within
 # lease_ttl / 3); locally, a take-over is seen at once
@@ -80,90 +80,12 @@ OWNER_CHECK = 1.0
 TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn to end
 
 _UNSET: Any = object()
-_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update"'
 # requests that act on one existing session: the connection must own it
 _OWNED = frozenset({"session/prompt", "session/set_config_option", "session/set_mode"})
 # served by the core itself
 _CORE = frozenset(
     {"session/load", "session/resume", "session/list", "session/close", "session/delete"}
 )
-
-
-def _unknown(sid: Any) -> RpcError:
-    return invalid_params(
-        f"unknown session {sid!r}", [{"loc": ["params", "sessionId"], "msg": "unknown session"}]
-    )
-
-
-MAX_SESSION_ID = 256
-
-
-def _check_session_id(sid: Any) -> None:
-    """A session id is 1 to ``MAX_SESSION_ID`` printable characters: anything else (a NUL
-    byte, which PostgreSQL cannot store; a megabyte) is refused before any store sees it,
-    the same -32602 whatever the store."""
-    if type(sid) is str and 0 < len(sid) <= MAX_SESSION_ID and sid.isprintable():
-        return
-    if type(sid) is not str:
-        return  # absent or not a string: the params check names it
-    what = f"1 to {MAX_SESSION_ID} printable characters"
-    err = invalid_params(
-        f"params.sessionId: not a session id ({what}) (at /sessionId)",
-        [{"loc": ["params", "sessionId"], "msg": f"expected {what}", "pointer": "/sessionId"}],
-    )
-    err.data["pointer"] = "/sessionId"
-    raise err
-
-
-def _is_idle(frame: bytes) -> bool:
-    """A ``state_update`` to ``idle`` (cheap test first: most updates are chunks)."""
-    if b'"state_update"' not in frame or b'"idle"' not in frame:
-        return False
-    update = orjson.loads(frame).get("params", {}).get("update", {})
-    return bool(update.get("sessionUpdate") == "state_update" and update.get("state") == "idle")
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-async def _durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any = None) -> Any:
-    """Run one store call, retried twice (a locked database is often free a moment later);
-    when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
-    for delay in (*STORE_RETRY_DELAYS, None):
-        try:
-            return await op()
-        except ValueError:  # the request's fault (a cursor the store did not hand out)
-            raise
-        except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's
-            if delay is None:
-                log.error("session store: %s (%s: %s)", failure, type(exc).__name__, str(exc)[:200])
-                break
-            await asyncio.sleep(delay)
-    raise RpcError(
-        -32603,
-        f"session store unavailable: {failure}",
-        {"name": "StoreUnavailable", "transient": True, "details": details},
-    )
-
-
-def open_default_store(name: str, default_path: str | Path | None = None) -> SessionStore:
-    """The store a generated agent uses: ``$ACP_SESSION_STORE`` (``sqlite:///path.db``,
-    ``memory:`` or ``postgresql://...``, see ``store.open_store``), else SQLite at
-    ``$ACP_SESSION_DB``, else at ``default_path``, else at
-    ``$XDG_STATE_HOME/<name>/sessions.db`` (``~/.local/state/...``)."""
-    url = os.environ.get("ACP_SESSION_STORE", "").strip()
-    if url:
-        try:
-            return open_store(url)
-        except ValueError as exc:  # says what to write instead; never the URL's credentials
-            raise SystemExit(f"error: {exc}") from None
-    path = os.environ.get("ACP_SESSION_DB") or default_path
-    if not path:
-        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-        path = Path(base) / name / "sessions.db"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return SqliteSessionStore(path)
 
 
 class SessionCore:
@@ -192,63 +114,6 @@ class SessionCore:
 
     def __call__(self, sink: Sink) -> SessionConnection:
         return SessionConnection(self, self.make_agent(), sink)
-
-
-def advertise(rt: AgentRuntime, caps: Any) -> None:
-    """Put the session methods this core serves into an agent-capabilities object, under
-    the names the connection's revision description gives them (v1 ``loadSession`` and
-    ``sessionCapabilities.*``; v2 ``session`` and ``session.delete``)."""
-    if type(caps) is not dict:
-        return
-    methods = rt._methods
-    names = rt.revision.agent_capabilities
-    if names.load_session:
-        caps[names.load_session] = "session/load" in methods
-    if not names.session:
-        return
-    sc = caps
-    for key in names.session:
-        inner = sc.get(key)
-        if type(inner) is not dict:
-            inner = sc[key] = {}
-        sc = inner
-    for name in ("resume", "list", "close", "delete"):
-        if f"session/{name}" in methods and name in names.session_fields:
-            sc.update(names.mark(names.session_flags, {name: True}))
-
-
-def _primed(frames: list[bytes], sid: str, primers: tuple[tuple[str, str], ...]) -> list[bytes]:
-    """A replay's frames with each message primed: before the first chunk of a message
-    id, that message's whole-message update with `content: []` (unless one came before),
-    so a client that patches messages by id starts it empty (v2 session/resume)."""
-    if not primers:
-        return frames
-    whole_of = dict(primers)
-    wholes = set(whole_of.values())
-    seen: set[tuple[str, str]] = set()
-    out: list[bytes] = []
-    for frame in frames:
-        try:
-            update = orjson.loads(frame)["params"]["update"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            out.append(frame)
-            continue
-        tag = update.get("sessionUpdate") if type(update) is dict else None
-        mid = update.get("messageId") if type(update) is dict else None
-        if type(tag) is str and type(mid) is str:
-            whole = tag if tag in wholes else whole_of.get(tag)
-            if whole is not None and (whole, mid) not in seen:
-                seen.add((whole, mid))
-                if whole != tag:
-                    primer = {"sessionUpdate": whole, "messageId": mid, "content": []}
-                    params = {"sessionId": sid, "update": primer}
-                    out.append(
-                        orjson.dumps(
-                            {"jsonrpc": "2.0", "method": "session/update", "params": params}
-                        )
-                    )
-        out.append(frame)
-    return out
 
 
 class SessionConnection(Connection):
@@ -288,38 +153,16 @@ class SessionConnection(Connection):
 
     # ---- recording ---------------------------------------------------------------
     def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
-        if session_id is not None and frame.startswith(_UPDATE_PREFIX):
+        if session_id is not None and frame.startswith(UPDATE_PREFIX):
             buf = self.recorded.get(session_id)
             if buf is not None:
                 buf.append(frame)
-                if session_id in self.saving and _is_idle(frame):
+                if session_id in self.saving and is_idle(frame):
                     self.held_idle[session_id] = frame  # sent by _save_later once saved
                     return
         super()._enqueue(frame, session_id, checked=checked)
 
     # ---- state -------------------------------------------------------------------
-    def _state(self, s: Session) -> dict[str, Any]:
-        return {
-            "config_raw": s.config_raw,
-            "state": s.state,
-            "turns": s.turns,
-            "mode": s.mode,
-            "cwd": self.cwd.get(s.id, "/"),
-            "updatedAt": _now(),
-        }
-
-    def _in_use(self, sid: str) -> RpcError:
-        take_over = "session/resume" if self.v2 else "session/load"
-        return RpcError(
-            SESSION_IN_USE,
-            f"session {sid} is in use by another connection; {take_over} takes it over",
-            {
-                "name": "SessionInUse",
-                "transient": True,
-                "details": {"sessionId": sid, "takeOver": take_over},
-            },
-        )
-
     def _hold(self, sid: str) -> None:
         self.held.add(sid)
         self.confirmed[sid] = time.monotonic()
@@ -345,15 +188,15 @@ class SessionConnection(Connection):
                 await prev.evict(sid, save=True)  # its turn ends (and is saved) first
         elif sid in self.held and sid in self.rt.sessions:
             return self.rt.sessions[sid]
-        saved = await _durably("could not load the session", lambda: core.store.load(sid))
+        saved = await durably("could not load the session", lambda: core.store.load(sid))
         if saved is None:
-            raise _unknown(sid)
-        holder = await _durably(
+            raise unknown_session(sid)
+        holder = await durably(
             "could not take the session",
             lambda: core.store.acquire(sid, self.owner, core.lease_ttl, take_over=take_over),
         )
         if holder is not None:
-            raise self._in_use(sid)
+            raise session_in_use(sid, self.v2)
         s = self.rt.sessions.get(sid) if sid in self.held else None
         if s is None:
             raw = saved.get("config_raw") or {}
@@ -409,7 +252,7 @@ class SessionConnection(Connection):
     async def _on_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         rt = self.rt
         if type(params) is dict:
-            _check_session_id(params.get("sessionId"))
+            check_session_id(params.get("sessionId"))
         entry = rt._methods.get(method)
         # in the revision's method table and not overridden in handlers.py
         served = entry is not None and not rt._overridden(entry.attr)
@@ -430,9 +273,9 @@ class SessionConnection(Connection):
             if sid not in self.held or sid not in rt.sessions:
                 other = self.core.owners.get(sid)
                 if other is not None and other is not self:
-                    raise self._in_use(sid)
+                    raise session_in_use(sid, self.v2)
                 store = self.core.store
-                saved = await _durably("could not load the session", lambda: store.load(sid))
+                saved = await durably("could not load the session", lambda: store.load(sid))
                 if saved is not None:
                     await self._restore(sid, params, take_over=False)
             if method == "session/prompt":
@@ -491,11 +334,11 @@ class SessionConnection(Connection):
             return  # a user override that keeps no runtime session: nothing to persist
         cwd = params.get("cwd") if type(params) is dict else None
         self.cwd[s.id] = cwd if type(cwd) is str else "/"
-        state = self._state(s)
+        state = stored_state(s, self.cwd.get(s.id, "/"))
         store = self.core.store
         try:
-            await _durably("the session was not created", lambda: store.save(s.id, state))
-            await _durably(
+            await durably("the session was not created", lambda: store.save(s.id, state))
+            await durably(
                 "the session was not created",
                 lambda: store.acquire(s.id, self.owner, self.core.lease_ttl),
             )
@@ -521,15 +364,15 @@ class SessionConnection(Connection):
     async def _attach(self, params: Any, *, replay: bool) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         if type(sid) is not str:
-            raise _unknown(sid)
+            raise unknown_session(sid)
         s = await self._restore(sid, params, take_over=True)
         if replay:
             store = self.core.store
-            history = await _durably(
+            history = await durably(
                 "could not read the session history", lambda: store.history(sid)
             )
             frames = [*history, *self.core.unsaved.get(sid, ())]
-            for frame in _primed(frames, sid, self.rt.revision.sessions.replay_primers):
+            for frame in primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
         result: dict[str, Any] = {"sessionId": sid}
         opts = self.rt._config_options(s.config_raw)
@@ -548,7 +391,7 @@ class SessionConnection(Connection):
             )
         store = self.core.store
         try:
-            page, nxt = await _durably(
+            page, nxt = await durably(
                 "could not list the sessions", lambda: store.list_sessions(cursor, LIST_PAGE)
             )
         except ValueError:
@@ -573,7 +416,7 @@ class SessionConnection(Connection):
     async def _close(self, params: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         if type(sid) is not str or sid not in self.held:
-            raise _unknown(sid)
+            raise unknown_session(sid)
         await self.evict(sid, save=True)
         self.lost.discard(sid)
         await self.core.store.release(sid, self.owner)
@@ -583,13 +426,13 @@ class SessionConnection(Connection):
         sid = params.get("sessionId") if type(params) is dict else None
         store = self.core.store
         if type(sid) is not str:
-            raise _unknown(sid)
-        if await _durably("could not delete the session", lambda: store.load(sid)) is None:
+            raise unknown_session(sid)
+        if await durably("could not delete the session", lambda: store.load(sid)) is None:
             return {}  # deleting what is not there succeeds (ACP TCK ACP-DELETE-002)
         prev = self.core.owners.get(sid)
         if prev is not None:
             await prev.evict(sid, save=False)
-        await _durably("could not delete the session", lambda: store.delete(sid))
+        await durably("could not delete the session", lambda: store.delete(sid))
         self.core.unsaved.pop(sid, None)
         return {}
 
@@ -602,42 +445,16 @@ class SessionConnection(Connection):
         result = await self.rt.handle_request(method, params, ctx)
         if s is None or before is None:
             return result
-        state = self._state(s)
+        state = stored_state(s, self.cwd.get(s.id, "/"))
         store = self.core.store
         try:
-            await _durably("the option was not changed", lambda: store.save(sid, state))
+            await durably("the option was not changed", lambda: store.save(sid, state))
         except RpcError:
             s.config, s.config_raw, s.mode = before
             raise
         return result
 
     # ---- turns -------------------------------------------------------------------
-    def _user_frames(self, sid: str, params: dict[str, Any]) -> list[bytes]:
-        """The user's prompt as the history records it (v1: ``user_message_chunk``
-        updates; v2 records the agent's own ``user_message`` update instead).  Built before
-        the turn runs: content JSON cannot carry is refused before anything happens."""
-        blocks = params.get("prompt")
-        if self.v2 or type(blocks) is not list:
-            return []
-        frames = []
-        for i, block in enumerate(blocks):
-            msg = {
-                "jsonrpc": "2.0",
-                "method": "session/update",
-                "params": {
-                    "sessionId": sid,
-                    "update": {"sessionUpdate": "user_message_chunk", "content": block},
-                },
-            }
-            try:
-                frames.append(orjson.dumps(msg))
-            except TypeError:  # orjson: nested deeper than it serializes (255 levels)
-                raise invalid_params(
-                    f"params.prompt[{i}]: content nested too deeply",
-                    [{"loc": ["params", "prompt", i], "msg": "nested too deeply"}],
-                ) from None
-        return frames
-
     async def _prompt(self, sid: str, params: dict[str, Any], ctx: RequestContext) -> Any:
         rt = self.rt
         while True:
@@ -660,14 +477,14 @@ class SessionConnection(Connection):
         store = self.core.store
         now = time.monotonic()
         if now - self.confirmed.get(sid, 0.0) > OWNER_CHECK:  # taken over by another replica?
-            if not await _durably(
+            if not await durably(
                 "could not check the session's owner",
                 lambda: store.renew(sid, self.owner, self.core.lease_ttl),
             ):
                 await self.evict(sid, save=False)
-                raise self._in_use(sid)
+                raise session_in_use(sid, self.v2)
             self.confirmed[sid] = now
-        user = self._user_frames(sid, params)
+        user = [] if self.v2 else user_frames(sid, params)
         before = s.turns
         self.recorded[sid] = []
         try:
@@ -690,7 +507,7 @@ class SessionConnection(Connection):
             )
             return result
         frames = await self._save_turn(sid, s, user, result)
-        self._callback(sid, params, result, frames)
+        send_callback(self.core.callbacks, sid, params, result, frames)
         return result
 
     async def _save_later(
@@ -708,31 +525,23 @@ class SessionConnection(Connection):
                 idle = self.held_idle.pop(sid, None)
                 if idle is not None:  # the turn ends, unsaved: an error, not its end_turn
                     unsaved = err.code != SESSION_IN_USE
-                    super()._enqueue(self._unsaved_idle(sid, idle, err) if unsaved else idle, sid)
+                    super()._enqueue(
+                        unsaved_idle(idle, err, self.rt.revision.turn.idle_error)
+                        if unsaved
+                        else idle,
+                        sid,
+                    )
                 return
             self.saving.discard(sid)
             idle = self.held_idle.pop(sid, None)
             if idle is not None:
                 super()._enqueue(idle, sid)
-            self._callback(sid, params, None, frames)
+            send_callback(self.core.callbacks, sid, params, None, frames)
         finally:
             self.saving.discard(sid)
             idle = self.held_idle.pop(sid, None)
             if idle is not None:  # cancelled meanwhile: the client still sees the turn end
                 super()._enqueue(idle, sid)
-
-    def _unsaved_idle(self, sid: str, idle: bytes, err: RpcError) -> bytes:
-        """The idle update of a turn whose save failed: stopReason ``error`` with the store's
-        error (the revision's error stop reason), else the original one with it in _meta."""
-        msg = orjson.loads(idle)
-        update = msg["params"]["update"]
-        field = self.rt.revision.turn.idle_error
-        if field:
-            update["stopReason"] = "error"
-            update[field] = err.to_wire()
-        else:
-            update["_meta"] = {**(update.get("_meta") or {}), "error": err.to_wire()}
-        return orjson.dumps(msg)
 
     async def _save_turn(self, sid: str, s: Session, user: list[bytes], result: Any) -> list[bytes]:
         """Write the turn (after any earlier unsaved one); on failure keep it unsaved."""
@@ -740,13 +549,13 @@ class SessionConnection(Connection):
         if sid in self.lost:
             # taken over elsewhere: the new owner's state wins, and this turn is not
             # acknowledged (it is in no history)
-            raise self._in_use(sid)
+            raise session_in_use(sid, self.v2)
         core = self.core
         batch = core.unsaved.pop(sid, []) + user + frames
-        state = self._state(s)
+        state = stored_state(s, self.cwd.get(s.id, "/"))
         stop = result.get("stopReason") if type(result) is dict else None
         try:
-            saved = await _durably(
+            saved = await durably(
                 "the turn finished but was not saved",
                 lambda: core.store.save_turn(sid, state, batch, owner=self.owner),
                 {"stopReason": stop},
@@ -759,23 +568,8 @@ class SessionConnection(Connection):
             # check and this save): nothing was written, so nothing is acknowledged
             log.info("session %s was taken over before its turn was saved", sid)
             await self.evict(sid, save=False)
-            raise self._in_use(sid)
+            raise session_in_use(sid, self.v2)
         return frames
-
-    def _callback(self, sid: str, params: dict[str, Any], result: Any, frames: list[bytes]) -> None:
-        callbacks = self.core.callbacks
-        meta = params.get("_meta")
-        url = meta.get("callbackUrl") if type(meta) is dict and callbacks is not None else None
-        if url is None or callbacks is None:
-            return
-        updates = [orjson.loads(f)["params"]["update"] for f in frames]
-        stop = result.get("stopReason") if type(result) is dict else None
-        if stop is None:  # v2: the stop reason is in the turn's last state_update
-            for u in reversed(updates):
-                if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle":
-                    stop = u.get("stopReason")
-                    break
-        callbacks.schedule(url, {"sessionId": sid, "stopReason": stop, "updates": updates})
 
     # ---- end -----------------------------------------------------------------------
     async def close(self) -> None:
@@ -802,13 +596,3 @@ class SessionConnection(Connection):
             with contextlib.suppress(Exception):
                 await self.core.store.release(sid, self.owner)
         self.held.clear()
-
-
-def callbacks_for(agent_cls: type[AgentRuntime]) -> CallbackSender | None:
-    """A callback sender when the manifest declares ``output_modes.async.callback``."""
-    modes = (getattr(agent_cls, "_acp_manifest", {}) or {}).get("output_modes") or {}
-    async_mode = modes.get("async") if type(modes) is dict else None
-    if type(async_mode) is dict and async_mode.get("callback"):
-        sender: CallbackSender = importlib.import_module(".callbacks", __package__).CallbackSender()
-        return sender
-    return None

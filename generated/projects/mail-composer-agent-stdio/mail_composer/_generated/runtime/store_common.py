@@ -1,0 +1,78 @@
+"""What every session store shares (store.py, store_sqlite.py, store_postgres.py): the
+``list_sessions`` cursor, history bounds read from the environment, and the retention
+plan (which oldest turns a bound drops)."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("acp.runtime.store")
+
+_CURSOR_DIGITS = 18  # a cursor is a 64-bit sequence number
+
+
+def cursor_seq(cursor: str | None) -> int:
+    """The sequence number a ``list_sessions`` cursor stands for (every store's cursors are
+    decimal sequence numbers); ValueError for one no store hands out."""
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > _CURSOR_DIGITS:
+        raise ValueError("not a cursor this store handed out")
+    return int(cursor)
+
+
+class _FromEnv:
+    """A bound's default: the environment variable, else the documented default."""
+
+    def __repr__(self) -> str:
+        return "FROM_ENV"
+
+
+FROM_ENV = _FromEnv()
+Limit = int | None | _FromEnv
+
+DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
+DEFAULT_HISTORY_TURNS = 100_000
+
+
+def env_limit(value: Limit, name: str, default: int) -> int | None:
+    """``value``, or for FROM_ENV: ``$name`` (a count of bytes or turns; ``0`` or
+    ``none``: unbounded) else ``default``.  A value that is not a count is logged (it
+    names the variable) and the default used."""
+    if not isinstance(value, _FromEnv):
+        return value
+    import os
+
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("0", "none"):
+        return None
+    if not raw.isdigit():
+        log.warning(
+            "%s=%r is not a whole number (0 or 'none': no bound): using %d", name, raw, default
+        )
+        return default
+    return int(raw)
+
+
+def trim_plan(
+    sizes: list[int], held: int, max_bytes: int | None, max_turns: int | None
+) -> tuple[int, int]:
+    """History retention, for every store: given a session's turns' sizes (oldest first)
+    and the bytes they hold, how many of the oldest turns to drop and their bytes.  Nothing
+    until a bound is passed; then whole turns go down to 3/4 of each bound passed (so the
+    next trims come later); the latest turn always stays, however large."""
+    if max_bytes is not None and held <= max_bytes:
+        max_bytes = None
+    if max_turns is not None and len(sizes) <= max_turns:
+        max_turns = None
+    if max_bytes is None and max_turns is None:
+        return 0, 0
+    goal_bytes = held if max_bytes is None else max_bytes * 3 // 4
+    goal_turns = len(sizes) if max_turns is None else max(1, max_turns * 3 // 4)
+    cut = dropped = 0
+    while cut < len(sizes) - 1 and (held - dropped > goal_bytes or len(sizes) - cut > goal_turns):
+        dropped += sizes[cut]
+        cut += 1
+    return cut, dropped

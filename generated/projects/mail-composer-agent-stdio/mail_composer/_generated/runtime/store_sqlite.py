@@ -1,0 +1,548 @@
+"""The default session store: embedded SQLite (stdlib ``sqlite3``, no server); the
+interface it implements: ``store.SessionStore``.
+
+``SqliteSessionStore`` (the default, stdlib ``sqlite3``, no server) keeps everything in
+one file in WAL mode with ``synchronous=NORMAL``.  A write is durable when the awaited
+call returns: the runtime saves a turn before it answers the prompt, so an acknowledged
+turn survives a crash or restart.  Finished turns are group-committed: every turn queued
+by any session until the next pass of the event loop is written in one transaction, and
+each ``save_turn`` returns once that transaction commits.  A small group commits on the
+event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
+and every other call, runs in a worker thread, so the event loop never waits on a lock
+or copies megabytes.  History is bounded per session (``max_history_bytes`` /
+``max_history_turns``: whole oldest turns go first; replay then starts at the oldest
+kept turn's prompt); deleted sessions give their pages back to the file system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .shared_runs import shared_runs
+from .store_common import (
+    DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_TURNS,
+    FROM_ENV,
+    Limit,
+    cursor_seq,
+    env_limit,
+    trim_plan,
+)
+
+log = logging.getLogger("acp.runtime.store")
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
+"""
+
+# Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
+# database older than it.  1: leases, and the creation order session/list pages by.
+# 2: history retention (each row's turn and size, each session's kept bytes and turn
+# count) and large strings stored once per turn (``blobs``).
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS session_order (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL UNIQUE);
+    INSERT OR IGNORE INTO session_order (session_id) SELECT id FROM sessions ORDER BY rowid;
+    """,
+    """
+    ALTER TABLE history ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN blob INTEGER;
+    ALTER TABLE history ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+    UPDATE history SET size = length(message);
+    ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
+    UPDATE sessions SET hbytes = coalesce(
+        (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
+    CREATE TABLE IF NOT EXISTS blobs (
+        id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
+        data BLOB NOT NULL);
+    CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
+    """,
+)
+
+INLINE_BYTES = 256 * 1024
+"""A group of queued turns up to this many bytes commits on the event loop (a WAL commit
+with ``synchronous=NORMAL`` writes to the OS cache, no fsync: cheaper than a thread hop);
+a larger group commits in a worker thread, so the event loop never copies megabytes."""
+
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+"""After this many bytes committed on the event loop, a WAL checkpoint runs in a worker
+thread (the event-loop connection never checkpoints: a checkpoint fsyncs)."""
+
+SHARED_STRING = 64 * 1024
+"""A run of at least this many bytes that two messages of one turn hold (a prompt's text
+and its echo) is stored once (table ``blobs``), each message keeping its place."""
+
+_PAGE = 4096
+
+
+class _Turn:
+    """A queued ``save_turn``: answered once the transaction that wrote it commits."""
+
+    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
+
+    def __init__(
+        self,
+        sid: str,
+        state: bytes,
+        messages: list[bytes],
+        owner: str | None,
+        future: asyncio.Future[bool],
+    ) -> None:
+        self.sid = sid
+        self.state = state
+        self.messages = messages
+        self.owner = owner
+        self.size = sum(map(len, messages))
+        self.future = future
+
+
+class SqliteSessionStore:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = 5.0,
+        max_history_bytes: Limit = FROM_ENV,
+        max_history_turns: Limit = FROM_ENV,
+        inline_bytes: int = INLINE_BYTES,
+    ) -> None:
+        """``busy_timeout``: how long one call waits for a lock held by another process
+        before it fails (the HTTP transport then retries twice, see ``_durably``).
+
+        ``max_history_bytes`` / ``max_history_turns``: the history kept per session
+        (``$ACP_HISTORY_MAX_BYTES``, default 256 MiB; ``$ACP_HISTORY_MAX_TURNS``, default
+        100000; None: unbounded).  When a turn takes a session past either, its oldest whole
+        turns are deleted until it holds at most 3/4 of the bound (the latest turn is
+        always kept, however large); ``session/load`` then replays the turns kept, from
+        the first kept turn's prompt on.  ``inline_bytes``: see ``INLINE_BYTES``."""
+        self.path = str(path)
+        self.max_history_bytes = env_limit(
+            max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
+        )
+        self.max_history_turns = env_limit(
+            max_history_turns, "ACP_HISTORY_MAX_TURNS", DEFAULT_HISTORY_TURNS
+        )
+        self.inline_bytes = inline_bytes
+        self._lock = threading.Lock()  # the worker-thread connection, one call at a time
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
+        )
+        with self._lock:
+            # new files only (an existing one keeps its mode): free pages go back to the
+            # file system on delete (``PRAGMA incremental_vacuum``)
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA journal_size_limit=16777216")
+            self._db.executescript(_SCHEMA)
+            self._migrate()
+        # the event loop's own connection: never waits for a lock (busy: the group goes
+        # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
+        self._fast = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=0
+        )
+        self._fast.execute("PRAGMA synchronous=NORMAL")
+        self._fast.execute("PRAGMA wal_autocheckpoint=0")
+        self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
+        self._queue: list[_Turn] = []
+        self._flushing = False  # a group is scheduled or being written
+        self._unchecked = 0  # bytes committed on the event loop since the last checkpoint
+        self._checkpointing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _migrate(self) -> None:
+        """Bring an existing database up to ``len(_MIGRATIONS)`` (another process may be
+        doing the same: the version is read again under the write lock)."""
+        while True:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+            if version >= len(_MIGRATIONS):
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                (version,) = self._db.execute("PRAGMA user_version").fetchone()
+                if version < len(_MIGRATIONS):
+                    for stmt in _MIGRATIONS[version].split(";"):
+                        if stmt.strip():
+                            self._db.execute(stmt)
+                    self._db.execute(f"PRAGMA user_version = {version + 1}")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _run(self, fn: Any, *args: Any) -> Any:
+        with self._lock:
+            return fn(*args)
+
+    def _save(self, sid: str, state: bytes) -> None:
+        self._db.execute(
+            "INSERT INTO sessions (id, state) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+            (sid, state),
+        )
+        self._db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (sid,))
+
+    def _save_new(self, sid: str, state: bytes) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._save(sid, state)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _load(self, sid: str) -> bytes | None:
+        row = self._db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()
+        return row[0] if row else None
+
+    def _append(self, sid: str, messages: list[bytes]) -> None:
+        size = sum(map(len, messages))
+        self._db.execute("BEGIN")
+        try:
+            row = self._db.execute(
+                "UPDATE sessions SET hbytes = hbytes + ?, hturns = hturns + 1 WHERE id = ? "
+                "RETURNING hturns",
+                (size, sid),
+            ).fetchall()
+            turn = row[0][0] if row else 0
+            self._db.executemany(
+                "INSERT INTO history (session_id, message, turn, size) VALUES (?, ?, ?, ?)",
+                [(sid, m, turn, len(m)) for m in messages],
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _history(self, sid: str) -> list[bytes]:
+        rows = self._db.execute(
+            "SELECT h.message, h.at, b.data FROM history h LEFT JOIN blobs b ON b.id = h.blob "
+            "WHERE h.session_id = ? ORDER BY h.seq",
+            (sid,),
+        ).fetchall()
+        return [
+            bytes(m) if data is None else b"".join((m[:at], data, m[at:])) for m, at, data in rows
+        ]
+
+    def _delete(self, sid: str) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+            self._db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
+            self._db.execute("DELETE FROM session_order WHERE session_id = ?", (sid,))
+            self._db.execute("DELETE FROM leases WHERE session_id = ?", (sid,))
+            self._db.execute("DELETE FROM blobs WHERE session_id = ?", (sid,))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        # give the freed pages back to the file system (auto_vacuum=INCREMENTAL files)
+        self._db.executescript("PRAGMA incremental_vacuum")  # steps until done (execute: 1 page)
+
+    def _wal_checkpoint(self) -> None:
+        # RESTART: the event loop's writes wait (they go to the worker thread) until
+        # every frame is copied, so the next write starts the WAL from its beginning
+        self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+
+    def _vacuum(self) -> None:
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        self._db.execute("VACUUM")
+
+    def _acquire(self, sid: str, owner: str, ttl: float, take_over: bool) -> str | None:
+        self._db.execute("BEGIN IMMEDIATE")  # read and write under one write lock
+        try:
+            now = time.time()
+            row = self._db.execute(
+                "SELECT owner, expires FROM leases WHERE session_id = ?", (sid,)
+            ).fetchone()
+            if row is not None and row[0] != owner and row[1] > now and not take_over:
+                self._db.execute("ROLLBACK")
+                return str(row[0])
+            self._db.execute(
+                "INSERT INTO leases (session_id, owner, expires) VALUES (?, ?, ?) "
+                "ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, expires = excluded.expires",
+                (sid, owner, now + ttl),
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return None
+
+    def _renew(self, sid: str, owner: str, ttl: float) -> bool:
+        cur = self._db.execute(
+            "UPDATE leases SET expires = ? WHERE session_id = ? AND owner = ?",
+            (time.time() + ttl, sid, owner),
+        )
+        return cur.rowcount == 1
+
+    def _release(self, sid: str, owner: str) -> None:
+        self._db.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (sid, owner))
+
+    def _list(self, after: int, limit: int) -> list[tuple[int, str, bytes]]:
+        rows = self._db.execute(
+            "SELECT o.seq, s.id, s.state FROM session_order o JOIN sessions s ON s.id = o.session_id "
+            "WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+
+    # ---- turns: group commit ---------------------------------------------------------
+    def _write_turn(self, db: sqlite3.Connection, t: _Turn) -> None:
+        (kept, turn, first) = db.execute(
+            "INSERT INTO sessions (id, state, hbytes, hturns) VALUES (?, ?, ?, 1) "
+            "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
+            "hbytes = hbytes + excluded.hbytes, hturns = hturns + 1 "
+            "RETURNING hbytes, hturns, hfirst",
+            (t.sid, t.state, t.size),
+        ).fetchall()[0]
+        if turn == 1:
+            db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
+        if not t.messages:
+            return
+        shared = shared_runs(t.messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
+        rows: list[tuple[str, bytes, int, int, int | None, int]]
+        if shared is None:
+            rows = [(t.sid, m, turn, len(m), None, 0) for m in t.messages]
+        else:
+            run, where = shared
+            cur = db.execute(
+                "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
+            )
+            blob = cur.lastrowid
+            rows = [
+                (t.sid, m, turn, len(m), None, 0)
+                if (at := where.get(k)) is None
+                else (t.sid, m[:at] + m[at + len(run) :], turn, len(m), blob, at)
+                for k, m in enumerate(t.messages)
+            ]
+        db.executemany(
+            "INSERT INTO history (session_id, message, turn, size, blob, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
+        # turns kept: the turn numbers from the first kept one (hfirst) to this one
+        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
+        if over_bytes or over_turns:
+            self._trim(db, t.sid, kept)
+
+    def _trim(self, db: sqlite3.Connection, sid: str, kept: int) -> None:
+        turns = db.execute(
+            "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
+            "GROUP BY turn ORDER BY turn",
+            (sid,),
+        ).fetchall()
+        cut, dropped = trim_plan(
+            [t[0] for t in turns], kept, self.max_history_bytes, self.max_history_turns
+        )
+        if cut:
+            first_seq, first_turn = turns[cut][1], turns[cut][2]
+            db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
+            db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
+            db.execute(
+                "UPDATE sessions SET hbytes = hbytes - ?, hfirst = ? WHERE id = ?",
+                (dropped, first_turn, sid),
+            )
+
+    def _commit(self, db: sqlite3.Connection, group: list[_Turn]) -> list[bool]:
+        """Every turn of the group in one transaction: True written, False refused (its
+        owner does not hold the lease).  IMMEDIATE: the write lock first, so no other
+        process moves a lease between the check and the write."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            out = []
+            for t in group:
+                if t.owner is not None:
+                    row = db.execute(
+                        "SELECT owner FROM leases WHERE session_id = ?", (t.sid,)
+                    ).fetchone()
+                    if row is None or row[0] != t.owner:
+                        out.append(False)
+                        continue
+                self._write_turn(db, t)
+                out.append(True)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    def _commit_each(self, db: sqlite3.Connection, group: list[_Turn]) -> list[Any]:
+        """The group in one transaction; if that fails, each turn in its own, so one bad
+        turn fails alone.  Per turn: True, False, or the exception it raised."""
+        try:
+            return list(self._commit(db, group))
+        except Exception as exc:  # noqa: BLE001 - answered to the callers
+            if len(group) == 1:
+                return [exc]
+        out: list[Any] = []
+        for t in group:
+            try:
+                out.append(self._commit(db, [t])[0])
+            except Exception as exc:  # noqa: BLE001 - answered to that turn's caller
+                out.append(exc)
+        return out
+
+    def _commit_in_thread(self, group: list[_Turn]) -> list[Any]:
+        with self._lock:
+            return self._commit_each(self._db, group)
+
+    async def save_turn(
+        self,
+        session_id: str,
+        state: dict[str, Any],
+        messages: list[bytes],
+        *,
+        owner: str | None = None,
+    ) -> bool:
+        loop = asyncio.get_running_loop()
+        t = _Turn(session_id, orjson.dumps(state), messages, owner, loop.create_future())
+        self._queue.append(t)
+        if not self._flushing:
+            self._flushing = True
+            # the turns queued until then (other sessions' turns ending in this pass of
+            # the loop) join the same transaction
+            loop.call_soon(self._flush)
+        return await t.future
+
+    def _flush(self) -> None:
+        group, self._queue = self._queue, []
+        size = sum(t.size for t in group)
+        if size <= self.inline_bytes:
+            try:
+                results = self._commit_each_inline(group)
+            except sqlite3.OperationalError:  # locked by another connection or process
+                results = None
+            if results is not None:
+                self._answer(group, results)
+                # what the commit added to the WAL, roughly: the bytes, and a page for
+                # each table or index leaf a turn touches
+                self._unchecked += size + _PAGE * (1 + 3 * len(group))
+                if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
+                    self._checkpointing = True
+                    self._unchecked = 0
+                    self._spawn(self._checkpoint())
+                self._next()
+                return
+        self._spawn(self._flush_in_thread(group))
+
+    def _commit_each_inline(self, group: list[_Turn]) -> list[Any]:
+        try:
+            return self._commit(self._fast, group)
+        except sqlite3.OperationalError:
+            raise  # busy: the worker thread waits for the lock instead
+        except Exception:  # noqa: BLE001 - one bad turn: sort it out in the thread
+            raise sqlite3.OperationalError("retry in the worker thread") from None
+
+    async def _flush_in_thread(self, group: list[_Turn]) -> None:
+        try:
+            results = await asyncio.to_thread(self._commit_in_thread, group)
+        except BaseException as exc:  # cancelled (the loop is closing): callers hear of it
+            self._answer(group, [RuntimeError(f"the turn was not saved: {exc!r}")] * len(group))
+            self._flushing = False
+            raise
+        self._answer(group, results)
+        self._next()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _next(self) -> None:
+        if self._queue:  # queued while this group was written: the next group
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._flushing = False
+
+    @staticmethod
+    def _answer(group: list[_Turn], results: list[Any]) -> None:
+        for t, r in zip(group, results, strict=True):
+            if t.future.done():  # the caller was cancelled
+                continue
+            if isinstance(r, BaseException):
+                t.future.set_exception(r)
+            else:
+                t.future.set_result(r)
+
+    async def _checkpoint(self) -> None:
+        try:
+            await asyncio.to_thread(self._run, self._wal_checkpoint)
+        except Exception as exc:  # noqa: BLE001 - the next one tries again
+            log.warning("session store: WAL checkpoint failed (%s)", exc)
+        finally:
+            self._checkpointing = False
+
+    # ---- the other calls: in the worker thread ---------------------------------------
+    async def save(self, session_id: str, state: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._run, self._save_new, session_id, orjson.dumps(state))
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        raw = await asyncio.to_thread(self._run, self._load, session_id)
+        return orjson.loads(raw) if raw is not None else None
+
+    async def append_history(self, session_id: str, messages: list[bytes]) -> None:
+        if messages:
+            await asyncio.to_thread(self._run, self._append, session_id, messages)
+
+    async def history(self, session_id: str) -> list[bytes]:
+        result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
+        return result
+
+    async def delete(self, session_id: str) -> None:
+        await asyncio.to_thread(self._run, self._delete, session_id)
+
+    async def acquire(
+        self, session_id: str, owner: str, ttl: float, *, take_over: bool = False
+    ) -> str | None:
+        held: str | None = await asyncio.to_thread(
+            self._run, self._acquire, session_id, owner, ttl, take_over
+        )
+        return held
+
+    async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
+        ok: bool = await asyncio.to_thread(self._run, self._renew, session_id, owner, ttl)
+        return ok
+
+    async def release(self, session_id: str, owner: str) -> None:
+        await asyncio.to_thread(self._run, self._release, session_id, owner)
+
+    async def list_sessions(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        after = cursor_seq(cursor)
+        limit = max(limit, 1)
+        rows = await asyncio.to_thread(self._run, self._list, after, limit + 1)
+        page = rows[:limit]
+        out = [(sid, orjson.loads(state)) for _, sid, state in page]
+        return out, (str(page[-1][0]) if len(rows) > limit else None)
+
+    async def vacuum(self) -> None:
+        """Rewrite the file without free pages (``VACUUM``; the file of a store created
+        before auto_vacuum was on shrinks only this way).  Needs the file to itself for a
+        moment: run it when no turn is being saved."""
+        await asyncio.to_thread(self._run, self._vacuum)
+
+    def close(self) -> None:
+        with self._lock:
+            self._fast.close()
+            self._db.close()

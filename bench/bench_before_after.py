@@ -5,7 +5,7 @@ Both are rendered from the same inputs as bench_stdio.py (v1 schema, the echo ma
 its echo handler) into one temporary directory (packages ``echo_base`` and ``echo_bench``)
 and driven by ../shared/tools/acpbench.py, ``--rounds`` times each, alternately; prints
 the medians of prompts/s and of the agent process's CPU time (user + system, from
-/usr/bin/time: far less sensitive to a loaded machine than prompts/s), split into the CPU
+bench_stdio's CPU wrapper: far less sensitive to a loaded machine than prompts/s), split into the CPU
 per prompt (the difference between a run of N and one of 2N prompts, over N) and the
 one-time rest (start-up, imports), each with after/before.
 
@@ -142,14 +142,11 @@ def main() -> int:
             for _ in range(opts.rounds):
                 for pkg in pkgs:
                     for m, load in ((1, args), (2, double)):
-                        # the agent's own CPU (user + system): steadier than prompts/s on a
-                        # shared machine
-                        out = str(root / "cpu")
-                        cmd = ["/usr/bin/time", "-f", "%U %S", "-o", out, PY, "-m", pkg]
-                        got = b.acpbench(load, cmd, env)
+                        # the agent's own CPU (user + system, from bench_stdio's CPU
+                        # wrapper): steadier than prompts/s on a shared machine
+                        got, used = b.acpbench(load, [PY, "-m", pkg], env)
                         if m == 1:
                             rate[pkg].append(got)
-                        used = sum(map(float, (root / "cpu").read_text().split()[-2:]))
                         cpu[(pkg, m)].append(used)
             x, y = (statistics.median(rate[k]) for k in pkgs)
             # per prompt: the CPU n more prompts cost; one-time: the rest (start, imports)

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 # A handler whose behaviour the tests steer through the prompt text.
@@ -117,8 +116,6 @@ def build(
     handlers: str = HANDLERS,
 ) -> dict[str, str]:
     """Render `<tmp>/<package>` (a generated agent with `handlers`); returns its env."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
@@ -144,6 +141,7 @@ def build(
 
 def load(tmp: Path, package: str) -> Any:
     """Import `<package>.handlers` in this process (unique package names: no clash)."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(tmp) not in sys.path:
         sys.path.insert(0, str(tmp))
     return importlib.import_module(f"{package}.handlers")

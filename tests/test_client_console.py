@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 AGENT_HANDLERS = """
@@ -142,8 +141,6 @@ def _render(
     role: str,
     schema_file: str = "v1/schema.unstable.json",
 ) -> None:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
@@ -264,6 +261,7 @@ def test_an_agent_that_exits_ends_the_client_with_its_status(built: Path) -> Non
 
 def test_pending_requests_fail_at_once_when_the_agent_exits(built: Path) -> None:
     """Library use: `spawn_agent` fails every request still waiting with `AgentExited`."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.dispatcher import AgentConnection
     from cclient._generated.runtime.client import spawn_agent
@@ -299,6 +297,7 @@ def test_the_client_declares_elicitation_and_answers_interrupts(built: Path) -> 
     """`negotiate` declares elicitation (form) on a revision that has it; the interrupt
     reaches the typed `interrupt_approval` handler; with none, stdin not being a
     terminal, it is declined with a line on stderr."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.dispatcher import AgentConnection, ClientBase
 
@@ -326,6 +325,7 @@ def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFi
     """On a terminal each field of the resume schema is asked and parsed (a wrong value
     is asked again); an empty required answer or the end of input declines; a permission
     request lists its options."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.runtime.console import Terminal, ask_choice, ask_form
 
@@ -386,8 +386,6 @@ def test_over_http_errors_are_one_line_and_a_lost_connection_ends_the_client(
     from hardening_support import build, free_port, start_http
 
     env = build(tmp_path, shared_acp, "hagent", manifest=MANIFEST, handlers=AGENT_HANDLERS)
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 
@@ -448,6 +446,7 @@ def test_fs_and_terminal_are_declared_only_where_the_revision_has_them(
     nothing of them when --no-fs / --no-terminal (serve_fs / serve_terminal off)."""
     _render(tmp_path, shared_acp, "capv1", "client")
     _render(tmp_path, shared_acp, "capv2", "client", "v2/schema.json")
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(tmp_path))
     from capv1._generated.dispatcher import AgentConnection as V1
     from capv1._generated.dispatcher import ClientBase as C1

@@ -505,6 +505,7 @@ class _Stream:
 
 def _client_tools() -> object:
     golden = Path(__file__).resolve().parents[1] / "generated" / "projects" / "echo-client-stdio"
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(golden) not in sys.path:
         sys.path.insert(0, str(golden))
     from echo_agent_client._generated.runtime import client_tools

@@ -12,18 +12,14 @@ import signal
 import socket
 import sqlite3
 import struct
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 pytestmark = pytest.mark.slow  # faults under load and timeouts: `make test`, not `make test-fast`
 

@@ -38,11 +38,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import acp
+import pytest
 from acp.exceptions import RequestError
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
@@ -103,8 +100,6 @@ _BUILT: dict[tuple[str, str], tuple[str, dict[str, str], Path]] = {}
 def build(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """build(example, transport) -> (package, env, dir): the example agent, generated for
     stdio or HTTP (HTTP and WebSocket are one HTTP agent)."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from generator.manifest.load import load_manifest
     from generator.render import render_generated
     from generator.scaffold.project import write_generated

@@ -19,9 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import ts_peer
 from ts_peer import PeerError, TsClient
 
@@ -518,6 +515,7 @@ def test_generated_client_drives_ts_echo_agent(
     write_generated(tmp_path / package / "_generated", files)
     (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / package / "handlers.py").write_text(CLIENT_HANDLERS)
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(tmp_path))
     try:
         handlers = importlib.import_module(f"{package}.handlers")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ import pytest
 
 PKG = "reliabagent"
 PKG2 = "reliabagent2"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -255,8 +253,6 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
     """The same over WebSocket (the issue's report): p3 is answered after p2, and a new
     connection's session/load replays all three turns."""
     import websockets
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -386,8 +382,6 @@ def test_failed_websocket_loads_do_not_use_the_session_cap(built: dict[str, Any]
     """max_sessions=3: five loads of unknown ids all answer -32602 (not "too many
     sessions"), and session/new still works; three real sessions then fill the cap."""
     import websockets
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -535,8 +529,6 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
     gets 503 (Retry-After) while the process has room; the two connections that never
     opened a session expire within a second, one that opened a session stays."""
     import httpx
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -571,7 +563,6 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
 def test_http_client_refuses_a_message_over_the_limit_before_sending() -> None:
     """A request over max_message_size answers -32600 "message too large" at once, with
     no HTTP request (the URL's port is closed: a POST would fail with ConnectError)."""
-    sys.path.insert(0, str(ROOT / "templates"))  # the runtime as it is (as test_http_client)
     from runtime import http_client, jsonrpc
     from runtime.errors import RpcError
 

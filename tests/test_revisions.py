@@ -20,17 +20,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+from scaffold_support import store  # noqa: F401 - fixture
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from generator.errors import AgentgenError  # noqa: E402
-from generator.protocol.revision import describe  # noqa: E402
-from generator.render import render_generated  # noqa: E402
-from generator.scaffold.project import write_generated  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaffold_support import store  # noqa: E402, F401 - fixture
+from generator.errors import AgentgenError
+from generator.protocol.revision import describe
+from generator.render import render_generated
+from generator.scaffold.project import write_generated
 
 PY = sys.executable
 NPM = "npm:@agentclientprotocol/sdk@2.4.0#schema/{}"
@@ -114,6 +109,7 @@ def both_agent(tmp_path_factory: pytest.TempPathFactory, schemas: dict[str, Any]
 
 
 def _models(root: Path, module: str) -> Any:
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     return importlib.import_module(module)

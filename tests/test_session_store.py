@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "templates"))
-sys.path.insert(0, str(ROOT / "tests"))
-
 from runtime.store import MemorySessionStore, SqliteSessionStore
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import orjson
 import pytest
 
 PKG = "sessagent"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +89,6 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     import httpx
     from acp import schema as S
     from acp.http.client import create_http_stream
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")

@@ -545,7 +545,6 @@ def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path, acpbench: Path) -
 
 
 def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> None:
-    sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 

@@ -8,18 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "templates"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from runtime.store import MemorySessionStore, SqliteSessionStore  # noqa: E402
+from runtime.store import MemorySessionStore, SqliteSessionStore
 
 
 def frame(kind: str, text: str) -> bytes:

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
 import cluster_support as cs
+import pytest
 from runtime.store import MemorySessionStore, SqliteSessionStore, open_store
 
 

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 PY = sys.executable
 
 # A handler whose behaviour the tests steer through the prompt text.
@@ -282,3 +284,55 @@ async def open_session(peer: StdioPeer, base: int = 1) -> str:
 
 def text_prompt(sid: str, text: str) -> dict[str, Any]:
     return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+class Core:
+    """One connection of an agent's session core (or the HTTP transport's agent factory),
+    in process: frames in, messages out."""
+
+    def __init__(self, core: Any) -> None:
+        self.msgs: list[dict[str, Any]] = []
+
+        async def sink(batch: list[tuple[bytes, Any]]) -> None:
+            self.msgs.extend(orjson.loads(f) for f, _ in batch)
+
+        self.conn = core(sink)
+        self.n = 0
+
+    def send(self, method: str, params: Any) -> int:
+        self.n += 1
+        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
+        self.conn.feed(json.dumps(msg).encode())  # stdlib: deeper nesting than orjson writes
+        return self.n
+
+    def answered(self, rid: int) -> dict[str, Any] | None:
+        for m in self.msgs:
+            if m.get("id") == rid and "method" not in m:
+                return m
+        return None
+
+    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while (m := self.answered(rid)) is None:
+            assert time.monotonic() < deadline, f"no answer to {rid}"
+            await asyncio.sleep(0.005)
+        return m
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        return await self.answer(self.send(method, params))
+
+    def position(self, rid: int) -> int:
+        return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
+
+    async def until(self, pred: Any, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, "condition not reached"
+            await asyncio.sleep(0.005)
+
+    def texts(self, sid: str) -> list[str]:
+        return [
+            m["params"]["update"]["content"]["text"]
+            for m in self.msgs
+            if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
+        ]

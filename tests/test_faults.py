@@ -20,6 +20,7 @@ import hardening_support as hs
 import httpx
 import orjson
 import pytest
+from hardening_support import Core
 
 pytestmark = pytest.mark.slow  # faults under load and timeouts: `make test`, not `make test-fast`
 
@@ -191,40 +192,6 @@ class FlakyStore:
 
     def __getattr__(self, name: str) -> Any:  # the lease and listing: never failing here
         return getattr(self.inner, name)
-
-
-class Core:
-    """One connection of the HTTP transport's agent factory, in process."""
-
-    def __init__(self, factory: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            self.msgs.extend(orjson.loads(f) for f, _ in batch)
-
-        self.conn = factory(sink)
-        self.n = 0
-
-    async def call(self, method: str, params: Any) -> dict[str, Any]:
-        self.n += 1
-        rid = self.n
-        self.conn.feed(
-            orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            for m in self.msgs:
-                if m.get("id") == rid and "method" not in m:
-                    return m
-            assert time.monotonic() < deadline, f"no answer to {method}"
-            await asyncio.sleep(0.005)
-
-    def texts(self, sid: str) -> list[str]:
-        return [
-            m["params"]["update"]["content"]["text"]
-            for m in self.msgs
-            if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
-        ]
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from hardening_support import Core
 
 PKG = "reliabagent"
 PKG2 = "reliabagent2"
@@ -32,50 +33,6 @@ def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("reliab2")
     hs.build(tmp, shared_acp, PKG2, rev="v2", unstable=False)
     return hs.load(tmp, PKG2).Agent
-
-
-class Core:
-    """One connection of the session core, in process: frames in, messages out."""
-
-    def __init__(self, core: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            self.msgs.extend(orjson.loads(f) for f, _ in batch)
-
-        self.conn = core(sink)
-        self.n = 0
-
-    def send(self, method: str, params: Any) -> int:
-        self.n += 1
-        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
-        self.conn.feed(json.dumps(msg).encode())
-        return self.n
-
-    def answered(self, rid: int) -> dict[str, Any] | None:
-        for m in self.msgs:
-            if m.get("id") == rid and "method" not in m:
-                return m
-        return None
-
-    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while (m := self.answered(rid)) is None:
-            assert time.monotonic() < deadline, f"no answer to {rid}"
-            await asyncio.sleep(0.005)
-        return m
-
-    async def call(self, method: str, params: Any) -> dict[str, Any]:
-        return await self.answer(self.send(method, params))
-
-    def position(self, rid: int) -> int:
-        return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
-
-    async def until(self, pred: Any, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred():
-            assert time.monotonic() < deadline, "condition not reached"
-            await asyncio.sleep(0.005)
 
 
 def _users(frames: list[bytes]) -> list[Any]:

@@ -20,17 +20,6 @@ def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
     }
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Any:
-    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
-    import cluster_support as cs
-
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "postgres":  # the same contract, on a fresh database

@@ -26,17 +26,6 @@ def turn(i: int, text: str = "") -> list[bytes]:
     return [frame("user_message_chunk", f"p{i}{text}"), frame("agent_message_chunk", f"a{i}")]
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Any:
-    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
-    import cluster_support as cs
-
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    yield server
-    server.stop()
-
-
 def make(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **bounds: Any) -> Any:
     if kind == "memory":
         return MemorySessionStore(**bounds)

@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import cluster_support as cs
 import pytest
 from runtime.store import MemorySessionStore, SqliteSessionStore, open_store
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[cs.Server]:
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,9 +36,9 @@ def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.slow
-def test_roundtrip_history_order_and_delete(pg: cs.Server) -> None:
+def test_roundtrip_history_order_and_delete(postgres: cs.Server) -> None:
     async def go() -> None:
-        st: Any = open_store(cs.fresh_database(pg))
+        st: Any = open_store(cs.fresh_database(postgres))
         await st.save("s", {"turns": 0, "config_raw": {"model": "x"}})
         assert await st.load("s") == {"turns": 0, "config_raw": {"model": "x"}}
         assert await st.load("nope") is None
@@ -77,10 +66,10 @@ def test_roundtrip_history_order_and_delete(pg: cs.Server) -> None:
 
 
 @pytest.mark.slow
-def test_schema_created_once_by_replicas_starting_together(pg: cs.Server) -> None:
+def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) -> None:
     """Five stores (five replicas) open one fresh database at once: the tables are created
     exactly once (advisory lock), every store works, and the version is recorded."""
-    url = cs.fresh_database(pg)
+    url = cs.fresh_database(postgres)
 
     async def go() -> None:
         stores: list[Any] = [open_store(url) for _ in range(5)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import hardening_support as hs
 import pytest
-from test_sessions import Core
+from hardening_support import Core
 
 PKG = "ackagent2"
 

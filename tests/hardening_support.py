@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from project_support import write_project
 
 PY = sys.executable
 
@@ -118,26 +119,20 @@ def build(
     handlers: str = HANDLERS,
 ) -> dict[str, str]:
     """Render `<tmp>/<package>` (a generated agent with `handlers`); returns its env."""
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     suffix = ".unstable" if unstable else ""
     schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
     meta_path = shared_acp / rev / f"meta{suffix}.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
-    files = render_generated(
+    write_project(
+        tmp,
+        package,
         schema=schema,
         meta=meta,
         manifest=manifest or MANIFEST,
-        role="agent",
         transport="http",  # every agent-side module: the tests drive it over stdio and HTTP
-        package=package,
+        handlers=handlers,
+        main=MAIN,
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text(handlers)
-    (pkg / "__main__.py").write_text(MAIN)
     return {**os.environ, "PYTHONPATH": str(tmp)}
 
 

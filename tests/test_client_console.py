@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project_support import write_project
 
 PY = sys.executable
 
@@ -141,21 +142,13 @@ def _render(
     role: str,
     schema_file: str = "v1/schema.unstable.json",
 ) -> None:
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     schema = json.loads((shared_acp / schema_file).read_text())
-    files = render_generated(
-        schema=schema, meta=None, manifest=MANIFEST, role=role, transport="stdio", package=package
-    )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
     handlers, main = (
         (AGENT_HANDLERS, AGENT_MAIN) if role == "agent" else (CLIENT_HANDLERS, CLIENT_MAIN)
     )
-    (pkg / "handlers.py").write_text(handlers)
-    (pkg / "__main__.py").write_text(main)
+    write_project(
+        tmp, package, schema=schema, manifest=MANIFEST, role=role, handlers=handlers, main=main
+    )
 
 
 @pytest.fixture(scope="module")
@@ -386,25 +379,17 @@ def test_over_http_errors_are_one_line_and_a_lost_connection_ends_the_client(
     from hardening_support import build, free_port, start_http
 
     env = build(tmp_path, shared_acp, "hagent", manifest=MANIFEST, handlers=AGENT_HANDLERS)
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
-    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
-    files = render_generated(
-        schema=schema,
-        meta=None,
+    write_project(
+        tmp_path,
+        "hclient",
+        schema=json.loads((shared_acp / "v1" / "schema.unstable.json").read_text()),
         manifest=MANIFEST,
         role="client",
         transport="http",
-        package="hclient",
-    )
-    write_generated(tmp_path / "hclient" / "_generated", files)
-    (tmp_path / "hclient" / "__init__.py").write_text("")
-    (tmp_path / "hclient" / "handlers.py").write_text(CLIENT_HANDLERS)
-    (tmp_path / "hclient" / "__main__.py").write_text(
-        CLIENT_MAIN.replace(
+        handlers=CLIENT_HANDLERS,
+        main=CLIENT_MAIN.replace(
             "run_client(Client, None)", 'run_client(Client, None, transport="http")'
-        )
+        ),
     )
     port = free_port()
     agent = start_http(env, "hagent", port)

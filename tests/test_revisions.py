@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+from project_support import write_project
 from scaffold_support import store  # noqa: F401 - fixture
 
 from generator.errors import AgentgenError
 from generator.protocol.revision import describe
 from generator.render import render_generated
-from generator.scaffold.project import write_generated
 
 PY = sys.executable
 NPM = "npm:@agentclientprotocol/sdk@2.4.0#schema/{}"
@@ -81,19 +81,14 @@ def schemas() -> dict[str, dict[str, Any]]:
 
 
 def _build(tmp: Path, package: str, main: dict[str, Any], *also: dict[str, Any]) -> Path:
-    files = render_generated(
+    write_project(
+        tmp,
+        package,
         schema=main,
-        meta=None,
         manifest=MANIFEST,
-        role="agent",
-        transport="stdio",
-        package=package,
         also=tuple((s, None, f"schema {i}") for i, s in enumerate(also)),
+        handlers=HANDLERS,
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text(HANDLERS)
     return tmp
 
 

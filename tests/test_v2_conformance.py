@@ -22,6 +22,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from project_support import write_project
 
 LOCK = json.loads((Path(__file__).resolve().parent / "schemas.lock.json").read_text())
 V2_REVS = sorted({rel.split("/")[0] for rel in LOCK if rel.startswith("v2")})
@@ -482,21 +483,10 @@ def test_batch_post_over_http_is_refused_501(any_rev: dict[str, Any]) -> None:
 def _build_client(
     tmp: Path, shared_acp: Path, rev: str, package: str, transport: str = "stdio"
 ) -> Path:
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     schema = json.loads((shared_acp / rev / "schema.json").read_text())
-    files = render_generated(
-        schema=schema,
-        meta=None,
-        manifest=hs.MANIFEST,
-        role="client",
-        transport=transport,
-        package=package,
+    write_project(
+        tmp, package, schema=schema, manifest=hs.MANIFEST, role="client", transport=transport
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
     return tmp
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hardening_support import spawn
 from project_support import write_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,16 +117,7 @@ class Editor:
 
     @classmethod
     async def start(cls, env: dict[str, str], package: str, root: Path) -> Editor:
-        proc = await asyncio.create_subprocess_exec(
-            PY,
-            "-m",
-            package,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        return cls(proc, root)
+        return cls(await spawn(env, package), root)
 
     async def _read(self) -> None:
         assert self.proc.stdout

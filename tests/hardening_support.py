@@ -187,6 +187,23 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+async def spawn(
+    env: dict[str, str], package: str, *args: str, **kw: Any
+) -> asyncio.subprocess.Process:
+    """`python -m <package> *args` in `env`, stdin, stdout and stderr piped."""
+    return await asyncio.create_subprocess_exec(
+        PY,
+        "-m",
+        package,
+        *args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        **kw,
+    )
+
+
 class StdioPeer:
     """Raw JSON-RPC lines to and from an agent subprocess; every read has a timeout."""
 
@@ -198,18 +215,7 @@ class StdioPeer:
 
     @classmethod
     async def start(cls, env: dict[str, str], package: str, *args: str) -> StdioPeer:
-        proc = await asyncio.create_subprocess_exec(
-            PY,
-            "-m",
-            package,
-            *args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            limit=64 * 1024 * 1024,
-        )
-        return cls(proc)
+        return cls(await spawn(env, package, *args, limit=64 * 1024 * 1024))
 
     async def _read(self) -> None:
         assert self.proc.stdout
@@ -275,6 +281,11 @@ async def open_session(peer: StdioPeer, base: int = 1) -> str:
     r = await peer.call(base + 1, "session/new", {"cwd": "/tmp", "mcpServers": []})
     assert "result" in r, r
     return str(r["result"]["sessionId"])
+
+
+def rpc(rid: int, method: str, params: Any) -> str:
+    """A JSON-RPC request as the text a peer sends (one WebSocket message, one line)."""
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
 
 def text_prompt(sid: str, text: str) -> dict[str, Any]:

@@ -357,37 +357,12 @@ def test_http_client_vanishes_mid_turn(built: dict[str, Any], tmp_path: Path) ->
                 import websockets
 
                 async with websockets.connect(f"ws://127.0.0.1:{port}/acp") as ws:
-                    await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 1,
-                                "method": "initialize",
-                                "params": {"protocolVersion": 1},
-                            }
-                        )
-                    )
+                    await ws.send(hs.rpc(1, "initialize", {"protocolVersion": 1}))
                     await asyncio.wait_for(ws.recv(), 10)
-                    await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 2,
-                                "method": "session/new",
-                                "params": {"cwd": "/tmp", "mcpServers": []},
-                            }
-                        )
-                    )
+                    await ws.send(hs.rpc(2, "session/new", {"cwd": "/tmp", "mcpServers": []}))
                     wsid = json.loads(await asyncio.wait_for(ws.recv(), 10))["result"]["sessionId"]
                     await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 3,
-                                "method": "session/prompt",
-                                "params": hs.text_prompt(wsid, "seq w 500 0.005"),
-                            }
-                        )
+                        hs.rpc(3, "session/prompt", hs.text_prompt(wsid, "seq w 500 0.005"))
                     )
                     for _ in range(3):
                         await asyncio.wait_for(ws.recv(), 10)

@@ -257,26 +257,10 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
                         ids.append(m["id"])
                 assert ids == [4, 5]
             async with websockets.connect(f"ws://{addr}/acp") as ws:
-                await ws.send(
-                    json.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 1,
-                            "method": "initialize",
-                            "params": {"protocolVersion": 1},
-                        }
-                    )
-                )
+                await ws.send(hs.rpc(1, "initialize", {"protocolVersion": 1}))
                 await asyncio.wait_for(ws.recv(), 10)
                 await ws.send(
-                    json.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 2,
-                            "method": "session/load",
-                            "params": {"sessionId": sid, "cwd": "/w", "mcpServers": []},
-                        }
-                    )
+                    hs.rpc(2, "session/load", {"sessionId": sid, "cwd": "/w", "mcpServers": []})
                 )
                 users = []
                 while True:

@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hardening_support import spawn
+from project_support import write_project
+
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
@@ -26,20 +29,16 @@ def build_coder(
     with its handlers; the environment that runs it (`python -m <package>`; over HTTP
     with `--port`)."""
     from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
 
-    manifest = load_manifest(REPO / "examples" / "coder" / "agent.yaml").data
-    files = render_generated(
-        schema=schema, meta=None, manifest=manifest, role="agent", transport=transport
-    )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text((REPO / "examples" / "coder" / "handlers.py").read_text())
-    (pkg / "__main__.py").write_text(
-        "from ._generated import run_agent\nfrom .handlers import Agent\n\n"
-        f"run_agent(Agent, None, transport={transport!r})\n"
+    write_project(
+        tmp,
+        package,
+        schema=schema,
+        manifest=load_manifest(REPO / "examples" / "coder" / "agent.yaml").data,
+        transport=transport,
+        handlers=(REPO / "examples" / "coder" / "handlers.py").read_text(),
+        main="from ._generated import run_agent\nfrom .handlers import Agent\n\n"
+        f"run_agent(Agent, None, transport={transport!r})\n",
     )
     return {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
 
@@ -118,16 +117,7 @@ class Editor:
 
     @classmethod
     async def start(cls, env: dict[str, str], package: str, root: Path) -> Editor:
-        proc = await asyncio.create_subprocess_exec(
-            PY,
-            "-m",
-            package,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        return cls(proc, root)
+        return cls(await spawn(env, package), root)
 
     async def _read(self) -> None:
         assert self.proc.stdout

@@ -9,6 +9,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,3 +183,17 @@ def acpbench() -> Path:
     if not path.is_file():
         pytest.skip(f"the acpbench load driver is not at {path}")
     return path
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Any]:
+    """A private PostgreSQL server (tests/cluster_support.py), started once per module
+    that asks for it (skipped with the reason when PostgreSQL is not installed)."""
+    import cluster_support as cs
+
+    cs.need("postgresql")
+    server = cs.start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+import orjson
+from project_support import write_project
+
 PY = sys.executable
 
 # A handler whose behaviour the tests steer through the prompt text.
@@ -117,33 +119,26 @@ def build(
     handlers: str = HANDLERS,
 ) -> dict[str, str]:
     """Render `<tmp>/<package>` (a generated agent with `handlers`); returns its env."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     suffix = ".unstable" if unstable else ""
     schema = json.loads((shared_acp / rev / f"schema{suffix}.json").read_text())
     meta_path = shared_acp / rev / f"meta{suffix}.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
-    files = render_generated(
+    write_project(
+        tmp,
+        package,
         schema=schema,
         meta=meta,
         manifest=manifest or MANIFEST,
-        role="agent",
         transport="http",  # every agent-side module: the tests drive it over stdio and HTTP
-        package=package,
+        handlers=handlers,
+        main=MAIN,
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text(handlers)
-    (pkg / "__main__.py").write_text(MAIN)
     return {**os.environ, "PYTHONPATH": str(tmp)}
 
 
 def load(tmp: Path, package: str) -> Any:
     """Import `<package>.handlers` in this process (unique package names: no clash)."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(tmp) not in sys.path:
         sys.path.insert(0, str(tmp))
     return importlib.import_module(f"{package}.handlers")
@@ -192,6 +187,23 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+async def spawn(
+    env: dict[str, str], package: str, *args: str, **kw: Any
+) -> asyncio.subprocess.Process:
+    """`python -m <package> *args` in `env`, stdin, stdout and stderr piped."""
+    return await asyncio.create_subprocess_exec(
+        PY,
+        "-m",
+        package,
+        *args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        **kw,
+    )
+
+
 class StdioPeer:
     """Raw JSON-RPC lines to and from an agent subprocess; every read has a timeout."""
 
@@ -203,18 +215,7 @@ class StdioPeer:
 
     @classmethod
     async def start(cls, env: dict[str, str], package: str, *args: str) -> StdioPeer:
-        proc = await asyncio.create_subprocess_exec(
-            PY,
-            "-m",
-            package,
-            *args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            limit=64 * 1024 * 1024,
-        )
-        return cls(proc)
+        return cls(await spawn(env, package, *args, limit=64 * 1024 * 1024))
 
     async def _read(self) -> None:
         assert self.proc.stdout
@@ -282,5 +283,62 @@ async def open_session(peer: StdioPeer, base: int = 1) -> str:
     return str(r["result"]["sessionId"])
 
 
+def rpc(rid: int, method: str, params: Any) -> str:
+    """A JSON-RPC request as the text a peer sends (one WebSocket message, one line)."""
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
 def text_prompt(sid: str, text: str) -> dict[str, Any]:
     return {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+
+
+class Core:
+    """One connection of an agent's session core (or the HTTP transport's agent factory),
+    in process: frames in, messages out."""
+
+    def __init__(self, core: Any) -> None:
+        self.msgs: list[dict[str, Any]] = []
+
+        async def sink(batch: list[tuple[bytes, Any]]) -> None:
+            self.msgs.extend(orjson.loads(f) for f, _ in batch)
+
+        self.conn = core(sink)
+        self.n = 0
+
+    def send(self, method: str, params: Any) -> int:
+        self.n += 1
+        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
+        self.conn.feed(json.dumps(msg).encode())  # stdlib: deeper nesting than orjson writes
+        return self.n
+
+    def answered(self, rid: int) -> dict[str, Any] | None:
+        for m in self.msgs:
+            if m.get("id") == rid and "method" not in m:
+                return m
+        return None
+
+    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while (m := self.answered(rid)) is None:
+            assert time.monotonic() < deadline, f"no answer to {rid}"
+            await asyncio.sleep(0.005)
+        return m
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        return await self.answer(self.send(method, params))
+
+    def position(self, rid: int) -> int:
+        return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
+
+    async def until(self, pred: Any, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, "condition not reached"
+            await asyncio.sleep(0.005)
+
+    def texts(self, sid: str) -> list[str]:
+        return [
+            m["params"]["update"]["content"]["text"]
+            for m in self.msgs
+            if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
+        ]

@@ -16,12 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 MANIFEST: dict[str, Any] = {
     "name": "author-agent",

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project_support import write_project
 
-REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 AGENT_HANDLERS = """
@@ -142,23 +142,13 @@ def _render(
     role: str,
     schema_file: str = "v1/schema.unstable.json",
 ) -> None:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     schema = json.loads((shared_acp / schema_file).read_text())
-    files = render_generated(
-        schema=schema, meta=None, manifest=MANIFEST, role=role, transport="stdio", package=package
-    )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
     handlers, main = (
         (AGENT_HANDLERS, AGENT_MAIN) if role == "agent" else (CLIENT_HANDLERS, CLIENT_MAIN)
     )
-    (pkg / "handlers.py").write_text(handlers)
-    (pkg / "__main__.py").write_text(main)
+    write_project(
+        tmp, package, schema=schema, manifest=MANIFEST, role=role, handlers=handlers, main=main
+    )
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +254,7 @@ def test_an_agent_that_exits_ends_the_client_with_its_status(built: Path) -> Non
 
 def test_pending_requests_fail_at_once_when_the_agent_exits(built: Path) -> None:
     """Library use: `spawn_agent` fails every request still waiting with `AgentExited`."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.dispatcher import AgentConnection
     from cclient._generated.runtime.client import spawn_agent
@@ -299,6 +290,7 @@ def test_the_client_declares_elicitation_and_answers_interrupts(built: Path) -> 
     """`negotiate` declares elicitation (form) on a revision that has it; the interrupt
     reaches the typed `interrupt_approval` handler; with none, stdin not being a
     terminal, it is declined with a line on stderr."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.dispatcher import AgentConnection, ClientBase
 
@@ -326,6 +318,7 @@ def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFi
     """On a terminal each field of the resume schema is asked and parsed (a wrong value
     is asked again); an empty required answer or the end of input declines; a permission
     request lists its options."""
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(built))
     from cclient._generated.runtime.prompts import Terminal, ask_choice, ask_form
 
@@ -386,27 +379,17 @@ def test_over_http_errors_are_one_line_and_a_lost_connection_ends_the_client(
     from hardening_support import build, free_port, start_http
 
     env = build(tmp_path, shared_acp, "hagent", manifest=MANIFEST, handlers=AGENT_HANDLERS)
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
-    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
-    files = render_generated(
-        schema=schema,
-        meta=None,
+    write_project(
+        tmp_path,
+        "hclient",
+        schema=json.loads((shared_acp / "v1" / "schema.unstable.json").read_text()),
         manifest=MANIFEST,
         role="client",
         transport="http",
-        package="hclient",
-    )
-    write_generated(tmp_path / "hclient" / "_generated", files)
-    (tmp_path / "hclient" / "__init__.py").write_text("")
-    (tmp_path / "hclient" / "handlers.py").write_text(CLIENT_HANDLERS)
-    (tmp_path / "hclient" / "__main__.py").write_text(
-        CLIENT_MAIN.replace(
+        handlers=CLIENT_HANDLERS,
+        main=CLIENT_MAIN.replace(
             "run_client(Client, None)", 'run_client(Client, None, transport="http")'
-        )
+        ),
     )
     port = free_port()
     agent = start_http(env, "hagent", port)
@@ -448,6 +431,7 @@ def test_fs_and_terminal_are_declared_only_where_the_revision_has_them(
     nothing of them when --no-fs / --no-terminal (serve_fs / serve_terminal off)."""
     _render(tmp_path, shared_acp, "capv1", "client")
     _render(tmp_path, shared_acp, "capv2", "client", "v2/schema.json")
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(tmp_path))
     from capv1._generated.dispatcher import AgentConnection as V1
     from capv1._generated.dispatcher import ClientBase as C1

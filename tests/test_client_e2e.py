@@ -68,15 +68,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import upstream_schemas
+
+from generator.protocol.revision import describe
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from conftest import upstream_schemas  # noqa: E402
-
-from generator.protocol.revision import describe  # noqa: E402
 
 pytestmark = pytest.mark.slow  # 48 `agentgen new`, subprocess agents and HTTP servers
 
@@ -275,6 +272,7 @@ def _client_package(cell: Cell) -> Iterator[Any]:
     others = {k: sys.modules.pop(k) for k in _owned(pkg)}
     sys.modules.update(cell.modules)
     where = str(cell.root / "client")
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, where)
     importlib.invalidate_caches()
     try:

@@ -78,16 +78,9 @@ def _run(
     )
 
 
-# A raw ACP v1 agent on stdio whose prompts steer it:
-#   `busy KEY WAIT N`: the first N prompts fail (transient, data[KEY] = WAIT), then "ok"
-#   `ask`: asks session/request_permission; rejected -> the turn ends cancelled
-#   anything else: echoed
-RAW_AGENT = r"""
-import json, sys
-
-failures = {"n": 0}
-next_id = [100]
-
+# The line-framed JSON-RPC I/O of the raw agents the client tests start (`import json, sys`
+# first): `send` a message, `read` the next one (exit at the end of input).
+RAW_IO = r"""
 
 def send(msg):
     sys.stdout.write(json.dumps(msg) + "\n")
@@ -99,7 +92,21 @@ def read():
     if not line:
         sys.exit(0)
     return json.loads(line)
+"""
 
+# A raw ACP v1 agent on stdio whose prompts steer it:
+#   `busy KEY WAIT N`: the first N prompts fail (transient, data[KEY] = WAIT), then "ok"
+#   `ask`: asks session/request_permission; rejected -> the turn ends cancelled
+#   anything else: echoed
+RAW_AGENT = (
+    r"""
+import json, sys
+
+failures = {"n": 0}
+next_id = [100]
+"""
+    + RAW_IO
+    + r"""
 
 def say(sid, text):
     send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
@@ -142,6 +149,7 @@ while True:
         say(sid, "ok")
         send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
 """
+)
 
 
 @pytest.fixture(scope="module")

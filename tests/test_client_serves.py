@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_client_failures import _Agent503, _run, install_scripts, serve_agent_503
+from test_client_failures import RAW_IO, _Agent503, _run, install_scripts, serve_agent_503
 
 PY = sys.executable
 
@@ -30,23 +30,14 @@ pytestmark = pytest.mark.slow  # pip install, console scripts, subprocess agents
 #       (fs), `python -c print('checked')` in a client terminal, typed output, "done"
 #   `spawn`: starts `sleep 300` in a client terminal and says its pid, never releases it
 #   anything else: echoed
-CODER = r"""
+CODER = (
+    r"""
 import json, os, sys, time
 
 state = {"caps": {}, "mode": "code", "tone": "plain", "authed": False, "id": 100}
-
-
-def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
-
-
-def read():
-    line = sys.stdin.readline()
-    if not line:
-        sys.exit(0)
-    return json.loads(line)
-
+"""
+    + RAW_IO
+    + r"""
 
 def call(method, params):
     state["id"] += 1
@@ -186,6 +177,7 @@ while True:
             say(sid, text)
         send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -505,6 +497,7 @@ class _Stream:
 
 def _client_tools() -> object:
     golden = Path(__file__).resolve().parents[1] / "generated" / "projects" / "echo-client-stdio"
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(golden) not in sys.path:
         sys.path.insert(0, str(golden))
     from echo_agent_client._generated.runtime import client_tools

@@ -7,21 +7,14 @@ another replica (bench/cluster.py holds the scenario)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
 import cluster_support as cs
+import pytest
 
 
 @pytest.mark.slow
 def test_replica_killed_and_store_restarted_lose_no_acknowledged_turn() -> None:
     cs.need("postgresql", "redis-server", "haproxy")
-    import cluster
+    from bench import cluster
 
     stats, victim, _ = cluster.run(sessions=4, turns=5, outage=2.0)
     assert stats.failed_turns >= 1, "the kill did not land under a running turn"

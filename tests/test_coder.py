@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from coder_support import Editor, build_coder
 
 pytestmark = pytest.mark.slow

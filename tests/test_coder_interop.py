@@ -11,14 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import ts_peer
 from coder_support import PY, FsAndTerminal, build_coder
 from ts_peer import TsClient

@@ -8,16 +8,12 @@ prompt `/name args` reaches the handler of an agent WITH an input schema as
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
 import hardening_support as hs
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from test_sessions import Core
+from hardening_support import Core
 
 MODES = [
     {"id": "code", "name": "Code", "description": "Edits files", "default": True},

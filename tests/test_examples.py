@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project_support import write_project
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/agent.yaml"))
@@ -71,20 +72,14 @@ def test_examples_pass_agentgen_validate(tmp_path: Path) -> None:
 def build(tmp: Path, shared_acp: Path, name: str, package: str = "exagent") -> dict[str, str]:
     """The project `agentgen new` would make for the example, with its handlers.py."""
     from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
 
-    schema = json.loads((shared_acp / "v1" / "schema.unstable.json").read_text())
-    manifest = load_manifest(REPO / "examples" / name / "agent.yaml").data
-    files = render_generated(
-        schema=schema, meta=None, manifest=manifest, role="agent", transport="stdio"
-    )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text((REPO / "examples" / name / "handlers.py").read_text())
-    (pkg / "__main__.py").write_text(
-        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    write_project(
+        tmp,
+        package,
+        schema=json.loads((shared_acp / "v1" / "schema.unstable.json").read_text()),
+        manifest=load_manifest(REPO / "examples" / name / "agent.yaml").data,
+        handlers=(REPO / "examples" / name / "handlers.py").read_text(),
+        main="from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n",
     )
     return {**os.environ, "PYTHONPATH": str(tmp)}
 

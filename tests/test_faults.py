@@ -12,18 +12,15 @@ import signal
 import socket
 import sqlite3
 import struct
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
+from hardening_support import Core
 
 pytestmark = pytest.mark.slow  # faults under load and timeouts: `make test`, not `make test-fast`
 
@@ -197,40 +194,6 @@ class FlakyStore:
         return getattr(self.inner, name)
 
 
-class Core:
-    """One connection of the HTTP transport's agent factory, in process."""
-
-    def __init__(self, factory: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            self.msgs.extend(orjson.loads(f) for f, _ in batch)
-
-        self.conn = factory(sink)
-        self.n = 0
-
-    async def call(self, method: str, params: Any) -> dict[str, Any]:
-        self.n += 1
-        rid = self.n
-        self.conn.feed(
-            orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            for m in self.msgs:
-                if m.get("id") == rid and "method" not in m:
-                    return m
-            assert time.monotonic() < deadline, f"no answer to {method}"
-            await asyncio.sleep(0.005)
-
-    def texts(self, sid: str) -> list[str]:
-        return [
-            m["params"]["update"]["content"]["text"]
-            for m in self.msgs
-            if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
-        ]
-
-
 @pytest.mark.parametrize(
     "exc",
     [
@@ -394,37 +357,12 @@ def test_http_client_vanishes_mid_turn(built: dict[str, Any], tmp_path: Path) ->
                 import websockets
 
                 async with websockets.connect(f"ws://127.0.0.1:{port}/acp") as ws:
-                    await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 1,
-                                "method": "initialize",
-                                "params": {"protocolVersion": 1},
-                            }
-                        )
-                    )
+                    await ws.send(hs.rpc(1, "initialize", {"protocolVersion": 1}))
                     await asyncio.wait_for(ws.recv(), 10)
-                    await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 2,
-                                "method": "session/new",
-                                "params": {"cwd": "/tmp", "mcpServers": []},
-                            }
-                        )
-                    )
+                    await ws.send(hs.rpc(2, "session/new", {"cwd": "/tmp", "mcpServers": []}))
                     wsid = json.loads(await asyncio.wait_for(ws.recv(), 10))["result"]["sessionId"]
                     await ws.send(
-                        json.dumps(
-                            {
-                                "jsonrpc": "2.0",
-                                "id": 3,
-                                "method": "session/prompt",
-                                "params": hs.text_prompt(wsid, "seq w 500 0.005"),
-                            }
-                        )
+                        hs.rpc(3, "session/prompt", hs.text_prompt(wsid, "seq w 500 0.005"))
                     )
                     for _ in range(3):
                         await asyncio.wait_for(ws.recv(), 10)

@@ -31,22 +31,18 @@ import logging
 import math
 import os
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
 

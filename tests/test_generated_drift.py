@@ -4,7 +4,6 @@ copy in generated/manifest/) and each example's manifest models (generated/examp
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,7 +45,6 @@ def test_no_orphan_example_models() -> None:
 
 
 def test_the_generator_reads_manifests_through_the_committed_models() -> None:
-    sys.path.insert(0, str(REPO))
     from generator.manifest import format as fmt
     from generator.manifest.format_models import ManifestFormat
 

@@ -16,18 +16,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import hardening_support as hs
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
-import hardening_support as hs
 from runtime import http_client
 from runtime.client import AgentProxy, ClientRuntime
 from runtime.revision import Method

@@ -10,27 +10,21 @@ import contextlib
 import datetime
 import logging
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pytest
+import standardwebhooks
 import uvicorn
+from runtime.callbacks import CallbackSender, key_from_env, sign, verify
+from runtime.http_server import app_for
+from runtime.store import MemorySessionStore
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import standardwebhooks
-from runtime.callbacks import CallbackSender, key_from_env, sign, verify
-from runtime.http_server import app_for
-from runtime.store import MemorySessionStore
 from test_http_sessions import EchoAgent
 
 SECRET = b"cb-shared-secret-42"

@@ -7,17 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import uvicorn
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
 from runtime.client import AgentProxy, ClientRuntime
 from runtime.errors import RpcError
 from runtime.http_client import connect_http

@@ -16,19 +16,13 @@ import asyncio
 import contextlib
 import json
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
 from runtime.http_launch import server_config
 from runtime.http_server import create_app
 from test_http_transport import echo_factory, free_port, running_server

@@ -18,6 +18,8 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Not for pytest (pyproject's pythonpath has templates/): `start` runs this file as the
+# agent's own process, which imports the runtime from here.
 sys.path.insert(0, str(ROOT / "templates"))
 
 from runtime.agent import AgentRuntime
@@ -26,7 +28,6 @@ from runtime.store_sqlite import SqliteSessionStore
 
 def _revision() -> Any:
     """The locked default revision, as the generator describes it."""
-    sys.path.insert(0, str(ROOT))
     from generator.protocol.revision import describe
     from generator.sources import load_schema
 
@@ -205,8 +206,6 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
     import websockets
     from acp import schema as S
     from acp.ws.client import create_websocket_stream
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from runtime.http_server import app_for
     from runtime.store import MemorySessionStore
     from test_http_transport import running_server

@@ -11,19 +11,14 @@ import base64
 import contextlib
 import logging
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
+import acp
 import httpx
 import pytest
 import uvicorn
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
-import acp
 from acp import schema as S
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream

@@ -38,14 +38,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import acp
+import pytest
 from acp.exceptions import RequestError
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
+from project_support import write_project
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -103,11 +101,7 @@ _BUILT: dict[tuple[str, str], tuple[str, dict[str, str], Path]] = {}
 def build(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """build(example, transport) -> (package, env, dir): the example agent, generated for
     stdio or HTTP (HTTP and WebSocket are one HTTP agent)."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
 
     tmp = tmp_path_factory.mktemp("py-peer-agents")
 
@@ -118,22 +112,16 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Any:
             return _BUILT[key]
         package = f"py_{example.replace('-', '_')}_{kind}"
         manifest = load_manifest(REPO / "examples" / example / "agent.yaml").data
-        files = render_generated(
+        write_project(
+            tmp,
+            package,
             schema=_schema(SCHEMA_OF[example]),
-            meta=None,
             manifest=manifest,
-            role="agent",
             transport=kind,
-            package=package,
             source_label=NPM.format(SCHEMA_OF[example]),
-        )
-        pkg = tmp / package
-        write_generated(pkg / "_generated", files)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "handlers.py").write_text((REPO / "examples" / example / "handlers.py").read_text())
-        (pkg / "__main__.py").write_text(
-            "import sys\n\nfrom ._generated import run_agent\nfrom .handlers import Agent\n\n"
-            f"run_agent(Agent, sys.argv[1:], transport={kind!r})\n"
+            handlers=(REPO / "examples" / example / "handlers.py").read_text(),
+            main="import sys\n\nfrom ._generated import run_agent\nfrom .handlers import Agent\n\n"
+            f"run_agent(Agent, sys.argv[1:], transport={kind!r})\n",
         )
         env = {
             **os.environ,

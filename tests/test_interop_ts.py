@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import ts_peer
+from project_support import write_project
 from ts_peer import PeerError, TsClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +69,6 @@ _BUILT: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
 def build(sdk_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """build(example, revision) -> (package, env): the example's agent on that revision."""
     from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
 
     tmp = tmp_path_factory.mktemp("ts-agents")
 
@@ -84,22 +80,15 @@ def build(sdk_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
         schema = json.loads(ts_peer.schema_file(sdk_root, revision).read_text())
         manifest = load_manifest(REPO / "examples" / example / "agent.yaml").data
         with _shared_models():
-            files = render_generated(
+            write_project(
+                tmp,
+                package,
                 schema=schema,
-                meta=None,
                 manifest=manifest,
-                role="agent",
-                transport="stdio",
-                package=package,
                 source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
+                handlers=(REPO / "examples" / example / "handlers.py").read_text(),
+                main="from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent)\n",
             )
-        pkg = tmp / package
-        write_generated(pkg / "_generated", files)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "handlers.py").write_text((REPO / "examples" / example / "handlers.py").read_text())
-        (pkg / "__main__.py").write_text(
-            "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent)\n"
-        )
         env = {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
         _BUILT[key] = (package, env)
         return _BUILT[key]
@@ -499,25 +488,20 @@ def test_generated_client_drives_ts_echo_agent(
     every update parsed into the revision's models; an agent error arrives typed."""
     import importlib
 
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     package = f"tsclient_{revision.replace('-', '_')}"
     schema = json.loads(ts_peer.schema_file(sdk_root, revision).read_text())
     manifest = {"name": "ts-client", "version": "0.1.0"}
     with _shared_models():
-        files = render_generated(
+        write_project(
+            tmp_path,
+            package,
             schema=schema,
-            meta=None,
             manifest=manifest,
             role="client",
-            transport="stdio",
-            package=package,
             source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
+            handlers=CLIENT_HANDLERS,
         )
-    write_generated(tmp_path / package / "_generated", files)
-    (tmp_path / package / "__init__.py").write_text("")
-    (tmp_path / package / "handlers.py").write_text(CLIENT_HANDLERS)
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(tmp_path))
     try:
         handlers = importlib.import_module(f"{package}.handlers")

@@ -13,17 +13,13 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 pytestmark = pytest.mark.slow  # load / soak: `make test`, not `make test-fast`
 

@@ -108,7 +108,6 @@ TRICKY: dict[str, Any] = {
 
 
 def test_camel_matches_the_runtime() -> None:
-    sys.path.insert(0, str(REPO))
     from templates.runtime.agent import _camel
 
     for name in ("approval", "needs-review", "needs_review", "a-b_c", "x", "two--dashes", "v2-ok"):
@@ -172,7 +171,6 @@ def test_error_classes_carry_code_transient_and_typed_data(tmp_path: Path) -> No
         mm.QuotaExceededData.model_validate({"retry_after": -1})
 
     # the runtime turns them into JSON-RPC errors with exactly these attributes
-    sys.path.insert(0, str(REPO))
     from templates.runtime.agent import AgentRuntime
 
     err = AgentRuntime()._agent_error(q)

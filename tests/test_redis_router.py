@@ -10,19 +10,15 @@ import asyncio
 import contextlib
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cluster_support as cs
+import hardening_support as hs
 import httpx
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import cluster_support as cs
-import hardening_support as hs
 
 PKG = "redisagent"
 

@@ -124,15 +124,15 @@ class Agent(AgentBase):
 '''
 
 
-def new_project(tmp: Path, shared_acp: Path) -> Path:
-    (tmp / "agent.yaml").write_text(MANIFEST)
+def agentgen_new(project: Path, manifest: Path, shared_acp: Path) -> str:
+    """`agentgen new` on the v1 schema; its output."""
     proc = subprocess.run(
         [
             str(BIN / "agentgen"),
             "new",
-            str(tmp / "gate"),
+            str(project),
             "-m",
-            str(tmp / "agent.yaml"),
+            str(manifest),
             "--schema",
             str(shared_acp / "v1" / "schema.json"),
         ],
@@ -141,7 +141,13 @@ def new_project(tmp: Path, shared_acp: Path) -> Path:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert '"agent_servers"' in proc.stdout and '"command": "gate-agent"' in proc.stdout
+    return proc.stdout
+
+
+def new_project(tmp: Path, shared_acp: Path) -> Path:
+    (tmp / "agent.yaml").write_text(MANIFEST)
+    out = agentgen_new(tmp / "gate", tmp / "agent.yaml", shared_acp)
+    assert '"agent_servers"' in out and '"command": "gate-agent"' in out
     return tmp / "gate"
 
 
@@ -265,21 +271,7 @@ def test_launch_reports_an_agent_without_auth_methods(
     from generator.registry.check import run_registry_check
 
     project = tmp_path / "echo"
-    proc = subprocess.run(
-        [
-            str(BIN / "agentgen"),
-            "new",
-            str(project),
-            "-m",
-            str(REPO / "examples" / "echo" / "agent.yaml"),
-            "--schema",
-            str(shared_acp / "v1" / "schema.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    agentgen_new(project, REPO / "examples" / "echo" / "agent.yaml", shared_acp)
     assert run_registry_check(project, launch=True) == 1
     out = capsys.readouterr().out
     assert out == (

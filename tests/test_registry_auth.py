@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project_support import write_project
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,27 +70,18 @@ class Agent(AgentBase):
 
 def build(tmp: Path, schema: Path, handlers: str | None) -> dict[str, str]:
     from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
 
     (tmp / "agent.yaml").write_text(MANIFEST)
-    manifest = load_manifest(tmp / "agent.yaml").data
-    files = render_generated(
-        schema=json.loads(schema.read_text()),
-        meta=None,
-        manifest=manifest,
-        role="agent",
-        transport="stdio",
-    )
-    pkg = tmp / "exagent"
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
     default = (
         "from ._generated.dispatcher import AgentBase\n\n\nclass Agent(AgentBase):\n    pass\n"
     )
-    (pkg / "handlers.py").write_text(handlers or default)
-    (pkg / "__main__.py").write_text(
-        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    write_project(
+        tmp,
+        "exagent",
+        schema=json.loads(schema.read_text()),
+        manifest=load_manifest(tmp / "agent.yaml").data,
+        handlers=handlers or default,
+        main="from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n",
     )
     home = tmp / "home"
     home.mkdir()

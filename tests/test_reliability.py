@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,10 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from hardening_support import Core
 
 PKG = "reliabagent"
 PKG2 = "reliabagent2"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -34,50 +33,6 @@ def built_v2(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("reliab2")
     hs.build(tmp, shared_acp, PKG2, rev="v2", unstable=False)
     return hs.load(tmp, PKG2).Agent
-
-
-class Core:
-    """One connection of the session core, in process: frames in, messages out."""
-
-    def __init__(self, core: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            self.msgs.extend(orjson.loads(f) for f, _ in batch)
-
-        self.conn = core(sink)
-        self.n = 0
-
-    def send(self, method: str, params: Any) -> int:
-        self.n += 1
-        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
-        self.conn.feed(json.dumps(msg).encode())
-        return self.n
-
-    def answered(self, rid: int) -> dict[str, Any] | None:
-        for m in self.msgs:
-            if m.get("id") == rid and "method" not in m:
-                return m
-        return None
-
-    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while (m := self.answered(rid)) is None:
-            assert time.monotonic() < deadline, f"no answer to {rid}"
-            await asyncio.sleep(0.005)
-        return m
-
-    async def call(self, method: str, params: Any) -> dict[str, Any]:
-        return await self.answer(self.send(method, params))
-
-    def position(self, rid: int) -> int:
-        return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
-
-    async def until(self, pred: Any, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred():
-            assert time.monotonic() < deadline, "condition not reached"
-            await asyncio.sleep(0.005)
 
 
 def _users(frames: list[bytes]) -> list[Any]:
@@ -255,8 +210,6 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
     """The same over WebSocket (the issue's report): p3 is answered after p2, and a new
     connection's session/load replays all three turns."""
     import websockets
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -304,26 +257,10 @@ def test_websocket_prompt_while_the_store_is_locked(built: dict[str, Any], tmp_p
                         ids.append(m["id"])
                 assert ids == [4, 5]
             async with websockets.connect(f"ws://{addr}/acp") as ws:
-                await ws.send(
-                    json.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 1,
-                            "method": "initialize",
-                            "params": {"protocolVersion": 1},
-                        }
-                    )
-                )
+                await ws.send(hs.rpc(1, "initialize", {"protocolVersion": 1}))
                 await asyncio.wait_for(ws.recv(), 10)
                 await ws.send(
-                    json.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 2,
-                            "method": "session/load",
-                            "params": {"sessionId": sid, "cwd": "/w", "mcpServers": []},
-                        }
-                    )
+                    hs.rpc(2, "session/load", {"sessionId": sid, "cwd": "/w", "mcpServers": []})
                 )
                 users = []
                 while True:
@@ -386,8 +323,6 @@ def test_failed_websocket_loads_do_not_use_the_session_cap(built: dict[str, Any]
     """max_sessions=3: five loads of unknown ids all answer -32602 (not "too many
     sessions"), and session/new still works; three real sessions then fill the cap."""
     import websockets
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -535,8 +470,6 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
     gets 503 (Retry-After) while the process has room; the two connections that never
     opened a session expire within a second, one that opened a session stays."""
     import httpx
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")
@@ -571,7 +504,6 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
 def test_http_client_refuses_a_message_over_the_limit_before_sending() -> None:
     """A request over max_message_size answers -32600 "message too large" at once, with
     no HTTP request (the URL's port is closed: a POST would fail with ConnectError)."""
-    sys.path.insert(0, str(ROOT / "templates"))  # the runtime as it is (as test_http_client)
     from runtime import http_client, jsonrpc
     from runtime.errors import RpcError
 

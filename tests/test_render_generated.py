@@ -10,9 +10,6 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 from generator.protocol.revision import describe
 from generator.render import render_generated, runtime_files
 

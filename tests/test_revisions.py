@@ -20,17 +20,12 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+from project_support import write_project
+from scaffold_support import store  # noqa: F401 - fixture
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from generator.errors import AgentgenError  # noqa: E402
-from generator.protocol.revision import describe  # noqa: E402
-from generator.render import render_generated  # noqa: E402
-from generator.scaffold.project import write_generated  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaffold_support import store  # noqa: E402, F401 - fixture
+from generator.errors import AgentgenError
+from generator.protocol.revision import describe
+from generator.render import render_generated
 
 PY = sys.executable
 NPM = "npm:@agentclientprotocol/sdk@2.4.0#schema/{}"
@@ -86,19 +81,14 @@ def schemas() -> dict[str, dict[str, Any]]:
 
 
 def _build(tmp: Path, package: str, main: dict[str, Any], *also: dict[str, Any]) -> Path:
-    files = render_generated(
+    write_project(
+        tmp,
+        package,
         schema=main,
-        meta=None,
         manifest=MANIFEST,
-        role="agent",
-        transport="stdio",
-        package=package,
         also=tuple((s, None, f"schema {i}") for i, s in enumerate(also)),
+        handlers=HANDLERS,
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "handlers.py").write_text(HANDLERS)
     return tmp
 
 
@@ -114,6 +104,7 @@ def both_agent(tmp_path_factory: pytest.TempPathFactory, schemas: dict[str, Any]
 
 
 def _models(root: Path, module: str) -> Any:
+    # a generated project, not on pytest's pythonpath: imported by its package name
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     return importlib.import_module(module)

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
 
 from runtime.errors import RpcError
 from runtime.jsonrpc import Connection

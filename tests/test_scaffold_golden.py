@@ -12,8 +12,6 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import regen_golden
 
 pytestmark = pytest.mark.slow  # golden rebuilds: `make test`, not `make test-fast`

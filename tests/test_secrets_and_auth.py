@@ -28,13 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import pytest
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = "sec11agent"
@@ -206,7 +203,6 @@ def test_non_ascii_token_authenticates_with_its_utf8_bytes(built: dict[str, Any]
 
 
 def test_mask_url() -> None:
-    sys.path.insert(0, str(REPO / "templates"))
     from runtime.masking import mask_url, url_secrets
 
     assert mask_url(CRED_URL) == "https://***@llm.example.org/v1?key=***&mode=***"

@@ -25,12 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import httpx
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = "secagent"

@@ -5,17 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "templates"))
-sys.path.insert(0, str(ROOT / "tests"))
-
 from runtime.store import MemorySessionStore, SqliteSessionStore
 
 
@@ -24,17 +18,6 @@ def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
         "memory": MemorySessionStore,
         "sqlite": lambda: SqliteSessionStore(tmp_path / "s.db"),
     }
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Any:
-    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
-    import cluster_support as cs
-
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

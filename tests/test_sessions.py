@@ -6,18 +6,15 @@ no trace in history."""
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import hardening_support as hs
 import orjson
 import pytest
+from hardening_support import Core
 
 PKG = "sessagent"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -25,44 +22,6 @@ def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[st
     tmp = tmp_path_factory.mktemp("sessions")
     env = hs.build(tmp, shared_acp, PKG, unstable=False)
     return {"env": env, "tmp": tmp, "agent": hs.load(tmp, PKG).Agent}
-
-
-class Core:
-    """One connection of the session core, in process: frames in, messages out."""
-
-    def __init__(self, core: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            self.msgs.extend(orjson.loads(f) for f, _ in batch)
-
-        self.conn = core(sink)
-        self.n = 0
-
-    def send(self, method: str, params: Any) -> int:
-        self.n += 1
-        msg = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
-        self.conn.feed(json.dumps(msg).encode())  # stdlib: deeper nesting than orjson writes
-        return self.n
-
-    async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            for m in self.msgs:
-                if m.get("id") == rid and "method" not in m:
-                    return m
-            assert time.monotonic() < deadline, f"no answer to {rid}"
-            await asyncio.sleep(0.005)
-
-    async def call(self, method: str, params: Any) -> dict[str, Any]:
-        return await self.answer(self.send(method, params))
-
-    def texts(self, sid: str) -> list[str]:
-        return [
-            m["params"]["update"]["content"]["text"]
-            for m in self.msgs
-            if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
-        ]
 
 
 def _history(frames: list[bytes]) -> list[tuple[str, str]]:
@@ -91,8 +50,6 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     import httpx
     from acp import schema as S
     from acp.http.client import create_http_stream
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_http_transport import running_server
 
     http = hs.runtime_of(PKG, "http_server")

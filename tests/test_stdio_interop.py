@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project_support import write_project
 
 pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
 
@@ -545,21 +546,13 @@ def test_acpbench_echo_check(tmp_path: Path, shared_acp: Path, acpbench: Path) -
 
 
 def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> None:
-    sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
-    schema = json.loads((shared_acp / "v1" / "schema.json").read_text())
-    files = render_generated(
-        schema=schema,
-        meta=None,
+    write_project(
+        tmp_path,
+        "tclient",
+        schema=json.loads((shared_acp / "v1" / "schema.json").read_text()),
         manifest={"name": "c", "version": "1"},
         role="client",
-        transport="stdio",
-        package="tclient",
     )
-    write_generated(tmp_path / "tclient" / "_generated", files)
-    (tmp_path / "tclient" / "__init__.py").write_text("")
     driver = tmp_path / "drive.py"
     driver.write_text(
         textwrap.dedent(f"""

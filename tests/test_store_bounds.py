@@ -8,19 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "templates"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from runtime.store import MemorySessionStore  # noqa: E402
-from runtime.store_sqlite import SqliteSessionStore  # noqa: E402
+from runtime.store import MemorySessionStore
+from runtime.store_sqlite import SqliteSessionStore
 
 
 def frame(kind: str, text: str) -> bytes:
@@ -31,17 +25,6 @@ def frame(kind: str, text: str) -> bytes:
 
 def turn(i: int, text: str = "") -> list[bytes]:
     return [frame("user_message_chunk", f"p{i}{text}"), frame("agent_message_chunk", f"a{i}")]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Any:
-    """A private PostgreSQL server (tests/cluster_support.py), started once for the module."""
-    import cluster_support as cs
-
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    yield server
-    server.stop()
 
 
 def make(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **bounds: Any) -> Any:

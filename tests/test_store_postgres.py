@@ -6,29 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
-
 import cluster_support as cs
+import pytest
 from runtime.store import MemorySessionStore, open_store
 from runtime.store_sqlite import SqliteSessionStore
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[cs.Server]:
-    cs.need("postgresql")
-    server = cs.start_postgres()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,9 +37,9 @@ def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.slow
-def test_roundtrip_history_order_and_delete(pg: cs.Server) -> None:
+def test_roundtrip_history_order_and_delete(postgres: cs.Server) -> None:
     async def go() -> None:
-        st: Any = open_store(cs.fresh_database(pg))
+        st: Any = open_store(cs.fresh_database(postgres))
         await st.save("s", {"turns": 0, "config_raw": {"model": "x"}})
         assert await st.load("s") == {"turns": 0, "config_raw": {"model": "x"}}
         assert await st.load("nope") is None
@@ -83,10 +67,10 @@ def test_roundtrip_history_order_and_delete(pg: cs.Server) -> None:
 
 
 @pytest.mark.slow
-def test_schema_created_once_by_replicas_starting_together(pg: cs.Server) -> None:
+def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) -> None:
     """Five stores (five replicas) open one fresh database at once: the tables are created
     exactly once (advisory lock), every store works, and the version is recorded."""
-    url = cs.fresh_database(pg)
+    url = cs.fresh_database(postgres)
 
     async def go() -> None:
         stores: list[Any] = [open_store(url) for _ in range(5)]

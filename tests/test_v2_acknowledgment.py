@@ -13,7 +13,7 @@ from typing import Any
 
 import hardening_support as hs
 import pytest
-from test_sessions import Core
+from hardening_support import Core
 
 PKG = "ackagent2"
 
@@ -48,10 +48,11 @@ async def _wait_idle(c: Core) -> dict[str, Any]:
 def test_idle_end_turn_only_after_the_turn_is_saved(built: Any) -> None:
     async def go() -> None:
         store = hs.runtime_of(PKG, "store").MemorySessionStore()
-        gate = asyncio.Event()
+        gate, saving = asyncio.Event(), asyncio.Event()
         real = store.save_turn
 
         async def slow_save(*args: Any, **kwargs: Any) -> Any:
+            saving.set()
             await gate.wait()
             return await real(*args, **kwargs)
 
@@ -61,14 +62,18 @@ def test_idle_end_turn_only_after_the_turn_is_saved(built: Any) -> None:
         await c.call("initialize", INIT)
         sid = (await c.call("session/new", NEW))["result"]["sessionId"]
         await c.call("session/prompt", hs.text_prompt(sid, "hello"))
-        await asyncio.sleep(0.3)  # the turn has ended; its save waits on the gate
-        chunks = [
-            m["params"]["update"]["content"]["text"]
-            for m in c.msgs
-            if m.get("method") == "session/update"
-            and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
-        ]
-        assert chunks == ["hello"]  # the turn ran and ended
+        await asyncio.wait_for(saving.wait(), 10)  # the turn has ended; its save waits
+
+        def chunks() -> list[str]:
+            return [
+                m["params"]["update"]["content"]["text"]
+                for m in c.msgs
+                if m.get("method") == "session/update"
+                and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+            ]
+
+        await c.until(lambda: chunks() != [])  # what the turn wrote has reached the client
+        assert chunks() == ["hello"]  # the turn ran and ended
         assert _idle(c) is None, "the turn was acknowledged before it was saved"
         gate.set()
         idle = await _wait_idle(c)

@@ -19,12 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
+from project_support import write_project
 
 LOCK = json.loads((Path(__file__).resolve().parent / "schemas.lock.json").read_text())
 V2_REVS = sorted({rel.split("/")[0] for rel in LOCK if rel.startswith("v2")})
@@ -485,21 +483,10 @@ def test_batch_post_over_http_is_refused_501(any_rev: dict[str, Any]) -> None:
 def _build_client(
     tmp: Path, shared_acp: Path, rev: str, package: str, transport: str = "stdio"
 ) -> Path:
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
-
     schema = json.loads((shared_acp / rev / "schema.json").read_text())
-    files = render_generated(
-        schema=schema,
-        meta=None,
-        manifest=hs.MANIFEST,
-        role="client",
-        transport=transport,
-        package=package,
+    write_project(
+        tmp, package, schema=schema, manifest=hs.MANIFEST, role="client", transport=transport
     )
-    pkg = tmp / package
-    write_generated(pkg / "_generated", files)
-    (pkg / "__init__.py").write_text("")
     return tmp
 
 
@@ -511,6 +498,7 @@ def test_generated_client_sends_a_batch_and_gets_typed_results(
     result model in the order given, a failed request's RpcError returned in its place."""
     package = "bclient_" + any_rev["package"]
     root = _build_client(tmp_path, shared_acp, any_rev["rev"], package)
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(root))
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
     client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
@@ -640,6 +628,7 @@ def test_v2_client_declares_capability_markers_at_initialize(
     rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
     package = "iclient_" + v2["package"]
     root = _build_client(tmp_path, shared_acp, rev, package)
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(root))
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
     client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
@@ -675,6 +664,7 @@ def test_generated_http_client_batch_fails_each_request_and_keeps_the_connection
     rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
     package = "hclient_" + v2["package"]
     root = _build_client(tmp_path, shared_acp, rev, package, transport="http")
+    # a generated project, not on pytest's pythonpath: imported by its package name
     sys.path.insert(0, str(root))
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
     http_client = __import__(f"{package}._generated.runtime.http_client", fromlist=["_"])

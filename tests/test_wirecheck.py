@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import orjson
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import hardening_support as hs
 
 # The handler sends what the prompt text names: a right chunk, or one of the wrong frames.
 HANDLERS = """

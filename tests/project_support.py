@@ -1,0 +1,47 @@
+"""One way to build a test project: the package `agentgen new` writes (its `_generated/`
+rendered by the generator), with the test's own handlers and entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def write_project(
+    tmp: Path,
+    package: str,
+    *,
+    schema: dict[str, Any],
+    manifest: dict[str, Any],
+    role: str = "agent",
+    transport: str = "stdio",
+    meta: dict[str, Any] | None = None,
+    source_label: str | None = None,
+    also: tuple[tuple[dict[str, Any], dict[str, Any] | None, str], ...] = (),
+    handlers: str | None = None,
+    main: str | None = None,
+) -> Path:
+    """Write `<tmp>/<package>`: `_generated/`, an empty `__init__.py`, and `handlers.py` /
+    `__main__.py` when given. Returns the package's folder (`<tmp>` is what goes on
+    PYTHONPATH)."""
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    files = render_generated(
+        schema=schema,
+        meta=meta,
+        manifest=manifest,
+        role=role,
+        transport=transport,
+        package=package,
+        source_label=source_label,
+        also=also,
+    )
+    pkg = tmp / package
+    write_generated(pkg / "_generated", files)
+    (pkg / "__init__.py").write_text("")
+    if handlers is not None:
+        (pkg / "handlers.py").write_text(handlers)
+    if main is not None:
+        (pkg / "__main__.py").write_text(main)
+    return pkg

@@ -1,4 +1,5 @@
-"""Name conversion: the one place text becomes a class name, a python name or words.
+"""Name conversion: the one place text becomes a class name, a python name, words or a
+one-line summary.
 
 The generated code and the runtime keep their own tiny copies where they cannot import
 agentgen (`_acp_snake` in the models base, `_camel` in templates/runtime/agent.py);
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 import keyword
 import re
+import unicodedata
+from typing import Any
 
-__all__ = ["camel", "pascal", "snake", "word_count", "words"]
+__all__ = ["camel", "pascal", "snake", "summary", "word_count", "words"]
 
 _CAMEL_HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _NOT_ALNUM = re.compile(r"[^0-9A-Za-z]+")
@@ -62,3 +65,13 @@ def camel(name: str) -> str:
     """`needs-review` / `needs_review` -> `NeedsReview`: the runtime's own spelling of an
     interrupt's class prefix (templates/runtime/agent.py `_camel`), so names agree."""
     return pascal(name, digit_prefix="", empty="")
+
+
+def summary(text: Any) -> str:
+    """The first paragraph of a description on one line, without control characters
+    (it lands in TOML and JSON), at most 300 characters; "" for a non-string."""
+    if not isinstance(text, str):
+        return ""
+    first = re.split(r"\n\s*\n", text.strip(), maxsplit=1)[0]
+    flat = " ".join(first.split())
+    return "".join(ch for ch in flat if unicodedata.category(ch)[0] != "C")[:300]

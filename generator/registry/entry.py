@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..files import write_atomic
 from ..manifest.positions import Parsed, parse_text
+from ..names import summary
 
 FOLDER = "acp-registry"
 
@@ -27,10 +28,6 @@ PLACEHOLDER_ICON = """\
         d="M2.75 3.25h10.5v7h-6l-3 2.5v-2.5h-1.5z"/>
 </svg>
 """
-
-
-def _summary(text: Any) -> str:
-    return " ".join(str(text or "").strip().split("\n\n")[0].split())
 
 
 def registry_id(manifest: dict[str, Any]) -> str:
@@ -47,7 +44,7 @@ def entry(manifest: dict[str, Any], *, distribution: str, version: str) -> dict[
         "id": registry_id(manifest),
         "name": name,
         "version": version,
-        "description": _summary(manifest.get("description")) or name,
+        "description": summary(manifest.get("description")) or name,
     }
     repository = block.get("repository") or (manifest.get("links") or {}).get("repository")
     if repository:

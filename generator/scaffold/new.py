@@ -11,28 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
-import unicodedata
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import AgentgenError
+from ..names import summary
 from ..render import uses_callbacks
 from . import inputs, project, template_store
-
-
-def _summary(description: Any) -> str:
-    """First paragraph on one line, without control characters (it lands in TOML)."""
-    if not isinstance(description, str):
-        return ""
-    first = re.split(r"\n\s*\n", description.strip(), maxsplit=1)[0]
-    text = " ".join(first.split())
-    return "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")[:300]
 
 
 def _pep440(version: Any) -> str:
@@ -143,8 +133,8 @@ def copier_answers(
         "project_name": name,
         "package_name": package,
         "version": _pep440(manifest.get("version", "0.1.0")),
-        "title": _summary(title) or name,
-        "summary": _summary(manifest.get("description")),
+        "title": summary(title) or name,
+        "summary": summary(manifest.get("description")),
         "transport": transport,
         "callbacks": role == "agent" and uses_callbacks(manifest),
         "manifest_file": manifest_file,

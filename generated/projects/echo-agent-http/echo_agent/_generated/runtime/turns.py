@@ -162,9 +162,7 @@ class Turn(Authoring, ClientCalls):
     @property
     def cwd(self) -> str:
         """The session's working directory (absolute, as the client gave it)."""
-        where = getattr(self._conn, "cwd", None)  # sessions.SessionConnection keeps it
-        found = where.get(self.session.id) if type(where) is dict else None
-        return found or self.session.cwd or "/"
+        return self.session.cwd or "/"
 
     @property
     def mode(self) -> str | None:

@@ -135,7 +135,6 @@ class SessionConnection(Connection):
         self.owner = f"{core.replica}/{uuid.uuid4().hex[:12]}"
         self.held: set[str] = set()  # sessions whose lease this connection holds
         self.lost: set[str] = set()  # taken over elsewhere: write nothing more for them
-        self.cwd: dict[str, str] = {}
         self.confirmed: dict[str, float] = {}  # when the store last confirmed our lease
         self.recorded: dict[str, list[bytes]] = {}
         self.turns: dict[str, asyncio.Task[Any]] = {}  # done when the turn ended and was saved
@@ -210,7 +209,7 @@ class SessionConnection(Connection):
             s.mode = self.rt._saved_mode(saved.get("mode"))
             self.rt.sessions[sid] = s
         cwd = params.get("cwd")
-        self.cwd[sid] = cwd if type(cwd) is str else str(saved.get("cwd") or "/")
+        s.cwd = cwd if type(cwd) is str else str(saved.get("cwd") or "/")
         self._hold(sid)
         return s
 
@@ -333,8 +332,8 @@ class SessionConnection(Connection):
         if s is None:
             return  # a user override that keeps no runtime session: nothing to persist
         cwd = params.get("cwd") if type(params) is dict else None
-        self.cwd[s.id] = cwd if type(cwd) is str else "/"
-        state = stored_state(s, self.cwd.get(s.id, "/"))
+        s.cwd = cwd if type(cwd) is str else "/"
+        state = stored_state(s)
         store = self.core.store
         try:
             await durably("the session was not created", lambda: store.save(s.id, state))
@@ -445,7 +444,7 @@ class SessionConnection(Connection):
         result = await self.rt.handle_request(method, params, ctx)
         if s is None or before is None:
             return result
-        state = stored_state(s, self.cwd.get(s.id, "/"))
+        state = stored_state(s)
         store = self.core.store
         try:
             await durably("the option was not changed", lambda: store.save(sid, state))
@@ -552,7 +551,7 @@ class SessionConnection(Connection):
             raise session_in_use(sid, self.v2)
         core = self.core
         batch = core.unsaved.pop(sid, []) + user + frames
-        state = stored_state(s, self.cwd.get(s.id, "/"))
+        state = stored_state(s)
         stop = result.get("stopReason") if type(result) is dict else None
         try:
             saved = await durably(

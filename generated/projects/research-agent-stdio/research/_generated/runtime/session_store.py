@@ -67,13 +67,13 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def stored_state(s: Session, cwd: str) -> dict[str, Any]:
+def stored_state(s: Session) -> dict[str, Any]:
     """What the store keeps of a session besides its history."""
     return {
         "config_raw": s.config_raw,
         "state": s.state,
         "turns": s.turns,
         "mode": s.mode,
-        "cwd": cwd,
+        "cwd": s.cwd or "/",
         "updatedAt": now(),
     }

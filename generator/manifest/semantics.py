@@ -633,18 +633,6 @@ def config_notes(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
             )
 
 
-CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
-    package_name,
-    errors,
-    names,
-    commands_and_modes,
-    states,
-    config_defaults,
-    schema_validity,
-    schema_keywords,
-)
-
-
 def semantic_problems(data: dict[str, Any]) -> Iterator[Problem]:
     for check in CHECKS:
         yield from check(data)
@@ -709,4 +697,15 @@ def registry(data: dict[str, Any]) -> Iterator[Problem]:
             yield "/registry/license", problem, False
 
 
-CHECKS = (*CHECKS, auth_methods, registry)
+CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
+    package_name,
+    errors,
+    names,
+    commands_and_modes,
+    states,
+    config_defaults,
+    schema_validity,
+    schema_keywords,
+    auth_methods,
+    registry,
+)

@@ -26,6 +26,7 @@ from . import agent_auth
 from .commands import MODE_OPTION, SessionExtras
 from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
 from .errors import (
+    AUTH_REQUIRED,
     INVALID_PARAMS,
     RpcError,
     from_validation_error,
@@ -36,8 +37,6 @@ from .jsonrpc import Connection, RequestContext, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
-
-AUTH_REQUIRED = -32000  # ErrorCode "Authentication required" (every revision)
 
 
 class Session:

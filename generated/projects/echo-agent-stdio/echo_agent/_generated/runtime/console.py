@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from . import content
 from .client import AgentProxy, ClientRuntime, negotiate, prompt_turn, unless_closed
-from .errors import ConnectionClosed, RpcError
+from .errors import AUTH_REQUIRED, ConnectionClosed, RpcError
 from .jsonrpc import Connection
 from .prompts import Terminal, say
 from .retries import (
@@ -49,7 +49,6 @@ async def _next_line(terminal: Terminal, conn: Connection) -> str:
 
 # exit status when a turn ended because this client could not answer the agent's question
 UNANSWERED = 3
-AUTH_REQUIRED = -32000
 
 
 async def console(

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
+from .errors import AUTH_REQUIRED
 from .logsafe import register_secret
 
 log = logging.getLogger("acp.runtime.auth")
@@ -178,7 +179,7 @@ class Auth:
             {
                 "jsonrpc": "2.0",
                 "id": None,
-                "error": {"code": -32000, "message": "authentication required"},
+                "error": {"code": AUTH_REQUIRED, "message": "authentication required"},
             }
         )
         challenges = ", ".join(dict.fromkeys(s.challenge() for s in self.schemes))

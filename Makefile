@@ -44,7 +44,7 @@ bench-stdio: setup
 regen-golden: setup
 	$(BIN)/python tests/regen_golden.py
 	$(BIN)/python generated/manifest/regen.py
-	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly tests/test_protocol_cases.py
+	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly tests/generator/test_protocol_cases.py
 
 # PostgreSQL + Redis + 3 replicas + HAProxy on 127.0.0.1, one replica killed mid-turn
 # (Debian packages: postgresql redis-server haproxy)

@@ -116,6 +116,12 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
     # the runtime is complete: every module of the checkout's runtime is in the wheel
     runtime = {p.name for p in (REPO / "templates" / "runtime").glob("*.py")}
     assert {n.rsplit("/", 1)[1] for n in names if "/_data/templates/runtime/" in n} >= runtime
+    # the generator's typed import of the runtime's revision module (a symlink in the
+    # checkout) is a real file in the wheel, the same bytes as the runtime's copy
+    wheel = zipfile.ZipFile(installed["wheel"])
+    assert wheel.read("generator/protocol/runtime_revision.py") == wheel.read(
+        "generator/_data/templates/runtime/revision.py"
+    )
     # the installed package is the one agentgen runs (not a checkout on the path)
     where = _run(
         [str(installed["bin"] / "python"), "-c", "import generator; print(generator.__file__)"],

@@ -87,6 +87,19 @@ class TestNew:
         pyproject = (target / "pyproject.toml").read_text()
         assert "agentgen" not in pyproject.split("[project.scripts]")[0].split("dependencies")[1]
 
+    def test_agent_and_client_projects_get_the_one_test_conftest(self, tmp_path: Path) -> None:
+        """The agent and client templates share one tests/conftest.py (the client's is a
+        symlink to the agent's); each project gets it as a plain file."""
+        templates = Path(project.__file__).resolve().parents[2] / "templates"
+        agent = templates / "agent/project/tests/conftest.py"
+        client = templates / "client/project/tests/conftest.py"
+        assert client.is_symlink() and client.resolve() == agent.resolve()
+        for role in ("agent", "client"):
+            target = tmp_path / role
+            run_new(target, manifest=_manifest(tmp_path), schema=str(_schema(tmp_path)), role=role)
+            made = target / "tests/conftest.py"
+            assert not made.is_symlink() and made.read_bytes() == agent.read_bytes()
+
     def test_deterministic(self, tmp_path: Path) -> None:
         a, b = tmp_path / "a", tmp_path / "b"
         assert _new(tmp_path, a) == 0

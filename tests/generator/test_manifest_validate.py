@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from expected_support import expected
 
 from generator.manifest.validate import run_validate, validate_file
 
@@ -40,7 +41,7 @@ def test_case(
     )
     code = run_validate([_manifest(case)])
     out = capsys.readouterr().out
-    assert out == (case / "expected.txt").read_text()
+    assert out == expected(case / "expected.txt", out)
     assert code == want_exit
     if want_exit:
         assert out.strip(), "an invalid manifest must say why"

@@ -15,12 +15,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from expected_support import expected
 from numbered import numbered_classes
 from pydantic import RootModel
 
@@ -28,7 +28,6 @@ from generator.protocol.diff import diff_schemas, format_text
 from generator.protocol.models import generate_models
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
-UPDATE = os.environ.get("AGENTGEN_UPDATE_CASES") == "1"
 
 
 def _folders(kind: str) -> list[Path]:
@@ -40,9 +39,7 @@ def _all_cases() -> list[tuple[str, Path]]:
 
 
 def _expect(path: Path, got: str) -> None:
-    if UPDATE:
-        path.write_text(got, encoding="utf-8")
-    assert got == path.read_text(encoding="utf-8")
+    assert got == expected(path, got)
 
 
 def _classes(code: str) -> list[str]:

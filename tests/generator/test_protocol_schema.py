@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from expected_support import expected
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -35,10 +36,10 @@ def test_the_corpus_is_there() -> None:
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_broken_schema(name: str) -> None:
     path = str(CASES / name / "input.json")
-    expected = (CASES / name / "expected.txt").read_text(encoding="utf-8").strip()
     with pytest.raises(AgentgenError) as err:
         sources.load_schema(path)
-    assert str(err.value) == expected.replace("{source}", path)
+    got = str(err.value).replace(path, "{source}")
+    assert got == expected(CASES / name / "expected.txt", got, line=True)
     assert err.value.source == path
     assert "\n" not in str(err.value)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from expected_support import expected
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "tests" / "cases" / "registry"
@@ -33,11 +34,10 @@ def test_case(
     monkeypatch.chdir(CASES / case)
     code = run_registry_check(Path("."))
     out = capsys.readouterr().out
-    expected = (CASES / case / "expected.txt").read_text()
     if case == "valid":
         assert code == 0 and "no problems" in out
     else:
-        assert (code, out) == (1, expected)
+        assert (code, out) == (1, expected(CASES / case / "expected.txt", out))
 
 
 def test_placeholder_icon_passes_and_a_manifest_entry_defaults_from_identity() -> None:

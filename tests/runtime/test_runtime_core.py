@@ -9,15 +9,24 @@ from typing import Any
 from runtime.errors import RpcError
 from runtime.jsonrpc import Connection
 from runtime.stdio import read_frames
+from wait_support import Arrivals
 
 
 class Wire:
     def __init__(self) -> None:
         self.out: list[tuple[dict[str, Any], str | None]] = []
+        self.arrivals = Arrivals()
 
     async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         for frame, sid in batch:
             self.out.append((json.loads(frame), sid))
+        self.arrivals.arrived()
+
+    async def until(self, what: str, pred: Any) -> None:
+        await self.arrivals.until(f"{what} (wrote {self.out})", pred)
+
+    def answers(self) -> list[tuple[Any, int | None, Any]]:
+        return [(m.get("id"), m.get("error", {}).get("code"), m.get("result")) for m, _ in self.out]
 
 
 def make(on_request: Any = None, on_notification: Any = None, **kw: Any) -> tuple[Connection, Wire]:
@@ -76,10 +85,7 @@ def test_updates_written_before_the_answer_and_routed_by_session() -> None:
             conn.feed(
                 json.dumps({"jsonrpc": "2.0", "id": k, "method": "p", "params": {"sessionId": sid}})
             )
-        for _ in range(200):
-            if sum(1 for m, _ in w.out if "result" in m) == 3:
-                break
-            await asyncio.sleep(0.005)
+        await w.until("three answers", lambda: sum(1 for m, _ in w.out if "result" in m) == 3)
         for k, sid in enumerate(("s1", "s2", "s3")):
             idx = [i for i, (m, s) in enumerate(w.out) if s == sid]
             msgs = [w.out[i][0] for i in idx]
@@ -117,10 +123,7 @@ def test_bad_frames_get_precise_errors() -> None:
         # a response to a request never sent is ignored; the connection still answers
         conn.feed(b'{"jsonrpc":"2.0","id":99,"result":{}}')
         conn.feed(b'{"jsonrpc":"2.0","id":9,"method":"m","params":{}}')
-        for _ in range(100):
-            if w.out[-1][0].get("id") == 9:
-                break
-            await asyncio.sleep(0.005)
+        await w.until("the answer to 9", lambda: w.out[-1][0].get("id") == 9)
         assert w.out[-1][0] == {"jsonrpc": "2.0", "id": 9, "result": {"echo": {}}}
         await conn.close()
 
@@ -141,16 +144,13 @@ def test_duplicate_id_in_flight_and_cancel_request() -> None:
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
         conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m"}')
-        await asyncio.sleep(0.01)
+        await w.until("the duplicate id refused", lambda: (1, -32600, None) in w.answers())
         conn.feed(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}')
-        await asyncio.sleep(0.01)
+        await w.until("2 cancelled", lambda: (2, -32800, None) in w.answers())
         hold.set()
-        await asyncio.sleep(0.01)
+        await w.until("1 answered", lambda: (1, None, "ok") in w.answers())
         await conn.flush()
-        answers = [(m["id"], m.get("error", {}).get("code"), m.get("result")) for m, _ in w.out]
-        assert (1, -32600, None) in answers
-        assert (2, -32800, None) in answers
-        assert (1, None, "ok") in answers
+        assert len(w.answers()) == 3  # nothing else: the duplicate ran no second handler
         await conn.close()
 
     asyncio.run(main())
@@ -166,7 +166,7 @@ def test_handler_exception_is_internal_error_without_detail() -> None:
         conn, w = make(on_request=req)
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"boom"}')
         conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"rpc"}')
-        await asyncio.sleep(0.01)
+        await w.until("both answers", lambda: len(w.out) == 2)
         await conn.flush()
         by_id = {m["id"]: m for m, _ in w.out}
         assert by_id[1]["error"] == {"code": -32603, "message": "internal error"}
@@ -181,7 +181,7 @@ def test_outgoing_request_and_close_fails_pending() -> None:
     async def main() -> None:
         conn, w = make()
         task = asyncio.create_task(conn.request("elicitation/create", {"sessionId": "s"}))
-        await asyncio.sleep(0.01)
+        await w.until("the request", lambda: bool(w.out))
         sent = w.out[-1]
         assert sent[0]["method"] == "elicitation/create" and sent[1] == "s"
         conn.feed(
@@ -189,7 +189,7 @@ def test_outgoing_request_and_close_fails_pending() -> None:
         )
         assert await task == {"action": "accept"}
         task = asyncio.create_task(conn.request("x", {}))
-        await asyncio.sleep(0.01)
+        await w.until("the second request", lambda: w.out[-1][0].get("method") == "x")
         await conn.close()
         try:
             await task
@@ -214,7 +214,7 @@ def test_stdio_framing_size_limit_and_split_lines() -> None:
             reader.feed_data(data[i : i + 333])
         reader.feed_eof()
         await read_frames(reader, conn, 1000)
-        await asyncio.sleep(0.01)
+        await w.until("three answers", lambda: len(w.out) == 3)
         await conn.flush()
         msgs = [m for m, _ in w.out]
         assert msgs[0]["id"] is None and msgs[0]["error"]["code"] == -32600

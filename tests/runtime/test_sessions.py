@@ -184,8 +184,9 @@ def test_take_over_across_replicas_sharing_a_store(built: dict[str, Any], tmp_pa
             await c.call("initialize", {"protocolVersion": 1})
         sid = (await a.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
         await a.call("session/prompt", hs.text_prompt(sid, "first"))
+        written = len(a.texts(sid))
         rid = a.send("session/prompt", hs.text_prompt(sid, "seq x 1000 0.01"))
-        await asyncio.sleep(0.2)
+        await a.until(lambda: len(a.texts(sid)) > written)  # the long turn is running
         r = await b.call("session/load", {"sessionId": sid, "cwd": "/w", "mcpServers": []})
         assert "result" in r, r
         assert b.texts(sid) == ["first", "first"]  # the running turn was never saved
@@ -271,8 +272,9 @@ def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
         )
         assert r["error"]["code"] == -32602, r
         assert r["error"]["data"]["errors"][0]["loc"] == ["params", "prompt", 1]
+        written = len(c.texts(sid))
         slow = c.send("session/prompt", hs.text_prompt(sid, "slow 0.3"))
-        await asyncio.sleep(0.1)
+        await c.until(lambda: len(c.texts(sid)) > written)  # "started": the turn is running
         r = await c.call("session/prompt", hs.text_prompt(sid, "while running"))
         assert "error" in r
         assert (await c.answer(slow))["result"] == {"stopReason": "end_turn"}

@@ -15,6 +15,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
+from wait_support import Arrivals
 
 # The handler sends what the prompt text names: a right chunk, or one of the wrong frames.
 HANDLERS = """
@@ -83,9 +84,11 @@ def violations(log: Path) -> list[str]:
 class InProcess:
     def __init__(self, fa: dict[str, Any]) -> None:
         self.out: list[dict[str, Any]] = []
+        self.arrivals = Arrivals()
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             self.out.extend(orjson.loads(f) for f, _ in batch)
+            self.arrivals.arrived()
 
         self.conn = fa["serve"].agent_connection(fa["agent"](), sink)
 
@@ -93,12 +96,14 @@ class InProcess:
         self.conn.feed(
             orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         )
-        for _ in range(1000):
-            for m in self.out:
-                if m.get("id") == rid and "method" not in m:
-                    return m
-            await asyncio.sleep(0.005)
-        raise AssertionError(f"no answer to {method}")
+
+        def answer() -> dict[str, Any] | None:
+            return next((m for m in self.out if m.get("id") == rid and "method" not in m), None)
+
+        await self.arrivals.until(f"the answer to {method}", answer)
+        found = answer()
+        assert found is not None
+        return found
 
     async def prompt(self, sid: str, text: str) -> list[str]:
         self.out.clear()
@@ -178,8 +183,12 @@ def test_wrong_frames_received_are_recorded_and_still_answered(
                 },
             )
         )
-        await asyncio.sleep(0.05)
-        rid = next(m["id"] for m in p.out if m.get("method") == "session/request_permission")
+
+        def asked() -> list[dict[str, Any]]:
+            return [m for m in p.out if m.get("method") == "session/request_permission"]
+
+        await p.arrivals.until("the permission request", asked)
+        rid = asked()[0]["id"]
         p.conn.feed(orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": {"chosen": "ok"}}))
         assert await ask == {"chosen": "ok"}  # handed over as it came
         (found,) = violations(own_log)

@@ -21,6 +21,7 @@ import httpx
 import orjson
 import pytest
 from hardening_support import Core
+from wait_support import Arrivals
 
 pytestmark = pytest.mark.slow  # faults under load and timeouts: `make test`, not `make test-fast`
 
@@ -645,11 +646,15 @@ def test_late_cancel_does_not_mark_a_reused_id(built: dict[str, Any]) -> None:
     hs.load(built["tmp"], PKG)
     jsonrpc = hs.runtime_of(PKG, "jsonrpc")
     out: list[dict[str, Any]] = []
+    arrivals = Arrivals()
+    started: dict[str, asyncio.Event] = {"stubborn": asyncio.Event(), "slow": asyncio.Event()}
 
     async def sink(batch: list[tuple[bytes, Any]]) -> None:
         out.extend(orjson.loads(f) for f, _ in batch)
+        arrivals.arrived()
 
     async def on_request(method: str, params: Any, ctx: Any) -> Any:
+        started[method].set()
         if method == "stubborn":
             try:
                 await asyncio.sleep(10)
@@ -664,11 +669,11 @@ def test_late_cancel_does_not_mark_a_reused_id(built: dict[str, Any]) -> None:
     async def main() -> None:
         conn = jsonrpc.Connection(sink, on_request, on_note)
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"stubborn"}')
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(started["stubborn"].wait(), 5)
         conn.feed(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}')
-        await asyncio.sleep(0.01)
+        await arrivals.until("the stubborn handler's answer", lambda: out)
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"slow"}')
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(started["slow"].wait(), 5)
         await conn.close()
         assert out == [{"jsonrpc": "2.0", "id": 1, "result": {"finished": "anyway"}}]
 

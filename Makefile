@@ -40,11 +40,15 @@ bench-stdio: setup
 	$(BIN)/python bench/bench_stdio.py
 
 # Every expected output in one go (then read `git diff` before committing it): the golden
-# projects, the dogfood manifest models, and the expected files of tests/cases/.
+# projects, the dogfood manifest models, and the expected files of every tests/cases/ kind
+# (naming, diff, schema_errors, manifests, registry: their walkers compare through
+# tests/expected_support.py, which rewrites under AGENTGEN_UPDATE_CASES=1).
+CASE_WALKERS := tests/generator/test_protocol_cases.py tests/generator/test_protocol_schema.py \
+	tests/generator/test_manifest_validate.py tests/scaffold/test_registry.py
 regen-golden: setup
 	$(BIN)/python tests/regen_golden.py
 	$(BIN)/python generated/manifest/regen.py
-	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly tests/test_protocol_cases.py
+	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly -m "not slow" $(CASE_WALKERS)
 
 # PostgreSQL + Redis + 3 replicas + HAProxy on 127.0.0.1, one replica killed mid-turn
 # (Debian packages: postgresql redis-server haproxy)

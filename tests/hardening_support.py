@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 from project_support import write_project
+from wait_support import Arrivals
 
 PY = sys.executable
 
@@ -298,9 +299,11 @@ class Core:
 
     def __init__(self, core: Any) -> None:
         self.msgs: list[dict[str, Any]] = []
+        self.arrivals = Arrivals()
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             self.msgs.extend(orjson.loads(f) for f, _ in batch)
+            self.arrivals.arrived()
 
         self.conn = core(sink)
         self.n = 0
@@ -318,10 +321,9 @@ class Core:
         return None
 
     async def answer(self, rid: int, timeout: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while (m := self.answered(rid)) is None:
-            assert time.monotonic() < deadline, f"no answer to {rid}"
-            await asyncio.sleep(0.005)
+        await self.arrivals.until(f"an answer to {rid}", lambda: self.answered(rid), timeout)
+        m = self.answered(rid)
+        assert m is not None
         return m
 
     async def call(self, method: str, params: Any) -> dict[str, Any]:

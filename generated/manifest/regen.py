@@ -6,7 +6,7 @@
 Writes `generator/manifest/format_models.py` (imported by agentgen to read manifests)
 and its copy `generated/manifest/format_models.py` from schema/manifest.schema.json, and
 `generated/examples/<name>/manifest_models.py` from each examples/<name>/agent.yaml.
-tests/test_generated_drift.py runs the same comparison.
+tests/generator/test_generated_drift.py runs the same comparison.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The typed description of a protocol revision, read once from its schema.
 
 `describe(schema, meta, label=..., package=...)` returns the runtime's own `Revision`
-(templates/runtime/revision.py: frozen dataclasses and NamedTuples), and
+(templates/runtime/revision.py: frozen dataclasses and NamedTuples, imported here as
+`runtime_revision`, a symlink to that file that the wheel carries as a copy), and
 `revision_source(rev)` renders it as `_generated/revision.py`.  Every wire name comes
 from the schema: a field is found by what it refers to (the property of
 `InitializeRequest` whose type is `Implementation` is the client's info, whatever it is
@@ -12,32 +13,14 @@ runtime leaves that feature out.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
 from typing import Any
 
 from .. import schemas
 from ..errors import AgentgenError
+from . import runtime_revision as rv
 from .methods import method_table
 
-__all__ = ["describe", "doc_text", "revision_module", "revision_source"]
-
-
-def revision_module() -> ModuleType:
-    """templates/runtime/revision.py, loaded by path (it is copied into every project)."""
-    name = "_agentgen_runtime_revision"
-    mod = sys.modules.get(name)
-    if mod is None:
-        from ..packaged import data_dir  # the checkout's templates/, or the wheel's copy
-
-        path = data_dir("templates") / "runtime" / "revision.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return mod
+__all__ = ["describe", "doc_text", "revision_source"]
 
 
 class _Defs:
@@ -181,9 +164,8 @@ def describe(
     *,
     label: str = "the ACP schema",
     package: str = "",
-) -> Any:
+) -> rv.Revision:
     """The `Revision` of `schema` (an instance of templates/runtime/revision.py's class)."""
-    rv = revision_module()
     d = _Defs(schema)
     table = method_table(schema, meta)
     by_name = {(m.side, m.name): m for m in table.methods}
@@ -365,9 +347,9 @@ def describe(
     )
 
 
-def revision_source(rev: Any, *, runtime: str = ".runtime") -> str:
+def revision_source(rev: rv.Revision, *, runtime: str = ".runtime") -> str:
     """`revision.py` of `_generated/` (or of `_generated/<package>/`): `REVISION = ...`."""
-    names = sorted(n for n in revision_module().__all__)
+    names = sorted(rv.__all__)
     body = repr(rev)
     return (
         f'"""The protocol revision this package serves, read from {doc_text(rev.label)}: do not edit."""\n\n'

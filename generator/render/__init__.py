@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import pysource
 from ..codegen import ruff_format
 from ..errors import AgentgenError
 from ..packaged import data_dir
+
+if TYPE_CHECKING:
+    from ..protocol.runtime_revision import Revision
 
 HERE = Path(__file__).resolve().parent
 
@@ -74,7 +77,7 @@ def runtime_files(
     return {f"runtime/{name}.py": sources[name] for name in sorted(wanted)}
 
 
-def _method_rows(rev: Any) -> list[dict[str, Any]]:
+def _method_rows(rev: Revision) -> list[dict[str, Any]]:
     """The revision's method table as template rows."""
     return [m._asdict() for m in rev.methods]
 

@@ -3,7 +3,7 @@
 // through the client (fs/read_text_file), shows an `edit` tool call with a diff, asks
 // session/request_permission, writes PATH through the client when allowed, runs
 // `python3 -c "print('checked')"` in a client terminal shown as an `execute` tool call,
-// then says "done".  Used to test the generated client (tests/test_client_serves.py).
+// then says "done".  Used to test the generated client (tests/e2e/test_client_serves.py).
 //
 //   node ts_coder_agent.mjs
 

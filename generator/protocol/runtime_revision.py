@@ -1,0 +1,1 @@
+../../templates/runtime/revision.py

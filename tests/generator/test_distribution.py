@@ -1,0 +1,47 @@
+"""The distribution name is ours on PyPI (`acp-agentgen`; PyPI's `agentgen` is another
+project), and every install instruction we write or generate uses it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# an install command naming the bare `agentgen` distribution (not acp-agentgen)
+FOREIGN = re.compile(r"\b(?:pip|pipx|uv tool|uv pip) install (?:-[-\w]+ )*agentgen\b(?![-\w])")
+
+
+def test_distribution_name_and_command() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == "acp-agentgen"
+    assert project["scripts"] == {"agentgen": "generator.entry:main"}
+    assert all(
+        "agentgen[" not in d or d.startswith("acp-agentgen[")
+        for d in project["optional-dependencies"]["dev"]
+    )
+
+
+def test_no_instruction_installs_the_foreign_agentgen() -> None:
+    roots = [REPO / "README.md", REPO / "ARCHITECTURE.md", REPO / "templates", REPO / "generated"]
+    offenders: list[str] = []
+    for root in roots:
+        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in paths:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            for n, line in enumerate(text.splitlines(), 1):
+                if FOREIGN.search(line):
+                    offenders.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert offenders == []
+    # the pattern finds what it is meant to find, and leaves our name alone
+    assert FOREIGN.search("(pip install agentgen).")
+    assert not FOREIGN.search("pip install acp-agentgen")
+
+
+def test_generated_precommit_config_names_our_distribution() -> None:
+    for role in ("agent", "client"):
+        text = (REPO / "templates" / role / "project" / ".pre-commit-config.yaml.jinja").read_text()
+        assert "pip install acp-agentgen" in text

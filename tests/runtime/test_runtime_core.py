@@ -1,0 +1,225 @@
+"""The transport-agnostic JSON-RPC core, in process: ordering, limits, ids, close."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from runtime.errors import RpcError
+from runtime.jsonrpc import Connection
+from runtime.stdio import read_frames
+from wait_support import Arrivals
+
+
+class Wire:
+    def __init__(self) -> None:
+        self.out: list[tuple[dict[str, Any], str | None]] = []
+        self.arrivals = Arrivals()
+
+    async def sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        for frame, sid in batch:
+            self.out.append((json.loads(frame), sid))
+        self.arrivals.arrived()
+
+    async def until(self, what: str, pred: Any) -> None:
+        await self.arrivals.until(f"{what} (wrote {self.out})", pred)
+
+    def answers(self) -> list[tuple[Any, int | None, Any]]:
+        return [(m.get("id"), m.get("error", {}).get("code"), m.get("result")) for m, _ in self.out]
+
+
+def make(on_request: Any = None, on_notification: Any = None, **kw: Any) -> tuple[Connection, Wire]:
+    w = Wire()
+
+    async def req(method: str, params: Any, ctx: Any) -> Any:
+        if on_request:
+            return await on_request(method, params, ctx)
+        return {"echo": params}
+
+    async def note(method: str, params: Any) -> None:
+        if on_notification:
+            await on_notification(method, params)
+
+    return Connection(w.sink, req, note, **kw), w
+
+
+def test_notifications_in_order_per_session_and_sessions_concurrent() -> None:
+    seen: dict[str, list[int]] = {"a": [], "b": []}
+
+    async def note(method: str, params: Any) -> None:
+        # later notifications of a session finish faster: order must still hold
+        await asyncio.sleep(0.001 * (5 - params["n"] % 5))
+        seen[params["sessionId"]].append(params["n"])
+
+    async def main() -> None:
+        conn, _ = make(on_notification=note)
+        for n in range(30):
+            for sid in ("a", "b"):
+                conn.feed(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "method": "x", "params": {"sessionId": sid, "n": n}}
+                    )
+                )
+        for _ in range(400):
+            if len(seen["a"]) == len(seen["b"]) == 30:
+                break
+            await asyncio.sleep(0.005)
+        assert seen == {"a": list(range(30)), "b": list(range(30))}
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_updates_written_before_the_answer_and_routed_by_session() -> None:
+    async def req(method: str, params: Any, ctx: Any) -> Any:
+        for i in range(50):
+            ctx.connection.notify("session/update", {"sessionId": params["sessionId"], "i": i})
+            if i % 7 == 0:
+                await asyncio.sleep(0)
+        return {"done": True}
+
+    async def main() -> None:
+        conn, w = make(on_request=req)
+        for k, sid in enumerate(("s1", "s2", "s3")):
+            conn.feed(
+                json.dumps({"jsonrpc": "2.0", "id": k, "method": "p", "params": {"sessionId": sid}})
+            )
+        await w.until("three answers", lambda: sum(1 for m, _ in w.out if "result" in m) == 3)
+        for k, sid in enumerate(("s1", "s2", "s3")):
+            idx = [i for i, (m, s) in enumerate(w.out) if s == sid]
+            msgs = [w.out[i][0] for i in idx]
+            assert [m["params"]["i"] for m in msgs[:-1]] == list(range(50))
+            assert msgs[-1] == {"jsonrpc": "2.0", "id": k, "result": {"done": True}}
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_bad_frames_get_precise_errors() -> None:
+    async def main() -> None:
+        conn, w = make()
+        for frame in [
+            b"{",
+            b"[]",
+            b"3",
+            b'{"jsonrpc":"2.0","id":{},"method":"m"}',
+            b'{"jsonrpc":"2.0","id":5}',
+            b'{"jsonrpc":"2.0","id":6,"method":7}',
+            b'{"jsonrpc":"2.0","id":8,"method":"m","params":"s"}',
+        ]:
+            conn.feed(frame)
+        await conn.flush()
+        codes = [(m["id"], m["error"]["code"]) for m, _ in w.out]
+        assert codes == [
+            (None, -32700),
+            (None, -32600),
+            (None, -32600),
+            (None, -32600),
+            (5, -32600),
+            (6, -32600),
+            (8, -32600),
+        ]
+        # a response to a request never sent is ignored; the connection still answers
+        conn.feed(b'{"jsonrpc":"2.0","id":99,"result":{}}')
+        conn.feed(b'{"jsonrpc":"2.0","id":9,"method":"m","params":{}}')
+        await w.until("the answer to 9", lambda: w.out[-1][0].get("id") == 9)
+        assert w.out[-1][0] == {"jsonrpc": "2.0", "id": 9, "result": {"echo": {}}}
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_duplicate_id_in_flight_and_cancel_request() -> None:
+    gate = asyncio.Event
+
+    async def main() -> None:
+        hold = gate()
+
+        async def req(method: str, params: Any, ctx: Any) -> Any:
+            await hold.wait()
+            return "ok"
+
+        conn, w = make(on_request=req)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m"}')
+        await w.until("the duplicate id refused", lambda: (1, -32600, None) in w.answers())
+        conn.feed(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}')
+        await w.until("2 cancelled", lambda: (2, -32800, None) in w.answers())
+        hold.set()
+        await w.until("1 answered", lambda: (1, None, "ok") in w.answers())
+        await conn.flush()
+        assert len(w.answers()) == 3  # nothing else: the duplicate ran no second handler
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_handler_exception_is_internal_error_without_detail() -> None:
+    async def req(method: str, params: Any, ctx: Any) -> Any:
+        if method == "rpc":
+            raise RpcError(-32602, "invalid params: x", {"errors": [{"loc": ["params", "x"]}]})
+        raise RuntimeError("token=hunter2")
+
+    async def main() -> None:
+        conn, w = make(on_request=req)
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"boom"}')
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"rpc"}')
+        await w.until("both answers", lambda: len(w.out) == 2)
+        await conn.flush()
+        by_id = {m["id"]: m for m, _ in w.out}
+        assert by_id[1]["error"] == {"code": -32603, "message": "internal error"}
+        assert by_id[2]["error"]["data"]["errors"][0]["loc"] == ["params", "x"]
+        assert "hunter2" not in json.dumps([m for m, _ in w.out])
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_outgoing_request_and_close_fails_pending() -> None:
+    async def main() -> None:
+        conn, w = make()
+        task = asyncio.create_task(conn.request("elicitation/create", {"sessionId": "s"}))
+        await w.until("the request", lambda: bool(w.out))
+        sent = w.out[-1]
+        assert sent[0]["method"] == "elicitation/create" and sent[1] == "s"
+        conn.feed(
+            json.dumps({"jsonrpc": "2.0", "id": sent[0]["id"], "result": {"action": "accept"}})
+        )
+        assert await task == {"action": "accept"}
+        task = asyncio.create_task(conn.request("x", {}))
+        await w.until("the second request", lambda: w.out[-1][0].get("method") == "x")
+        await conn.close()
+        try:
+            await task
+        except RpcError as err:
+            assert err.code == -32603
+        else:
+            raise AssertionError("pending request must fail on close")
+
+    asyncio.run(main())
+
+
+def test_stdio_framing_size_limit_and_split_lines() -> None:
+    async def main() -> None:
+        conn, w = make(max_message_size=1000)
+        reader = asyncio.StreamReader()
+        big = json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"p": "x" * 5000}}
+        ).encode()
+        ok = b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"k":1}}'
+        data = big + b"\n" + ok + b"\n" + ok.replace(b'"id":2', b'"id":3')
+        for i in range(0, len(data), 333):  # lines split across reads
+            reader.feed_data(data[i : i + 333])
+        reader.feed_eof()
+        await read_frames(reader, conn, 1000)
+        await w.until("three answers", lambda: len(w.out) == 3)
+        await conn.flush()
+        msgs = [m for m, _ in w.out]
+        assert msgs[0]["id"] is None and msgs[0]["error"]["code"] == -32600
+        assert msgs[0]["error"]["data"]["limit"] == 1000
+        assert {m["id"] for m in msgs[1:]} == {2, 3}
+        await conn.close()
+
+    asyncio.run(main())

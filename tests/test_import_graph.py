@@ -20,13 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = [(REPO / "generator", "generator"), (REPO / "templates" / "runtime", "runtime")]
 
 KNOWN_RUNTIME_CYCLES: set[frozenset[str]] = {
-    # AgentRuntime cut across modules that import each other (the authoring modules,
-    # turn collaborators, joined it through the Turn's back-references)
+    # AgentRuntime cut across modules that import each other
     frozenset(
         {
             "runtime.agent",
-            "runtime.authoring",
-            "runtime.clientcalls",
             "runtime.commands",
             "runtime.dispatch",
             "runtime.interrupts",

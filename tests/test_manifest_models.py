@@ -108,10 +108,10 @@ TRICKY: dict[str, Any] = {
 
 
 def test_camel_matches_the_runtime() -> None:
-    from templates.runtime.agent import _camel
+    from templates.runtime.wire import camel as runtime_camel
 
     for name in ("approval", "needs-review", "needs_review", "a-b_c", "x", "two--dashes", "v2-ok"):
-        assert camel(name) == _camel(name), name
+        assert camel(name) == runtime_camel(name), name
     assert camel("needs-review") == "NeedsReview"
 
 

@@ -9,39 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import from_validation_error, invalid_params, method_not_found
+from .errors import from_validation_error, method_not_found
 from .jsonrpc import Connection, RequestContext
 from .revision import Method, Revision
+from .wire import model_dump as _model_dump
 
 if TYPE_CHECKING:
     from .agent import Session
     from .turns import StateMachine, Turn
-
-
-def _need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "params") -> Any:
-    if type(params) is not dict:
-        raise invalid_params(
-            f"{where} must be an object", [{"loc": [where], "msg": "expected an object"}]
-        )
-    if key not in params:
-        raise invalid_params(
-            f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}]
-        )
-    val = params[key]
-    if not isinstance(val, typ) or (isinstance(val, bool) and typ is int):
-        name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
-        raise invalid_params(
-            f"{where}.{key}: expected {name}",
-            [{"loc": [where, key], "msg": f"expected {name}"}],
-        )
-    return val
-
-
-def _model_dump(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if dump is not None:
-        return dump(by_alias=True, exclude_none=True, mode="json")
-    return obj
 
 
 def runtime_attr(method: str) -> str:

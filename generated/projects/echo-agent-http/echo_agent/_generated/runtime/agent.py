@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from . import agent_auth
 from .commands import MODE_OPTION, SessionExtras
-from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
+from .dispatch import Dispatcher, immediate_methods
 from .errors import (
     AUTH_REQUIRED,
     INVALID_PARAMS,
@@ -32,11 +32,12 @@ from .errors import (
     from_validation_error,
     invalid_params,
 )
-from .interrupts import InterruptDeclined, Interrupts, _camel
+from .interrupts import InterruptDeclined, Interrupts
 from .jsonrpc import Connection, RequestContext, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
+from .wire import need
 
 
 class Session:
@@ -176,13 +177,13 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return revision_for(self.REVISIONS, version) or self.REVISIONS[-1]
 
     async def _rt_initialize(self, params: Any, ctx: Any) -> Any:
-        version = _need(params, "protocolVersion", int)
+        version = need(params, "protocolVersion", int)
         rev = self._negotiate(version)
         self._use_revision(rev)
         shape = rev.init
         if rev.protocol_version == version and shape.request_info_required:
             # the request is in this revision's shape: check what it requires
-            _need(params, shape.request_info, dict)
+            need(params, shape.request_info, dict)
         # in another revision's body, a client that also speaks ours declares its
         # capabilities under our field name as well (runtime.client.negotiate)
         caps = params.get(shape.request_capabilities)
@@ -195,7 +196,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return result
 
     async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
-        mid = _need(params, "methodId", str)
+        mid = need(params, "methodId", str)
         method = next((m for m in self._login_methods if m.id == mid), None)
         if method is not None and method.type == "terminal":
             raise invalid_params(
@@ -369,7 +370,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return out
 
     def _session(self, params: Any) -> Session:
-        sid = _need(params, "sessionId", str)
+        sid = need(params, "sessionId", str)
         s = self.sessions.get(sid)
         if s is None:
             raise invalid_params(
@@ -379,7 +380,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return s
 
     async def _rt_session_new(self, params: Any, ctx: Any) -> Any:
-        _need(params, "cwd", str)
+        need(params, "cwd", str)
         if "mcpServers" in params and type(params["mcpServers"]) is not list:
             raise invalid_params(
                 "params.mcpServers: expected an array",
@@ -407,7 +408,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
 
     async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
         s = self._session(params)
-        cid = _need(params, "configId", str)
+        cid = need(params, "configId", str)
         if "value" not in params:
             raise invalid_params(
                 "params.value: field required",
@@ -483,8 +484,6 @@ __all__ = [
     "Session",
     "StateMachine",
     "Turn",
-    "_camel",
-    "_model_dump",
     "immediate_methods",
     "iter_sessions",
 ]

@@ -13,8 +13,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .dispatch import RuntimeCore, _model_dump
+from .dispatch import RuntimeCore
 from .errors import REQUEST_CANCELLED, RpcError, from_validation_error
+from .wire import camel, model_dump
 
 if TYPE_CHECKING:
     from .turns import Turn
@@ -93,7 +94,7 @@ class Interrupts(RuntimeCore):
         if action != "accept":
             raise InterruptDeclined(name, str(action))
         self._transition(s, "client", "resume")
-        cls = self._mclass(_camel(name) + "Resume")
+        cls = self._mclass(camel(name) + "Resume")
         if cls is None:
             return content
         try:
@@ -122,7 +123,7 @@ class Interrupts(RuntimeCore):
             "mode": "form",
             "message": spec.get("description") or name,
             "requestedSchema": resume_schema,
-            "_meta": {"interrupt": name, "payload": _model_dump(payload)},
+            "_meta": {"interrupt": name, "payload": model_dump(payload)},
         }
         answer = await conn.request("elicitation/create", req)
         action = answer.get("action") if type(answer) is dict else None
@@ -143,12 +144,12 @@ class Interrupts(RuntimeCore):
             req[shape.tool_call] = {
                 "toolCallId": f"interrupt-{name}-{uuid.uuid4().hex[:12]}",
                 "title": title,
-                "rawInput": _model_dump(payload),
+                "rawInput": model_dump(payload),
             }
         meta: dict[str, Any] = {"interrupt": name}
         if shape.title:  # v2: the request carries its own title; the payload goes in _meta
             req[shape.title] = title
-            meta["payload"] = _model_dump(payload)
+            meta["payload"] = model_dump(payload)
         req.update(
             {
                 "options": [
@@ -173,5 +174,5 @@ class Interrupts(RuntimeCore):
         return "accept", content
 
 
-def _camel(name: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
+# client.py still imports the old private name; wire.camel is the one rule
+_camel = camel

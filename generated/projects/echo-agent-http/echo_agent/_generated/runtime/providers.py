@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dispatch import RuntimeCore, _need
+from .dispatch import RuntimeCore
 from .errors import invalid_params
 from .masking import mask_url, register_route_secrets, url_secrets
+from .wire import need
 
 
 class ProviderRoute:
@@ -60,9 +61,9 @@ class Providers(RuntimeCore):
         return {"providers": out}
 
     async def _rt_providers_set(self, params: Any, ctx: Any) -> Any:
-        pid = _need(params, "providerId", str)
-        api = _need(params, "apiType", str)
-        base = _need(params, "baseUrl", str)
+        pid = need(params, "providerId", str)
+        api = need(params, "apiType", str)
+        base = need(params, "baseUrl", str)
         headers = params.get("headers") or {}
         if type(headers) is not dict or any(
             type(k) is not str or type(v) is not str for k, v in headers.items()
@@ -93,7 +94,7 @@ class Providers(RuntimeCore):
         return {}
 
     async def _rt_providers_disable(self, params: Any, ctx: Any) -> Any:
-        pid = _need(params, "providerId", str)
+        pid = need(params, "providerId", str)
         p = self._providers.get(pid)
         if p is None:
             return {}

@@ -14,10 +14,11 @@ import orjson
 from .authoring import Authoring, McpServer, mcp_servers
 from .clientcalls import ClientCalls, ClientTerminal
 from .commands import parse_command
-from .dispatch import RuntimeCore, _model_dump, _need
+from .dispatch import RuntimeCore
 from .errors import RpcError, from_validation_error, invalid_params
 from .interrupts import InterruptDeclined, InterruptUnavailable
 from .jsonrpc import Connection, log
+from .wire import model_dump, need
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
@@ -326,9 +327,9 @@ class Turns(RuntimeCore):
     def _dump_output(self, output: Any) -> Any:
         cls = self._mclass("Output") if self._acp_manifest.get("output") else None
         if cls is None:
-            return _model_dump(output)
+            return model_dump(output)
         try:
-            obj = output if isinstance(output, cls) else cls.model_validate(_model_dump(output))
+            obj = output if isinstance(output, cls) else cls.model_validate(model_dump(output))
             return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
         except Exception as exc:
             if hasattr(exc, "errors"):
@@ -359,7 +360,7 @@ class Turns(RuntimeCore):
                 {
                     "name": str(name),
                     "transient": bool(getattr(type(exc), "transient", False)),
-                    "details": _model_dump(
+                    "details": model_dump(
                         getattr(exc, "details", None) or getattr(exc, "data", None)
                     ),
                 },
@@ -423,7 +424,7 @@ class Turns(RuntimeCore):
 
     async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
         s = self._session(params)
-        prompt = _need(params, "prompt", list)
+        prompt = need(params, "prompt", list)
         command = parse_command(prompt, self._acp_manifest.get("commands"))
         input = self._parse_input(prompt, command)
         self._transition(s, "client", "user_message")

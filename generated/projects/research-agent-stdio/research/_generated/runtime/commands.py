@@ -14,8 +14,9 @@ import asyncio
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .dispatch import RuntimeCore, _need
+from .dispatch import RuntimeCore
 from .errors import invalid_params
+from .wire import need
 
 if TYPE_CHECKING:
     from .agent import Session
@@ -166,7 +167,7 @@ class SessionExtras(RuntimeCore):
 
     async def _rt_session_set_mode(self, params: Any, ctx: Any) -> Any:
         s = self._session(params)
-        s.mode = self._check_mode(_need(params, "modeId", str), ("params", "modeId"))
+        s.mode = self._check_mode(need(params, "modeId", str), ("params", "modeId"))
         return {}
 
 

@@ -7,16 +7,12 @@ own `_rt_<name>` answers it on plain wire dicts; anything else is -32601.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from .errors import from_validation_error, method_not_found
-from .jsonrpc import Connection, RequestContext
+from .jsonrpc import RequestContext
 from .revision import Method, Revision
 from .wire import model_dump as _model_dump
-
-if TYPE_CHECKING:
-    from .agent import Session
-    from .turns import StateMachine, Turn
 
 
 def runtime_attr(method: str) -> str:
@@ -25,8 +21,9 @@ def runtime_attr(method: str) -> str:
 
 
 class RuntimeCore:
-    """What every part of AgentRuntime shares: the data the generated dispatcher sets,
-    the connection, the sessions, and the generated models."""
+    """What the dispatcher reads of AgentRuntime: the data the generated dispatcher sets,
+    the revision the connection speaks and the generated protocol models.  (The rest the
+    runtime shares, its collaborators read from its `AgentContext`, context.py.)"""
 
     # set by the generated dispatcher: the revisions this agent serves, oldest first
     # (one `Revision` per `--schema`), and the primary revision's agent-side methods
@@ -37,13 +34,6 @@ class RuntimeCore:
     # the revision this connection speaks: the latest until `initialize` negotiates
     revision: Revision
     _methods: dict[str, Method]
-
-    connection: Connection | None
-    sessions: dict[str, Session]
-    client_capabilities: dict[str, Any]
-    turn_timeout: float | None
-    _machine: StateMachine
-    _mm: Any
     _dispatch_cache: dict[str, Any]
 
     @classmethod
@@ -67,23 +57,6 @@ class RuntimeCore:
         self.revision = rev
         self._methods = rev.side("agent")
         self._dispatch_cache = {}
-
-    def _models(self) -> Any:
-        if self._mm is None:
-            self._mm = self._manifest_models() or False
-        return self._mm or None
-
-    def _mclass(self, name: str) -> Any:
-        mm = self._models()
-        return getattr(mm, name, None) if mm is not None else None
-
-    if TYPE_CHECKING:  # implemented by AgentRuntime and its parts
-
-        async def prompt(self, turn: Turn, input: Any) -> Any: ...
-
-        def _session(self, params: Any) -> Session: ...
-
-        def _transition(self, s: Session, party: str, mtype: str) -> None: ...
 
 
 class Dispatcher(RuntimeCore):

@@ -48,17 +48,17 @@ class AgentRuntime(Dispatcher):
     def __init__(self, *, turn_timeout: float | None = None) -> None:
         m = self._acp_manifest
         timeout = turn_timeout if turn_timeout is not None else _turn_timeout(self)
-        ctx = self._ctx = AgentContext(m, self._manifest_models, timeout)
-        self._extras = SessionExtras(ctx)
-        self._config = SessionConfig(ctx, self._extras)
-        self._providers = Providers(m)
-        self._turns = TurnRunner(
+        ctx = self._acp_ctx = AgentContext(m, self._manifest_models, timeout)
+        self._acp_extras = SessionExtras(ctx)
+        self._acp_config = SessionConfig(ctx, self._acp_extras)
+        self._acp_providers = Providers(m)
+        self._acp_turns = TurnRunner(
             ctx,
             self,
-            config=self._config,
-            extras=self._extras,
+            config=self._acp_config,
+            extras=self._acp_extras,
             interrupts=Interrupts(ctx),
-            providers=self._providers,
+            providers=self._acp_providers,
         )
         self._login_methods = agent_auth.manifest_methods(m)
         self._authenticated = False
@@ -71,43 +71,43 @@ class AgentRuntime(Dispatcher):
     # ---- the shared context, as attributes of the runtime ------------------------
     @property
     def revision(self) -> Revision:
-        return self._ctx.revision
+        return self._acp_ctx.revision
 
     @revision.setter
     def revision(self, rev: Revision) -> None:
-        self._ctx.revision = rev
+        self._acp_ctx.revision = rev
 
     @property
     def connection(self) -> Connection | None:
-        return self._ctx.connection
+        return self._acp_ctx.connection
 
     @connection.setter
     def connection(self, conn: Connection | None) -> None:
-        self._ctx.connection = conn
+        self._acp_ctx.connection = conn
 
     @property
     def sessions(self) -> dict[str, Session]:
-        return self._ctx.sessions
+        return self._acp_ctx.sessions
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
-        return self._ctx.client_capabilities
+        return self._acp_ctx.client_capabilities
 
     @client_capabilities.setter
     def client_capabilities(self, caps: dict[str, Any]) -> None:
-        self._ctx.client_capabilities = caps
+        self._acp_ctx.client_capabilities = caps
 
     @property
     def turn_timeout(self) -> float | None:
-        return self._ctx.turn_timeout
+        return self._acp_ctx.turn_timeout
 
     @turn_timeout.setter
     def turn_timeout(self, seconds: float | None) -> None:
-        self._ctx.turn_timeout = seconds
+        self._acp_ctx.turn_timeout = seconds
 
     @property
     def _machine(self) -> StateMachine:
-        return self._ctx.machine
+        return self._acp_ctx.machine
 
     # ---- the user's API ----------------------------------------------------------
     async def prompt(self, turn: Turn, input: Any) -> Any:
@@ -147,7 +147,7 @@ class AgentRuntime(Dispatcher):
 
     # ---- connection plumbing -----------------------------------------------------
     def attach(self, conn: Connection) -> None:
-        self._ctx.connection = conn
+        self._acp_ctx.connection = conn
 
     # ---- initialize / auth / info ----------------------------------------------------
     def _info(self) -> dict[str, Any]:
@@ -169,7 +169,7 @@ class AgentRuntime(Dispatcher):
             prompt = {"image": False, "audio": False, "embeddedContext": True}
             wanted = {k: v for k, v in prompt.items() if k in names.prompt_fields}
             _put(caps, names.prompt, names.mark(names.prompt_flags, wanted))
-        if self._providers and names.providers:
+        if self._acp_providers and names.providers:
             caps[names.providers] = True if names.providers_is_flag else {}
         return caps
 
@@ -205,7 +205,7 @@ class AgentRuntime(Dispatcher):
         # in another revision's body, a client that also speaks ours declares its
         # capabilities under our field name as well (runtime.client.negotiate)
         caps = params.get(shape.request_capabilities)
-        self._ctx.client_capabilities = caps if type(caps) is dict else {}
+        self._acp_ctx.client_capabilities = caps if type(caps) is dict else {}
         result: dict[str, Any] = {"protocolVersion": rev.protocol_version}
         result[shape.response_info] = self._info()
         result[shape.response_capabilities] = self._capabilities()
@@ -287,7 +287,7 @@ class AgentRuntime(Dispatcher):
                 }
                 for p in m.get("providers") or ()
             ],
-            "configOptions": self._config.options({}),
+            "configOptions": self._acp_config.options({}),
             "states": m.get("states"),
         }
         return info
@@ -296,36 +296,36 @@ class AgentRuntime(Dispatcher):
     # ---- sessions: session/new here; config, modes, turns and providers answered by
     # their collaborators (the session layer calls the first four delegates too)
     def _validate_config(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> Any:
-        return self._config.validate(raw, loc)
+        return self._acp_config.validate(raw, loc)
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._config.options(raw)
+        return self._acp_config.options(raw)
 
     def _session_opened(
         self, s: Session, params: Any, result: dict[str, Any], request: Any
     ) -> None:
-        self._extras.opened(s, params, result, request)
+        self._acp_extras.opened(s, params, result, request)
 
     def _saved_mode(self, saved: Any) -> str | None:
-        return self._extras.saved_mode(saved)
+        return self._acp_extras.saved_mode(saved)
 
     async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
-        return await self._turns.prompt(params, ctx)
+        return await self._acp_turns.prompt(params, ctx)
 
     async def _rt_session_cancel(self, params: Any, ctx: Any) -> None:
-        await self._turns.cancel(params, ctx)
+        await self._acp_turns.cancel(params, ctx)
 
     async def _rt_session_set_mode(self, params: Any, ctx: Any) -> Any:
-        return await self._extras.set_mode(params, ctx)
+        return await self._acp_extras.set_mode(params, ctx)
 
     async def _rt_providers_list(self, params: Any, ctx: Any) -> Any:
-        return await self._providers.list_routes(params, ctx)
+        return await self._acp_providers.list_routes(params, ctx)
 
     async def _rt_providers_set(self, params: Any, ctx: Any) -> Any:
-        return await self._providers.set_route(params, ctx)
+        return await self._acp_providers.set_route(params, ctx)
 
     async def _rt_providers_disable(self, params: Any, ctx: Any) -> Any:
-        return await self._providers.disable(params, ctx)
+        return await self._acp_providers.disable(params, ctx)
 
     async def _rt_session_new(self, params: Any, ctx: Any) -> Any:
         need(params, "cwd", str)
@@ -341,21 +341,21 @@ class AgentRuntime(Dispatcher):
                 "params._meta.config: expected an object",
                 [{"loc": ["params", "_meta", "config"], "msg": "expected an object"}],
             )
-        raw = {**self._config.defaults(), **(given or {})}
-        config = self._config.validate(raw, ("params", "_meta", "config"))
+        raw = {**self._acp_config.defaults(), **(given or {})}
+        config = self._acp_config.validate(raw, ("params", "_meta", "config"))
         sid = "sess_" + uuid.uuid4().hex
-        s = self._ctx.sessions[sid] = Session(sid, config, raw, self._ctx.machine.initial)
+        s = self._acp_ctx.sessions[sid] = Session(sid, config, raw, self._acp_ctx.machine.initial)
         s.cwd = params["cwd"]
         s.mcp_servers = params.get("mcpServers")
         result: dict[str, Any] = {"sessionId": sid}
-        opts = self._config.options(raw)
+        opts = self._acp_config.options(raw)
         if opts:
             result["configOptions"] = opts
-        self._extras.opened(s, params, result, ctx)
+        self._acp_extras.opened(s, params, result, ctx)
         return result
 
     async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
-        return await self._config.set_option(params, ctx)
+        return await self._acp_config.set_option(params, ctx)
 
 
 def _put(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

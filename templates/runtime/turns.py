@@ -7,25 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from .authoring import Authoring, McpServer, mcp_servers
-from .clientcalls import ClientCalls, ClientTerminal
-from .commands import parse_command
-from .dispatch import RuntimeCore, _model_dump, _need
+from .clientcalls import ClientCalls, OpenTerminals
+from .commands import SessionExtras, SlashCommand, parse_command
+from .config import SessionConfig
+from .context import AgentContext, Session
 from .errors import RpcError, from_validation_error, invalid_params
-from .interrupts import InterruptDeclined, InterruptUnavailable
+from .interrupts import InterruptDeclined, Interrupts, InterruptUnavailable
 from .jsonrpc import Connection, log
+from .providers import ProviderRoute, Providers
+from .wire import model_dump, need
 
 if TYPE_CHECKING:
-    from .agent import AgentRuntime, Session
-    from .commands import SlashCommand
-    from .providers import ProviderRoute
     from .revision import Revision
-
-STATE_ERROR = -32002
 
 _dumps = orjson.dumps
 
@@ -69,49 +67,14 @@ def _single_string(schema: Any, text: str) -> Any:
     return None
 
 
-class StateMachine:
-    """The manifest's conversation states; types it never mentions are unrestricted."""
-
-    def __init__(self, spec: dict[str, Any] | None) -> None:
-        spec = spec or {
-            "initial": "idle",
-            "states": {
-                "idle": [{"party": "client", "type": "user_message", "next": "running"}],
-                "running": [
-                    {"party": "agent", "type": "agent_message", "next": "idle"},
-                    {"party": "client", "type": "cancel", "next": "idle"},
-                    {"party": "agent", "type": "interrupt", "next": "running"},
-                    {"party": "client", "type": "resume", "next": "running"},
-                ],
-            },
-        }
-        self.initial: str = spec.get("initial") or "idle"
-        self.rules: dict[str, list[dict[str, Any]]] = dict(spec.get("states") or {})
-        self.known = {
-            (r.get("party"), r.get("type")) for rules in self.rules.values() for r in rules
-        }
-
-    def allowed(self, state: str) -> list[str]:
-        return [f"{r.get('party')} {r.get('type')}" for r in self.rules.get(state, [])]
-
-    def step(self, state: str, party: str, mtype: str) -> str | None:
-        """The next state, or None when the message is not allowed in `state`."""
-        for r in self.rules.get(state, ()):
-            if r.get("party") == party and r.get("type") == mtype:
-                return str(r.get("next") or state)
-        if (party, mtype) not in self.known:
-            return state
-        return None
-
-
 class Turn(Authoring, ClientCalls):
     """One prompt turn: what the handler uses to stream, interrupt and read config; what
     it shows (authoring.py) and asks the client (clientcalls.py)."""
 
     __slots__ = (
         "_conn",
+        "_host",
         "_prefix",
-        "_rt",
         "_terminals",
         "command",
         "message_id",
@@ -122,11 +85,13 @@ class Turn(Authoring, ClientCalls):
         "usage",
     )
 
-    def __init__(self, rt: AgentRuntime, conn: Connection, session: Session) -> None:
-        self._rt = rt
+    def __init__(
+        self, host: TurnRunner, conn: Connection, session: Session, terminals: OpenTerminals
+    ) -> None:
+        self._host = host
         self._conn = conn
         self.session = session
-        shape = rt.revision.turn
+        shape = host.ctx.revision.turn
         # the agent's reply: its chunks carry one message id where the revision requires it
         self.reply_id = str(uuid.uuid4()) if shape.chunk_message_id_required else None
         msg_id = (
@@ -147,17 +112,17 @@ class Turn(Authoring, ClientCalls):
         self.usage: dict[str, Any] | None = None
         self.command: SlashCommand | None = None
         self._init_authoring()
-        self._terminals: dict[str, ClientTerminal] = {}
+        self._terminals = terminals  # the runner closes what is left open when the turn ends
 
     @property
     def session_id(self) -> str:
         return self.session.id
 
     def _rev(self) -> Revision:
-        return self._rt.revision
+        return self._host.ctx.revision
 
     def _client_capabilities(self) -> dict[str, Any]:
-        return self._rt.client_capabilities
+        return self._host.ctx.client_capabilities
 
     @property
     def cwd(self) -> str:
@@ -172,13 +137,13 @@ class Turn(Authoring, ClientCalls):
     async def set_mode(self, mode_id: str) -> None:
         """Switch the session's mode and tell the client: v1 `current_mode_update`, else
         `config_option_update` of the `mode` option."""
-        rt = self._rt
-        self.session.mode = rt._check_mode(mode_id, ("modeId",))
-        if rt.revision.authoring.modes and self._has("current_mode_update"):
+        host = self._host
+        self.session.mode = host.extras.check_mode(mode_id, ("modeId",))
+        if self._rev().authoring.modes and self._has("current_mode_update"):
             await self._send({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
-        elif rt._mode_as_option() and self._has("config_option_update"):
-            result: dict[str, Any] = {"configOptions": rt._config_options(self.session.config_raw)}
-            rt._with_modes(self.session, result, opened=False)
+        elif host.extras.mode_as_option() and self._has("config_option_update"):
+            result: dict[str, Any] = {"configOptions": host.config.options(self.session.config_raw)}
+            host.extras.with_modes(self.session, result, opened=False)
             await self._send({"sessionUpdate": "config_option_update", **result})
 
     @property
@@ -195,7 +160,7 @@ class Turn(Authoring, ClientCalls):
         return self.session.cancel_requested
 
     def provider(self, provider_id: str) -> ProviderRoute | None:
-        return self._rt._provider_route(provider_id)
+        return self._host.providers.route(provider_id)
 
     async def send_text(self, text: str) -> None:
         """Stream a piece of text as an `agent_message_chunk`."""
@@ -209,9 +174,9 @@ class Turn(Authoring, ClientCalls):
 
     async def send_output(self, output: Any) -> None:
         """Validate `output` against the manifest's output and stream it as JSON."""
-        data = self._rt._dump_output(output)
+        data = self._host.dump_output(output)
         chunk: dict[str, Any] = {"sessionUpdate": "agent_message_chunk"}
-        key = self._rt.revision.turn.chunk_message_id
+        key = self._rev().turn.chunk_message_id
         if self.reply_id is not None and key:
             chunk[key] = self.reply_id
         await self.send_update(
@@ -233,27 +198,76 @@ class Turn(Authoring, ClientCalls):
         when the client declared it, else `session/request_permission` for a yes/no
         resume; otherwise (or when the client answers with an error) the turn ends
         normally with a message to the user (see interrupts.py)."""
-        return await self._rt._interrupt(self, name, payload)
+        return await self._host.interrupts.ask(self.session, name, payload)
 
 
-class Turns(RuntimeCore):
-    """Runs prompt turns (a part of AgentRuntime)."""
-
-    def _transition(self, s: Session, party: str, mtype: str) -> None:
-        nxt = self._machine.step(s.state, party, mtype)
-        if nxt is None:
-            if party == "client":
-                allowed = self._machine.allowed(s.state)
-                raise RpcError(
-                    STATE_ERROR,
-                    f"{party} {mtype} is not allowed in state {s.state!r}; allowed: {', '.join(allowed) or 'nothing'}",
-                    {"state": s.state, "message": f"{party} {mtype}", "allowed": allowed},
-                )
-            log.warning(
-                "agent %s in state %s does not follow the manifest's states", mtype, s.state
+def _check_blocks(prompt: list[Any]) -> None:
+    """Each item of a prompt is a content block (an object with a string `type`)."""
+    for i, b in enumerate(prompt):
+        if type(b) is not dict or type(b.get("type")) is not str:
+            raise invalid_params(
+                f"params.prompt[{i}]: expected a content block",
+                [{"loc": ["params", "prompt", i], "msg": "expected a content block with a type"}],
             )
-            return
-        s.state = nxt
+
+
+def agent_error(exc: BaseException) -> RpcError | None:
+    """The JSON-RPC error a handler's exception stands for (an RpcError, an error with
+    `to_rpc`, or a manifest error class with a `code`); None for any other exception."""
+    if isinstance(exc, RpcError):
+        return exc
+    to_rpc = getattr(exc, "to_rpc", None)
+    if to_rpc is not None:
+        r = to_rpc()
+        if isinstance(r, RpcError):
+            return r
+    code = getattr(type(exc), "code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        name = (
+            getattr(type(exc), "error_name", None)
+            or getattr(type(exc), "name", None)
+            or type(exc).__name__
+        )
+        return RpcError(
+            code,
+            str(exc) or str(name),
+            {
+                "name": str(name),
+                "transient": bool(getattr(type(exc), "transient", False)),
+                "details": model_dump(getattr(exc, "details", None) or getattr(exc, "data", None)),
+            },
+        )
+    return None
+
+
+class PromptHandler(Protocol):
+    """What runs a turn: the user's `prompt` (AgentRuntime, overridden in handlers.py)."""
+
+    async def prompt(self, turn: Turn, input: Any) -> Any: ...
+
+
+class TurnRunner:
+    """Runs the prompt turns of one connection: `session/prompt` and `session/cancel`,
+    and what a `Turn` asks of its connection (modes, config, providers, interrupts)."""
+
+    __slots__ = ("_handler", "config", "ctx", "extras", "interrupts", "providers")
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        handler: PromptHandler,
+        *,
+        config: SessionConfig,
+        extras: SessionExtras,
+        interrupts: Interrupts,
+        providers: Providers,
+    ) -> None:
+        self.ctx = ctx
+        self._handler = handler
+        self.config = config
+        self.extras = extras
+        self.interrupts = interrupts
+        self.providers = providers
 
     def _parse_input(self, prompt: list[Any], command: SlashCommand | None = None) -> Any:
         """The handler's input from the prompt's content blocks: the blocks as they are
@@ -263,18 +277,8 @@ class Turns(RuntimeCore):
         one string field of a single-string object input.  A prompt that gives none of
         these is still accepted (agents MUST take text): its turn only tells the user what
         JSON the agent expects (an ``InputMismatch`` is returned)."""
-        for i, b in enumerate(prompt):
-            if type(b) is not dict or type(b.get("type")) is not str:
-                raise invalid_params(
-                    f"params.prompt[{i}]: expected a content block",
-                    [
-                        {
-                            "loc": ["params", "prompt", i],
-                            "msg": "expected a content block with a type",
-                        }
-                    ],
-                )
-        schema = self._acp_manifest.get("input")
+        _check_blocks(prompt)
+        schema = self.ctx.manifest.get("input")
         if not schema or command is not None:
             return prompt
         doc: str | None = None
@@ -312,7 +316,7 @@ class Turns(RuntimeCore):
         return InputMismatch(problem, schema)
 
     def _typed_input(self, data: Any) -> Any:
-        cls = self._mclass("Input")
+        cls = self.ctx.mclass("Input")
         if cls is None:
             return data
         try:
@@ -323,12 +327,12 @@ class Turns(RuntimeCore):
                 raise InputMismatch(err.message.removeprefix("invalid params: "), None) from None
             raise
 
-    def _dump_output(self, output: Any) -> Any:
-        cls = self._mclass("Output") if self._acp_manifest.get("output") else None
+    def dump_output(self, output: Any) -> Any:
+        cls = self.ctx.mclass("Output") if self.ctx.manifest.get("output") else None
         if cls is None:
-            return _model_dump(output)
+            return model_dump(output)
         try:
-            obj = output if isinstance(output, cls) else cls.model_validate(_model_dump(output))
+            obj = output if isinstance(output, cls) else cls.model_validate(model_dump(output))
             return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
         except Exception as exc:
             if hasattr(exc, "errors"):
@@ -338,62 +342,34 @@ class Turns(RuntimeCore):
                 ) from None
             raise
 
-    def _agent_error(self, exc: BaseException) -> RpcError | None:
-        if isinstance(exc, RpcError):
-            return exc
-        to_rpc = getattr(exc, "to_rpc", None)
-        if to_rpc is not None:
-            r = to_rpc()
-            if isinstance(r, RpcError):
-                return r
-        code = getattr(type(exc), "code", None)
-        if isinstance(code, int) and not isinstance(code, bool):
-            name = (
-                getattr(type(exc), "error_name", None)
-                or getattr(type(exc), "name", None)
-                or type(exc).__name__
-            )
-            return RpcError(
-                code,
-                str(exc) or str(name),
-                {
-                    "name": str(name),
-                    "transient": bool(getattr(type(exc), "transient", False)),
-                    "details": _model_dump(
-                        getattr(exc, "details", None) or getattr(exc, "data", None)
-                    ),
-                },
-            )
-        return None
-
-    async def _run_turn(self, s: Session, turn: Turn, input: Any) -> str:
+    async def _run_turn(self, s: Session, turn: Turn, input: Any, terminals: OpenTerminals) -> str:
         """Run the handler; returns the stop reason (raises RpcError on failure)."""
-        limit = asyncio.timeout(self.turn_timeout)
+        limit = asyncio.timeout(self.ctx.turn_timeout)
         ended = False
         try:
             async with limit:
                 if isinstance(input, InputMismatch):  # accepted, but nothing to run
                     await turn.send_text(input.message())
                 else:
-                    out = await self.prompt(turn, input)
+                    out = await self._handler.prompt(turn, input)
                     if out is not None:
                         await turn.send_output(out)
-            self._transition(s, "agent", "agent_message")
+            self.ctx.transition(s, "agent", "agent_message")
             ended = True
             return turn.stop_reason
         except TimeoutError as exc:
             if not limit.expired():  # the handler's own timeout: an error like any other
                 log.error("prompt handler failed: %s", type(exc).__name__, exc_info=exc)
                 raise RpcError(-32603, "internal error") from None
-            log.warning("turn of session %s timed out after %s s", s.id, self.turn_timeout)
-            s.state = self._machine.initial  # the session is free for the next prompt
+            log.warning("turn of session %s timed out after %s s", s.id, self.ctx.turn_timeout)
+            s.state = self.ctx.machine.initial  # the session is free for the next prompt
             raise RpcError(
                 -32603,
-                f"the turn timed out after {self.turn_timeout:g} s",
+                f"the turn timed out after {self.ctx.turn_timeout:g} s",
                 {
                     "name": "TurnTimeout",
                     "transient": True,
-                    "details": {"timeout": self.turn_timeout},
+                    "details": {"timeout": self.ctx.turn_timeout},
                 },
             ) from None
         except asyncio.CancelledError:
@@ -407,38 +383,39 @@ class Turns(RuntimeCore):
             await turn.send_text(exc.message)
             return "end_turn"
         except Exception as exc:  # noqa: BLE001 - user code: mapped to a JSON-RPC error below
-            err = self._agent_error(exc)
+            err = agent_error(exc)
             if err is None:
                 log.error("prompt handler failed: %s", type(exc).__name__, exc_info=exc)
                 err = RpcError(-32603, "internal error")
             raise err from None
         finally:
-            if turn._terminals:  # left open by the handler (or cancelled): killed, released
-                await turn._close_terminals()
+            await terminals.close_all()  # left open by the handler (or cancelled)
             # A turn that did not end with the agent's message (cancelled, declined
             # interrupt, error) leaves the session ready for the next prompt.
-            if not ended and s.state != self._machine.initial:
-                s.state = self._machine.initial
+            if not ended and s.state != self.ctx.machine.initial:
+                s.state = self.ctx.machine.initial
             s.task = None
 
-    async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
-        s = self._session(params)
-        prompt = _need(params, "prompt", list)
-        command = parse_command(prompt, self._acp_manifest.get("commands"))
+    async def prompt(self, params: Any, request: Any) -> Any:
+        """`session/prompt`: v1 answers when the turn ends, v2 when it is accepted."""
+        s = self.ctx.session(params)
+        prompt = need(params, "prompt", list)
+        command = parse_command(prompt, self.ctx.manifest.get("commands"))
         input = self._parse_input(prompt, command)
-        self._transition(s, "client", "user_message")
+        self.ctx.transition(s, "client", "user_message")
         s.cancel_requested = False
         s.turns += 1
-        conn = self.connection
-        assert conn is not None
-        turn = Turn(cast("AgentRuntime", self), conn, s)
+        terminals = OpenTerminals()
+        turn = Turn(self, self.ctx.conn(), s, terminals)
         turn.command = command
-        shape = self.revision.turn
+        shape = self.ctx.revision.turn
         if shape.lifecycle == "v2":
             turn.message_id = (
                 params.get("messageId") if type(params.get("messageId")) is str else None
             ) or str(uuid.uuid4())
-            task = asyncio.get_running_loop().create_task(self._v2_turn(s, turn, input, prompt))
+            task = asyncio.get_running_loop().create_task(
+                self._v2_turn(s, turn, input, prompt, terminals)
+            )
             task.add_done_callback(lambda t: self._v2_never_ran(s, turn, prompt))
             s.task = task
             accepted: dict[str, Any] = {}
@@ -447,7 +424,7 @@ class Turns(RuntimeCore):
             return accepted
         s.task = asyncio.current_task()
         try:
-            reason = await self._run_turn(s, turn, input)
+            reason = await self._run_turn(s, turn, input, terminals)
         except (RpcError, asyncio.CancelledError):  # failed, or `$/cancel_request`
             self._reset_state(s)
             raise
@@ -457,12 +434,10 @@ class Turns(RuntimeCore):
         return result
 
     def _reset_state(self, s: Session) -> None:
-        s.state = self._machine.initial
+        s.state = self.ctx.machine.initial
 
     def _v2_update(self, s: Session, update: dict[str, Any]) -> None:
-        conn = self.connection
-        assert conn is not None
-        conn.notify("session/update", {"sessionId": s.id, "update": update})
+        self.ctx.conn().notify("session/update", {"sessionId": s.id, "update": update})
 
     def _v2_user_message(self, s: Session, turn: Turn, prompt: list[Any]) -> None:
         self._v2_update(
@@ -481,7 +456,9 @@ class Turns(RuntimeCore):
         self._reset_state(s)
         s.task = None
 
-    async def _v2_turn(self, s: Session, turn: Turn, input: Any, prompt: list[Any]) -> None:
+    async def _v2_turn(
+        self, s: Session, turn: Turn, input: Any, prompt: list[Any], terminals: OpenTerminals
+    ) -> None:
         turn.started = True
         idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
         try:
@@ -495,13 +472,13 @@ class Turns(RuntimeCore):
         self._v2_user_message(s, turn, prompt)
         self._v2_update(s, {"sessionUpdate": "state_update", "state": "running"})
         try:
-            idle["stopReason"] = await self._run_turn(s, turn, input)
-            shape = self.revision.turn
+            idle["stopReason"] = await self._run_turn(s, turn, input, terminals)
+            shape = self.ctx.revision.turn
             if turn.usage and shape.idle_usage:
                 idle[shape.idle_usage] = turn.usage
         except RpcError as err:
             self._reset_state(s)
-            shape = self.revision.turn
+            shape = self.ctx.revision.turn
             if shape.idle_error:  # the revision has an `error` stop reason carrying it
                 idle["stopReason"] = "error"
                 idle[shape.idle_error] = err.to_wire()
@@ -512,13 +489,14 @@ class Turns(RuntimeCore):
             idle["stopReason"] = "cancelled"
         self._v2_update(s, idle)
 
-    async def _rt_session_cancel(self, params: Any, ctx: Any) -> None:
+    async def cancel(self, params: Any, request: Any) -> None:
+        """`session/cancel`: cancel the session's running turn, where its state allows."""
         if type(params) is not dict or type(params.get("sessionId")) is not str:
             return
-        s = self.sessions.get(params["sessionId"])
+        s = self.ctx.sessions.get(params["sessionId"])
         if s is None or s.task is None:
             return
-        nxt = self._machine.step(s.state, "client", "cancel")
+        nxt = self.ctx.machine.step(s.state, "client", "cancel")
         if nxt is None:
             log.warning("cancel not allowed in state %s; ignored", s.state)
             return

@@ -108,10 +108,10 @@ TRICKY: dict[str, Any] = {
 
 
 def test_camel_matches_the_runtime() -> None:
-    from templates.runtime.agent import _camel
+    from templates.runtime.wire import camel as runtime_camel
 
     for name in ("approval", "needs-review", "needs_review", "a-b_c", "x", "two--dashes", "v2-ok"):
-        assert camel(name) == _camel(name), name
+        assert camel(name) == runtime_camel(name), name
     assert camel("needs-review") == "NeedsReview"
 
 
@@ -171,16 +171,16 @@ def test_error_classes_carry_code_transient_and_typed_data(tmp_path: Path) -> No
         mm.QuotaExceededData.model_validate({"retry_after": -1})
 
     # the runtime turns them into JSON-RPC errors with exactly these attributes
-    from templates.runtime.agent import AgentRuntime
+    from templates.runtime.turns import agent_error
 
-    err = AgentRuntime()._agent_error(q)
+    err = agent_error(q)
     assert err is not None
     assert (err.code, err.message, err.data) == (
         1001,
         "The daily quota of drafts is used up; retry later.",
         {"name": "QuotaExceeded", "transient": True, "details": {"retry_after": 5.0, "used": 2}},
     )
-    err2 = AgentRuntime()._agent_error(u)
+    err2 = agent_error(u)
     assert err2 is not None and err2.data == {
         "name": "UnknownRecipient",
         "transient": False,

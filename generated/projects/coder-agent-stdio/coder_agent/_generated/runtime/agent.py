@@ -7,15 +7,17 @@ on plain wire dicts; a user override of the typed method in `handlers.py` takes 
 (its params are validated into the protocol model first).  The user's handler is
 `async def prompt(self, turn, input)`.
 
-It composes one mixin per concern: `Dispatcher` (dispatch.py: routing, typed callers),
-`Turns` (turns.py: the v1 and v2 prompt lifecycles), `Interrupts` (interrupts.py) and
-`Providers` (providers.py); initialize, authentication, `_agent/info`, sessions and
-config live here.
+It is a `Dispatcher` (dispatch.py: routing, typed callers) that composes one
+collaborator per concern around one `AgentContext` (context.py: the revision, the
+connection, the sessions, the client's capabilities, the models): `TurnRunner`
+(turns.py: the v1 and v2 prompt lifecycles), `Interrupts` (interrupts.py), `Providers`
+(providers.py), `SessionConfig` (config.py) and `SessionExtras` (commands.py: commands
+and modes).  Initialize, authentication, `_agent/info` and session/new live here; each
+`_rt_<name>` default answers its method itself or hands it to its collaborator.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import uuid
@@ -23,50 +25,20 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from . import agent_auth
-from .commands import MODE_OPTION, SessionExtras
-from .dispatch import Dispatcher, _model_dump, _need, immediate_methods
-from .errors import (
-    AUTH_REQUIRED,
-    INVALID_PARAMS,
-    RpcError,
-    from_validation_error,
-    invalid_params,
-)
-from .interrupts import InterruptDeclined, Interrupts, _camel
+from .commands import SessionExtras
+from .config import SessionConfig
+from .context import STATE_ERROR, AgentContext, Session, StateMachine
+from .dispatch import Dispatcher, immediate_methods
+from .errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, invalid_params
+from .interrupts import InterruptDeclined, Interrupts
 from .jsonrpc import Connection, RequestContext, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
-from .turns import STATE_ERROR, StateMachine, Turn, Turns
+from .turns import Turn, TurnRunner
+from .wire import need
 
 
-class Session:
-    __slots__ = (
-        "cancel_requested",
-        "config",
-        "config_raw",
-        "cwd",
-        "id",
-        "mcp_servers",
-        "mode",
-        "state",
-        "task",
-        "turns",
-    )
-
-    def __init__(self, sid: str, config: Any, config_raw: dict[str, Any], state: str) -> None:
-        self.id = sid
-        self.config = config
-        self.config_raw = config_raw
-        self.state = state
-        self.task: asyncio.Task[Any] | None = None
-        self.cancel_requested = False
-        self.turns = 0
-        self.cwd: str | None = None
-        self.mcp_servers: Any = None  # as the client sent them (Turn.mcp_servers types them)
-        self.mode: str | None = None  # the current mode's id, when the manifest has modes
-
-
-class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
+class AgentRuntime(Dispatcher):
     """Runtime defaults for every agent method the manifest describes."""
 
     # seconds one prompt turn may take (handler, streaming and interrupts); None: no limit.
@@ -74,21 +46,68 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
     TURN_TIMEOUT: ClassVar[float | None] = None
 
     def __init__(self, *, turn_timeout: float | None = None) -> None:
-        self.turn_timeout = turn_timeout if turn_timeout is not None else _turn_timeout(self)
-        self.connection: Connection | None = None
-        self.sessions: dict[str, Session] = {}
-        self.client_capabilities: dict[str, Any] = {}
         m = self._acp_manifest
-        self._machine = StateMachine(m.get("states"))
-        self._init_providers(m)
+        timeout = turn_timeout if turn_timeout is not None else _turn_timeout(self)
+        ctx = self._acp_ctx = AgentContext(m, self._manifest_models, timeout)
+        self._acp_extras = SessionExtras(ctx)
+        self._acp_config = SessionConfig(ctx, self._acp_extras)
+        self._acp_providers = Providers(m)
+        self._acp_turns = TurnRunner(
+            ctx,
+            self,
+            config=self._acp_config,
+            extras=self._acp_extras,
+            interrupts=Interrupts(ctx),
+            providers=self._acp_providers,
+        )
         self._login_methods = agent_auth.manifest_methods(m)
         self._authenticated = False
-        self._mm: Any = None
         # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
         self._methods = {}
         self._dispatch_cache = {}
         if self.REVISIONS:
             self._use_revision(self.REVISIONS[-1])
+
+    # ---- the shared context, as attributes of the runtime ------------------------
+    @property
+    def revision(self) -> Revision:
+        return self._acp_ctx.revision
+
+    @revision.setter
+    def revision(self, rev: Revision) -> None:
+        self._acp_ctx.revision = rev
+
+    @property
+    def connection(self) -> Connection | None:
+        return self._acp_ctx.connection
+
+    @connection.setter
+    def connection(self, conn: Connection | None) -> None:
+        self._acp_ctx.connection = conn
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        return self._acp_ctx.sessions
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._acp_ctx.client_capabilities
+
+    @client_capabilities.setter
+    def client_capabilities(self, caps: dict[str, Any]) -> None:
+        self._acp_ctx.client_capabilities = caps
+
+    @property
+    def turn_timeout(self) -> float | None:
+        return self._acp_ctx.turn_timeout
+
+    @turn_timeout.setter
+    def turn_timeout(self, seconds: float | None) -> None:
+        self._acp_ctx.turn_timeout = seconds
+
+    @property
+    def _machine(self) -> StateMachine:
+        return self._acp_ctx.machine
 
     # ---- the user's API ----------------------------------------------------------
     async def prompt(self, turn: Turn, input: Any) -> Any:
@@ -128,7 +147,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
 
     # ---- connection plumbing -----------------------------------------------------
     def attach(self, conn: Connection) -> None:
-        self.connection = conn
+        self._acp_ctx.connection = conn
 
     # ---- initialize / auth / info ----------------------------------------------------
     def _info(self) -> dict[str, Any]:
@@ -150,7 +169,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
             prompt = {"image": False, "audio": False, "embeddedContext": True}
             wanted = {k: v for k, v in prompt.items() if k in names.prompt_fields}
             _put(caps, names.prompt, names.mark(names.prompt_flags, wanted))
-        if self._providers and names.providers:
+        if self._acp_providers and names.providers:
             caps[names.providers] = True if names.providers_is_flag else {}
         return caps
 
@@ -176,17 +195,17 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return revision_for(self.REVISIONS, version) or self.REVISIONS[-1]
 
     async def _rt_initialize(self, params: Any, ctx: Any) -> Any:
-        version = _need(params, "protocolVersion", int)
+        version = need(params, "protocolVersion", int)
         rev = self._negotiate(version)
         self._use_revision(rev)
         shape = rev.init
         if rev.protocol_version == version and shape.request_info_required:
             # the request is in this revision's shape: check what it requires
-            _need(params, shape.request_info, dict)
+            need(params, shape.request_info, dict)
         # in another revision's body, a client that also speaks ours declares its
         # capabilities under our field name as well (runtime.client.negotiate)
         caps = params.get(shape.request_capabilities)
-        self.client_capabilities = caps if type(caps) is dict else {}
+        self._acp_ctx.client_capabilities = caps if type(caps) is dict else {}
         result: dict[str, Any] = {"protocolVersion": rev.protocol_version}
         result[shape.response_info] = self._info()
         result[shape.response_capabilities] = self._capabilities()
@@ -195,7 +214,7 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         return result
 
     async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
-        mid = _need(params, "methodId", str)
+        mid = need(params, "methodId", str)
         method = next((m for m in self._login_methods if m.id == mid), None)
         if method is not None and method.type == "terminal":
             raise invalid_params(
@@ -268,118 +287,48 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
                 }
                 for p in m.get("providers") or ()
             ],
-            "configOptions": self._config_options({}),
+            "configOptions": self._acp_config.options({}),
             "states": m.get("states"),
         }
         return info
 
     # ---- sessions and config -------------------------------------------------------
+    # ---- sessions: session/new here; config, modes, turns and providers answered by
+    # their collaborators (the session layer calls the first four delegates too)
     def _validate_config(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> Any:
-        cls = self._mclass("Config") if self._acp_manifest.get("config") else None
-        if cls is None:
-            self._check_options(raw, loc)
-            return raw
-        try:
-            return cls.model_validate(raw)
-        except Exception as exc:
-            if hasattr(exc, "errors"):
-                raise from_validation_error(exc, loc) from None
-            raise
-
-    def _check_options(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> None:
-        """Without a Config model: check option values against the manifest's options."""
-        types: dict[str, tuple[type, ...]] = {
-            "boolean": (bool,),
-            "string": (str,),
-            "integer": (int,),
-            "number": (int, float),
-        }
-        errs: list[dict[str, Any]] = []
-        for opt in (self._acp_manifest.get("config") or {}).get("options") or ():
-            if opt["id"] not in raw:
-                continue
-            val = raw[opt["id"]]
-            want = types.get(str(opt.get("type")))
-            bad_bool = isinstance(val, bool) and opt.get("type") in ("integer", "number")
-            where = [*loc, opt["id"]] if loc[-1:] != ("value",) else list(loc)
-            if want is not None and (not isinstance(val, want) or bad_bool):
-                errs.append(
-                    {"loc": where, "msg": f"expected {opt.get('type')}", "type": "type_error"}
-                )
-            elif opt.get("values") and val not in opt["values"]:
-                errs.append({"loc": where, "msg": "not one of the allowed values", "type": "enum"})
-        if errs:
-            raise invalid_params(
-                "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in errs), errs
-            )
-
-    def _config_defaults(self) -> dict[str, Any]:
-        cfg = self._acp_manifest.get("config") or {}
-        out: dict[str, Any] = {}
-        for opt in cfg.get("options") or ():
-            if "default" in opt and opt["default"] is not None:
-                out[opt["id"]] = opt["default"]
-        return out
+        return self._acp_config.validate(raw, loc)
 
     def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
-        cfg = self._acp_manifest.get("config") or {}
-        v2 = self.revision.turn.lifecycle == "v2"  # the v2 schema has the open "other" kind
-        out = []
-        shape = self.revision.config_option
-        for opt in cfg.get("options") or ():
-            cur = raw.get(opt["id"], opt.get("default"))
-            base: dict[str, Any] = {shape.id: opt["id"], "name": opt.get("name") or opt["id"]}
-            if opt.get("description"):
-                base["description"] = opt["description"]
-            if opt.get("category") and self.revision.authoring.config_category:
-                base["category"] = opt["category"]
-            if opt.get("type") == "boolean" and "boolean" in shape.kinds:
-                out.append({**base, "type": "boolean", shape.current_value: bool(cur)})
-            elif opt.get("type") == "boolean":
-                # a revision without boolean options (the legacy one): a select of two
-                # values; session/set_config_option takes "true" / "false" for it
-                out.append(
-                    {
-                        **base,
-                        "type": "select",
-                        shape.current_value: "true" if cur else "false",
-                        shape.select_options: [
-                            {"value": "true", "name": "on"},
-                            {"value": "false", "name": "off"},
-                        ],
-                    }
-                )
-            elif (
-                v2 and not opt.get("values") and opt.get("type") in ("string", "integer", "number")
-            ):
-                # v2 carries implementation-specific kinds ("_" + name, the "other" variant);
-                # v1 has select and boolean only: there such an option is set through
-                # session/new `_meta.config` or session/set_config_option, not listed
-                out.append({**base, "type": "_" + opt["type"], shape.current_value: cur})
-            elif opt.get("values"):
-                vals = [str(v) for v in opt["values"]]
-                out.append(
-                    {
-                        **base,
-                        "type": "select",
-                        shape.current_value: str(cur) if cur is not None else vals[0],
-                        shape.select_options: [{"value": v, "name": v} for v in vals],
-                    }
-                )
-        return out
+        return self._acp_config.options(raw)
 
-    def _session(self, params: Any) -> Session:
-        sid = _need(params, "sessionId", str)
-        s = self.sessions.get(sid)
-        if s is None:
-            raise invalid_params(
-                f"unknown session {sid!r}",
-                [{"loc": ["params", "sessionId"], "msg": "unknown session"}],
-            )
-        return s
+    def _session_opened(
+        self, s: Session, params: Any, result: dict[str, Any], request: Any
+    ) -> None:
+        self._acp_extras.opened(s, params, result, request)
+
+    def _saved_mode(self, saved: Any) -> str | None:
+        return self._acp_extras.saved_mode(saved)
+
+    async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
+        return await self._acp_turns.prompt(params, ctx)
+
+    async def _rt_session_cancel(self, params: Any, ctx: Any) -> None:
+        await self._acp_turns.cancel(params, ctx)
+
+    async def _rt_session_set_mode(self, params: Any, ctx: Any) -> Any:
+        return await self._acp_extras.set_mode(params, ctx)
+
+    async def _rt_providers_list(self, params: Any, ctx: Any) -> Any:
+        return await self._acp_providers.list_routes(params, ctx)
+
+    async def _rt_providers_set(self, params: Any, ctx: Any) -> Any:
+        return await self._acp_providers.set_route(params, ctx)
+
+    async def _rt_providers_disable(self, params: Any, ctx: Any) -> Any:
+        return await self._acp_providers.disable(params, ctx)
 
     async def _rt_session_new(self, params: Any, ctx: Any) -> Any:
-        _need(params, "cwd", str)
+        need(params, "cwd", str)
         if "mcpServers" in params and type(params["mcpServers"]) is not list:
             raise invalid_params(
                 "params.mcpServers: expected an array",
@@ -392,63 +341,21 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
                 "params._meta.config: expected an object",
                 [{"loc": ["params", "_meta", "config"], "msg": "expected an object"}],
             )
-        raw = {**self._config_defaults(), **(given or {})}
-        config = self._validate_config(raw, ("params", "_meta", "config"))
+        raw = {**self._acp_config.defaults(), **(given or {})}
+        config = self._acp_config.validate(raw, ("params", "_meta", "config"))
         sid = "sess_" + uuid.uuid4().hex
-        s = self.sessions[sid] = Session(sid, config, raw, self._machine.initial)
+        s = self._acp_ctx.sessions[sid] = Session(sid, config, raw, self._acp_ctx.machine.initial)
         s.cwd = params["cwd"]
         s.mcp_servers = params.get("mcpServers")
         result: dict[str, Any] = {"sessionId": sid}
-        opts = self._config_options(raw)
+        opts = self._acp_config.options(raw)
         if opts:
             result["configOptions"] = opts
-        self._session_opened(s, params, result, ctx)
+        self._acp_extras.opened(s, params, result, ctx)
         return result
 
     async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
-        s = self._session(params)
-        cid = _need(params, "configId", str)
-        if "value" not in params:
-            raise invalid_params(
-                "params.value: field required",
-                [{"loc": ["params", "value"], "msg": "field required"}],
-            )
-        if cid == MODE_OPTION and self._mode_as_option():
-            s.mode = self._check_mode(params["value"], ("params", "value"))
-            result = {"configOptions": self._config_options(s.config_raw)}
-            self._with_modes(s, result, opened=False)
-            return result
-        opt = next(
-            (
-                o
-                for o in (self._acp_manifest.get("config") or {}).get("options") or ()
-                if o["id"] == cid
-            ),
-            None,
-        )
-        if opt is None:
-            raise invalid_params(
-                f"unknown config option {cid!r}",
-                [{"loc": ["params", "configId"], "msg": "unknown config option"}],
-            )
-        value = params["value"]
-        if opt.get("type") == "boolean" and value in ("true", "false"):
-            value = value == "true"  # served as a select where the revision has no boolean
-        if opt.get("values"):
-            match = [v for v in opt["values"] if str(v) == str(value)]
-            if not match:
-                raise invalid_params(
-                    f"value not allowed for {cid!r}",
-                    [{"loc": ["params", "value"], "msg": "not one of the allowed values"}],
-                )
-            value = match[0]
-        self._transition(s, "client", "set_config")
-        raw = {**s.config_raw, cid: value}
-        s.config = self._validate_config(raw, ("params", "value"))
-        s.config_raw = raw
-        result = {"configOptions": self._config_options(raw)}
-        self._with_modes(s, result, opened=False)
-        return result
+        return await self._acp_config.set_option(params, ctx)
 
 
 def _put(doc: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
@@ -483,8 +390,6 @@ __all__ = [
     "Session",
     "StateMachine",
     "Turn",
-    "_camel",
-    "_model_dump",
     "immediate_methods",
     "iter_sessions",
 ]

@@ -14,11 +14,11 @@ import asyncio
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .dispatch import RuntimeCore, _need
+from .context import AgentContext, Session
 from .errors import invalid_params
+from .wire import need
 
 if TYPE_CHECKING:
-    from .agent import Session
     from .revision import AuthoringShape
 
 MODE_OPTION = "mode"  # the config option id modes are served as, where the revision has no modes
@@ -85,57 +85,61 @@ def mode_state(manifest: dict[str, Any], current: str | None) -> dict[str, Any]:
     return {"currentModeId": current or default_mode(manifest), "availableModes": modes}
 
 
-class SessionExtras(RuntimeCore):
-    """Commands and modes of a session (a part of AgentRuntime)."""
+class SessionExtras:
+    """Commands and modes of the sessions of one connection."""
 
-    def _session_opened(self, s: Session, params: Any, result: dict[str, Any], ctx: Any) -> None:
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+
+    def opened(self, s: Session, params: Any, result: dict[str, Any], request: Any) -> None:
         """A session was created or loaded: its modes go into the answer, its commands
         are advertised right after the answer (the client knows the session by then)."""
-        m = self._acp_manifest
+        m = self._ctx.manifest
         if type(params) is dict and "mcpServers" in params:
             s.mcp_servers = params["mcpServers"]
         if m.get("modes"):
             if s.mode is None:
                 s.mode = default_mode(m)
-            self._with_modes(s, result, opened=True)
-        shape = self.revision.authoring
+            self.with_modes(s, result, opened=True)
+        shape = self._ctx.revision.authoring
         cmds = available_commands(m, shape)
         if not cmds or "available_commands_update" not in shape.updates:
             return
-        conn = self.connection
-        assert conn is not None
+        conn = self._ctx.conn()
         update = {"sessionUpdate": "available_commands_update", "availableCommands": cmds}
 
         def advertise() -> None:
             conn.notify("session/update", {"sessionId": s.id, "update": update})
 
-        if ctx is not None and hasattr(ctx, "after"):
-            ctx.after.append(advertise)
+        if request is not None and hasattr(request, "after"):
+            request.after.append(advertise)
         else:  # a typed override called the runtime default: the answer is on its way
             asyncio.get_running_loop().call_soon(advertise)
 
-    def _with_modes(self, s: Session, result: dict[str, Any], *, opened: bool) -> None:
+    def with_modes(self, s: Session, result: dict[str, Any], *, opened: bool) -> None:
         """The session's modes in an answer: v1 `modes` in session/new|load|resume; a
         revision without modes lists a config option of category mode instead."""
-        m = self._acp_manifest
+        m = self._ctx.manifest
         if not m.get("modes"):
             return
-        field = self.revision.authoring.modes
+        field = self._ctx.revision.authoring.modes
         if field:
             if opened:
                 result[field] = mode_state(m, s.mode)
             return
-        key = self.revision.config_option.id
+        key = self._ctx.revision.config_option.id
         opts = [o for o in result.get("configOptions") or () if o.get(key) != MODE_OPTION]
-        result["configOptions"] = [self._mode_option(s), *opts]
+        result["configOptions"] = [self.mode_option(s), *opts]
 
-    def _mode_as_option(self) -> bool:
+    def mode_as_option(self) -> bool:
         """Modes are served as the `mode` config option (the revision has no session modes)."""
-        return bool(self._acp_manifest.get("modes")) and not self.revision.authoring.modes
+        return bool(self._ctx.manifest.get("modes")) and not self._ctx.revision.authoring.modes
 
-    def _mode_option(self, s: Session) -> dict[str, Any]:
-        m = self._acp_manifest
-        shape = self.revision.config_option
+    def mode_option(self, s: Session) -> dict[str, Any]:
+        m = self._ctx.manifest
+        shape = self._ctx.revision.config_option
         return {
             shape.id: MODE_OPTION,
             "name": "Mode",
@@ -149,14 +153,14 @@ class SessionExtras(RuntimeCore):
             ],
         }
 
-    def _saved_mode(self, saved: Any) -> str | None:
+    def saved_mode(self, saved: Any) -> str | None:
         """The mode a stored session was in (session/load, session/resume): kept while the
         manifest still declares it, else the default mode."""
-        ids = [str(md["id"]) for md in self._acp_manifest.get("modes") or ()]
-        return saved if type(saved) is str and saved in ids else default_mode(self._acp_manifest)
+        ids = [str(md["id"]) for md in self._ctx.manifest.get("modes") or ()]
+        return saved if type(saved) is str and saved in ids else default_mode(self._ctx.manifest)
 
-    def _check_mode(self, mode: Any, loc: tuple[str, ...]) -> str:
-        ids = [str(md["id"]) for md in self._acp_manifest.get("modes") or ()]
+    def check_mode(self, mode: Any, loc: tuple[str, ...]) -> str:
+        ids = [str(md["id"]) for md in self._ctx.manifest.get("modes") or ()]
         if mode not in ids:
             raise invalid_params(
                 f"unknown mode {mode!r}; modes: {', '.join(ids) or 'none'}",
@@ -164,9 +168,10 @@ class SessionExtras(RuntimeCore):
             )
         return str(mode)
 
-    async def _rt_session_set_mode(self, params: Any, ctx: Any) -> Any:
-        s = self._session(params)
-        s.mode = self._check_mode(_need(params, "modeId", str), ("params", "modeId"))
+    async def set_mode(self, params: Any, request: Any) -> Any:
+        """`session/set_mode` (v1)."""
+        s = self._ctx.session(params)
+        s.mode = self.check_mode(need(params, "modeId", str), ("params", "modeId"))
         return {}
 
 

@@ -11,13 +11,11 @@ answers an interrupt with ends the turn the same way: it never becomes the promp
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .dispatch import RuntimeCore, _model_dump
+from .context import AgentContext, Session
 from .errors import REQUEST_CANCELLED, RpcError, from_validation_error
-
-if TYPE_CHECKING:
-    from .turns import Turn
+from .wire import camel, model_dump
 
 
 class InterruptDeclined(Exception):
@@ -51,37 +49,41 @@ def _yes_no(spec: dict[str, Any]) -> bool:
     )
 
 
-class Interrupts(RuntimeCore):
-    """Sends a turn's interrupts to the client (a part of AgentRuntime)."""
+class Interrupts:
+    """Sends a turn's interrupts to the client (of one connection)."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
 
     def _elicitation_declared(self) -> bool:
-        names = self.revision.client_capabilities
+        names = self._ctx.revision.client_capabilities
         if not names.elicitation or not names.elicitation_form:
             return False
-        caps = self.client_capabilities.get(names.elicitation)
+        caps = self._ctx.client_capabilities.get(names.elicitation)
         return type(caps) is dict and type(caps.get(names.elicitation_form)) is dict
 
-    async def _interrupt(self, turn: Turn, name: str, payload: Any) -> Any:
-        spec = next(
-            (i for i in self._acp_manifest.get("interrupts") or () if i["name"] == name), None
-        )
+    async def ask(self, s: Session, name: str, payload: Any) -> Any:
+        """Interrupt `name` of a turn of `s`: the typed resume (see the module's doc)."""
+        ctx = self._ctx
+        spec = next((i for i in ctx.manifest.get("interrupts") or () if i["name"] == name), None)
         if spec is None:
             raise ValueError(f"the manifest declares no interrupt named {name!r}")
-        s = turn.session
         asked = spec.get("description") or name
-        elicit = self.revision.elicitation and self._elicitation_declared()
+        elicit = ctx.revision.elicitation and self._elicitation_declared()
         if not elicit and not _yes_no(spec):
             raise InterruptUnavailable(
                 name,
                 f"The agent needs your input to go on ({asked}), but this client cannot "
                 "answer questions (it did not declare elicitation): the turn ends here.",
             )
-        self._transition(s, "agent", "interrupt")
+        ctx.transition(s, "agent", "interrupt")
         try:
             if elicit:
-                action, content = await self._elicit(turn, name, spec, payload)
+                action, content = await self._elicit(s, name, spec, payload)
             else:
-                action, content = await self._permission_interrupt(turn, name, spec, payload)
+                action, content = await self._permission_interrupt(s, name, spec, payload)
         except RpcError as err:  # the client's answer to our request, not the prompt's
             if err.code == REQUEST_CANCELLED:
                 raise InterruptDeclined(name, "cancel") from None
@@ -92,8 +94,8 @@ class Interrupts(RuntimeCore):
             ) from None
         if action != "accept":
             raise InterruptDeclined(name, str(action))
-        self._transition(s, "client", "resume")
-        cls = self._mclass(_camel(name) + "Resume")
+        ctx.transition(s, "client", "resume")
+        cls = ctx.mclass(camel(name) + "Resume")
         if cls is None:
             return content
         try:
@@ -109,20 +111,19 @@ class Interrupts(RuntimeCore):
             ) from None
 
     async def _elicit(
-        self, turn: Turn, name: str, spec: dict[str, Any], payload: Any
+        self, s: Session, name: str, spec: dict[str, Any], payload: Any
     ) -> tuple[str, dict[str, Any]]:
-        conn = self.connection
-        assert conn is not None
+        conn = self._ctx.conn()
         resume_schema = (spec.get("resume") or {}).get("schema") or {
             "type": "object",
             "properties": {},
         }
         req = {
-            "sessionId": turn.session.id,
+            "sessionId": s.id,
             "mode": "form",
             "message": spec.get("description") or name,
             "requestedSchema": resume_schema,
-            "_meta": {"interrupt": name, "payload": _model_dump(payload)},
+            "_meta": {"interrupt": name, "payload": model_dump(payload)},
         }
         answer = await conn.request("elicitation/create", req)
         action = answer.get("action") if type(answer) is dict else None
@@ -130,25 +131,24 @@ class Interrupts(RuntimeCore):
         return str(action), content if type(content) is dict else {}
 
     async def _permission_interrupt(
-        self, turn: Turn, name: str, spec: dict[str, Any], payload: Any
+        self, s: Session, name: str, spec: dict[str, Any], payload: Any
     ) -> tuple[str, dict[str, Any]]:
         """`session/request_permission` (approve / decline) as the interrupt. The answer
         is one bit, so approving sets the resume schema's required booleans to true."""
-        conn = self.connection
-        assert conn is not None
-        shape = self.revision.permission
+        conn = self._ctx.conn()
+        shape = self._ctx.revision.permission
         title = spec.get("description") or name
-        req: dict[str, Any] = {"sessionId": turn.session.id}
+        req: dict[str, Any] = {"sessionId": s.id}
         if shape.tool_call:  # v1: the permission is asked for a tool call
             req[shape.tool_call] = {
                 "toolCallId": f"interrupt-{name}-{uuid.uuid4().hex[:12]}",
                 "title": title,
-                "rawInput": _model_dump(payload),
+                "rawInput": model_dump(payload),
             }
         meta: dict[str, Any] = {"interrupt": name}
         if shape.title:  # v2: the request carries its own title; the payload goes in _meta
             req[shape.title] = title
-            meta["payload"] = _model_dump(payload)
+            meta["payload"] = model_dump(payload)
         req.update(
             {
                 "options": [
@@ -173,5 +173,5 @@ class Interrupts(RuntimeCore):
         return "accept", content
 
 
-def _camel(name: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
+# client.py still imports the old private name; wire.camel is the one rule
+_camel = camel

@@ -7,41 +7,12 @@ own `_rt_<name>` answers it on plain wire dicts; anything else is -32601.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from .errors import from_validation_error, invalid_params, method_not_found
-from .jsonrpc import Connection, RequestContext
+from .errors import from_validation_error, method_not_found
+from .jsonrpc import RequestContext
 from .revision import Method, Revision
-
-if TYPE_CHECKING:
-    from .agent import Session
-    from .turns import StateMachine, Turn
-
-
-def _need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "params") -> Any:
-    if type(params) is not dict:
-        raise invalid_params(
-            f"{where} must be an object", [{"loc": [where], "msg": "expected an object"}]
-        )
-    if key not in params:
-        raise invalid_params(
-            f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}]
-        )
-    val = params[key]
-    if not isinstance(val, typ) or (isinstance(val, bool) and typ is int):
-        name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
-        raise invalid_params(
-            f"{where}.{key}: expected {name}",
-            [{"loc": [where, key], "msg": f"expected {name}"}],
-        )
-    return val
-
-
-def _model_dump(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if dump is not None:
-        return dump(by_alias=True, exclude_none=True, mode="json")
-    return obj
+from .wire import model_dump as _model_dump
 
 
 def runtime_attr(method: str) -> str:
@@ -50,8 +21,9 @@ def runtime_attr(method: str) -> str:
 
 
 class RuntimeCore:
-    """What every part of AgentRuntime shares: the data the generated dispatcher sets,
-    the connection, the sessions, and the generated models."""
+    """What the dispatcher reads of AgentRuntime: the data the generated dispatcher sets,
+    the revision the connection speaks and the generated protocol models.  (The rest the
+    runtime shares, its collaborators read from its `AgentContext`, context.py.)"""
 
     # set by the generated dispatcher: the revisions this agent serves, oldest first
     # (one `Revision` per `--schema`), and the primary revision's agent-side methods
@@ -62,13 +34,6 @@ class RuntimeCore:
     # the revision this connection speaks: the latest until `initialize` negotiates
     revision: Revision
     _methods: dict[str, Method]
-
-    connection: Connection | None
-    sessions: dict[str, Session]
-    client_capabilities: dict[str, Any]
-    turn_timeout: float | None
-    _machine: StateMachine
-    _mm: Any
     _dispatch_cache: dict[str, Any]
 
     @classmethod
@@ -92,23 +57,6 @@ class RuntimeCore:
         self.revision = rev
         self._methods = rev.side("agent")
         self._dispatch_cache = {}
-
-    def _models(self) -> Any:
-        if self._mm is None:
-            self._mm = self._manifest_models() or False
-        return self._mm or None
-
-    def _mclass(self, name: str) -> Any:
-        mm = self._models()
-        return getattr(mm, name, None) if mm is not None else None
-
-    if TYPE_CHECKING:  # implemented by AgentRuntime and its parts
-
-        async def prompt(self, turn: Turn, input: Any) -> Any: ...
-
-        def _session(self, params: Any) -> Session: ...
-
-        def _transition(self, s: Session, party: str, mtype: str) -> None: ...
 
 
 class Dispatcher(RuntimeCore):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dispatch import RuntimeCore, _need
 from .errors import invalid_params
 from .masking import mask_url, register_route_secrets, url_secrets
+from .wire import need
 
 
 class ProviderRoute:
@@ -27,10 +27,12 @@ class ProviderRoute:
         )
 
 
-class Providers(RuntimeCore):
-    """The manifest's providers and their current routes (a part of AgentRuntime)."""
+class Providers:
+    """The manifest's providers and their current routes (of one connection)."""
 
-    def _init_providers(self, manifest: dict[str, Any]) -> None:
+    __slots__ = ("_providers", "_routes")
+
+    def __init__(self, manifest: dict[str, Any]) -> None:
         self._providers: dict[str, dict[str, Any]] = {}
         self._routes: dict[str, ProviderRoute | None] = {}
         for p in manifest.get("providers") or ():
@@ -40,10 +42,15 @@ class Providers(RuntimeCore):
                 ProviderRoute(p["id"], d["api_type"], d["base_url"], {}) if d else None
             )
 
-    def _provider_route(self, pid: str) -> ProviderRoute | None:
+    def __bool__(self) -> bool:
+        """Whether the manifest declares any provider."""
+        return bool(self._providers)
+
+    def route(self, pid: str) -> ProviderRoute | None:
         return self._routes.get(pid)
 
-    async def _rt_providers_list(self, params: Any, ctx: Any) -> Any:
+    async def list_routes(self, params: Any, request: Any) -> Any:
+        """`providers/list`: each provider and its current route (the URL masked)."""
         out = []
         for pid, p in self._providers.items():
             route = self._routes.get(pid)
@@ -59,10 +66,11 @@ class Providers(RuntimeCore):
             )
         return {"providers": out}
 
-    async def _rt_providers_set(self, params: Any, ctx: Any) -> Any:
-        pid = _need(params, "providerId", str)
-        api = _need(params, "apiType", str)
-        base = _need(params, "baseUrl", str)
+    async def set_route(self, params: Any, request: Any) -> Any:
+        """`providers/set`: route a provider (its secrets are masked in logs from now on)."""
+        pid = need(params, "providerId", str)
+        api = need(params, "apiType", str)
+        base = need(params, "baseUrl", str)
         headers = params.get("headers") or {}
         if type(headers) is not dict or any(
             type(k) is not str or type(v) is not str for k, v in headers.items()
@@ -88,12 +96,13 @@ class Providers(RuntimeCore):
                     }
                 ],
             )
-        register_route_secrets(ctx, [*headers.values(), *url_secrets(base)])
+        register_route_secrets(request, [*headers.values(), *url_secrets(base)])
         self._routes[pid] = ProviderRoute(pid, api, base, dict(headers))
         return {}
 
-    async def _rt_providers_disable(self, params: Any, ctx: Any) -> Any:
-        pid = _need(params, "providerId", str)
+    async def disable(self, params: Any, request: Any) -> Any:
+        """`providers/disable`: drop a provider's route (not a required one)."""
+        pid = need(params, "providerId", str)
         p = self._providers.get(pid)
         if p is None:
             return {}

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from .dispatch import _model_dump
+from .wire import model_dump
 
 if TYPE_CHECKING:
     from .jsonrpc import Connection
@@ -94,7 +94,7 @@ _UNSET: Any = object()
 
 
 def _block(block: Any) -> dict[str, Any]:
-    data = _model_dump(block)
+    data = model_dump(block)
     if type(data) is not dict or type(data.get("type")) is not str:
         raise TypeError("a content block is an object with a string `type`")
     return data
@@ -298,9 +298,9 @@ class Authoring:
                 for loc in locations
             ]
         if raw_input is not _UNSET:
-            out["rawInput"] = _model_dump(raw_input)
+            out["rawInput"] = model_dump(raw_input)
         if raw_output is not _UNSET:
-            out["rawOutput"] = _model_dump(raw_output)
+            out["rawOutput"] = model_dump(raw_output)
         return out
 
     async def start_tool_call(

@@ -144,6 +144,32 @@ class ClientTerminal:
         await asyncio.wait_for(self.release(), CLEANUP_TIMEOUT)
 
 
+class OpenTerminals:
+    """The client terminals of a turn not released yet: what the turn's end kills and
+    releases (the handler left them open, or the turn was cancelled)."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: dict[str, ClientTerminal] = {}
+
+    def add(self, term: ClientTerminal) -> None:
+        self._open[term.id] = term
+
+    def forget(self, terminal_id: str) -> None:
+        self._open.pop(terminal_id, None)
+
+    async def close_all(self) -> None:
+        """Kill and release each open terminal (nothing is sent when none is open)."""
+        for term in list(self._open.values()):
+            try:
+                await asyncio.wait_for(term.kill(), CLEANUP_TIMEOUT)
+                await asyncio.wait_for(term.release(), CLEANUP_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - the client may be gone
+                log.info("terminal %s not released: %s", term.id, type(exc).__name__)
+        self._open.clear()
+
+
 class ClientCalls:
     """The Turn's requests to the client (a part of Turn, which holds `_terminals`)."""
 
@@ -151,7 +177,7 @@ class ClientCalls:
 
     if TYPE_CHECKING:
         _conn: Connection
-        _terminals: dict[str, ClientTerminal]  # open terminals, by id
+        _terminals: OpenTerminals
 
         @property
         def session_id(self) -> str: ...
@@ -249,8 +275,8 @@ class ClientCalls:
         tid = r.get("terminalId") if type(r) is dict else None
         if type(tid) is not str:
             raise ValueError("the client's terminal/create answer carries no terminalId")
-        term = ClientTerminal(self._client_request, self._forget_terminal, self.session_id, tid)
-        self._terminals[tid] = term
+        term = ClientTerminal(self._client_request, self._terminals.forget, self.session_id, tid)
+        self._terminals.add(term)
         return term
 
     @asynccontextmanager
@@ -270,19 +296,6 @@ class ClientCalls:
         )
         async with term:
             yield term
-
-    def _forget_terminal(self, terminal_id: str) -> None:
-        self._terminals.pop(terminal_id, None)
-
-    async def _close_terminals(self) -> None:
-        """Kill and release what the handler left open (the turn ended or was cancelled)."""
-        for term in list(self._terminals.values()):
-            try:
-                await asyncio.wait_for(term.kill(), CLEANUP_TIMEOUT)
-                await asyncio.wait_for(term.release(), CLEANUP_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001 - the client may be gone
-                log.info("terminal %s not released: %s", term.id, type(exc).__name__)
-        self._terminals.clear()
 
     # ---- permission --------------------------------------------------------------
     async def request_permission(
@@ -335,6 +348,7 @@ __all__ = [
     "ClientCapabilityMissing",
     "ClientTerminal",
     "ExitStatus",
+    "OpenTerminals",
     "PermissionKind",
     "PermissionOption",
     "PermissionOutcome",

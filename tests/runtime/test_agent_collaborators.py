@@ -14,7 +14,7 @@ import pytest
 from runtime.errors import RpcError
 from runtime.providers import Providers
 
-GOLDEN = Path(__file__).resolve().parents[1] / "generated" / "projects" / "echo-agent-stdio"
+GOLDEN = Path(__file__).resolve().parents[2] / "generated" / "projects" / "echo-agent-stdio"
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 # The two commands of the README's quick start: `make demo` and `make test`.
-# `make test-fast` is the edit-test loop: everything not marked slow (fuzzers, soak,
-# golden rebuilds, interop, the wheel), in well under a minute.
+# `make test-fast` is the edit-test loop: everything not marked slow (what slow means:
+# pyproject's marker), the golden drift check included.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

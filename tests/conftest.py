@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,61 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     result = yield
     _fail_on_wire_violations("while its fixtures ended")
     return result
+
+
+# What `slow` means (pyproject's marker, ARCHITECTURE.md "Tests", `make test-fast`): the
+# test installs or builds (pip, venv, a wheel), runs a project's own test suite, starts an
+# SDK peer (Node) or a server program (PostgreSQL, Redis, HAProxy), or runs a fuzz, soak
+# or load loop. Short-lived processes (the agentgen CLI, an agent started for one test,
+# git, ruff, mypy, npm filling the schema cache) and loopback sockets do not make a test
+# slow. A test not marked slow that starts one of these programs fails, naming it.
+SLOW_PROGRAMS = frozenset(
+    {"pip", "pip3", "node", "npx", "initdb", "pg_ctl", "postgres", "redis-server", "haproxy"}
+)
+SLOW_MODULES = frozenset({"pip", "venv", "build", "pytest"})  # `python -m <module>`
+_running: dict[str, pytest.Item | None] = {"item": None}
+
+
+def _slow_program(args: Any) -> str | None:
+    """The program of a Popen `args` that only a test marked slow may start."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return None  # a shell line or a bare executable path: not one of the test tools
+    argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args]
+    name = Path(argv[0]).name if argv else ""
+    if name in SLOW_PROGRAMS:
+        return name
+    if name.startswith("python") and argv[1:2] == ["-m"] and argv[2:3]:
+        module = argv[2].split(".")[0]
+        return f"python -m {module}" if module in SLOW_MODULES else None
+    return None
+
+
+_popen_init = subprocess.Popen.__init__
+
+
+def _checked_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
+    item = _running["item"]
+    if item is not None and item.get_closest_marker("slow") is None:
+        program = _slow_program(args)
+        if program is not None:
+            raise pytest.fail.Exception(
+                f"{item.nodeid} starts {program!r} but is not marked slow: add "
+                "@pytest.mark.slow (tests/conftest.py says what slow means)",
+                pytrace=False,
+            )
+    _popen_init(self, args, *rest, **kw)
+
+
+subprocess.Popen.__init__ = _checked_popen_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running["item"] = item
+    try:
+        return (yield)
+    finally:
+        _running["item"] = None
 
 
 def _sha256(path: Path) -> str | None:

@@ -1,8 +1,11 @@
-"""`make regen-golden` rewrites every expected file of the case folders: the helper the
-case walkers compare through (tests/expected_support.py) rewrites in update mode only."""
+"""The test house's own rules: `make regen-golden` rewrites every expected file of the
+case folders (the helper the case walkers compare through rewrites in update mode only),
+and a test not marked slow cannot start what makes a test slow (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,3 +25,20 @@ def test_expected_compares_and_rewrites_only_in_update_mode(
     assert expected(path, "new\n") == "new\n"
     assert expected(path, "one line", line=True) == "one line"
     assert path.read_text(encoding="utf-8") == "one line\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["node", "--version"], [sys.executable, "-m", "pip", "--version"], ["pg_ctl", "--help"]],
+    ids=["node", "pip", "postgres"],
+)
+def test_a_test_not_marked_slow_cannot_start_a_slow_program(argv: list[str]) -> None:
+    with pytest.raises(pytest.fail.Exception, match="is not marked slow"):
+        subprocess.run(argv, capture_output=True, check=False)
+
+
+def test_short_lived_tools_need_no_slow_mark() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "generator", "--version"], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from generator.protocol import runtime_revision
 from generator.protocol.revision import describe, revision_source
 from generator.sources import load_schema
@@ -36,7 +34,6 @@ def test_the_generator_and_the_runtime_read_one_revision_module(tmp_path: Path) 
     assert repr(runpy.run_path(str(tmp_path / "revision.py"))["REVISION"]) == repr(rev)
 
 
-@pytest.mark.slow  # runs mypy
 def test_mypy_sees_the_fields_of_the_described_revision(tmp_path: Path) -> None:
     """No `Any` across the seam: a misspelt field of `describe(...)`'s result is a type
     error, and a right one has the runtime's declared type."""

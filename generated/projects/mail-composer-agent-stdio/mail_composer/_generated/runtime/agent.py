@@ -33,9 +33,10 @@ from .errors import (
     invalid_params,
 )
 from .interrupts import InterruptDeclined, Interrupts, _camel
-from .jsonrpc import Connection, RequestContext, log
+from .jsonrpc import Connection, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
+from .routes import Handler, Router
 from .turns import STATE_ERROR, StateMachine, Turn, Turns
 
 
@@ -223,16 +224,24 @@ class AgentRuntime(Dispatcher, Turns, Interrupts, Providers, SessionExtras):
         self._authenticated = False
         return {}
 
-    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        if method == "session/new" and self._login_methods and not self._authenticated:
-            if not await self.is_authenticated():
-                raise RpcError(
-                    AUTH_REQUIRED,
-                    "authentication required: log in with one of the auth methods "
-                    "`initialize` lists",
-                )
-            self._authenticated = True
-        return await super().handle_request(method, params, ctx)
+    def _register_routes(self, router: Router) -> None:
+        router.wrap("session/new", self._login_first)
+
+    def _login_first(self, handler: Handler) -> Handler:
+        """session/new needs a login when the manifest has stdio auth methods."""
+
+        async def new_session(params: Any, ctx: Any) -> Any:
+            if self._login_methods and not self._authenticated:
+                if not await self.is_authenticated():
+                    raise RpcError(
+                        AUTH_REQUIRED,
+                        "authentication required: log in with one of the auth methods "
+                        "`initialize` lists",
+                    )
+                self._authenticated = True
+            return await handler(params, ctx)
+
+        return new_session
 
     async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
         """`_agent/info`: identity, links, capabilities and the manifest's schemas."""

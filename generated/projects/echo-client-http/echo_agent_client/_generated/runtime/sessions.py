@@ -43,9 +43,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .routes import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
+from .routes import runtime_attr
 from .session_methods import (
     SESSION_IN_USE,
     advertise,

@@ -121,7 +121,8 @@ class Router:
             handler = self._typed_caller(entry)
             served = False
         else:
-            handler = self._provided.get(name) or self._default(name, entry)
+            provided = self._provided.get(name) if entry is not None else None
+            handler = provided or self._default(name, entry)
         if handler is not None:
             for wrapper in self._wrappers.get(name, ()):
                 handler = wrapper(handler)

@@ -160,11 +160,17 @@ class Router:
     # ---- dispatch -------------------------------------------------------------------
     async def request(self, method: str, params: Any, ctx: Any) -> Any:
         route = self.route(method)
+        if route.effect in ("opens", "closes") and ctx is not None:
+            # the transport learns from the answer what it did (nothing, when it fails)
+            ctx.effect = (route.effect, None)
         if self.guard is not None:
             self.guard(route, params)
         if route.handler is None:
             raise method_not_found(method)
-        return await route.handler(params, ctx)
+        result = await route.handler(params, ctx)
+        if ctx is not None and ctx.effect is not None:
+            ctx.effect = (route.effect, _session_of(result, params))
+        return result
 
     async def notification(self, method: str, params: Any) -> None:
         route = self.route(method)
@@ -173,6 +179,16 @@ class Router:
                 return  # a notification nobody takes is dropped
             raise method_not_found(method)
         await route.handler(params, None)
+
+
+def _session_of(result: Any, params: Any) -> str | None:
+    """The session a request opened or closed: its result's (session/new), else the one
+    it names (load, resume, close)."""
+    for doc in (result, params):
+        sid = doc.get("sessionId") if type(doc) is dict else None
+        if type(sid) is str:
+            return sid
+    return None
 
 
 def session_scoped(route: Route) -> bool:

@@ -249,6 +249,7 @@ class SessionConnection(Connection):
         """The session methods this core serves, and what it adds around the runtime's
         routes: the lease of an owned session, the turn recording, persistence."""
         router = self.rt.router
+        self.routes = router.route
         router.guard = self._guard
         router.provide("session/load", self._load)
         router.provide("session/resume", self._resume)

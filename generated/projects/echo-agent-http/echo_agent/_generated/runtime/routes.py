@@ -93,7 +93,8 @@ class Router:
         self._cache = {}
 
     def provide(self, name: str, handler: Handler) -> None:
-        """`handler` answers `name` unless handlers.py overrides it (a runtime layer's)."""
+        """`handler` answers `name` (a method of the revision, or an extension: `_x/y`)
+        unless handlers.py overrides it: one line serves a new method."""
         self._provided[name] = handler
         self._cache.pop(name, None)
 
@@ -121,7 +122,9 @@ class Router:
             handler = self._typed_caller(entry)
             served = False
         else:
-            provided = self._provided.get(name) if entry is not None else None
+            # a runtime layer serves a method of the revision's table, or an extension
+            listed = entry is not None or name.startswith("_")
+            provided = self._provided.get(name) if listed else None
             handler = provided or self._default(name, entry)
         if handler is not None:
             for wrapper in self._wrappers.get(name, ()):

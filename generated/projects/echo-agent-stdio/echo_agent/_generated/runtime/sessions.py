@@ -121,7 +121,7 @@ class SessionConnection(Connection):
 
         super().__init__(
             sink,
-            rt.handle_request,
+            rt.router.request,  # every request through the runtime's routes
             rt.handle_notification,
             max_message_size=core.max_message_size,
             immediate_notifications=immediate_methods(),
@@ -289,7 +289,8 @@ class SessionConnection(Connection):
                 sid = params.get("sessionId") if type(params) is dict else None
                 if type(sid) is not str:
                     return await handler(params, ctx)
-                await self._own(sid, params)
+                if sid not in self.held or sid not in self.rt.sessions:
+                    await self._own(sid, params)
                 if name == "session/prompt":
                     return await self._prompt(sid, params, ctx, handler)
                 return await self._set_config(sid, params, ctx, handler)
@@ -299,8 +300,8 @@ class SessionConnection(Connection):
         return wrapper
 
     async def _own(self, sid: str, params: dict[str, Any]) -> None:
-        if sid in self.held and sid in self.rt.sessions:
-            return
+        """Take a session this connection does not hold yet (refused while another
+        local connection holds it)."""
         other = self.core.owners.get(sid)
         if other is not None and other is not self:
             raise session_in_use(sid, self.v2)

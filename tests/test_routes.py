@@ -235,3 +235,15 @@ def test_http_serves_the_route_and_learns_sessions_from_the_routes(
 
 
 _JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_the_http_client_sends_the_session_header_by_the_routes(rev: str) -> None:
+    from runtime.http_client import _scoped
+
+    class Proxy:
+        REVISIONS = (_described(rev),)
+
+    scoped = _scoped(ClientRuntime(), Proxy)
+    wanted = {n for n, (_, effect) in EXPECTED[rev].items() if effect in ("uses", "closes")}
+    assert {n for n in EXPECTED[rev] if scoped(n)} == wanted

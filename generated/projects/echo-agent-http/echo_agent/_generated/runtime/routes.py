@@ -194,7 +194,7 @@ def _session_of(result: Any, params: Any) -> str | None:
     return None
 
 
-def session_scoped(route: Route) -> bool:
+def session_scoped(route: Route | Method) -> bool:
     """A request that acts on a session open on the connection (HTTP: `Acp-Session-Id`)."""
     return route.scope == "session" and route.effect in ("uses", "closes")
 

@@ -27,7 +27,7 @@ from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, log
 from .prompts import Terminal, ask_choice, ask_form, ask_yes_no, say
 from .retries import one_line
 from .revision import Method, Revision, revision_for
-from .routes import Handler, Router, overridden, runtime_attr
+from .routes import Handler, Router, runtime_attr
 from .stdio import read_frames
 
 T = TypeVar("T")
@@ -130,9 +130,6 @@ class ClientRuntime:
             return await default(params if type(params) is dict else {})
 
         return call
-
-    def _overridden(self, attr: str) -> bool:
-        return overridden(self, attr)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
         return await self.router.request(method, params, ctx)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .errors import invalid_params, method_not_found
 from .jsonrpc import Connection, RequestContext
 from .revision import Method, Revision
-from .routes import Router, overridden, runtime_attr
+from .routes import Router, runtime_attr
 
 if TYPE_CHECKING:
     from .agent import Session
@@ -147,9 +147,6 @@ class Dispatcher(RuntimeCore):
         if rt is not None and (entry is not None or (method.startswith("_") and not alias)):
             return rt
         return None
-
-    def _overridden(self, attr: str) -> bool:
-        return overridden(self, attr)
 
     async def _default(self, method: str, params: Any) -> Any:
         """What the generated typed methods call: the runtime default on wire dicts."""

@@ -324,7 +324,7 @@ def describe(
         config_category=d.has("SessionConfigOption", "category"),
     )
     methods = tuple(
-        rv.Method(m.attr, m.kind, m.params, m.result, m.name, m.side, m.unstable)
+        rv.Method(m.attr, m.kind, m.params, m.result, m.name, m.side, m.unstable, *_route(d, m))
         for m in table.methods
     )
     return rv.Revision(
@@ -345,6 +345,30 @@ def describe(
         request_permission=perm_req is not None,
         authoring=authoring,
     )
+
+
+# what a session method does to the session it names, where the schema cannot say it (a
+# load's or resume's result carries no session id; a close's params look like a prompt's):
+# the protocol's meaning of these method names.  A delete acts on the store, whether or not
+# the session is open on this connection.
+_SESSION_EFFECTS = {
+    "session/load": "opens",
+    "session/resume": "opens",
+    "session/close": "closes",
+    "session/delete": "none",
+}
+
+
+def _route(d: _Defs, m: Any) -> tuple[str, str]:
+    """(scope, effect) of method `m`: session-scoped when its params require a property of
+    type SessionId; it opens a session when its result has one (session/new, a fork)."""
+    sid = d.field_to(m.params, "SessionId") if m.params else None
+    scoped = sid is not None and sid in d.required(m.params)
+    if m.result and d.field_to(m.result, "SessionId") is not None:
+        return ("session" if scoped else "connection"), "opens"
+    if m.name in _SESSION_EFFECTS and m.side == "agent":
+        return "session", _SESSION_EFFECTS[m.name]
+    return ("session", "uses") if scoped else ("connection", "none")
 
 
 def revision_source(rev: rv.Revision, *, runtime: str = ".runtime") -> str:

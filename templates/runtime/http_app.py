@@ -81,14 +81,12 @@ from .http_streams import (
 )
 from .http_wire import (
     AFFINITY_COOKIE,
-    ATTACHING,
     CONNECTION_ID_HEADER,
-    OPENING_NEEDLES,
     SESSION_ID_HEADER,
-    SESSION_SCOPED,
     rpc_error_body,
 )
 from .logsafe import RateLimitedLog
+from .routes import session_scoped
 
 log = logging.getLogger("acp.runtime.http")
 _limited = RateLimitedLog(log)
@@ -303,7 +301,7 @@ class AcpHttpServer:
             conn = HttpConnection(self, peer=peer)
             self._add(conn)
             try:
-                answer = await conn.initialize(body, rid)
+                answer = await conn.initialize(msg, body, rid)
             except TimeoutError:
                 await self.remove(conn.id)
                 return _error(504, -32603, "initialize timed out")
@@ -341,7 +339,8 @@ class AcpHttpServer:
         """A POST (not initialize) for a connection this replica holds."""
         method = msg.get("method")
         conn.last_seen = time.monotonic()
-        if sid is None and method in SESSION_SCOPED:
+        route = conn.core.route(method) if type(method) is str else None
+        if sid is None and route is not None and route.handler and session_scoped(route):
             return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
             return _error(404, -32600, "unknown session id")
@@ -352,12 +351,7 @@ class AcpHttpServer:
                 status_code=429,
                 media_type="application/json",
             )
-        if method in ATTACHING and "id" in msg:
-            params = msg.get("params")
-            target = params.get("sessionId") if type(params) is dict else None
-            if type(target) is str:
-                conn.attaching[msg["id"]] = target
-        conn.core.feed(body)
+        conn.core.feed_message(msg, body)
         return Response(status_code=202)
 
     def _full(self) -> Response:
@@ -527,21 +521,20 @@ class AcpHttpServer:
                 if len(data) > conn.core.max_message_size:
                     conn.core.too_large(len(data))
                     continue
-                if any(n in data for n in OPENING_NEEDLES) and not self._ws_admit(conn, data):
+                try:
+                    msg = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    conn.core.feed(data)  # the core answers the parse error
                     continue
-                conn.core.feed(data)
+                if type(msg) is dict and not self._ws_admit(conn, msg):
+                    continue
+                conn.core.feed_message(msg, data)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
 
-    def _ws_admit(self, conn: HttpConnection, data: bytes) -> bool:
-        try:
-            msg = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return True  # the core answers the parse error
-        if type(msg) is not dict:
-            return True
+    def _ws_admit(self, conn: HttpConnection, msg: dict[str, Any]) -> bool:
         refused = conn.admit(msg)
         if refused is None:
             return True

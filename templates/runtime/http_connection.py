@@ -1,11 +1,11 @@
 """One ACP connection over HTTP, agent side: a runtime core and the streams its frames
 are routed to (one SSE stream for the connection and one per session, or one WebSocket).
 
-Routing: responses to ``session/new`` (and to load/resume before the session is known on
-the connection) go to the connection stream; responses to session-scoped requests and
-agent messages whose params carry a known ``sessionId`` go to that session's stream; the
-rest to the connection stream.  A session becomes known when a result carries its
-``sessionId`` or a ``session/load``/``session/resume`` for it succeeds.
+Routing: answers to the requests whose route opens a session (session/new, load, resume)
+go to the connection stream; answers to session-scoped requests and agent messages whose
+params carry a known ``sessionId`` go to that session's stream; the rest to the connection
+stream.  A session becomes known when the core says, with the answer of a request that
+opens one, that it did (``Connection.effects_of``): no answer is parsed to find out.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import orjson
 
 from .errors import RpcError
 from .http_streams import OutStream, Stall
-from .http_wire import OPENING
+from .jsonrpc import Effect
+from .routes import Route
 
 log = logging.getLogger("acp.runtime.http")
 
@@ -35,8 +36,12 @@ Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 class CoreConnection(Protocol):
     max_message_size: int
     admit_entry: Callable[[dict[str, Any]], RpcError | None] | None  # per batch entry
+    session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None
 
     def feed(self, frame: bytes | str) -> None: ...
+    def feed_message(self, msg: Any, frame: bytes | str) -> None: ...
+    def route(self, method: str) -> Route | None: ...
+    def effects_of(self, frame: bytes) -> tuple[Effect, ...]: ...
     def too_large(self, size: int) -> None: ...
     def reject(self, rid: Any, err: RpcError) -> None: ...
     async def close(self) -> None: ...
@@ -71,12 +76,12 @@ class HttpConnection:
         self.peer = peer  # the client's address (the per-address cap)
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
+        self.core.session_effects = {}  # tell us which answers open a session
         if ws_send is not None:
             self.core.admit_entry = self.admit  # a batch's session/new entries count too
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
-        self.attaching: dict[Any, str] = {}
         # ids of session/new|load|resume not answered yet -> the session they name (or None)
         self.opening: dict[Any, str | None] = {}
         self.ws_sessions: set[str] = set()  # sessions opened over a WebSocket
@@ -98,12 +103,7 @@ class HttpConnection:
         """The per-connection session cap (``max_sessions``): a request that would open
         one more session gets an error; the connection lives on.  Sessions opened on a
         connection count until it ends (their streams are kept until then)."""
-        method = msg.get("method")
-        if (
-            type(method) is not str
-            or method not in OPENING
-            or type(msg.get("id")) not in (int, str)
-        ):
+        if not self.opens(msg.get("method")) or type(msg.get("id")) not in (int, str):
             return None  # a notification, or an id the core refuses anyway
         params = msg.get("params")
         target = params.get("sessionId") if type(params) is dict else None
@@ -119,27 +119,23 @@ class HttpConnection:
         self.opening[msg["id"]] = target if type(target) is str else None
         return None
 
-    def _opened(self, frame: bytes) -> None:
-        """A WebSocket connection's answer to a session/new|load|resume: count the session
-        when it succeeded (a failed load or resume opens nothing and counts for nothing)."""
-        try:
-            msg = orjson.loads(frame)
-        except orjson.JSONDecodeError:
-            return
-        if type(msg) is list:  # a batch's responses
-            for entry in msg:
-                self._opened(orjson.dumps(entry))
-            return
-        if type(msg) is not dict or "method" in msg or msg.get("id") not in self.opening:
-            return
-        target = self.opening.pop(msg["id"])
-        result = msg.get("result")
-        if type(result) is not dict:
-            return
-        sid = result.get("sessionId")
-        sid = sid if type(sid) is str else target
-        if sid is not None:
-            self.ws_sessions.add(sid)
+    def opens(self, method: Any) -> bool:
+        """Whether `method`'s route opens a session (session/new, load, resume)."""
+        route = self.core.route(method) if type(method) is str else None
+        return route is not None and route.effect == "opens"
+
+    def _opened(self, effects: tuple[Effect, ...]) -> None:
+        """An answer that opened (or failed to open) sessions: their streams exist from now
+        on (a failed load or resume opens nothing and counts for nothing)."""
+        for rid, kind, sid in effects:
+            if type(rid) in (int, str):
+                self.opening.pop(rid, None)
+            if kind != "opens" or sid is None:
+                continue
+            if self.ws_send is not None:
+                self.ws_sessions.add(sid)
+            else:
+                self.session_stream(sid)
 
     def session_stream(self, sid: str) -> OutStream:
         s = self.sessions.get(sid)
@@ -150,15 +146,17 @@ class HttpConnection:
         return s
 
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
+        core = self.core
         if self.ws_send is not None:
             for frame, _sid in batch:
-                if self.opening and frame.startswith(RESPONSE_PREFIX):
-                    self._opened(frame)  # (a load's answer is routed to its session)
+                if core.session_effects:
+                    self._opened(core.effects_of(frame))
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
-            # only responses need a look inside: initialize capture, session birth
-            if (self.waiters or self.attaching or sid is None) and await self._route_special(frame):
+            if core.session_effects:
+                self._opened(core.effects_of(frame))
+            if self.waiters and self._initialized(frame):
                 continue
             target = self.sessions.get(sid) if sid is not None else None
             try:
@@ -171,39 +169,28 @@ class HttpConnection:
                 asyncio.get_running_loop().create_task(self.server.remove(self.id))
                 raise
 
-    async def _route_special(self, frame: bytes) -> bool:
-        if b'"result"' not in frame and b'"error"' not in frame:
+    def _initialized(self, frame: bytes) -> bool:
+        """The answer to `initialize`, which its POST returns (not a stream)."""
+        if not frame.startswith(RESPONSE_PREFIX):
             return False
         try:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError:
             return False
-        if type(msg) is not dict or "method" in msg or "id" not in msg:
+        if type(msg) is not dict or "method" in msg:
             return False
-        rid = msg["id"]
-        if type(rid) in (int, str):
-            self.opening.pop(rid, None)
-        fut = self.waiters.pop(rid, None)
-        if fut is not None:
-            if not fut.done():
-                fut.set_result(frame)
-            return True
-        result = msg.get("result")
-        born = result.get("sessionId") if type(result) is dict else None
-        attached = self.attaching.pop(rid, None)
-        if type(born) is str:
-            self.session_stream(born)
-        elif attached is not None and "result" in msg:
-            self.session_stream(attached)
-        if type(born) is str or attached is not None:
-            await self.main.put(frame)
-            return True
-        return False
+        rid = msg.get("id")
+        fut = self.waiters.pop(rid, None) if type(rid) in (int, str) else None
+        if fut is None:
+            return False
+        if not fut.done():
+            fut.set_result(frame)
+        return True
 
-    async def initialize(self, body: bytes, rid: Any) -> bytes:
+    async def initialize(self, msg: dict[str, Any], body: bytes, rid: Any) -> bytes:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiters[rid] = fut
-        self.core.feed(body)
+        self.core.feed_message(msg, body)
         return await asyncio.wait_for(fut, INITIALIZE_TIMEOUT)
 
     async def close(self) -> None:

@@ -26,6 +26,12 @@ class Method(NamedTuple):
     name: str = ""  # wire name: "session/prompt"
     side: str = "agent"  # who handles it: "agent" | "client" | "protocol" | ...
     unstable: bool = False
+    # "session": its params name a session (a required property of type SessionId);
+    # "connection": anything else
+    scope: str = "connection"
+    # what it does to a session of the connection: "opens" (its result names a new
+    # session, or it attaches an existing one: load / resume), "uses", "closes" or "none"
+    effect: str = "none"
 
 
 @dataclass(frozen=True)

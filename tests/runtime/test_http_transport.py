@@ -26,6 +26,17 @@ from runtime.auth import Auth
 from runtime.errors import RpcError
 from runtime.http_server import create_app
 from runtime.jsonrpc import Connection
+from runtime.routes import Router
+
+
+def _revision() -> Any:
+    from generator.protocol.revision import describe
+    from generator.sources import load_schema
+
+    return describe(load_schema(None).data)
+
+
+ROUTED = _revision()
 
 
 def echo_factory(sink):
@@ -83,9 +94,19 @@ def echo_factory(sink):
             if ev:
                 ev.set()
 
-    conn = Connection(
-        sink, on_request, on_notification, immediate_notifications=frozenset({"session/cancel"})
+    # the locked revision's routes: which requests name a session, which open one
+    router = Router(
+        None,
+        "agent",
+        models=lambda: None,
+        dump=lambda result: result,
+        default=lambda name, entry: lambda params, ctx: on_request(name, params, ctx),
     )
+    router.use(ROUTED.side("agent"))
+    conn = Connection(
+        sink, router.request, on_notification, immediate_notifications=frozenset({"session/cancel"})
+    )
+    conn.routes = router.route
     return conn
 
 

@@ -28,6 +28,8 @@ REVISION = Revision(
             name="auth/status",
             side="agent",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="authenticate",
@@ -37,6 +39,8 @@ REVISION = Revision(
             name="authenticate",
             side="agent",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="initialize",
@@ -46,6 +50,8 @@ REVISION = Revision(
             name="initialize",
             side="agent",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="logout",
@@ -55,6 +61,8 @@ REVISION = Revision(
             name="logout",
             side="agent",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="mcp_message",
@@ -64,6 +72,8 @@ REVISION = Revision(
             name="mcp/message",
             side="agent",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="providers_disable",
@@ -73,6 +83,8 @@ REVISION = Revision(
             name="providers/disable",
             side="agent",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="providers_list",
@@ -82,6 +94,8 @@ REVISION = Revision(
             name="providers/list",
             side="agent",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="providers_set",
@@ -91,6 +105,8 @@ REVISION = Revision(
             name="providers/set",
             side="agent",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="session_archive",
@@ -100,6 +116,8 @@ REVISION = Revision(
             name="session/archive",
             side="agent",
             unstable=True,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_cancel",
@@ -109,6 +127,8 @@ REVISION = Revision(
             name="session/cancel",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_close",
@@ -118,6 +138,8 @@ REVISION = Revision(
             name="session/close",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="closes",
         ),
         Method(
             attr="session_delete",
@@ -127,6 +149,8 @@ REVISION = Revision(
             name="session/delete",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="none",
         ),
         Method(
             attr="session_fork",
@@ -136,6 +160,8 @@ REVISION = Revision(
             name="session/fork",
             side="agent",
             unstable=True,
+            scope="session",
+            effect="opens",
         ),
         Method(
             attr="session_list",
@@ -145,6 +171,8 @@ REVISION = Revision(
             name="session/list",
             side="agent",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="session_load",
@@ -154,6 +182,8 @@ REVISION = Revision(
             name="session/load",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="opens",
         ),
         Method(
             attr="session_new",
@@ -163,6 +193,8 @@ REVISION = Revision(
             name="session/new",
             side="agent",
             unstable=False,
+            scope="connection",
+            effect="opens",
         ),
         Method(
             attr="session_prompt",
@@ -172,6 +204,8 @@ REVISION = Revision(
             name="session/prompt",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_resume",
@@ -181,6 +215,8 @@ REVISION = Revision(
             name="session/resume",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="opens",
         ),
         Method(
             attr="session_set_config_option",
@@ -190,6 +226,8 @@ REVISION = Revision(
             name="session/set_config_option",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_set_mode",
@@ -199,6 +237,8 @@ REVISION = Revision(
             name="session/set_mode",
             side="agent",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_set_title",
@@ -208,6 +248,8 @@ REVISION = Revision(
             name="session/set_title",
             side="agent",
             unstable=True,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_status",
@@ -217,6 +259,8 @@ REVISION = Revision(
             name="session/status",
             side="agent",
             unstable=True,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_unarchive",
@@ -226,6 +270,8 @@ REVISION = Revision(
             name="session/unarchive",
             side="agent",
             unstable=True,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="auth_status_update",
@@ -235,6 +281,8 @@ REVISION = Revision(
             name="auth/status_update",
             side="client",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="elicitation_complete",
@@ -244,6 +292,8 @@ REVISION = Revision(
             name="elicitation/complete",
             side="client",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="elicitation_create",
@@ -253,6 +303,8 @@ REVISION = Revision(
             name="elicitation/create",
             side="client",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="fs_read_text_file",
@@ -262,6 +314,8 @@ REVISION = Revision(
             name="fs/read_text_file",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="fs_write_text_file",
@@ -271,6 +325,8 @@ REVISION = Revision(
             name="fs/write_text_file",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="mcp_message",
@@ -280,6 +336,8 @@ REVISION = Revision(
             name="mcp/message",
             side="client",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="session_request_permission",
@@ -289,6 +347,8 @@ REVISION = Revision(
             name="session/request_permission",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="session_update",
@@ -298,6 +358,8 @@ REVISION = Revision(
             name="session/update",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="terminal_create",
@@ -307,6 +369,8 @@ REVISION = Revision(
             name="terminal/create",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="terminal_kill",
@@ -316,6 +380,8 @@ REVISION = Revision(
             name="terminal/kill",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="terminal_output",
@@ -325,6 +391,8 @@ REVISION = Revision(
             name="terminal/output",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="terminal_release",
@@ -334,6 +402,8 @@ REVISION = Revision(
             name="terminal/release",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="terminal_wait_for_exit",
@@ -343,6 +413,8 @@ REVISION = Revision(
             name="terminal/wait_for_exit",
             side="client",
             unstable=False,
+            scope="session",
+            effect="uses",
         ),
         Method(
             attr="cancel_request",
@@ -352,6 +424,8 @@ REVISION = Revision(
             name="$/cancel_request",
             side="protocol",
             unstable=False,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="proxy_initialize",
@@ -361,6 +435,8 @@ REVISION = Revision(
             name="proxy/initialize",
             side="proxy",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
         Method(
             attr="proxy_successor",
@@ -370,6 +446,8 @@ REVISION = Revision(
             name="proxy/successor",
             side="proxy",
             unstable=True,
+            scope="connection",
+            effect="none",
         ),
     ),
     init=InitShape(

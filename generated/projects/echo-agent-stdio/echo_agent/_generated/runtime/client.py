@@ -22,11 +22,12 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar, TypeVar
 
 from .agent_process import StdoutGuard, end_agent, exit_status, start_agent
-from .errors import AgentExited, ConnectionClosed, RpcError, from_validation_error, method_not_found
+from .errors import AgentExited, ConnectionClosed, RpcError, method_not_found
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, log
 from .prompts import Terminal, ask_choice, ask_form, ask_yes_no, say
 from .retries import one_line
 from .revision import Method, Revision, revision_for
+from .routes import Handler, Router, runtime_attr
 from .stdio import read_frames
 
 T = TypeVar("T")
@@ -100,46 +101,42 @@ class ClientRuntime:
             caps["terminal"] = True
         return caps
 
-    def _overridden(self, attr: str) -> bool:
-        impl = getattr(type(self), attr, None)
-        if impl is None:
-            return False
-        for klass in type(self).__mro__:
-            if "_acp_generated_base" in klass.__dict__:
-                return klass.__dict__.get(attr) is not impl
-        return True
+    @property
+    def router(self) -> Router:
+        """The agent's calls to this client, routed like the agent's own (routes.py)."""
+        found: Router | None = self.__dict__.get("_router")
+        if found is None:
+            found = self.__dict__["_router"] = Router(
+                self,
+                "client",
+                models=lambda: self._protocol_models_of(
+                    self.revision.package if self.revision else ""
+                ),
+                dump=_dump,
+                default=self._runtime_handler,
+            )
+        methods = self.revision.side("client") if self.revision else self.METHODS
+        if found.methods is not methods:  # `negotiate` chose the revision
+            found.use(methods)
+        return found
 
-    async def _call(self, method: str, params: Any) -> Any:
-        entry = (self.revision.side("client") if self.revision else self.METHODS).get(method)
-        if entry is not None and not self._overridden(entry.attr):
-            default = getattr(self, "_rt_" + entry.attr, None)
-            if default is not None:
-                return await default(params if type(params) is dict else {})
-        if entry is None or not self._overridden(entry.attr):
-            if entry is not None and entry.kind == "notification":
-                return None
-            raise method_not_found(method)
-        pm = self._protocol_models_of(self.revision.package if self.revision else "")
-        pcls = getattr(pm, entry.params, None) if pm is not None and entry.params else None
-        typed = params
-        if pcls is not None:
-            try:
-                typed = pcls.model_validate(params if params is not None else {})
-            except Exception as exc:
-                if hasattr(exc, "errors"):
-                    raise from_validation_error(exc, ("params",)) from None
-                raise
-        result = await getattr(self, entry.attr)(typed)
-        if entry.kind == "notification":
+    def _runtime_handler(self, method: str, entry: Method | None) -> Handler | None:
+        """The runtime default `_rt_<name>(params)` of a method of the table."""
+        default = getattr(self, runtime_attr(method), None) if entry is not None else None
+        if default is None:
             return None
-        return _dump(result) if result is not None else {}
+
+        async def call(params: Any, ctx: Any) -> Any:
+            return await default(params if type(params) is dict else {})
+
+        return call
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        return await self._call(method, params)
+        return await self.router.request(method, params, ctx)
 
     async def handle_notification(self, method: str, params: Any) -> None:
         try:
-            await self._call(method, params)
+            await self.router.notification(method, params)
         finally:
             if method == "session/update" and self._idle_waiters:
                 self._observe_update(params)
@@ -193,9 +190,9 @@ class ClientRuntime:
     async def _run_interrupt(self, name: str, payload: Any, message: str) -> Any:
         """The user's `interrupt_<name>` handler with the typed payload: its answer (a
         `<Name>Resume`) or None (declined)."""
-        from .interrupts import _camel
+        from .wire import camel
 
-        cls = self._mclass(_camel(name) + "Payload")
+        cls = self._mclass(camel(name) + "Payload")
         typed = payload
         if cls is not None:
             try:
@@ -209,7 +206,7 @@ class ClientRuntime:
 
     async def _ask_interrupt(self, name: str, payload: Any, message: str) -> Any:
         """The generated handlers' default: ask on the terminal (None: declined)."""
-        from .interrupts import _camel
+        from .wire import camel
 
         spec = self._interrupt_spec(name)
         schema = (spec.get("resume") or {}).get("schema") or {}
@@ -217,7 +214,7 @@ class ClientRuntime:
         content = await ask_form(self._terminal(), message, schema, name=name, payload=shown)
         if content is None:
             return None
-        cls = self._mclass(_camel(name) + "Resume")
+        cls = self._mclass(camel(name) + "Resume")
         return cls.model_validate(content) if cls is not None else content
 
     async def _rt_elicitation_create(self, params: dict[str, Any]) -> dict[str, Any]:

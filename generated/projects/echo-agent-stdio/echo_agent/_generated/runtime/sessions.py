@@ -43,9 +43,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .dispatch import runtime_attr
 from .errors import RpcError, from_validation_error, invalid_params
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
+from .routes import Handler, Route, Wrapper
 from .session_methods import (
     SESSION_IN_USE,
     advertise,
@@ -82,10 +82,6 @@ TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn
 _UNSET: Any = object()
 # requests that act on one existing session: the connection must own it
 _OWNED = frozenset({"session/prompt", "session/set_config_option", "session/set_mode"})
-# served by the core itself
-_CORE = frozenset(
-    {"session/load", "session/resume", "session/list", "session/close", "session/delete"}
-)
 
 
 class SessionCore:
@@ -125,7 +121,7 @@ class SessionConnection(Connection):
 
         super().__init__(
             sink,
-            self._on_request,
+            rt.router.request,  # every request through the runtime's routes
             rt.handle_notification,
             max_message_size=core.max_message_size,
             immediate_notifications=immediate_methods(),
@@ -144,6 +140,7 @@ class SessionConnection(Connection):
         self.held_idle: dict[str, bytes] = {}
         self._renewer: asyncio.Task[None] | None = None
         rt.attach(self)
+        self._register_routes()
 
     @property
     def v2(self) -> bool:
@@ -247,48 +244,95 @@ class SessionConnection(Connection):
                     log.info("session %s was taken over by another connection", sid)
                     await self.evict(sid, save=False)
 
-    # ---- requests ----------------------------------------------------------------
-    async def _on_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        rt = self.rt
+    # ---- routes ------------------------------------------------------------------
+    def _register_routes(self) -> None:
+        """The session methods this core serves, and what it adds around the runtime's
+        routes: the lease of an owned session, the turn recording, persistence."""
+        router = self.rt.router
+        self.routes = router.route
+        router.guard = self._guard
+        router.provide("session/load", self._load)
+        router.provide("session/resume", self._resume)
+        router.provide("session/list", self._list)
+        router.provide("session/close", self._close)
+        router.provide("session/delete", self._delete)
+        for name in _OWNED:
+            router.wrap(name, self._owned(name))
+        router.wrap("session/new", self._persisted)
+        router.wrap(
+            "initialize",
+            self._advertised(lambda r: r.get(self.rt.revision.init.response_capabilities)),
+        )
+        router.wrap("_agent/info", self._advertised(lambda r: r.get("capabilities")))
+
+    def _guard(self, route: Route, params: Any) -> None:
+        """Before any request runs: the session id it names, and (for what the runtime
+        serves; handlers.py's overrides get it from their typed caller) its params."""
         if type(params) is dict:
             check_session_id(params.get("sessionId"))
-        entry = rt._methods.get(method)
-        # in the revision's method table and not overridden in handlers.py
-        served = entry is not None and not rt._overridden(entry.attr)
-        if served:  # (handlers.py's overrides get the same check from their typed caller)
-            self._validate(method, params)
-        if served and method == "session/load":
-            return await self._attach(params, replay=True)
-        if served and method == "session/resume":
-            return await self._attach(params, replay=self._replay_from(params))
-        if served and method == "session/list":
-            return await self._list(params)
-        if served and method == "session/close":
-            return await self._close(params)
-        if served and method == "session/delete":
-            return await self._delete(params)
-        sid = params.get("sessionId") if type(params) is dict else None
-        if method in _OWNED and type(sid) is str:
-            if sid not in self.held or sid not in rt.sessions:
-                other = self.core.owners.get(sid)
-                if other is not None and other is not self:
-                    raise session_in_use(sid, self.v2)
-                store = self.core.store
-                saved = await durably("could not load the session", lambda: store.load(sid))
-                if saved is not None:
-                    await self._restore(sid, params, take_over=False)
-            if method == "session/prompt":
-                return await self._prompt(sid, params, ctx)
-            if method in ("session/set_config_option", "session/set_mode"):
-                return await self._set_config(sid, method, params, ctx)
-        result = await rt.handle_request(method, params, ctx)
-        if method == "initialize" and type(result) is dict:
-            advertise(rt, result.get(rt.revision.init.response_capabilities))
-        elif method == "_agent/info" and type(result) is dict:
-            advertise(rt, result.get("capabilities"))
-        elif method == "session/new" and type(result) is dict:
-            await self._created(result, params)
-        return result
+        if route.served and route.handler is not None and route.name in self.rt.router.methods:
+            self._validate(route.name, params)
+
+    async def _load(self, params: Any, ctx: Any) -> Any:
+        return await self._attach(params, replay=True)
+
+    async def _resume(self, params: Any, ctx: Any) -> Any:
+        return await self._attach(params, replay=self._replay_from(params))
+
+    def _owned(self, name: str) -> Wrapper:
+        """A request acting on one existing session: this connection must own it (taken
+        silently when nobody does); a prompt's turn is recorded and saved, a config
+        change saved."""
+
+        def wrapper(handler: Handler) -> Handler:
+            async def call(params: Any, ctx: Any) -> Any:
+                sid = params.get("sessionId") if type(params) is dict else None
+                if type(sid) is not str:
+                    return await handler(params, ctx)
+                if sid not in self.held or sid not in self.rt.sessions:
+                    await self._own(sid, params)
+                if name == "session/prompt":
+                    return await self._prompt(sid, params, ctx, handler)
+                return await self._set_config(sid, params, ctx, handler)
+
+            return call
+
+        return wrapper
+
+    async def _own(self, sid: str, params: dict[str, Any]) -> None:
+        """Take a session this connection does not hold yet (refused while another
+        local connection holds it)."""
+        other = self.core.owners.get(sid)
+        if other is not None and other is not self:
+            raise session_in_use(sid, self.v2)
+        store = self.core.store
+        saved = await durably("could not load the session", lambda: store.load(sid))
+        if saved is not None:
+            await self._restore(sid, params, take_over=False)
+
+    def _persisted(self, handler: Handler) -> Handler:
+        async def call(params: Any, ctx: Any) -> Any:
+            result = await handler(params, ctx)
+            if type(result) is dict:
+                await self._created(result, params)
+            return result
+
+        return call
+
+    def _advertised(self, caps: Callable[[dict[str, Any]], Any]) -> Wrapper:
+        """initialize and `_agent/info` list the session methods this core serves (in
+        the capabilities object `caps` finds in their result)."""
+
+        def wrapper(handler: Handler) -> Handler:
+            async def call(params: Any, ctx: Any) -> Any:
+                result = await handler(params, ctx)
+                if type(result) is dict:
+                    advertise(self.rt, caps(result))
+                return result
+
+            return call
+
+        return wrapper
 
     def _validate(self, method: str, params: Any) -> None:
         """Every request's params checked against the revision's model of them before
@@ -310,8 +354,6 @@ class SessionConnection(Connection):
                 if pm is not None and entry and entry.params
                 else None
             )
-            if method not in _CORE and not hasattr(self.rt, runtime_attr(method)):
-                pcls = None  # a method nobody implements answers -32601 whatever its params
             self.core.params_models[key] = pcls
         if pcls is None:
             return
@@ -380,7 +422,7 @@ class SessionConnection(Connection):
         self.rt._session_opened(s, params, result, None)  # modes; commands after the answer
         return result
 
-    async def _list(self, params: Any) -> dict[str, Any]:
+    async def _list(self, params: Any, ctx: Any) -> dict[str, Any]:
         cursor = params.get("cursor") if type(params) is dict else None
         cwd = params.get("cwd") if type(params) is dict else None
         if cursor is not None and type(cursor) is not str:
@@ -412,7 +454,7 @@ class SessionConnection(Connection):
             result["nextCursor"] = nxt
         return result
 
-    async def _close(self, params: Any) -> dict[str, Any]:
+    async def _close(self, params: Any, ctx: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         if type(sid) is not str or sid not in self.held:
             raise unknown_session(sid)
@@ -421,7 +463,7 @@ class SessionConnection(Connection):
         await self.core.store.release(sid, self.owner)
         return {}
 
-    async def _delete(self, params: Any) -> dict[str, Any]:
+    async def _delete(self, params: Any, ctx: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         store = self.core.store
         if type(sid) is not str:
@@ -436,12 +478,12 @@ class SessionConnection(Connection):
         return {}
 
     async def _set_config(
-        self, sid: str, method: str, params: dict[str, Any], ctx: RequestContext
+        self, sid: str, params: dict[str, Any], ctx: RequestContext, handler: Handler
     ) -> Any:
         """session/set_config_option or session/set_mode, the session's new state saved."""
         s = self.rt.sessions.get(sid)
         before = (s.config, s.config_raw, s.mode) if s is not None else None
-        result = await self.rt.handle_request(method, params, ctx)
+        result = await handler(params, ctx)
         if s is None or before is None:
             return result
         state = stored_state(s)
@@ -454,7 +496,9 @@ class SessionConnection(Connection):
         return result
 
     # ---- turns -------------------------------------------------------------------
-    async def _prompt(self, sid: str, params: dict[str, Any], ctx: RequestContext) -> Any:
+    async def _prompt(
+        self, sid: str, params: dict[str, Any], ctx: RequestContext, handler: Handler
+    ) -> Any:
         rt = self.rt
         while True:
             s = rt.sessions.get(sid)
@@ -464,12 +508,12 @@ class SessionConnection(Connection):
             if s.task is not None:
                 # a turn runs: the runtime refuses the prompt (the state error); nothing
                 # of it is recorded
-                return await rt.handle_request("session/prompt", params, ctx)
+                return await handler(params, ctx)
             # the previous turn ended but is still being saved: the session stays busy
             # until it is, so this prompt waits (turns are stored and answered in order)
             await asyncio.wait({running})
         if s is None:  # unknown session: the runtime refuses it
-            return await rt.handle_request("session/prompt", params, ctx)
+            return await handler(params, ctx)
         # the session is this prompt's from here (no await before): a prompt arriving
         # meanwhile waits above instead of running beside it
         self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
@@ -487,7 +531,7 @@ class SessionConnection(Connection):
         before = s.turns
         self.recorded[sid] = []
         try:
-            result = await rt.handle_request("session/prompt", params, ctx)
+            result = await handler(params, ctx)
         except BaseException:
             if s.turns == before:  # refused before it ran: no trace in history
                 self.recorded.pop(sid, None)

@@ -40,7 +40,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from http.cookiejar import CookieJar
 from typing import Any
@@ -52,6 +52,7 @@ from .client import ClientRuntime, P
 from .errors import ConnectionClosed
 from .http_wire import CONNECTION_ID_HEADER, SESSION_ID_HEADER, SESSION_SCOPED
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
+from .routes import session_scoped
 
 log = logging.getLogger("acp.runtime.http_client")
 
@@ -83,9 +84,13 @@ class HttpTransport:
         retries: int = 5,
         base_delay: float = 0.2,
         http2: bool = True,
+        scoped: Callable[[str], bool] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        # which requests carry ``Acp-Session-Id``: the agent's routes in the revision the
+        # client speaks (connect_http), else the transport's list
+        self.scoped = scoped or SESSION_SCOPED.__contains__
         self._owns = http is None
         # HTTP/2: by ALPN over https; over cleartext with prior knowledge (h2c), falling back
         # to HTTP/1.1 once if the server does not speak it.  One client (cookie jar included:
@@ -173,7 +178,7 @@ class HttpTransport:
                 self._fail(rid, "not connected: send initialize first", None)
                 return
             headers[CONNECTION_ID_HEADER] = self.connection_id
-            if method in SESSION_SCOPED and sid is not None:
+            if sid is not None and self.scoped(method):
                 headers[SESSION_ID_HEADER] = sid
         try:
             r = await self._send_post(frame, headers, initialize)
@@ -448,7 +453,9 @@ async def connect_http(
         transport = WebSocketTransport(url, headers=headers)
         await transport.open()
     else:
-        transport = HttpTransport(url, headers=headers, http2=http2)
+        transport = HttpTransport(
+            url, headers=headers, http2=http2, scoped=_scoped(client, proxy_cls)
+        )
     conn = Connection(
         transport.sink,
         client.handle_request,
@@ -467,6 +474,21 @@ async def connect_http(
             await asyncio.wait_for(conn.flush(), 2.0)
         await transport.close()
         await conn.close()
+
+
+def _scoped(client: ClientRuntime, proxy_cls: type[Any]) -> Callable[[str], bool]:
+    """Whether the agent's route of a method acts on an open session (the revision the
+    client negotiated, else the first of its revisions that has the method)."""
+
+    def scoped(method: str) -> bool:
+        revisions = (client.revision,) if client.revision is not None else proxy_cls.REVISIONS
+        for rev in revisions:
+            entry = rev.side("agent").get(method)
+            if entry is not None:
+                return session_scoped(entry)
+        return not revisions and method in SESSION_SCOPED
+
+    return scoped
 
 
 def manifest_headers(client_cls: type[Any]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The HTTP transport's wire facts, shared by the agent's server (http_app.py,
 http_connection.py) and the client (http_client.py): the endpoint, the header and cookie
-names, which methods name their session in a header or open one, and the JSON-RPC error
+names, which requests the client sends with a session header, and the JSON-RPC error
 body of an HTTP error answer."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
 AFFINITY_COOKIE = "acp-replica"  # the replica a client sticks to (redis_router.py)
 
-# the requests that carry ``Acp-Session-Id`` (the agent answers 400 without it)
+# the requests the client sends with ``Acp-Session-Id`` (the agent reads which requests
+# need it from its routes: routes.session_scoped, and answers 400 without it)
 SESSION_SCOPED = frozenset(
     {
         "session/prompt",
@@ -26,9 +27,6 @@ SESSION_SCOPED = frozenset(
         "session/close",
     }
 )
-ATTACHING = frozenset({"session/load", "session/resume"})
-OPENING = frozenset({"session/new", *ATTACHING})  # the requests that open a session
-OPENING_NEEDLES = (b'"session/new"', b'"session/load"', b'"session/resume"')
 
 
 def rpc_error_body(code: int, message: str, rid: Any = None) -> bytes:

@@ -31,9 +31,10 @@ from .context import STATE_ERROR, AgentContext, Session, StateMachine
 from .dispatch import Dispatcher, immediate_methods
 from .errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, invalid_params
 from .interrupts import InterruptDeclined, Interrupts
-from .jsonrpc import Connection, RequestContext, log
+from .jsonrpc import Connection, log
 from .providers import ProviderRoute, Providers
 from .revision import Revision, revision_for
+from .routes import Handler, Router
 from .turns import Turn, TurnRunner
 from .wire import need
 
@@ -64,7 +65,6 @@ class AgentRuntime(Dispatcher):
         self._authenticated = False
         # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
         self._methods = {}
-        self._dispatch_cache = {}
         if self.REVISIONS:
             self._use_revision(self.REVISIONS[-1])
 
@@ -242,16 +242,24 @@ class AgentRuntime(Dispatcher):
         self._authenticated = False
         return {}
 
-    async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        if method == "session/new" and self._login_methods and not self._authenticated:
-            if not await self.is_authenticated():
-                raise RpcError(
-                    AUTH_REQUIRED,
-                    "authentication required: log in with one of the auth methods "
-                    "`initialize` lists",
-                )
-            self._authenticated = True
-        return await super().handle_request(method, params, ctx)
+    def _register_routes(self, router: Router) -> None:
+        router.wrap("session/new", self._login_first)
+
+    def _login_first(self, handler: Handler) -> Handler:
+        """session/new needs a login when the manifest has stdio auth methods."""
+
+        async def new_session(params: Any, ctx: Any) -> Any:
+            if self._login_methods and not self._authenticated:
+                if not await self.is_authenticated():
+                    raise RpcError(
+                        AUTH_REQUIRED,
+                        "authentication required: log in with one of the auth methods "
+                        "`initialize` lists",
+                    )
+                self._authenticated = True
+            return await handler(params, ctx)
+
+        return new_session
 
     async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
         """`_agent/info`: identity, links, capabilities and the manifest's schemas."""

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .errors import from_validation_error, method_not_found
+from .errors import method_not_found
 from .jsonrpc import RequestContext
 from .revision import Method, Revision
+from .routes import Router, runtime_attr
 from .wire import model_dump as _model_dump
-
-
-def runtime_attr(method: str) -> str:
-    """The runtime's default implementation of wire method `method` (`_rt_session_new`)."""
-    return "_rt_" + method.replace("/", "_").replace("$", "").lstrip("_")
 
 
 class RuntimeCore:
@@ -34,7 +30,6 @@ class RuntimeCore:
     # the revision this connection speaks: the latest until `initialize` negotiates
     revision: Revision
     _methods: dict[str, Method]
-    _dispatch_cache: dict[str, Any]
 
     @classmethod
     def _manifest_models(cls) -> Any:
@@ -56,74 +51,48 @@ class RuntimeCore:
         """Serve this connection with `rev` from now on."""
         self.revision = rev
         self._methods = rev.side("agent")
-        self._dispatch_cache = {}
 
 
 class Dispatcher(RuntimeCore):
-    """Routes each request and notification of a connection (a part of AgentRuntime)."""
+    """Routes each request and notification of a connection (a part of AgentRuntime)
+    through its `Router` (routes.py)."""
+
+    @property
+    def router(self) -> Router:
+        found: Router | None = self.__dict__.get("_router")
+        if found is None:
+            found = self.__dict__["_router"] = Router(
+                self,
+                "agent",
+                models=self._revision_models,
+                dump=_model_dump,
+                default=self._runtime_handler,
+            )
+            found.use(self._methods)
+            self._register_routes(found)
+        return found
+
+    def _register_routes(self, router: Router) -> None:
+        """Wrap or provide routes of this runtime (AgentRuntime: the login check)."""
+
+    def _use_revision(self, rev: Revision) -> None:
+        super()._use_revision(rev)
+        self.router.use(self._methods)
 
     async def handle_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        fn = self._dispatch_cache.get(method)
-        if fn is None:
-            fn = self._resolve(method)
-            self._dispatch_cache[method] = fn
-        return await fn(params, ctx)
+        return await self.router.request(method, params, ctx)
 
     async def handle_notification(self, method: str, params: Any) -> None:
-        fn = self._dispatch_cache.get(method)
-        if fn is None:
-            fn = self._resolve(method)
-            self._dispatch_cache[method] = fn
-        await fn(params, None)
+        await self.router.notification(method, params)
 
-    def _resolve(self, method: str) -> Any:
-        entry = self._methods.get(method)
-        if entry is not None and self._overridden(entry.attr):
-            return self._typed_caller(entry)
+    def _runtime_handler(self, method: str, entry: Method | None) -> Any:
+        """The runtime's own `_rt_<name>` for a method of the table, or an extension."""
         rt = getattr(self, runtime_attr(method), None)
         # an extension name (`_agent/info`) is not an alias of a protocol method (`_initialize`)
         alias = method.startswith("_") and method.lstrip("_") in self._methods
         if rt is not None and (entry is not None or (method.startswith("_") and not alias)):
             return rt
-
-        async def missing(params: Any, ctx: Any) -> Any:
-            raise method_not_found(method)
-
-        return missing
-
-    def _overridden(self, attr: str) -> bool:
-        impl = getattr(type(self), attr, None)
-        if impl is None:
-            return False
-        for klass in type(self).__mro__:
-            if "_acp_generated_base" in klass.__dict__:
-                return klass.__dict__.get(attr) is not impl
-        return True
-
-    def _typed_caller(self, entry: Method) -> Any:
-        bound = getattr(self, entry.attr)
-        params_cls_name = entry.params
-
-        async def call(params: Any, ctx: Any) -> Any:
-            pm = self._revision_models()
-            pcls = getattr(pm, params_cls_name, None) if pm and params_cls_name else None
-            if pcls is not None:
-                try:
-                    typed = pcls.model_validate(params if params is not None else {})
-                except Exception as exc:
-                    if hasattr(exc, "errors"):
-                        raise from_validation_error(exc, ("params",), params) from None
-                    raise
-            else:
-                typed = params
-            result = await bound(typed)
-            return (
-                _model_dump(result)
-                if result is not None
-                else ({} if entry.kind == "request" else None)
-            )
-
-        return call
+        return None
 
     async def _default(self, method: str, params: Any) -> Any:
         """What the generated typed methods call: the runtime default on wire dicts."""

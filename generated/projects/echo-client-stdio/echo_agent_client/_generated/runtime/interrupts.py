@@ -171,7 +171,3 @@ class Interrupts:
             if type(props.get(key)) is dict and props[key].get("type") == "boolean"
         }
         return "accept", content
-
-
-# client.py still imports the old private name; wire.camel is the one rule
-_camel = camel

@@ -44,6 +44,7 @@ from .errors import (
 )
 from .frames import MAX_DEPTH, dumps, session_of, too_deep
 from .logsafe import RateLimitedLog, forget_secrets
+from .routes import Route
 
 log = logging.getLogger("acp.runtime")
 _limited = RateLimitedLog(log)
@@ -51,6 +52,8 @@ _limited = RateLimitedLog(log)
 Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
 RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
+# what an answer did to a session: (request id, "opens" | "closes", the session or None)
+Effect = tuple[Any, str, str | None]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
 _HIGH_WATER = 4 * 1024 * 1024
@@ -59,7 +62,7 @@ _HIGH_WATER = 4 * 1024 * 1024
 class RequestContext:
     """What a request handler knows about the request it serves."""
 
-    __slots__ = ("after", "connection", "id", "method", "session_id")
+    __slots__ = ("after", "connection", "effect", "id", "method", "session_id")
 
     def __init__(self, rid: Any, method: str, session_id: str | None, connection: Connection):
         self.id = rid
@@ -69,15 +72,28 @@ class RequestContext:
         # sent once the answer is queued (what the peer may only get after it: the
         # commands of a session it just learnt the id of)
         self.after: list[Callable[[], None]] = []
+        # set by the router for a route that opens or closes a session: (kind, the
+        # session, None while it has not succeeded); its answer carries the effect
+        self.effect: tuple[str, str | None] | None = None
+
+
+def _answer_route(ctx: RequestContext, sid: str | None) -> tuple[str | None, Effect | None]:
+    """Where a request's answer goes and what it did: the answer of a request that opens
+    a session goes to the connection (its client learns the session from it)."""
+    if ctx.effect is None:
+        return sid, None
+    kind, session = ctx.effect
+    return (None if kind == "opens" else sid), (ctx.id, kind, session)
 
 
 class _Batch:
     """The responses of one JSON-RPC batch, collected until every request answered."""
 
-    __slots__ = ("replies", "sealed", "waiting")
+    __slots__ = ("effects", "replies", "sealed", "waiting")
 
     def __init__(self) -> None:
         self.replies: list[bytes] = []
+        self.effects: list[Effect] = []
         self.waiting: set[Any] = set()  # ids of its requests still running
         self.sealed = False  # every entry dispatched
 
@@ -124,6 +140,25 @@ class Connection:
         self._batched: dict[Any, tuple[_Batch, asyncio.Task[None]]] = {}
         # a transport's admission check for one batch entry (WebSocket: session limits)
         self.admit_entry: Callable[[dict[str, Any]], RpcError | None] | None = None
+        # the route of a method (its scope and session effect), given by the layer that
+        # routes this connection's requests (SessionConnection: the runtime's router)
+        self.routes: Callable[[str], Route] | None = None
+        # a transport that routes by session (HTTP) sets a dict here: each queued answer
+        # that opened or closed a session, by the frame's identity, until it reads it
+        self.session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None = None
+
+    def route(self, method: str) -> Route | None:
+        """The route of `method` (None: this connection has no route table)."""
+        return self.routes(method) if self.routes is not None else None
+
+    def effects_of(self, frame: bytes) -> tuple[Effect, ...]:
+        """What the answer `frame` did to sessions (the transport asks as it sends it)."""
+        found = self.session_effects.pop(id(frame), None) if self.session_effects else None
+        return found[1] if found is not None and found[0] is frame else ()
+
+    def _mark(self, frame: bytes, effects: tuple[Effect, ...]) -> None:
+        if self.session_effects is not None and effects:
+            self.session_effects[id(frame)] = (frame, effects)
 
     # ---- outgoing ---------------------------------------------------------------
     def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
@@ -245,19 +280,30 @@ class Connection:
             rids.append(self._next_id)
         return rids, frames
 
-    def _respond(self, rid: Any, result: Any, session_id: str | None) -> None:
+    def _respond(
+        self, rid: Any, result: Any, session_id: str | None, effect: Effect | None = None
+    ) -> None:
         try:
             frame = dumps({"jsonrpc": "2.0", "id": rid, "result": result})
         except TypeError as exc:  # a handler returned something JSON cannot carry
             log.error("result of request %r is not JSON: %s", rid, exc)
-            self._error(rid, internal_error(), session_id)
+            self._error(rid, internal_error(), session_id, effect and (rid, effect[1], None))
             return
-        self._reply(rid, frame, session_id)
+        self._reply(rid, frame, session_id, effect)
 
-    def _error(self, rid: Any, err: RpcError, session_id: str | None = None) -> None:
-        self._reply(rid, dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()}), session_id)
+    def _error(
+        self,
+        rid: Any,
+        err: RpcError,
+        session_id: str | None = None,
+        effect: Effect | None = None,
+    ) -> None:
+        frame = dumps({"jsonrpc": "2.0", "id": rid, "error": err.to_wire()})
+        self._reply(rid, frame, session_id, effect)
 
-    def _reply(self, rid: Any, frame: bytes, session_id: str | None) -> None:
+    def _reply(
+        self, rid: Any, frame: bytes, session_id: str | None, effect: Effect | None = None
+    ) -> None:
         """Queue a response, or keep it for the batch its request came in."""
         batch = self._collecting
         if batch is None and self._batched and type(rid) in (int, str):
@@ -269,6 +315,8 @@ class Connection:
                 batch = entry[0]
                 batch.waiting.discard(rid)
         if batch is None:
+            if effect is not None:
+                self._mark(frame, (effect,))
             self._enqueue(frame, session_id)
             return
         if self._closed:
@@ -276,13 +324,17 @@ class Connection:
         if self._wire is not None:
             self._wire.sent(frame)  # each entry is checked as the message it is
         batch.replies.append(frame)
+        if effect is not None:
+            batch.effects.append(effect)
         if batch.sealed and not batch.waiting:
             self._send_batch(batch)
 
     def _send_batch(self, batch: _Batch) -> None:
         """One array holding every response of the batch, once all of them exist."""
         if batch.replies:
-            self._enqueue(b"[" + b",".join(batch.replies) + b"]", None, checked=True)
+            frame = b"[" + b",".join(batch.replies) + b"]"
+            self._mark(frame, tuple(batch.effects))
+            self._enqueue(frame, None, checked=True)
 
     def reject(self, rid: Any, err: RpcError) -> None:
         """Answer a frame the transport refused before feeding it (a limit)."""
@@ -310,6 +362,13 @@ class Connection:
             if not frame.strip():
                 return
             self._error(None, RpcError(PARSE_ERROR, "parse error: invalid JSON"))
+            return
+        self.feed_message(msg, frame)
+
+    def feed_message(self, msg: Any, frame: bytes | str) -> None:
+        """Handle one received frame the transport has parsed already (`msg`: its JSON
+        value; `frame`: its text, for the nesting check)."""
+        if self._closed:
             return
         if type(msg) is list:
             self._feed_batch(frame, msg)
@@ -469,16 +528,17 @@ class Connection:
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)
-                self._error(rid, RpcError(REQUEST_CANCELLED, "request cancelled"), sid)
+                err = RpcError(REQUEST_CANCELLED, "request cancelled")
+                self._error(rid, err, *_answer_route(ctx, sid))
                 return
             raise
         except RpcError as err:
-            self._error(rid, err, sid)
+            self._error(rid, err, *_answer_route(ctx, sid))
         except Exception as exc:
             log.error("handler for %s failed: %s", method, type(exc).__name__, exc_info=exc)
-            self._error(rid, internal_error(), sid)
+            self._error(rid, internal_error(), *_answer_route(ctx, sid))
         else:
-            self._respond(rid, result, sid)
+            self._respond(rid, result, *_answer_route(ctx, sid))
             for then in ctx.after:
                 try:
                     then()

@@ -65,6 +65,36 @@ def test_sqlite_group_commit_one_transaction_for_all_sessions(tmp_path: Path) ->
     store.close()
 
 
+def test_sqlite_lone_session_commits_its_turn_in_the_pass_it_ends(tmp_path: Path) -> None:
+    """When the last group held one turn (one busy session), the next turn commits at once:
+    ``save_turn`` returns before the loop's next pass (so the prompt's answer leaves in the
+    same write as its updates); a second turn ending in that pass waits for the next group,
+    and both are on disk."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    order: list[str] = []
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        await store.save("s", {"turns": 0})
+        await store.save("t", {"turns": 0})
+        assert await store.save_turn("s", {"turns": 1}, turn(0)) is True  # a group of one
+        loop.call_soon(order.append, "next pass")
+        assert await store.save_turn("s", {"turns": 2}, turn(1)) is True
+        order.append("saved")
+        loop.call_soon(order.append, "next pass")
+        saved = await asyncio.gather(
+            store.save_turn("s", {"turns": 3}, turn(2)), store.save_turn("t", {"turns": 1}, turn(0))
+        )
+        assert saved == [True, True]
+
+    asyncio.run(go())
+    assert order == ["saved", "next pass", "next pass"]
+    db = sqlite3.connect(tmp_path / "s.db")
+    rows = db.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
+    assert sorted(rows) == [("s", 6), ("t", 2)]
+    store.close()
+
+
 def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
     tmp_path: Path,
 ) -> None:

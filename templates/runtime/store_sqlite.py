@@ -6,7 +6,8 @@ one file in WAL mode with ``synchronous=NORMAL``.  A write is durable when the a
 call returns: the runtime saves a turn before it answers the prompt, so an acknowledged
 turn survives a crash or restart.  Finished turns are group-committed: every turn queued
 by any session until the next pass of the event loop is written in one transaction, and
-each ``save_turn`` returns once that transaction commits.  A small group commits on the
+each ``save_turn`` returns once that transaction commits (while one session at a time
+is busy, its turn commits at once, in the pass of the loop it ends).  A small group commits on the
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
 or copies megabytes.  History is bounded per session (``max_history_bytes`` /
@@ -165,6 +166,8 @@ class SqliteSessionStore:
         self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
         self._queue: list[_Turn] = []
         self._flushing = False  # a group is scheduled or being written
+        self._pass_done = False  # a turn committed at once in this pass of the loop
+        self._alone = False  # the last group written held one turn
         self._unchecked = 0  # bytes committed on the event loop since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -419,13 +422,25 @@ class SqliteSessionStore:
         self._queue.append(t)
         if not self._flushing:
             self._flushing = True
-            # the turns queued until then (other sessions' turns ending in this pass of
-            # the loop) join the same transaction
-            loop.call_soon(self._flush)
+            if self._alone and not self._pass_done:
+                # the last group held one turn (one busy session): commit at once, so the
+                # answer leaves in the same write as the turn's updates, a pass earlier;
+                # turns ending later in this pass of the loop wait for the next group
+                self._pass_done = True
+                loop.call_soon(self._new_pass)
+                self._flush()
+            else:
+                # the turns queued until the next pass of the loop (other sessions' turns
+                # ending in this one) join the same transaction
+                loop.call_soon(self._flush)
         return await t.future
+
+    def _new_pass(self) -> None:
+        self._pass_done = False
 
     def _flush(self) -> None:
         group, self._queue = self._queue, []
+        self._alone = len(group) == 1
         size = sum(t.size for t in group)
         if size <= self.inline_bytes:
             try:

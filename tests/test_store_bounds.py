@@ -125,6 +125,31 @@ def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
     again.close()
 
 
+def test_sqlite_large_turn_is_answered_before_the_checkpoint(tmp_path: Path) -> None:
+    """A commit never checkpoints: a 5 MB turn is answered once it is in the WAL (durable
+    against a crash with ``synchronous=NORMAL``), and the copy into the database file (a
+    checkpoint: fsyncs, every page written again) runs in the worker thread afterwards."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    text = os.urandom(2_500_000).hex()
+    messages = [frame("user_message_chunk", text), frame("agent_message_chunk", text)]
+    sizes: list[int] = []
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        assert await store.save_turn("s", {"turns": 1}, messages) is True
+        sizes.append(os.path.getsize(tmp_path / "s.db"))
+        await asyncio.gather(*store._tasks)  # the checkpoint
+        sizes.append(os.path.getsize(tmp_path / "s.db"))
+
+    asyncio.run(go())
+    assert sizes[0] < 1_000_000, sizes
+    assert sizes[1] > 5_000_000, sizes
+    store.close()
+    again = SqliteSessionStore(tmp_path / "s.db")
+    assert asyncio.run(again.history("s")) == messages
+    again.close()
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 def test_history_retention_keeps_the_latest_whole_turns(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path

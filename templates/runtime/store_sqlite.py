@@ -85,8 +85,12 @@ with ``synchronous=NORMAL`` writes to the OS cache, no fsync: cheaper than a thr
 a larger group commits in a worker thread, so the event loop never copies megabytes."""
 
 CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""After this many bytes committed on the event loop, a WAL checkpoint runs in a worker
-thread (the event-loop connection never checkpoints: a checkpoint fsyncs)."""
+"""After this many bytes committed, a WAL checkpoint runs in the worker thread once the
+turns are answered (no connection checkpoints inside a commit: a checkpoint fsyncs and
+copies every page again, which a turn's answer need not wait for)."""
+
+WORKER_CACHE = 16 * 1024 * 1024
+"""The worker-thread connection's page cache (bytes): room for a large turn's pages."""
 
 SHARED_STRING = 64 * 1024
 """A run of at least this many bytes that two messages of one turn hold (a prompt's text
@@ -154,6 +158,12 @@ class SqliteSessionStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA journal_size_limit=16777216")
+            # no connection checkpoints in a commit (an fsync, and the copy of every
+            # page of a large turn, before the turn is answered): see CHECKPOINT_BYTES
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            # a large turn's pages stay in memory until its commit (the default 2 MB
+            # cache spills a 4 MB turn to the WAL page by page, then writes it again)
+            self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
             self._db.executescript(_SCHEMA)
             self._migrate()
         # the event loop's own connection: never waits for a lock (busy: the group goes
@@ -168,7 +178,7 @@ class SqliteSessionStore:
         self._flushing = False  # a group is scheduled or being written
         self._pass_done = False  # a turn committed at once in this pass of the loop
         self._alone = False  # the last group written held one turn
-        self._unchecked = 0  # bytes committed on the event loop since the last checkpoint
+        self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -449,13 +459,7 @@ class SqliteSessionStore:
                 results = None
             if results is not None:
                 self._answer(group, results)
-                # what the commit added to the WAL, roughly: the bytes, and a page for
-                # each table or index leaf a turn touches
-                self._unchecked += size + _PAGE * (1 + 3 * len(group))
-                if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
-                    self._checkpointing = True
-                    self._unchecked = 0
-                    self._spawn(self._checkpoint())
+                self._wrote(size, len(group))
                 self._next()
                 return
         self._spawn(self._flush_in_thread(group))
@@ -476,7 +480,17 @@ class SqliteSessionStore:
             self._flushing = False
             raise
         self._answer(group, results)
+        self._wrote(sum(t.size for t in group), len(group))
         self._next()
+
+    def _wrote(self, size: int, rows: int = 1) -> None:
+        """Count what a commit added to the WAL, roughly (the bytes, and a page for each
+        table or index leaf a row touches); checkpoint past ``CHECKPOINT_BYTES``."""
+        self._unchecked += size + _PAGE * (1 + 3 * rows)
+        if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
+            self._checkpointing = True
+            self._unchecked = 0
+            self._spawn(self._checkpoint())
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -509,7 +523,9 @@ class SqliteSessionStore:
 
     # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._run, self._save_new, session_id, orjson.dumps(state))
+        state_bytes = orjson.dumps(state)
+        await asyncio.to_thread(self._run, self._save_new, session_id, state_bytes)
+        self._wrote(len(state_bytes))
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
         raw = await asyncio.to_thread(self._run, self._load, session_id)
@@ -518,6 +534,7 @@ class SqliteSessionStore:
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
         if messages:
             await asyncio.to_thread(self._run, self._append, session_id, messages)
+            self._wrote(sum(map(len, messages)), len(messages))
 
     async def history(self, session_id: str) -> list[bytes]:
         result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
@@ -525,6 +542,7 @@ class SqliteSessionStore:
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self._run, self._delete, session_id)
+        self._wrote(0, 5)
 
     async def acquire(
         self, session_id: str, owner: str, ttl: float, *, take_over: bool = False
@@ -532,14 +550,17 @@ class SqliteSessionStore:
         held: str | None = await asyncio.to_thread(
             self._run, self._acquire, session_id, owner, ttl, take_over
         )
+        self._wrote(0)
         return held
 
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
         ok: bool = await asyncio.to_thread(self._run, self._renew, session_id, owner, ttl)
+        self._wrote(0)
         return ok
 
     async def release(self, session_id: str, owner: str) -> None:
         await asyncio.to_thread(self._run, self._release, session_id, owner)
+        self._wrote(0)
 
     async def list_sessions(
         self, cursor: str | None, limit: int

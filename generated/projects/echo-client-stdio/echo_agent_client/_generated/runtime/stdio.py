@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 
 _CHUNK = 1 << 20
+_PIPE = 1 << 16  # a Linux pipe's capacity
 
 
 class FrameReceiver(Protocol):
@@ -80,6 +81,11 @@ async def read_frames(
         conn.feed(bytes(buf))
 
 
+def _lines(batch: list[tuple[bytes, Any]]) -> bytes:
+    """The frames of a batch as one write, each ended by a newline (one copy)."""
+    return b"\n".join([*(f for f, _ in batch), b""])
+
+
 async def open_stdio(
     out_fd: int,
 ) -> tuple[asyncio.StreamReader, Callable[[list[tuple[bytes, Any]]], Any]]:
@@ -105,13 +111,19 @@ async def open_stdio(
         writer = asyncio.StreamWriter(wtransport, wproto, None, loop)
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            writer.write(b"\n".join([f for f, _ in batch]) + b"\n")
+            if len(batch) == 1 and len(batch[0][0]) > _PIPE:
+                # a large frame is not copied to add its newline (it fills the pipe, so
+                # the newline joins the transport's buffer: no extra write)
+                writer.write(batch[0][0])
+                writer.write(b"\n")
+            else:
+                writer.write(_lines(batch))
             await writer.drain()
 
     except (ValueError, OSError):  # not a pipe: blocking writes in a thread
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            data = b"\n".join([f for f, _ in batch]) + b"\n"
+            data = _lines(batch)
             await loop.run_in_executor(None, out.write, data)
 
     return reader, sink

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from typing import Any
 
+import pytest
 from runtime.errors import RpcError
 from runtime.jsonrpc import Connection
-from runtime.stdio import read_frames
+from runtime.stdio import feed_stdin, read_frames
 
 
 class Wire:
@@ -220,6 +223,51 @@ def test_stdio_framing_size_limit_and_split_lines() -> None:
         assert msgs[0]["id"] is None and msgs[0]["error"]["code"] == -32600
         assert msgs[0]["error"]["data"]["limit"] == 1000
         assert {m["id"] for m in msgs[1:]} == {2, 3}
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_stdin_pipe_is_framed_by_the_read_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent's stdin (a pipe) is framed as it is read: a line is handed to the
+    connection by the read itself (no reader task woken a pass later); lines split across
+    reads, an oversized line (answered, skipped) and a last line without a newline."""
+    rfd, wfd = os.pipe()
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": os.fdopen(rfd, "rb")})())
+    ok = b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"k":1}}'
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"p": "x" * 5000}})
+    data = big.encode() + b"\n" + ok + b"\n" + ok.replace(b'"id":2', b'"id":3')
+    fed: list[bytes] = []
+
+    async def main() -> None:
+        conn, w = make(max_message_size=1000)
+        loop = asyncio.get_running_loop()
+        feeding = loop.create_task(feed_stdin(conn, 1000))
+        await asyncio.sleep(0)  # the pipe is connected
+        real_feed = conn.feed
+
+        def feed(frame: bytes) -> None:
+            fed.append(frame)
+            real_feed(frame)
+
+        conn.feed = feed  # type: ignore[method-assign]
+        os.write(wfd, ok + b"\n")
+        while not fed:  # handed over by the read (no reader task)
+            await asyncio.sleep(0.001)
+        for i in range(0, len(data), 333):  # lines split across reads
+            os.write(wfd, data[i : i + 333])
+            await asyncio.sleep(0.001)
+        os.close(wfd)
+        await asyncio.wait_for(feeding, 10)
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        msgs = [m for m, _ in w.out]
+        errors = [m for m in msgs if m["id"] is None]
+        assert len(errors) == 1 and errors[0]["error"]["data"]["limit"] == 1000
+        assert sorted(m["id"] for m in msgs if m["id"] is not None) == [2, 2, 3]
+        assert fed[-1] == ok.replace(b'"id":2', b'"id":3')  # the last line, at EOF
         await conn.close()
 
     asyncio.run(main())

@@ -271,3 +271,38 @@ def test_stdin_pipe_is_framed_by_the_read_itself(
         await conn.close()
 
     asyncio.run(main())
+
+
+def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None:
+    """A transport's ``sink_now`` gets the answer in the pass of the loop its handler
+    returns in, in one batch after the notification queued before it; what ``sink_now``
+    declines (a full pipe) the writer task sends, in order."""
+    now_batches: list[list[dict[str, Any]]] = []
+    accept = [True]
+
+    def sink_now(batch: list[tuple[bytes, str | None]]) -> bool:
+        if accept[0]:
+            now_batches.append([json.loads(f) for f, _ in batch])
+        return accept[0]
+
+    async def main() -> None:
+        conn: Connection
+
+        async def req(method: str, params: Any, ctx: Any) -> Any:
+            conn.notify("note", {"n": params["n"]})
+            return {"n": params["n"]}
+
+        conn, w = make(on_request=req)
+        conn.sink_now = sink_now
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":1}}')
+        await asyncio.sleep(0)  # the request's task runs: answered in this pass
+        assert [[m.get("id") for m in b] for b in now_batches] == [[None, 1]]
+        accept[0] = False
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"n":2}}')
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert len(now_batches) == 1
+        assert [(m.get("method"), m.get("id")) for m, _ in w.out] == [("note", None), (None, 2)]
+        await conn.close()
+
+    asyncio.run(main())

@@ -179,8 +179,20 @@ async def open_stdio(
     return reader, await open_stdout(out_fd)
 
 
+SinkNow = Callable[[list[tuple[bytes, Any]]], bool]
+
+
 async def open_stdout(out_fd: int) -> Callable[[list[tuple[bytes, Any]]], Any]:
     """The sink writing batches of frames to `out_fd`, one line each."""
+    sink, _ = await open_stdout_now(out_fd)
+    return sink
+
+
+async def open_stdout_now(
+    out_fd: int,
+) -> tuple[Callable[[list[tuple[bytes, Any]]], Any], SinkNow | None]:
+    """The sink writing batches of frames to `out_fd`, one line each, and (on a pipe) the
+    same write done at once when the pipe's buffer is empty (``Connection.sink_now``)."""
     loop = asyncio.get_running_loop()
     out = os.fdopen(out_fd, "wb", buffering=0)
     try:
@@ -197,10 +209,17 @@ async def open_stdout(out_fd: int) -> Callable[[list[tuple[bytes, Any]]], Any]:
                 writer.write(_lines(batch))
             await writer.drain()
 
+        def now(batch: list[tuple[bytes, Any]]) -> bool:
+            if wtransport.get_write_buffer_size() or wtransport.is_closing():
+                return False  # the writer task waits for room
+            wtransport.write(_lines(batch))
+            return True
+
+        return sink, now
     except (ValueError, OSError):  # not a pipe: blocking writes in a thread
 
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        async def sink_file(batch: list[tuple[bytes, Any]]) -> None:
             data = _lines(batch)
             await loop.run_in_executor(None, out.write, data)
 
-    return sink
+        return sink_file, None

@@ -5,6 +5,7 @@ and its cold start to the initialize answer as a ratio to the SDK's), beside the
 
     .venv/bin/python bench/run_all.py            # full loads
     .venv/bin/python bench/run_all.py --quick    # smaller loads where a bench has them
+    .venv/bin/python bench/run_all.py --only bench_startup.py --only bench_stdio.py
 
 A bench missing from this checkout is reported and skipped; one that fails makes the
 run exit non-zero. Figures are never asserted: read them, compare the ratios.
@@ -109,12 +110,15 @@ def summary(stdio: dict[str, object] | None, startup: dict[str, object] | None) 
 def main() -> int:
     ap = argparse.ArgumentParser(description="Run every benchmark")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", action="append", default=[], help="a script to run (repeatable)")
     opts = ap.parse_args()
     failed = []
     before = loadavg()
     figures: dict[str, dict[str, object] | None] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for script, quick in BENCHES:
+            if opts.only and script not in opts.only:
+                continue
             path = HERE / script
             print(f"\n=== {script} ===", flush=True)
             if not path.is_file():

@@ -37,18 +37,20 @@ def claim_stdout() -> int:
 
 class _Lines:
     """Splits what is read into lines and hands each to a receiver; an oversized line is
-    answered (``too_large``) and skipped."""
+    answered (``too_large``) and skipped.  A line spread over several reads is joined
+    once (its pieces are kept, not appended to a growing buffer)."""
 
-    __slots__ = ("buf", "conn", "max_size", "skipping")
+    __slots__ = ("conn", "held", "max_size", "parts", "skipping")
 
     def __init__(self, conn: FrameReceiver, max_size: int) -> None:
         self.conn = conn
         self.max_size = max_size
-        self.buf = bytearray()
+        self.parts: list[bytes] = []  # the start of the current line
+        self.held = 0  # its bytes
         self.skipping = 0  # >0: bytes of an oversized line discarded so far
 
     def feed(self, chunk: bytes) -> None:
-        conn, max_size, buf = self.conn, self.max_size, self.buf
+        conn, max_size = self.conn, self.max_size
         start = 0
         while True:
             nl = chunk.find(b"\n", start)
@@ -56,34 +58,41 @@ class _Lines:
                 rest = len(chunk) - start
                 if self.skipping:
                     self.skipping += rest
-                elif len(buf) + rest > max_size:
-                    self.skipping = len(buf) + rest
-                    buf.clear()
-                else:
-                    buf += chunk[start:]
+                elif self.held + rest > max_size:
+                    self.skipping = self.held + rest
+                    self._drop()
+                elif rest:
+                    self.parts.append(chunk[start:] if start else chunk)
+                    self.held += rest
                 return
             if self.skipping:
                 conn.too_large(self.skipping + nl - start)
                 self.skipping = 0
-            elif buf:
-                size = len(buf) + nl - start
+            elif self.parts:
+                size = self.held + nl - start
                 if size > max_size:
                     conn.too_large(size)
                 else:
-                    buf += chunk[start:nl]
-                    conn.feed(bytes(buf))
-                buf.clear()
+                    self.parts.append(chunk[start:nl])
+                    conn.feed(b"".join(self.parts))
+                self._drop()
             elif nl - start > max_size:
                 conn.too_large(nl - start)
             elif nl > start:
                 conn.feed(chunk[start:nl])
             start = nl + 1
 
+    def _drop(self) -> None:
+        self.parts = []
+        self.held = 0
+
     def end(self) -> None:
         if self.skipping:
             self.conn.too_large(self.skipping)
-        elif self.buf.strip():
-            self.conn.feed(bytes(self.buf))
+        elif self.parts:
+            line = b"".join(self.parts)
+            if line.strip():
+                self.conn.feed(line)
 
 
 async def read_frames(

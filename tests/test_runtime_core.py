@@ -275,8 +275,9 @@ def test_stdin_pipe_is_framed_by_the_read_itself(
 
 def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None:
     """A transport's ``sink_now`` gets the answer in the pass of the loop its handler
-    returns in, in one batch after the notification queued before it; what ``sink_now``
-    declines (a full pipe) the writer task sends, in order."""
+    returns in, in one batch after the notification queued before it, when no other
+    request is in flight; what ``sink_now`` declines (a full pipe) the writer task sends,
+    in order."""
     now_batches: list[list[dict[str, Any]]] = []
     accept = [True]
 
@@ -297,11 +298,19 @@ def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":1}}')
         await asyncio.sleep(0)  # the request's task runs: answered in this pass
         assert [[m.get("id") for m in b] for b in now_batches] == [[None, 1]]
+        # two requests in flight: the first answer waits for the last one, and all
+        # leave in one write
+        conn.feed(b'{"jsonrpc":"2.0","id":5,"method":"m","params":{"n":5}}')
+        conn.feed(b'{"jsonrpc":"2.0","id":6,"method":"m","params":{"n":6}}')
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert [[m.get("id") for m in b] for b in now_batches[1:]] == [[None, 5, None, 6]]
+        assert w.out == []
         accept[0] = False
         conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"n":2}}')
         await asyncio.sleep(0.01)
         await conn.flush()
-        assert len(now_batches) == 1
+        assert len(now_batches) == 2
         assert [(m.get("method"), m.get("id")) for m, _ in w.out] == [("note", None), (None, 2)]
         await conn.close()
 

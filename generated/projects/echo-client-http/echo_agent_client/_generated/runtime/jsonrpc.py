@@ -291,9 +291,13 @@ class Connection:
 
     def _send_now(self) -> None:
         """Hand what is queued to ``sink_now`` when the writer task is not in the sink (so
-        the order holds); what it declines, the writer task sends."""
+        the order holds) and no other request is in flight (their answers, likely in
+        this pass too, then share the writer task's one write); what it declines, the
+        writer task sends."""
         now = self.sink_now
         if now is None or self._sinking or not self._out or self._out_bytes > _NOW_BYTES:
+            return
+        if len(self._incoming) > 1:  # (the answering request is still in it)
             return
         if now(self._out):
             self._out = []

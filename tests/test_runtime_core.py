@@ -315,3 +315,38 @@ def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None
         await conn.close()
 
     asyncio.run(main())
+
+
+def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
+    """The writer task awaits the transport's ``settle`` (stdio: the session store's
+    pending group commit) before it writes: a notification and the answer that comes a
+    pass later leave in one batch."""
+    batches: list[list[Any]] = []
+
+    async def main() -> None:
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def req(method: str, params: Any, ctx: Any) -> Any:
+            conn.notify("note", {"n": 1})
+            await gate  # (a group commit)
+            return {"n": 1}
+
+        async def sink(batch: list[tuple[bytes, str | None]]) -> None:
+            batches.append([json.loads(f).get("id") for f, _ in batch])
+
+        async def settle() -> None:
+            await gate
+
+        conn = Connection(sink, req, lambda m, p: asyncio.sleep(0))
+        conn.settle = settle
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert batches == []  # the note waits
+        gate.set_result(None)
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert batches == [[None, 1]]
+        await conn.close()
+
+    asyncio.run(main())

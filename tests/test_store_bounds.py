@@ -95,6 +95,32 @@ def test_sqlite_lone_session_commits_its_turn_in_the_pass_it_ends(tmp_path: Path
     store.close()
 
 
+def test_sqlite_settled_returns_after_the_pending_group_is_answered(tmp_path: Path) -> None:
+    """``settled()`` (what the stdio writer awaits before it writes) returns at once when
+    no group waits for the next pass, else only after that group committed and its
+    callers resumed, so their answers are queued before the writer takes the queue."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    order: list[str] = []
+
+    async def save(sid: str) -> None:
+        assert await store.save_turn(sid, {"turns": 1}, turn(0)) is True
+        order.append(f"saved {sid}")
+
+    async def go() -> None:
+        for sid in ("a", "b"):
+            await store.save(sid, {"turns": 0})
+        await store.settled()  # nothing pending
+        savers = [asyncio.create_task(save(sid)) for sid in ("a", "b")]
+        await asyncio.sleep(0)  # both turns queued: one group for the next pass
+        await store.settled()
+        order.append("settled")
+        await asyncio.gather(*savers)
+
+    asyncio.run(go())
+    assert order == ["saved a", "saved b", "settled"]
+    store.close()
+
+
 def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
     tmp_path: Path,
 ) -> None:

@@ -111,6 +111,9 @@ class Connection:
         # pipe's buffer is empty) sets this: an answer then leaves in the pass of the
         # event loop that made it, with what was queued before it (False: not now)
         self.sink_now: Callable[[list[tuple[bytes, str | None]]], bool] | None = None
+        # what the writer task awaits before it takes the queue (stdio: the session
+        # store's pending group commit, so its turns' answers join their updates)
+        self.settle: Callable[[], Awaitable[None]] | None = None
         self._incoming: dict[Any, asyncio.Task[None]] = {}
         self._cancelled_ids: set[Any] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -148,6 +151,8 @@ class Connection:
     async def _write_loop(self) -> None:
         while True:
             await self._wake.wait()
+            if self.settle is not None:
+                await self.settle()
             self._wake.clear()
             while self._out:
                 batch = self._out

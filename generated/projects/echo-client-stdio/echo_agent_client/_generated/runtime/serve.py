@@ -55,6 +55,7 @@ async def serve_agent_stdio(
     sink, now = await open_stdout_now(out_fd)
     conn = agent_connection(agent, sink, max_message_size, store)
     conn.sink_now = now
+    conn.settle = getattr(store, "settled", None)
     try:
         await feed_stdin(conn, max_message_size)
     finally:

@@ -178,6 +178,8 @@ class SqliteSessionStore:
         self._flushing = False  # a group is scheduled or being written
         self._pass_done = False  # a turn committed at once in this pass of the loop
         self._alone = False  # the last group written held one turn
+        self._scheduled = False  # a group waits for the next pass of the loop
+        self._settle: list[asyncio.Future[None]] = []  # settled() callers
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -442,13 +444,35 @@ class SqliteSessionStore:
             else:
                 # the turns queued until the next pass of the loop (other sessions' turns
                 # ending in this one) join the same transaction
+                self._scheduled = True
                 loop.call_soon(self._flush)
         return await t.future
 
     def _new_pass(self) -> None:
         self._pass_done = False
 
+    async def settled(self) -> None:
+        """Return once the group of turns waiting for the next pass of the loop (if any)
+        is written on the event loop and its callers resumed: a transport's writer that
+        waits for this sends those turns' answers in the same write as their updates
+        (a group that goes to the worker thread does not hold it)."""
+        if self._scheduled:
+            waiter = asyncio.get_running_loop().create_future()
+            self._settle.append(waiter)
+            await waiter
+
     def _flush(self) -> None:
+        self._scheduled = False
+        try:
+            self._flush_group()
+        finally:
+            # after the turns' callers were answered: they resume first, then the waiters
+            waiters, self._settle = self._settle, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _flush_group(self) -> None:
         group, self._queue = self._queue, []
         self._alone = len(group) == 1
         size = sum(t.size for t in group)
@@ -499,6 +523,7 @@ class SqliteSessionStore:
 
     def _next(self) -> None:
         if self._queue:  # queued while this group was written: the next group
+            self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
         else:
             self._flushing = False

@@ -119,6 +119,7 @@ def main() -> int:
         render(old, root, "echo_base", inputs)
         render(REPO, root, "echo_bench", inputs)
         env = {**os.environ, "PYTHONPATH": str(root)}
+        env.pop("ACP_SESSION_STORE", None)  # the default store (SQLite)
         check_cost(env)
         if opts.check_only:
             return 0
@@ -131,7 +132,7 @@ def main() -> int:
             args = load_args
             if opts.quick:
                 args = [
-                    str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
+                    str(max(8, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
                     for prev, a in zip(["", *load_args], load_args, strict=False)
                 ]
             at = args.index("--prompts") + 1
@@ -144,7 +145,11 @@ def main() -> int:
                     for m, load in ((1, args), (2, double)):
                         # the agent's own CPU (user + system, from bench_stdio's CPU
                         # wrapper): steadier than prompts/s on a shared machine
-                        got, used = b.acpbench(load, [PY, "-m", pkg], env)
+                        db = root / f"{pkg}-{m}.db"  # a fresh SQLite store each run
+                        for stale in root.glob(f"{db.name}*"):
+                            stale.unlink()
+                        run_env = {**env, "ACP_SESSION_DB": str(db)}
+                        got, used = b.acpbench(load, [PY, "-m", pkg], run_env)
                         if m == 1:
                             rate[pkg].append(got)
                         cpu[(pkg, m)].append(used)

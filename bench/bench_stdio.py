@@ -153,7 +153,7 @@ def loadavg() -> str:
 
 def quick_args(load_args: list[str]) -> list[str]:
     return [
-        str(max(4, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
+        str(max(2 * BASE_PROMPTS, int(a) // 10)) if a.isdigit() and prev == "--prompts" else a
         for prev, a in zip(["", *load_args], load_args, strict=False)
     ]
 
@@ -165,6 +165,7 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="a row to run (repeatable)")
     ap.add_argument("--load", action="append", default=[], help="a load label to run")
     ap.add_argument("--store-py", action="append", default=[], metavar="LABEL=PATH")
+    ap.add_argument("--json", help="also write the table's figures here (bench/run_all.py)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = build(Path(tmp))
@@ -218,6 +219,7 @@ def main() -> int:
             "run: /SDK and /ceiling of prompts/s, SDK CPU / ours\n"
         )
         agents = [r for r in wanted if r not in ("sdk", "ceiling")]
+        summary: list[dict[str, object]] = []
         print(
             "| load | store | agent/s | SDK/s | ceiling/s | /SDK | /ceiling "
             "| CPU ms | SDK CPU ms | ceiling CPU ms | SDK CPU / ours |"
@@ -231,6 +233,17 @@ def main() -> int:
             for row in agents:
                 ours = statistics.median(figures[(label, row)])
                 ours_cpu = statistics.median(cpu[(label, row)])
+                summary.append(
+                    {
+                        "load": label,
+                        "store": row,
+                        "rate": ours,
+                        "sdk": ours / sdk,
+                        "ceiling": ours / ceil,
+                        "cpu_ms": ours_cpu,
+                        "sdk_cpu_ms": sdk_cpu,
+                    }
+                )
                 print(
                     f"| `{label}` | {row} | {ours:.1f} | {sdk:.1f} | {ceil:.1f} "
                     f"| {ours / sdk:.2f}x | {ours / ceil:.2f} | {ours_cpu:.3f} | {sdk_cpu:.3f} "
@@ -242,6 +255,9 @@ def main() -> int:
             f"\nimport: generated agent {gen:.3f}s, `import acp` {acp_t:.3f}s, "
             f"ratio {acp_t / gen:.2f}x faster"
         )
+        if opts.json:
+            head = {"date": date, "commit": commit(), "load_before": before, "load_after": after}
+            Path(opts.json).write_text(json.dumps({**head, "rows": summary}))
     return 0
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from typing import Any
 
+import pytest
 from runtime.errors import RpcError
 from runtime.jsonrpc import Connection
-from runtime.stdio import read_frames
+from runtime.stdio import feed_stdin, read_frames
 from wait_support import Arrivals
 
 
@@ -220,6 +223,130 @@ def test_stdio_framing_size_limit_and_split_lines() -> None:
         assert msgs[0]["id"] is None and msgs[0]["error"]["code"] == -32600
         assert msgs[0]["error"]["data"]["limit"] == 1000
         assert {m["id"] for m in msgs[1:]} == {2, 3}
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_stdin_pipe_is_framed_by_the_read_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The agent's stdin (a pipe) is framed as it is read: a line is handed to the
+    connection by the read itself (no reader task woken a pass later); lines split across
+    reads, an oversized line (answered, skipped) and a last line without a newline."""
+    rfd, wfd = os.pipe()
+    monkeypatch.setattr(sys, "stdin", type("Stdin", (), {"buffer": os.fdopen(rfd, "rb")})())
+    ok = b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"k":1}}'
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"p": "x" * 5000}})
+    data = big.encode() + b"\n" + ok + b"\n" + ok.replace(b'"id":2', b'"id":3')
+    fed: list[bytes] = []
+
+    async def main() -> None:
+        conn, w = make(max_message_size=1000)
+        loop = asyncio.get_running_loop()
+        feeding = loop.create_task(feed_stdin(conn, 1000))
+        await asyncio.sleep(0)  # the pipe is connected
+        real_feed = conn.feed
+
+        def feed(frame: bytes) -> None:
+            fed.append(frame)
+            real_feed(frame)
+
+        conn.feed = feed  # type: ignore[method-assign]
+        os.write(wfd, ok + b"\n")
+        while not fed:  # handed over by the read (no reader task)
+            await asyncio.sleep(0.001)
+        for i in range(0, len(data), 333):  # lines split across reads
+            os.write(wfd, data[i : i + 333])
+            await asyncio.sleep(0.001)
+        os.close(wfd)
+        await asyncio.wait_for(feeding, 10)
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        msgs = [m for m, _ in w.out]
+        errors = [m for m in msgs if m["id"] is None]
+        assert len(errors) == 1 and errors[0]["error"]["data"]["limit"] == 1000
+        assert sorted(m["id"] for m in msgs if m["id"] is not None) == [2, 2, 3]
+        assert fed[-1] == ok.replace(b'"id":2', b'"id":3')  # the last line, at EOF
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None:
+    """A transport's ``sink_now`` gets the answer in the pass of the loop its handler
+    returns in, in one batch after the notification queued before it, when no other
+    request is in flight; what ``sink_now`` declines (a full pipe) the writer task sends,
+    in order."""
+    now_batches: list[list[dict[str, Any]]] = []
+    accept = [True]
+
+    def sink_now(batch: list[tuple[bytes, str | None]]) -> bool:
+        if accept[0]:
+            now_batches.append([json.loads(f) for f, _ in batch])
+        return accept[0]
+
+    async def main() -> None:
+        conn: Connection
+
+        async def req(method: str, params: Any, ctx: Any) -> Any:
+            conn.notify("note", {"n": params["n"]})
+            return {"n": params["n"]}
+
+        conn, w = make(on_request=req)
+        conn.sink_now = sink_now
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":1}}')
+        await asyncio.sleep(0)  # the request's task runs: answered in this pass
+        assert [[m.get("id") for m in b] for b in now_batches] == [[None, 1]]
+        # two requests in flight: the first answer waits for the last one, and all
+        # leave in one write
+        conn.feed(b'{"jsonrpc":"2.0","id":5,"method":"m","params":{"n":5}}')
+        conn.feed(b'{"jsonrpc":"2.0","id":6,"method":"m","params":{"n":6}}')
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert [[m.get("id") for m in b] for b in now_batches[1:]] == [[None, 5, None, 6]]
+        assert w.out == []
+        accept[0] = False
+        conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"n":2}}')
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert len(now_batches) == 2
+        assert [(m.get("method"), m.get("id")) for m, _ in w.out] == [("note", None), (None, 2)]
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
+    """The writer task awaits the transport's ``settle`` (stdio: the session store's
+    pending group commit) before it writes: a notification and the answer that comes a
+    pass later leave in one batch."""
+    batches: list[list[Any]] = []
+
+    async def main() -> None:
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def req(method: str, params: Any, ctx: Any) -> Any:
+            conn.notify("note", {"n": 1})
+            await gate  # (a group commit)
+            return {"n": 1}
+
+        async def sink(batch: list[tuple[bytes, str | None]]) -> None:
+            batches.append([json.loads(f).get("id") for f, _ in batch])
+
+        async def settle() -> None:
+            await gate
+
+        conn = Connection(sink, req, lambda m, p: asyncio.sleep(0))
+        conn.settle = settle
+        conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert batches == []  # the note waits
+        gate.set_result(None)
+        await asyncio.sleep(0.01)
+        await conn.flush()
+        assert batches == [[None, 1]]
         await conn.close()
 
     asyncio.run(main())

@@ -65,6 +65,62 @@ def test_sqlite_group_commit_one_transaction_for_all_sessions(tmp_path: Path) ->
     store.close()
 
 
+def test_sqlite_lone_session_commits_its_turn_in_the_pass_it_ends(tmp_path: Path) -> None:
+    """When the last group held one turn (one busy session), the next turn commits at once:
+    ``save_turn`` returns before the loop's next pass (so the prompt's answer leaves in the
+    same write as its updates); a second turn ending in that pass waits for the next group,
+    and both are on disk."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    order: list[str] = []
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        await store.save("s", {"turns": 0})
+        await store.save("t", {"turns": 0})
+        assert await store.save_turn("s", {"turns": 1}, turn(0)) is True  # a group of one
+        loop.call_soon(order.append, "next pass")
+        assert await store.save_turn("s", {"turns": 2}, turn(1)) is True
+        order.append("saved")
+        loop.call_soon(order.append, "next pass")
+        saved = await asyncio.gather(
+            store.save_turn("s", {"turns": 3}, turn(2)), store.save_turn("t", {"turns": 1}, turn(0))
+        )
+        assert saved == [True, True]
+
+    asyncio.run(go())
+    assert order == ["saved", "next pass", "next pass"]
+    db = sqlite3.connect(tmp_path / "s.db")
+    rows = db.execute("SELECT session_id, count(*) FROM history GROUP BY session_id").fetchall()
+    assert sorted(rows) == [("s", 6), ("t", 2)]
+    store.close()
+
+
+def test_sqlite_settled_returns_after_the_pending_group_is_answered(tmp_path: Path) -> None:
+    """``settled()`` (what the stdio writer awaits before it writes) returns at once when
+    no group waits for the next pass, else only after that group committed and its
+    callers resumed, so their answers are queued before the writer takes the queue."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    order: list[str] = []
+
+    async def save(sid: str) -> None:
+        assert await store.save_turn(sid, {"turns": 1}, turn(0)) is True
+        order.append(f"saved {sid}")
+
+    async def go() -> None:
+        for sid in ("a", "b"):
+            await store.save(sid, {"turns": 0})
+        await store.settled()  # nothing pending
+        savers = [asyncio.create_task(save(sid)) for sid in ("a", "b")]
+        await asyncio.sleep(0)  # both turns queued: one group for the next pass
+        await store.settled()
+        order.append("settled")
+        await asyncio.gather(*savers)
+
+    asyncio.run(go())
+    assert order == ["saved a", "saved b", "settled"]
+    store.close()
+
+
 def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
     tmp_path: Path,
 ) -> None:
@@ -89,6 +145,31 @@ def test_sqlite_large_turn_commits_off_the_event_loop_and_shares_its_text(
         "SELECT (SELECT sum(length(message)) FROM history) + (SELECT sum(length(data)) FROM blobs)"
     ).fetchone()
     assert held < len(messages[0]) + 1000, (held, len(messages[0]))
+    store.close()
+    again = SqliteSessionStore(tmp_path / "s.db")
+    assert asyncio.run(again.history("s")) == messages
+    again.close()
+
+
+def test_sqlite_large_turn_is_answered_before_the_checkpoint(tmp_path: Path) -> None:
+    """A commit never checkpoints: a 5 MB turn is answered once it is in the WAL (durable
+    against a crash with ``synchronous=NORMAL``), and the copy into the database file (a
+    checkpoint: fsyncs, every page written again) runs in the worker thread afterwards."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    text = os.urandom(2_500_000).hex()
+    messages = [frame("user_message_chunk", text), frame("agent_message_chunk", text)]
+    sizes: list[int] = []
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        assert await store.save_turn("s", {"turns": 1}, messages) is True
+        sizes.append(os.path.getsize(tmp_path / "s.db"))
+        await asyncio.gather(*store._tasks)  # the checkpoint
+        sizes.append(os.path.getsize(tmp_path / "s.db"))
+
+    asyncio.run(go())
+    assert sizes[0] < 1_000_000, sizes
+    assert sizes[1] > 5_000_000, sizes
     store.close()
     again = SqliteSessionStore(tmp_path / "s.db")
     assert asyncio.run(again.history("s")) == messages

@@ -57,6 +57,7 @@ Effect = tuple[Any, str, str | None]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
 _HIGH_WATER = 4 * 1024 * 1024
+_NOW_BYTES = 64 * 1024  # larger output goes through the writer task (it waits for room)
 
 
 class RequestContext:
@@ -121,6 +122,14 @@ class Connection:
         self._drained = asyncio.Event()
         self._drained.set()
         self._writer: asyncio.Task[None] | None = None
+        self._sinking = False  # the writer task is inside the sink
+        # a transport that can write a small batch at once, without waiting (stdio: its
+        # pipe's buffer is empty) sets this: an answer then leaves in the pass of the
+        # event loop that made it, with what was queued before it (False: not now)
+        self.sink_now: Callable[[list[tuple[bytes, str | None]]], bool] | None = None
+        # what the writer task awaits before it takes the queue (stdio: the session
+        # store's pending group commit, so its turns' answers join their updates)
+        self.settle: Callable[[], Awaitable[None]] | None = None
         self._incoming: dict[Any, asyncio.Task[None]] = {}
         self._cancelled_ids: set[Any] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -177,11 +186,14 @@ class Connection:
     async def _write_loop(self) -> None:
         while True:
             await self._wake.wait()
+            if self.settle is not None:
+                await self.settle()
             self._wake.clear()
             while self._out:
                 batch = self._out
                 self._out = []
                 self._out_bytes = 0
+                self._sinking = True
                 try:
                     await self._sink(batch)
                 except Exception as exc:  # noqa: BLE001 - the peer went away: nothing more can be sent
@@ -190,6 +202,8 @@ class Connection:
                     self._drained.set()
                     asyncio.get_running_loop().create_task(self.close())
                     return
+                finally:
+                    self._sinking = False
             self._drained.set()
 
     async def drain(self) -> None:
@@ -318,6 +332,7 @@ class Connection:
             if effect is not None:
                 self._mark(frame, (effect,))
             self._enqueue(frame, session_id)
+            self._send_now()
             return
         if self._closed:
             return
@@ -328,6 +343,20 @@ class Connection:
             batch.effects.append(effect)
         if batch.sealed and not batch.waiting:
             self._send_batch(batch)
+
+    def _send_now(self) -> None:
+        """Hand what is queued to ``sink_now`` when the writer task is not in the sink (so
+        the order holds) and no other request is in flight (their answers, likely in
+        this pass too, then share the writer task's one write); what it declines, the
+        writer task sends."""
+        now = self.sink_now
+        if now is None or self._sinking or not self._out or self._out_bytes > _NOW_BYTES:
+            return
+        if len(self._incoming) > 1:  # (the answering request is still in it)
+            return
+        if now(self._out):
+            self._out = []
+            self._out_bytes = 0
 
     def _send_batch(self, batch: _Batch) -> None:
         """One array holding every response of the batch, once all of them exist."""

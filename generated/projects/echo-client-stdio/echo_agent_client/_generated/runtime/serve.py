@@ -20,7 +20,7 @@ from .logsafe import stderr_logging
 from .session_record import callbacks_for
 from .session_store import open_default_store
 from .sessions import SessionCore
-from .stdio import claim_stdout, open_stdio, read_frames
+from .stdio import claim_stdout, feed_stdin, open_stdout_now
 from .store import MemorySessionStore, SessionStore
 
 
@@ -52,10 +52,12 @@ async def serve_agent_stdio(
     if store is None:
         store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
     out_fd = claim_stdout()
-    reader, sink = await open_stdio(out_fd)
+    sink, now = await open_stdout_now(out_fd)
     conn = agent_connection(agent, sink, max_message_size, store)
+    conn.sink_now = now
+    conn.settle = getattr(store, "settled", None)
     try:
-        await read_frames(reader, conn, max_message_size)
+        await feed_stdin(conn, max_message_size)
     finally:
         await conn.close()
 

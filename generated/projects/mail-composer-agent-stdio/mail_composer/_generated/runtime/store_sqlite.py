@@ -6,7 +6,8 @@ one file in WAL mode with ``synchronous=NORMAL``.  A write is durable when the a
 call returns: the runtime saves a turn before it answers the prompt, so an acknowledged
 turn survives a crash or restart.  Finished turns are group-committed: every turn queued
 by any session until the next pass of the event loop is written in one transaction, and
-each ``save_turn`` returns once that transaction commits.  A small group commits on the
+each ``save_turn`` returns once that transaction commits (while one session at a time
+is busy, its turn commits at once, in the pass of the loop it ends).  A small group commits on the
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
 or copies megabytes.  History is bounded per session (``max_history_bytes`` /
@@ -84,8 +85,12 @@ with ``synchronous=NORMAL`` writes to the OS cache, no fsync: cheaper than a thr
 a larger group commits in a worker thread, so the event loop never copies megabytes."""
 
 CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""After this many bytes committed on the event loop, a WAL checkpoint runs in a worker
-thread (the event-loop connection never checkpoints: a checkpoint fsyncs)."""
+"""After this many bytes committed, a WAL checkpoint runs in the worker thread once the
+turns are answered (no connection checkpoints inside a commit: a checkpoint fsyncs and
+copies every page again, which a turn's answer need not wait for)."""
+
+WORKER_CACHE = 16 * 1024 * 1024
+"""The worker-thread connection's page cache (bytes): room for a large turn's pages."""
 
 SHARED_STRING = 64 * 1024
 """A run of at least this many bytes that two messages of one turn hold (a prompt's text
@@ -153,6 +158,12 @@ class SqliteSessionStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA journal_size_limit=16777216")
+            # no connection checkpoints in a commit (an fsync, and the copy of every
+            # page of a large turn, before the turn is answered): see CHECKPOINT_BYTES
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            # a large turn's pages stay in memory until its commit (the default 2 MB
+            # cache spills a 4 MB turn to the WAL page by page, then writes it again)
+            self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
             self._db.executescript(_SCHEMA)
             self._migrate()
         # the event loop's own connection: never waits for a lock (busy: the group goes
@@ -165,7 +176,11 @@ class SqliteSessionStore:
         self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
         self._queue: list[_Turn] = []
         self._flushing = False  # a group is scheduled or being written
-        self._unchecked = 0  # bytes committed on the event loop since the last checkpoint
+        self._pass_done = False  # a turn committed at once in this pass of the loop
+        self._alone = False  # the last group written held one turn
+        self._scheduled = False  # a group waits for the next pass of the loop
+        self._settle: list[asyncio.Future[None]] = []  # settled() callers
+        self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -419,13 +434,47 @@ class SqliteSessionStore:
         self._queue.append(t)
         if not self._flushing:
             self._flushing = True
-            # the turns queued until then (other sessions' turns ending in this pass of
-            # the loop) join the same transaction
-            loop.call_soon(self._flush)
+            if self._alone and not self._pass_done:
+                # the last group held one turn (one busy session): commit at once, so the
+                # answer leaves in the same write as the turn's updates, a pass earlier;
+                # turns ending later in this pass of the loop wait for the next group
+                self._pass_done = True
+                loop.call_soon(self._new_pass)
+                self._flush()
+            else:
+                # the turns queued until the next pass of the loop (other sessions' turns
+                # ending in this one) join the same transaction
+                self._scheduled = True
+                loop.call_soon(self._flush)
         return await t.future
 
+    def _new_pass(self) -> None:
+        self._pass_done = False
+
+    async def settled(self) -> None:
+        """Return once the group of turns waiting for the next pass of the loop (if any)
+        is written on the event loop and its callers resumed: a transport's writer that
+        waits for this sends those turns' answers in the same write as their updates
+        (a group that goes to the worker thread does not hold it)."""
+        if self._scheduled:
+            waiter = asyncio.get_running_loop().create_future()
+            self._settle.append(waiter)
+            await waiter
+
     def _flush(self) -> None:
+        self._scheduled = False
+        try:
+            self._flush_group()
+        finally:
+            # after the turns' callers were answered: they resume first, then the waiters
+            waiters, self._settle = self._settle, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def _flush_group(self) -> None:
         group, self._queue = self._queue, []
+        self._alone = len(group) == 1
         size = sum(t.size for t in group)
         if size <= self.inline_bytes:
             try:
@@ -434,13 +483,7 @@ class SqliteSessionStore:
                 results = None
             if results is not None:
                 self._answer(group, results)
-                # what the commit added to the WAL, roughly: the bytes, and a page for
-                # each table or index leaf a turn touches
-                self._unchecked += size + _PAGE * (1 + 3 * len(group))
-                if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
-                    self._checkpointing = True
-                    self._unchecked = 0
-                    self._spawn(self._checkpoint())
+                self._wrote(size, len(group))
                 self._next()
                 return
         self._spawn(self._flush_in_thread(group))
@@ -461,7 +504,17 @@ class SqliteSessionStore:
             self._flushing = False
             raise
         self._answer(group, results)
+        self._wrote(sum(t.size for t in group), len(group))
         self._next()
+
+    def _wrote(self, size: int, rows: int = 1) -> None:
+        """Count what a commit added to the WAL, roughly (the bytes, and a page for each
+        table or index leaf a row touches); checkpoint past ``CHECKPOINT_BYTES``."""
+        self._unchecked += size + _PAGE * (1 + 3 * rows)
+        if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
+            self._checkpointing = True
+            self._unchecked = 0
+            self._spawn(self._checkpoint())
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -470,6 +523,7 @@ class SqliteSessionStore:
 
     def _next(self) -> None:
         if self._queue:  # queued while this group was written: the next group
+            self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
         else:
             self._flushing = False
@@ -494,7 +548,9 @@ class SqliteSessionStore:
 
     # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._run, self._save_new, session_id, orjson.dumps(state))
+        state_bytes = orjson.dumps(state)
+        await asyncio.to_thread(self._run, self._save_new, session_id, state_bytes)
+        self._wrote(len(state_bytes))
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
         raw = await asyncio.to_thread(self._run, self._load, session_id)
@@ -503,6 +559,7 @@ class SqliteSessionStore:
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
         if messages:
             await asyncio.to_thread(self._run, self._append, session_id, messages)
+            self._wrote(sum(map(len, messages)), len(messages))
 
     async def history(self, session_id: str) -> list[bytes]:
         result: list[bytes] = await asyncio.to_thread(self._run, self._history, session_id)
@@ -510,6 +567,7 @@ class SqliteSessionStore:
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self._run, self._delete, session_id)
+        self._wrote(0, 5)
 
     async def acquire(
         self, session_id: str, owner: str, ttl: float, *, take_over: bool = False
@@ -517,14 +575,17 @@ class SqliteSessionStore:
         held: str | None = await asyncio.to_thread(
             self._run, self._acquire, session_id, owner, ttl, take_over
         )
+        self._wrote(0)
         return held
 
     async def renew(self, session_id: str, owner: str, ttl: float) -> bool:
         ok: bool = await asyncio.to_thread(self._run, self._renew, session_id, owner, ttl)
+        self._wrote(0)
         return ok
 
     async def release(self, session_id: str, owner: str) -> None:
         await asyncio.to_thread(self._run, self._release, session_id, owner)
+        self._wrote(0)
 
     async def list_sessions(
         self, cursor: str | None, limit: int

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 
 _CHUNK = 1 << 20
+_PIPE = 1 << 16  # a Linux pipe's capacity
 
 
 class FrameReceiver(Protocol):
@@ -34,84 +35,200 @@ def claim_stdout() -> int:
     return proto
 
 
-async def read_frames(
-    reader: asyncio.StreamReader, conn: FrameReceiver, max_size: int = DEFAULT_MAX_MESSAGE_SIZE
-) -> None:
-    """Feed each line to `conn`; an oversized line is answered and skipped."""
-    buf = bytearray()
-    skipping = 0  # >0: bytes of an oversized line discarded so far
-    while True:
-        chunk = await reader.read(_CHUNK)
-        if not chunk:
-            break
+class _Lines:
+    """Splits what is read into lines and hands each to a receiver; an oversized line is
+    answered (``too_large``) and skipped.  A line spread over several reads is joined
+    once (its pieces are kept, not appended to a growing buffer)."""
+
+    __slots__ = ("conn", "held", "max_size", "parts", "skipping")
+
+    def __init__(self, conn: FrameReceiver, max_size: int) -> None:
+        self.conn = conn
+        self.max_size = max_size
+        self.parts: list[bytes] = []  # the start of the current line
+        self.held = 0  # its bytes
+        self.skipping = 0  # >0: bytes of an oversized line discarded so far
+
+    def feed(self, chunk: bytes) -> None:
+        conn, max_size = self.conn, self.max_size
         start = 0
         while True:
             nl = chunk.find(b"\n", start)
             if nl < 0:
                 rest = len(chunk) - start
-                if skipping:
-                    skipping += rest
-                elif len(buf) + rest > max_size:
-                    skipping = len(buf) + rest
-                    buf.clear()
-                else:
-                    buf += chunk[start:]
-                break
-            if skipping:
-                conn.too_large(skipping + nl - start)
-                skipping = 0
-            elif buf:
-                size = len(buf) + nl - start
+                if self.skipping:
+                    self.skipping += rest
+                elif self.held + rest > max_size:
+                    self.skipping = self.held + rest
+                    self._drop()
+                elif rest:
+                    self.parts.append(chunk[start:] if start else chunk)
+                    self.held += rest
+                return
+            if self.skipping:
+                conn.too_large(self.skipping + nl - start)
+                self.skipping = 0
+            elif self.parts:
+                size = self.held + nl - start
                 if size > max_size:
                     conn.too_large(size)
                 else:
-                    buf += chunk[start:nl]
-                    conn.feed(bytes(buf))
-                buf.clear()
+                    self.parts.append(chunk[start:nl])
+                    conn.feed(b"".join(self.parts))
+                self._drop()
             elif nl - start > max_size:
                 conn.too_large(nl - start)
             elif nl > start:
                 conn.feed(chunk[start:nl])
             start = nl + 1
+
+    def _drop(self) -> None:
+        self.parts = []
+        self.held = 0
+
+    def end(self) -> None:
+        if self.skipping:
+            self.conn.too_large(self.skipping)
+        elif self.parts:
+            line = b"".join(self.parts)
+            if line.strip():
+                self.conn.feed(line)
+
+
+async def read_frames(
+    reader: asyncio.StreamReader, conn: FrameReceiver, max_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> None:
+    """Feed each line to `conn`; an oversized line is answered and skipped."""
+    lines = _Lines(conn, max_size)
+    while True:
+        chunk = await reader.read(_CHUNK)
+        if not chunk:
+            break
+        lines.feed(chunk)
         await asyncio.sleep(0)
-    if skipping:
-        conn.too_large(skipping)
-    elif buf.strip():
-        conn.feed(bytes(buf))
+    lines.end()
+
+
+class _Feeder(asyncio.Protocol):
+    """stdin as a pipe: each read goes to the framing at once (no reader task to wake: a
+    message is dispatched in the pass of the event loop that reads it)."""
+
+    def __init__(self, lines: _Lines, done: asyncio.Future[None]) -> None:
+        self.lines = lines
+        self.done = done
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.lines.feed(data)
+        except Exception as exc:  # noqa: BLE001 - a receiver's bug ends serving, as a reader task's would
+            if not self.done.done():
+                self.done.set_exception(exc)
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if not self.done.done():
+            self.lines.end()
+            self.done.set_result(None)
+
+
+async def feed_stdin(conn: FrameReceiver, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    """Feed each line of stdin to `conn` until EOF (an oversized line is answered and
+    skipped); a regular file or a tty is read in a thread instead of as a pipe."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    lines = _Lines(conn, max_size)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: _Feeder(lines, done), sys.stdin.buffer)
+    except (ValueError, OSError):
+        await read_frames(_threaded_stdin(loop), conn, max_size)
+        return
+    try:
+        await done
+    finally:
+        transport.close()
+
+
+def _threaded_stdin(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
+    """stdin (a regular file or a tty) read in a thread into a StreamReader."""
+    reader = asyncio.StreamReader(limit=_CHUNK * 2)
+    stdin: Any = sys.stdin.buffer
+
+    def pump() -> None:
+        try:
+            while data := stdin.read1(_CHUNK):
+                loop.call_soon_threadsafe(reader.feed_data, data)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    loop.run_in_executor(None, pump)
+    return reader
+
+
+def _lines(batch: list[tuple[bytes, Any]]) -> bytes:
+    """The frames of a batch as one write, each ended by a newline (one copy)."""
+    return b"\n".join([*(f for f, _ in batch), b""])
 
 
 async def open_stdio(
     out_fd: int,
 ) -> tuple[asyncio.StreamReader, Callable[[list[tuple[bytes, Any]]], Any]]:
+    """stdin as a StreamReader (for `read_frames`) and the sink writing to `out_fd`."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=_CHUNK * 2)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     except (ValueError, OSError):  # a regular file or tty: read in a thread
-        stdin: Any = sys.stdin.buffer
+        reader = _threaded_stdin(loop)
+    return reader, await open_stdout(out_fd)
 
-        def pump() -> None:
-            try:
-                while data := stdin.read1(_CHUNK):
-                    loop.call_soon_threadsafe(reader.feed_data, data)
-            finally:
-                loop.call_soon_threadsafe(reader.feed_eof)
 
-        loop.run_in_executor(None, pump)
+SinkNow = Callable[[list[tuple[bytes, Any]]], bool]
 
+
+async def open_stdout(out_fd: int) -> Callable[[list[tuple[bytes, Any]]], Any]:
+    """The sink writing batches of frames to `out_fd`, one line each."""
+    sink, _ = await open_stdout_now(out_fd)
+    return sink
+
+
+async def open_stdout_now(
+    out_fd: int,
+) -> tuple[Callable[[list[tuple[bytes, Any]]], Any], SinkNow | None]:
+    """The sink writing batches of frames to `out_fd`, one line each, and (on a pipe) the
+    same write done at once when the pipe's buffer is empty (``Connection.sink_now``)."""
+    loop = asyncio.get_running_loop()
     out = os.fdopen(out_fd, "wb", buffering=0)
     try:
         wtransport, wproto = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
         writer = asyncio.StreamWriter(wtransport, wproto, None, loop)
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            writer.write(b"\n".join([f for f, _ in batch]) + b"\n")
+            if len(batch) == 1 and len(batch[0][0]) > _PIPE:
+                # a large frame is not copied to add its newline (it fills the pipe, so
+                # the newline joins the transport's buffer: no extra write)
+                writer.write(batch[0][0])
+                writer.write(b"\n")
+            else:
+                writer.write(_lines(batch))
             await writer.drain()
 
+        def now(batch: list[tuple[bytes, Any]]) -> bool:
+            if wtransport.get_write_buffer_size() or wtransport.is_closing():
+                return False  # the writer task waits for room
+            wtransport.write(_lines(batch))
+            return True
+
+        return sink, now
     except (ValueError, OSError):  # not a pipe: blocking writes in a thread
 
-        async def sink(batch: list[tuple[bytes, Any]]) -> None:
-            data = b"\n".join([f for f, _ in batch]) + b"\n"
+        async def sink_file(batch: list[tuple[bytes, Any]]) -> None:
+            data = _lines(batch)
             await loop.run_in_executor(None, out.write, data)
 
-    return reader, sink
+        return sink_file, None

@@ -22,7 +22,7 @@ import orjson
 
 from .errors import RpcError
 from .http_streams import OutStream, Stall
-from .jsonrpc import Effect
+from .inbox import Effect
 from .routes import Route
 
 log = logging.getLogger("acp.runtime.http")

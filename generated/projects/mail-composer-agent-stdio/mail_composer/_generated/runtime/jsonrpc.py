@@ -2,24 +2,20 @@
 
 The seam a transport plugs into (stdio, HTTP/SSE, WebSocket):
 
-* **receive**: the transport calls ``connection.feed(frame)`` with one complete
-  frame (``bytes``: one stdio line, one POST body, one WebSocket message).  Frames
-  over ``max_message_size`` are refused by the transport with
-  ``connection.too_large()`` (the connection lives on).
-* **send**: the transport supplies ``sink(batch)``, an ``async`` callable that gets
-  a list of ``(frame_bytes, session_id | None)`` in wire order.  ``session_id`` is
-  the ACP session an outgoing message belongs to (from ``params.sessionId`` of a
-  notification/request, or of the request a response answers), so an HTTP
-  transport can route each message to that session's SSE stream (``None``: the
-  connection-scoped stream).  One writer task per connection calls the sink, so
-  messages leave in exactly the order they were queued: every ``session/update``
-  of a turn is written before that turn's answer.
-* **end**: the transport calls ``await connection.close()`` at EOF / disconnect;
-  work in flight is cancelled and pending outgoing requests fail.
+* **receive**: the transport calls ``connection.feed(frame)`` with one complete frame
+  (``bytes``: one stdio line, one POST body, one WebSocket message), or
+  ``feed_message(msg, frame)`` when it parsed it already.  Frames over
+  ``max_message_size`` are refused by the transport with ``connection.too_large()``.
+* **send**: the transport supplies ``sink(batch)``, an ``async`` callable that gets a list
+  of ``(frame_bytes, session_id | None)`` in wire order (outbox.py): ``session_id`` is the
+  ACP session a message belongs to (``None``: the connection-scoped stream), so an HTTP
+  transport can route it to that session's SSE stream.
+* **end**: the transport calls ``await connection.close()`` at EOF / disconnect; work in
+  flight is cancelled and pending outgoing requests fail.
 
-Requests run concurrently (one task each); notifications are handled in order per
-session (one queue per ``sessionId``).  ``$/cancel_request`` cancels one in-flight
-request, which then answers -32800.
+Requests run concurrently (one task each, routed by the connection's request handler);
+notifications are handled in order per session (inbox.py).  ``$/cancel_request`` cancels
+one in-flight request, which then answers -32800.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ import orjson
 from . import wirecheck
 from .errors import (
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     PARSE_ERROR,
     REQUEST_CANCELLED,
     ConnectionClosed,
@@ -43,21 +38,18 @@ from .errors import (
     invalid_params,
 )
 from .frames import MAX_DEPTH, dumps, session_of, too_deep
+from .inbox import BatchReplies, Effect, NotificationHandler, NotificationQueues
 from .logsafe import RateLimitedLog, forget_secrets
+from .outbox import Batch, Outbox
 from .routes import Route
 
 log = logging.getLogger("acp.runtime")
 _limited = RateLimitedLog(log)
 
-Sink = Callable[[list[tuple[bytes, str | None]]], Awaitable[None]]
+Sink = Callable[[Batch], Awaitable[None]]
 RequestHandler = Callable[[str, Any, "RequestContext"], Awaitable[Any]]
-NotificationHandler = Callable[[str, Any], Awaitable[None]]
-# what an answer did to a session: (request id, "opens" | "closes", the session or None)
-Effect = tuple[Any, str, str | None]
 
 DEFAULT_MAX_MESSAGE_SIZE = 50 * 1024 * 1024
-_HIGH_WATER = 4 * 1024 * 1024
-_NOW_BYTES = 64 * 1024  # larger output goes through the writer task (it waits for room)
 
 
 class RequestContext:
@@ -87,18 +79,6 @@ def _answer_route(ctx: RequestContext, sid: str | None) -> tuple[str | None, Eff
     return (None if kind == "opens" else sid), (ctx.id, kind, session)
 
 
-class _Batch:
-    """The responses of one JSON-RPC batch, collected until every request answered."""
-
-    __slots__ = ("effects", "replies", "sealed", "waiting")
-
-    def __init__(self) -> None:
-        self.replies: list[bytes] = []
-        self.effects: list[Effect] = []
-        self.waiting: set[Any] = set()  # ids of its requests still running
-        self.sealed = False  # every entry dispatched
-
-
 class Connection:
     def __init__(
         self,
@@ -110,33 +90,16 @@ class Connection:
         immediate_notifications: frozenset[str] = frozenset(),
         wire_check: wirecheck.WireCheck | None = None,
     ) -> None:
-        self._sink = sink
         self._on_request = on_request
-        self._on_notification = on_notification
         self.max_message_size = max_message_size
-        # notifications handled inline, before the next frame is read (cancels)
-        self._immediate = immediate_notifications
-        self._out: list[tuple[bytes, str | None]] = []
-        self._out_bytes = 0
-        self._wake = asyncio.Event()
-        self._drained = asyncio.Event()
-        self._drained.set()
-        self._writer: asyncio.Task[None] | None = None
-        self._sinking = False  # the writer task is inside the sink
-        # a transport that can write a small batch at once, without waiting (stdio: its
-        # pipe's buffer is empty) sets this: an answer then leaves in the pass of the
-        # event loop that made it, with what was queued before it (False: not now)
-        self.sink_now: Callable[[list[tuple[bytes, str | None]]], bool] | None = None
-        # what the writer task awaits before it takes the queue (stdio: the session
-        # store's pending group commit, so its turns' answers join their updates)
-        self.settle: Callable[[], Awaitable[None]] | None = None
+        self._outbox = Outbox(sink, self.close)
         self._incoming: dict[Any, asyncio.Task[None]] = {}
         self._cancelled_ids: set[Any] = set()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._pending_session: dict[int, str | None] = {}
         self._next_id = 0
-        self._queues: dict[str | None, asyncio.Queue[tuple[str, Any]]] = {}
-        self._workers: dict[str | None, asyncio.Task[None]] = {}
+        # notifications in order per session (inbox.py)
+        self._notifications = NotificationQueues(on_notification, immediate_notifications)
         self._closed = False
         self._close_reason: ConnectionClosed | None = None
         self.closed = asyncio.Event()
@@ -145,8 +108,8 @@ class Connection:
         self._wire = wirecheck.ConnectionCheck(check) if check is not None else None
         # JSON-RPC batches: the batch an entry being dispatched belongs to, and the batch
         # each request of one still running answers into
-        self._collecting: _Batch | None = None
-        self._batched: dict[Any, tuple[_Batch, asyncio.Task[None]]] = {}
+        self._collecting: BatchReplies | None = None
+        self._batched: dict[Any, tuple[BatchReplies, asyncio.Task[None]]] = {}
         # a transport's admission check for one batch entry (WebSocket: session limits)
         self.admit_entry: Callable[[dict[str, Any]], RpcError | None] | None = None
         # the route of a method (its scope and session effect), given by the layer that
@@ -169,54 +132,39 @@ class Connection:
         if self.session_effects is not None and effects:
             self.session_effects[id(frame)] = (frame, effects)
 
-    # ---- outgoing ---------------------------------------------------------------
+    # ---- outgoing (outbox.py: the queue and its writer task) ----------------------
+    @property
+    def sink_now(self) -> Callable[[Batch], bool] | None:
+        """The transport's immediate write of a small batch (see ``Outbox.sink_now``)."""
+        return self._outbox.sink_now
+
+    @sink_now.setter
+    def sink_now(self, now: Callable[[Batch], bool] | None) -> None:
+        self._outbox.sink_now = now
+
+    @property
+    def settle(self) -> Callable[[], Awaitable[None]] | None:
+        """What the writer awaits before it takes the queue (see ``Outbox.settle``)."""
+        return self._outbox.settle
+
+    @settle.setter
+    def settle(self, settle: Callable[[], Awaitable[None]] | None) -> None:
+        self._outbox.settle = settle
+
     def _enqueue(self, frame: bytes, session_id: str | None, *, checked: bool = False) -> None:
         if self._closed:
             return
         if self._wire is not None and not checked:
             self._wire.sent(frame)
-        self._out.append((frame, session_id))
-        self._out_bytes += len(frame)
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
-        self._wake.set()
-        if self._out_bytes > _HIGH_WATER:
-            self._drained.clear()
-
-    async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            if self.settle is not None:
-                await self.settle()
-            self._wake.clear()
-            while self._out:
-                batch = self._out
-                self._out = []
-                self._out_bytes = 0
-                self._sinking = True
-                try:
-                    await self._sink(batch)
-                except Exception as exc:  # noqa: BLE001 - the peer went away: nothing more can be sent
-                    log.warning("transport write failed: %s", type(exc).__name__)
-                    self._out = []
-                    self._drained.set()
-                    asyncio.get_running_loop().create_task(self.close())
-                    return
-                finally:
-                    self._sinking = False
-            self._drained.set()
+        self._outbox.put(frame, session_id)
 
     async def drain(self) -> None:
         """Wait while too much output is queued (backpressure for streaming handlers)."""
-        if not self._drained.is_set():
-            await self._drained.wait()
+        await self._outbox.drain()
 
     async def flush(self) -> None:
         """Wait until everything queued so far has been handed to the sink."""
-        while (self._out or self._wake.is_set()) and not self._closed:
-            if self._writer is not None and self._writer.done():
-                return  # the writer ended (the transport failed): nothing more goes out
-            await asyncio.sleep(0)
+        await self._outbox.flush()
 
     def send_raw(self, frame: bytes, session_id: str | None = None) -> None:
         """Queue one pre-serialized message (hot path for session updates)."""
@@ -345,20 +293,10 @@ class Connection:
             self._send_batch(batch)
 
     def _send_now(self) -> None:
-        """Hand what is queued to ``sink_now`` when the writer task is not in the sink (so
-        the order holds) and no other request is in flight (their answers, likely in
-        this pass too, then share the writer task's one write); what it declines, the
-        writer task sends."""
-        now = self.sink_now
-        if now is None or self._sinking or not self._out or self._out_bytes > _NOW_BYTES:
-            return
-        if len(self._incoming) > 1:  # (the answering request is still in it)
-            return
-        if now(self._out):
-            self._out = []
-            self._out_bytes = 0
+        # alone: no other request in flight (the answering request is still in it)
+        self._outbox.send_now(len(self._incoming) <= 1)
 
-    def _send_batch(self, batch: _Batch) -> None:
+    def _send_batch(self, batch: BatchReplies) -> None:
         """One array holding every response of the batch, once all of them exist."""
         if batch.replies:
             frame = b"[" + b",".join(batch.replies) + b"]"
@@ -418,7 +356,7 @@ class Connection:
         if too_deep(frame, msgs) is not None:
             self._error(None, RpcError(INVALID_REQUEST, "invalid request: nested too deeply"))
             return
-        batch = _Batch()
+        batch = BatchReplies()
         for msg in msgs:
             self._collecting = batch
             try:
@@ -594,31 +532,7 @@ class Connection:
                 if pending is not None and not pending.done():
                     pending.set_exception(RpcError(REQUEST_CANCELLED, "request cancelled by peer"))
             return
-        if method in self._immediate:
-            asyncio.get_running_loop().create_task(self._safe_notify(method, params))
-            return
-        key = session_of(params)
-        q = self._queues.get(key)
-        if q is None:
-            q = self._queues[key] = asyncio.Queue()
-            self._workers[key] = asyncio.get_running_loop().create_task(self._notify_worker(q))
-        q.put_nowait((method, params))
-
-    async def _notify_worker(self, q: asyncio.Queue[tuple[str, Any]]) -> None:
-        while True:
-            method, params = await q.get()
-            await self._safe_notify(method, params)
-
-    async def _safe_notify(self, method: str, params: Any) -> None:
-        try:
-            await self._on_notification(method, params)
-        except asyncio.CancelledError:
-            raise
-        except RpcError as exc:  # the peer's notification was refused: there is no one to tell
-            if exc.code != METHOD_NOT_FOUND:
-                _limited.warning("notification-refused", "a notification was refused: %s", exc.code)
-        except Exception as exc:
-            log.error("notification %s failed: %s", method, type(exc).__name__, exc_info=exc)
+        self._notifications.put(method, params)
 
     def _on_response(self, rid: Any, msg: dict[str, Any]) -> None:
         fut = self._pending.pop(rid, None) if type(rid) is int else None
@@ -662,8 +576,7 @@ class Connection:
         tasks = [t for t in self._incoming.values() if not t.done() and t is not current]
         for t in tasks:
             t.cancel()
-        for w in self._workers.values():
-            w.cancel()
+        ending = self._notifications.stop()
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(self._close_reason or ConnectionClosed())
@@ -671,11 +584,11 @@ class Connection:
             await asyncio.gather(*tasks, return_exceptions=True)
         await self.flush()
         self._closed = True
+        self._outbox.closed = True
         forget_secrets(self)
-        ending = list(self._workers.values())
-        if self._writer is not None:
-            self._writer.cancel()
-            ending.append(self._writer)
+        writer = self._outbox.stop()
+        if writer is not None:
+            ending.append(writer)
         # wait for the cancelled tasks, so none is left pending when the loop ends
         await asyncio.gather(*[t for t in ending if t is not current], return_exceptions=True)
         self.closed.set()

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from . import agent_auth
 from .commands import SessionExtras
-from .config import SessionConfig
+from .config import SessionConfig, SessionSetup
 from .context import STATE_ERROR, AgentContext, Session, StateMachine
 from .dispatch import Dispatcher, immediate_methods
 from .errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, invalid_params
@@ -53,6 +53,8 @@ class AgentRuntime(Dispatcher):
         self._acp_extras = SessionExtras(ctx)
         self._acp_config = SessionConfig(ctx, self._acp_extras)
         self._acp_providers = Providers(m)
+        # what the session layer (sessions.py) asks of this runtime
+        self.session_setup = SessionSetup(ctx, self._acp_config, self._acp_extras)
         self._acp_turns = TurnRunner(
             ctx,
             self,
@@ -104,10 +106,6 @@ class AgentRuntime(Dispatcher):
     @turn_timeout.setter
     def turn_timeout(self, seconds: float | None) -> None:
         self._acp_ctx.turn_timeout = seconds
-
-    @property
-    def _machine(self) -> StateMachine:
-        return self._acp_ctx.machine
 
     # ---- the user's API ----------------------------------------------------------
     async def prompt(self, turn: Turn, input: Any) -> Any:
@@ -262,7 +260,11 @@ class AgentRuntime(Dispatcher):
         return new_session
 
     async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
-        """`_agent/info`: identity, links, capabilities and the manifest's schemas."""
+        return self.agent_info()
+
+    def agent_info(self) -> dict[str, Any]:
+        """`_agent/info` (and the HTTP well-known document): identity, links,
+        capabilities and the manifest's schemas."""
         m = self._acp_manifest
         info: dict[str, Any] = {
             **self._info(),
@@ -300,23 +302,8 @@ class AgentRuntime(Dispatcher):
         }
         return info
 
-    # ---- sessions and config -------------------------------------------------------
     # ---- sessions: session/new here; config, modes, turns and providers answered by
-    # their collaborators (the session layer calls the first four delegates too)
-    def _validate_config(self, raw: dict[str, Any], loc: tuple[Any, ...]) -> Any:
-        return self._acp_config.validate(raw, loc)
-
-    def _config_options(self, raw: dict[str, Any]) -> list[dict[str, Any]]:
-        return self._acp_config.options(raw)
-
-    def _session_opened(
-        self, s: Session, params: Any, result: dict[str, Any], request: Any
-    ) -> None:
-        self._acp_extras.opened(s, params, result, request)
-
-    def _saved_mode(self, saved: Any) -> str | None:
-        return self._acp_extras.saved_mode(saved)
-
+    # their collaborators
     async def _rt_session_prompt(self, params: Any, ctx: Any) -> Any:
         return await self._acp_turns.prompt(params, ctx)
 
@@ -355,12 +342,7 @@ class AgentRuntime(Dispatcher):
         s = self._acp_ctx.sessions[sid] = Session(sid, config, raw, self._acp_ctx.machine.initial)
         s.cwd = params["cwd"]
         s.mcp_servers = params.get("mcpServers")
-        result: dict[str, Any] = {"sessionId": sid}
-        opts = self._acp_config.options(raw)
-        if opts:
-            result["configOptions"] = opts
-        self._acp_extras.opened(s, params, result, ctx)
-        return result
+        return self.session_setup.opened(s, params, ctx)
 
     async def _rt_session_set_config_option(self, params: Any, ctx: Any) -> Any:
         return await self._acp_config.set_option(params, ctx)

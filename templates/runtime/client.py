@@ -56,6 +56,12 @@ class ClientRuntime:
         return cls._protocol_models() if not package else None
 
     @classmethod
+    def protocol_models_of(cls, package: str) -> Any:
+        """The protocol models module of the revision in `_generated/<package>` ("": the
+        primary one), None when there is none (what the wire check validates against)."""
+        return cls._protocol_models_of(package)
+
+    @classmethod
     def _manifest_models(cls) -> Any:
         return None
 

@@ -128,3 +128,69 @@ def test_providers_alone_route_mask_and_refuse() -> None:
     assert "sk-123" not in repr(route) and "pw-secret" not in json.dumps(listed)
     assert [p["providerId"] for p in listed["providers"]] == ["llm", "extra"]
     assert listed["providers"][1]["current"] is None
+
+
+MANIFEST_WITH_MODES: dict[str, Any] = {
+    "name": "t",
+    "modes": [{"id": "code", "name": "Code", "default": True}, {"id": "ask", "name": "Ask"}],
+    "config": {
+        "options": [
+            {"id": "style", "type": "string", "values": ["terse", "long"], "default": "terse"}
+        ]
+    },
+}
+
+
+def _setup(echo: ModuleType) -> Any:
+    from runtime.commands import SessionExtras
+    from runtime.config import SessionConfig, SessionSetup
+    from runtime.context import AgentContext
+
+    ctx = AgentContext(MANIFEST_WITH_MODES, lambda: None, None)
+    ctx.revision = echo.dispatcher.REVISION
+    extras = SessionExtras(ctx)
+    return SessionSetup(ctx, SessionConfig(ctx, extras), extras)
+
+
+def test_session_setup_restores_a_stored_session(echo: ModuleType) -> None:
+    """What the session layer asks to rebuild a stored session (session/load, resume): its
+    config, state and turns kept; a mode the manifest no longer has becomes the default."""
+    setup = _setup(echo)
+    s = setup.restore(
+        "sess_1", {"config_raw": {"style": "long"}, "state": "running", "turns": 3, "mode": "gone"}
+    )
+    assert (s.id, s.config_raw, s.state, s.turns, s.mode) == (
+        "sess_1",
+        {"style": "long"},
+        "running",
+        3,
+        "code",
+    )
+    kept = setup.restore("sess_2", {"mode": "ask"})
+    assert (kept.state, kept.turns, kept.mode, kept.config_raw) == ("idle", 0, "ask", {})
+    with pytest.raises(RpcError) as refused:  # a saved config today's manifest refuses
+        setup.restore("sess_3", {"config_raw": {"style": "nope"}})
+    assert refused.value.data["errors"][0]["loc"][:2] == ["params", "sessionId"]
+
+
+def test_session_setup_answers_an_opened_session(echo: ModuleType) -> None:
+    """The answer session/new, load and resume share: id, config options and modes."""
+    setup = _setup(echo)
+    s = setup.restore("sess_1", {"config_raw": {"style": "long"}})
+    result = setup.opened(s, {"cwd": "/w", "mcpServers": []}, None)
+    assert result["sessionId"] == "sess_1"
+    assert [(o["id"], o["currentValue"]) for o in result["configOptions"]] == [("style", "long")]
+    assert result["modes"]["currentModeId"] == "code"
+    assert s.mcp_servers == []
+
+
+def test_the_public_interface_the_http_server_and_wire_check_read(echo: ModuleType) -> None:
+    """`agent_info()` is the `_agent/info` answer (the HTTP well-known document reads it);
+    `protocol_models_of` is the revision's models module on the agent and the client."""
+    agent = echo.dispatcher.AgentBase()
+    routed = asyncio.run(agent.router.request("_agent/info", None, None))
+    assert agent.agent_info() == routed
+    assert routed["name"] == "echo-agent"
+    models = importlib.import_module("echo_agent._generated.models")
+    assert agent.protocol_models_of("") is models
+    assert echo.dispatcher.ClientBase.protocol_models_of("") is models

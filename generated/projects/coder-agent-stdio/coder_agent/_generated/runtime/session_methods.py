@@ -46,7 +46,7 @@ def advertise(rt: AgentRuntime, caps: Any) -> None:
     ``sessionCapabilities.*``; v2 ``session`` and ``session.delete``)."""
     if type(caps) is not dict:
         return
-    methods = rt._methods
+    methods = rt.revision.side("agent")
     names = rt.revision.agent_capabilities
     if names.load_session:
         caps[names.load_session] = "session/load" in methods

@@ -126,7 +126,7 @@ def app_for(
 
     async def document() -> dict[str, Any]:
         rt = agent_cls()
-        info: dict[str, Any] = await rt._rt_agent_info(None, None)
+        info = rt.agent_info()
         info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
         advertise(rt, info.get("capabilities"))  # the session methods the core serves
         return info

@@ -1,13 +1,14 @@
 """A session's configuration: the manifest's `config` options, their defaults, checking
 a value (into the manifest's Config model when it has one), and the `configOptions` a
-revision lists (each option in the kinds the revision has)."""
+revision lists (each option in the kinds the revision has); `SessionSetup`, what opening or
+restoring a session takes of the agent runtime (session/new and the session layer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .commands import MODE_OPTION, SessionExtras
-from .context import AgentContext
+from .context import AgentContext, Session
 from .errors import from_validation_error, invalid_params
 from .wire import need
 
@@ -159,4 +160,38 @@ class SessionConfig:
         s.config_raw = raw
         result = {"configOptions": self.options(raw)}
         self._extras.with_modes(s, result, opened=False)
+        return result
+
+
+class SessionSetup:
+    """What the session layer (sessions.py) asks of the agent runtime, through its public
+    `session_setup`: a session rebuilt from its stored record, and the answer of a session
+    opened (session/new, load, resume)."""
+
+    __slots__ = ("_config", "_ctx", "_extras")
+
+    def __init__(self, ctx: AgentContext, config: SessionConfig, extras: SessionExtras) -> None:
+        self._ctx = ctx
+        self._config = config
+        self._extras = extras
+
+    def restore(self, sid: str, saved: dict[str, Any]) -> Session:
+        """The stored session `sid` (session/load, session/resume): its config checked
+        against today's manifest (an error names `params.sessionId`), its state, turns and
+        mode (the default mode when the manifest dropped the saved one)."""
+        raw = saved.get("config_raw") or {}
+        config = self._config.validate(raw, ("params", "sessionId"))
+        s = Session(sid, config, raw, saved.get("state") or self._ctx.machine.initial)
+        s.turns = int(saved.get("turns") or 0)
+        s.mode = self._extras.saved_mode(saved.get("mode"))
+        return s
+
+    def opened(self, s: Session, params: Any, request: Any) -> dict[str, Any]:
+        """The answer of a session just opened: its id, config options and modes (its
+        commands follow the answer; `request`: the request's context, or None)."""
+        result: dict[str, Any] = {"sessionId": s.id}
+        opts = self._config.options(s.config_raw)
+        if opts:
+            result["configOptions"] = opts
+        self._extras.opened(s, params, result, request)
         return result

@@ -44,6 +44,13 @@ class RuntimeCore:
         """The protocol models of the revision in `_generated/<package>` ("": the only one)."""
         return cls._protocol_models() if not package else None
 
+    @classmethod
+    def protocol_models_of(cls, package: str) -> Any:
+        """The protocol models module of the revision in `_generated/<package>` ("": the
+        primary one), None when there is none: what the session layer and the wire check
+        validate against."""
+        return cls._protocol_models_of(package)
+
     def _revision_models(self) -> Any:
         return self._protocol_models_of(self.revision.package)
 

@@ -175,8 +175,6 @@ class SessionConnection(Connection):
 
     async def _restore(self, sid: str, params: dict[str, Any], *, take_over: bool) -> Session:
         """Make this connection the session's owner, rebuilt from the store if needed."""
-        from .agent import Session
-
         core = self.core
         if take_over:
             prev = core.owners.get(sid)
@@ -195,15 +193,11 @@ class SessionConnection(Connection):
             raise session_in_use(sid, self.v2)
         s = self.rt.sessions.get(sid) if sid in self.held else None
         if s is None:
-            raw = saved.get("config_raw") or {}
             try:
-                config = self.rt._validate_config(raw, ("params", "sessionId"))
+                s = self.rt.session_setup.restore(sid, saved)
             except BaseException:
                 await core.store.release(sid, self.owner)
                 raise
-            s = Session(sid, config, raw, saved.get("state") or self.rt._machine.initial)
-            s.turns = int(saved.get("turns") or 0)
-            s.mode = self.rt._saved_mode(saved.get("mode"))
             self.rt.sessions[sid] = s
         cwd = params.get("cwd")
         s.cwd = cwd if type(cwd) is str else str(saved.get("cwd") or "/")
@@ -348,7 +342,7 @@ class SessionConnection(Connection):
         pcls = self.core.params_models.get(key, _UNSET)
         if pcls is _UNSET:
             entry = rev.side("agent").get(method)
-            pm = self.rt._protocol_models_of(rev.package)
+            pm = self.rt.protocol_models_of(rev.package)
             pcls = (
                 getattr(pm, entry.params, None)
                 if pm is not None and entry and entry.params
@@ -415,12 +409,7 @@ class SessionConnection(Connection):
             frames = [*history, *self.core.unsaved.get(sid, ())]
             for frame in primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
-        result: dict[str, Any] = {"sessionId": sid}
-        opts = self.rt._config_options(s.config_raw)
-        if opts:
-            result["configOptions"] = opts
-        self.rt._session_opened(s, params, result, None)  # modes; commands after the answer
-        return result
+        return self.rt.session_setup.opened(s, params, None)  # commands after the answer
 
     async def _list(self, params: Any, ctx: Any) -> dict[str, Any]:
         cursor = params.get("cursor") if type(params) is dict else None

@@ -208,7 +208,7 @@ class WireCheck:
                 return False
         if rev is None or (rev is revisions[-1] and len(revisions) == 1):
             return True
-        models = self.owner._protocol_models_of(rev.package)
+        models = self.owner.protocol_models_of(rev.package)
         if models is None:
             return False
         agent_methods, client_methods = rev.side("agent"), rev.side("client")
@@ -229,25 +229,35 @@ class WireCheck:
         if not self._follow_revision(msg, method):
             return []
         if "method" in msg:
-            name = msg["method"]
-            if type(name) is not str:
-                return ['"method" must be a string']
-            table = self.called if sending else self.handled
-            entry = table.get(name)
-            request = "id" in msg
-            if entry is None:
-                if name.startswith(("_", "$/")):
-                    return []  # extensions and protocol notifications: not in the schema's table
-                return [f"{name!r} is not a method this side may {'call' if sending else 'serve'}"]
-            if request != (entry[1] == "request"):
-                return [
-                    f"{name!r} is a {entry[1]}, sent as a {'request' if request else 'notification'}"
-                ]
-            if sending and request and self.side == "agent":
-                undeclared = self._undeclared(name)
-                if undeclared:
-                    return [undeclared]
-            return self._validate(entry[2], msg.get("params", {}), f"{name} params", sending)
+            return self._call_problems(msg, sending)
+        return self._response_problems(msg, method, sending)
+
+    def _call_problems(self, msg: dict[str, Any], sending: bool) -> list[str]:
+        """A request or notification: a method this side may call (or serve), in its kind."""
+        name = msg["method"]
+        if type(name) is not str:
+            return ['"method" must be a string']
+        table = self.called if sending else self.handled
+        entry = table.get(name)
+        request = "id" in msg
+        if entry is None:
+            if name.startswith(("_", "$/")):
+                return []  # extensions and protocol notifications: not in the schema's table
+            return [f"{name!r} is not a method this side may {'call' if sending else 'serve'}"]
+        if request != (entry[1] == "request"):
+            return [
+                f"{name!r} is a {entry[1]}, sent as a {'request' if request else 'notification'}"
+            ]
+        if sending and request and self.side == "agent":
+            undeclared = self._undeclared(name)
+            if undeclared:
+                return [undeclared]
+        return self._validate(entry[2], msg.get("params", {}), f"{name} params", sending)
+
+    def _response_problems(
+        self, msg: dict[str, Any], method: str | None, sending: bool
+    ) -> list[str]:
+        """A response: an id and a result (checked against `method`'s) or an error."""
         if "id" not in msg:
             return ["a frame without method must be a response (id + result or error)"]
         if "error" in msg:
@@ -415,7 +425,7 @@ def for_owner(owner: Any, *, check_received: bool = True) -> WireCheck | None:
             if not isinstance(tables, dict) or "agent" not in tables or "client" not in tables:
                 return None
             side = "agent" if klass.__dict__.get("METHODS") is tables["agent"] else "client"
-            models = klass._protocol_models()  # type: ignore[attr-defined]
+            models = klass.protocol_models_of("")  # type: ignore[attr-defined]
             return WireCheck(
                 side,
                 models,

@@ -42,3 +42,15 @@ def test_short_lived_tools_need_no_slow_mark() -> None:
         [sys.executable, "-m", "generator", "--version"], capture_output=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+RUNTIME = Path(__file__).resolve().parents[2] / "templates" / "runtime"
+MAX_RUNTIME_LINES = 600
+
+
+def test_no_runtime_file_over_600_lines() -> None:
+    """Files by concern (issue 21): a runtime module that grows past the bound is split."""
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in RUNTIME.glob("*.py")}
+    assert len(sizes) > 20  # the folder was found
+    over = {name: n for name, n in sizes.items() if n > MAX_RUNTIME_LINES}
+    assert not over, f"split these runtime modules by concern: {over}"

@@ -37,47 +37,10 @@ from .store_common import (
     env_limit,
     trim_plan,
 )
+from .store_sqlite_schema import SCHEMA, migrate
 
 log = logging.getLogger("acp.runtime.store")
 
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS history (
-    session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
-"""
-
-# Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
-# database older than it.  1: leases, and the creation order session/list pages by.
-# 2: history retention (each row's turn and size, each session's kept bytes and turn
-# count) and large strings stored once per turn (``blobs``).
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE IF NOT EXISTS leases (
-        session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
-    CREATE TABLE IF NOT EXISTS session_order (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL UNIQUE);
-    INSERT OR IGNORE INTO session_order (session_id) SELECT id FROM sessions ORDER BY rowid;
-    """,
-    """
-    ALTER TABLE history ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE history ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE history ADD COLUMN blob INTEGER;
-    ALTER TABLE history ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
-    UPDATE history SET size = length(message);
-    ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
-    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
-    UPDATE sessions SET hbytes = coalesce(
-        (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
-    CREATE TABLE IF NOT EXISTS blobs (
-        id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
-        data BLOB NOT NULL);
-    CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
-    """,
-)
 
 INLINE_BYTES = 256 * 1024
 """A group of queued turns up to this many bytes commits on the event loop (a WAL commit
@@ -164,8 +127,8 @@ class SqliteSessionStore:
             # a large turn's pages stay in memory until its commit (the default 2 MB
             # cache spills a 4 MB turn to the WAL page by page, then writes it again)
             self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
-            self._db.executescript(_SCHEMA)
-            self._migrate()
+            self._db.executescript(SCHEMA)
+            migrate(self._db)
         # the event loop's own connection: never waits for a lock (busy: the group goes
         # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
         self._fast = sqlite3.connect(
@@ -183,26 +146,6 @@ class SqliteSessionStore:
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
-
-    def _migrate(self) -> None:
-        """Bring an existing database up to ``len(_MIGRATIONS)`` (another process may be
-        doing the same: the version is read again under the write lock)."""
-        while True:
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-            if version >= len(_MIGRATIONS):
-                return
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                (version,) = self._db.execute("PRAGMA user_version").fetchone()
-                if version < len(_MIGRATIONS):
-                    for stmt in _MIGRATIONS[version].split(";"):
-                        if stmt.strip():
-                            self._db.execute(stmt)
-                    self._db.execute(f"PRAGMA user_version = {version + 1}")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     def _run(self, fn: Any, *args: Any) -> Any:
         with self._lock:

@@ -43,13 +43,16 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import RpcError, from_validation_error, invalid_params
+from .errors import RpcError
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, Sink
 from .routes import Handler, Route, Wrapper
 from .session_methods import (
     SESSION_IN_USE,
     advertise,
+    check_params,
     check_session_id,
+    list_sessions,
+    replay_from,
     session_in_use,
     unknown_session,
 )
@@ -72,14 +75,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("acp.runtime.sessions")
 
 LEASE_TTL = 30.0
-LIST_PAGE = 50
 # a prompt re-checks the lease in the store when it was last confirmed longer ago than
 # this: a take-over by another replica stops a new turn within it (a running one within
 # lease_ttl / 3); locally, a take-over is seen at once
 OWNER_CHECK = 1.0
 TAKE_OVER_WAIT = 10.0  # seconds a take-over waits for the previous owner's turn to end
 
-_UNSET: Any = object()
 # requests that act on one existing session: the connection must own it
 _OWNED = frozenset({"session/prompt", "session/set_config_option", "session/set_mode"})
 
@@ -265,13 +266,16 @@ class SessionConnection(Connection):
         if type(params) is dict:
             check_session_id(params.get("sessionId"))
         if route.served and route.handler is not None and route.name in self.rt.router.methods:
-            self._validate(route.name, params)
+            rt = self.rt
+            check_params(
+                self.core.params_models, rt.revision, rt.protocol_models_of, route.name, params
+            )
 
     async def _load(self, params: Any, ctx: Any) -> Any:
         return await self._attach(params, replay=True)
 
     async def _resume(self, params: Any, ctx: Any) -> Any:
-        return await self._attach(params, replay=self._replay_from(params))
+        return await self._attach(params, replay=replay_from(params, v2=self.v2))
 
     def _owned(self, name: str) -> Wrapper:
         """A request acting on one existing session: this connection must own it (taken
@@ -328,40 +332,6 @@ class SessionConnection(Connection):
 
         return wrapper
 
-    def _validate(self, method: str, params: Any) -> None:
-        """Every request's params checked against the revision's model of them before
-        anything runs or is stored (-32602 with the JSON pointer of the first problem).
-        Not ``initialize``: its body may be another revision's, the negotiation checks
-        what it reads, nothing of it is stored, and the handshake stays fast (importing a
-        revision's models costs ~0.3 s of CPU once per process: it happens at the first
-        session request instead)."""
-        if method == "initialize":
-            return
-        rev = self.rt.revision
-        key = (rev.package, method)
-        pcls = self.core.params_models.get(key, _UNSET)
-        if pcls is _UNSET:
-            entry = rev.side("agent").get(method)
-            pm = self.rt.protocol_models_of(rev.package)
-            pcls = (
-                getattr(pm, entry.params, None)
-                if pm is not None and entry and entry.params
-                else None
-            )
-            self.core.params_models[key] = pcls
-        if pcls is None:
-            return
-        if type(params) is not dict:
-            raise invalid_params(
-                "params must be an object", [{"loc": ["params"], "msg": "expected an object"}]
-            )
-        try:
-            pcls.model_validate(params)
-        except Exception as exc:
-            if hasattr(exc, "errors"):
-                raise from_validation_error(exc, ("params",), params) from None
-            raise
-
     async def _created(self, result: dict[str, Any], params: Any) -> None:
         sid = result.get("sessionId")
         s = self.rt.sessions.get(sid) if type(sid) is str else None
@@ -382,20 +352,6 @@ class SessionConnection(Connection):
             raise
         self._hold(s.id)
 
-    def _replay_from(self, params: Any) -> bool:
-        if not self.v2:
-            return False
-        cursor = params.get("replayFrom") if type(params) is dict else None
-        if cursor is None:
-            return False
-        kind = cursor.get("type") if type(cursor) is dict else None
-        if kind == "start":
-            return True
-        raise invalid_params(
-            f"params.replayFrom: replay from {kind!r} is not supported (use {{'type': 'start'}})",
-            [{"loc": ["params", "replayFrom", "type"], "msg": "unsupported replay cursor"}],
-        )
-
     async def _attach(self, params: Any, *, replay: bool) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         if type(sid) is not str:
@@ -412,36 +368,7 @@ class SessionConnection(Connection):
         return self.rt.session_setup.opened(s, params, None)  # commands after the answer
 
     async def _list(self, params: Any, ctx: Any) -> dict[str, Any]:
-        cursor = params.get("cursor") if type(params) is dict else None
-        cwd = params.get("cwd") if type(params) is dict else None
-        if cursor is not None and type(cursor) is not str:
-            raise invalid_params(
-                "params.cursor: expected a string",
-                [{"loc": ["params", "cursor"], "msg": "expected a string"}],
-            )
-        store = self.core.store
-        try:
-            page, nxt = await durably(
-                "could not list the sessions", lambda: store.list_sessions(cursor, LIST_PAGE)
-            )
-        except ValueError:
-            raise invalid_params(
-                "params.cursor: not a cursor this agent handed out",
-                [{"loc": ["params", "cursor"], "msg": "unknown cursor"}],
-            ) from None
-        sessions = []
-        for sid, state in page:
-            where = str(state.get("cwd") or "/")
-            if cwd is not None and where != cwd:
-                continue
-            info: dict[str, Any] = {"sessionId": sid, "cwd": where}
-            if type(state.get("updatedAt")) is str:
-                info["updatedAt"] = state["updatedAt"]
-            sessions.append(info)
-        result: dict[str, Any] = {"sessions": sessions}
-        if nxt is not None:
-            result["nextCursor"] = nxt
-        return result
+        return await list_sessions(self.core.store, params)
 
     async def _close(self, params: Any, ctx: Any) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None

@@ -1,12 +1,18 @@
 """The session methods as a client meets them: which ones the session core serves (put
 into the agent's capabilities by ``advertise``), the session id a request may name, and
-the error for a session the store does not know."""
+the error for a session the store does not know; the session core's checks that need
+no connection (a request's params against the revision's model, v2's replay cursor) and
+session/list, a page of the store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import RpcError, invalid_params
+from .errors import RpcError, from_validation_error, invalid_params
+from .revision import Revision
+from .session_store import durably
+from .store import SessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime
@@ -76,3 +82,95 @@ def session_in_use(sid: str, v2: bool) -> RpcError:
             "details": {"sessionId": sid, "takeOver": take_over},
         },
     )
+
+
+LIST_PAGE = 50
+_UNSET: Any = object()
+
+
+async def list_sessions(store: SessionStore, params: Any) -> dict[str, Any]:
+    """session/list: one page of the store's sessions (``cwd`` filters it)."""
+    cursor = params.get("cursor") if type(params) is dict else None
+    cwd = params.get("cwd") if type(params) is dict else None
+    if cursor is not None and type(cursor) is not str:
+        raise invalid_params(
+            "params.cursor: expected a string",
+            [{"loc": ["params", "cursor"], "msg": "expected a string"}],
+        )
+    try:
+        page, nxt = await durably(
+            "could not list the sessions", lambda: store.list_sessions(cursor, LIST_PAGE)
+        )
+    except ValueError:
+        raise invalid_params(
+            "params.cursor: not a cursor this agent handed out",
+            [{"loc": ["params", "cursor"], "msg": "unknown cursor"}],
+        ) from None
+    sessions = []
+    for sid, state in page:
+        where = str(state.get("cwd") or "/")
+        if cwd is not None and where != cwd:
+            continue
+        info: dict[str, Any] = {"sessionId": sid, "cwd": where}
+        if type(state.get("updatedAt")) is str:
+            info["updatedAt"] = state["updatedAt"]
+        sessions.append(info)
+    result: dict[str, Any] = {"sessions": sessions}
+    if nxt is not None:
+        result["nextCursor"] = nxt
+    return result
+
+
+def replay_from(params: Any, *, v2: bool) -> bool:
+    """Whether a session/resume replays the history: v2's ``replayFrom`` (absent: no,
+    ``{"type": "start"}``: all of it)."""
+    if not v2:
+        return False
+    cursor = params.get("replayFrom") if type(params) is dict else None
+    if cursor is None:
+        return False
+    kind = cursor.get("type") if type(cursor) is dict else None
+    if kind == "start":
+        return True
+    raise invalid_params(
+        f"params.replayFrom: replay from {kind!r} is not supported (use {{'type': 'start'}})",
+        [{"loc": ["params", "replayFrom", "type"], "msg": "unsupported replay cursor"}],
+    )
+
+
+def check_params(
+    cache: dict[tuple[str, str], Any],
+    rev: Revision,
+    models_of: Callable[[str], Any],
+    method: str,
+    params: Any,
+) -> None:
+    """Every request's params checked against the revision's model of them before
+    anything runs or is stored (-32602 with the JSON pointer of the first problem).
+    Not ``initialize``: its body may be another revision's, the negotiation checks
+    what it reads, nothing of it is stored, and the handshake stays fast (importing a
+    revision's models costs ~0.3 s of CPU once per process: it happens at the first
+    session request instead)."""
+    if method == "initialize":
+        return
+    key = (rev.package, method)
+    pcls = cache.get(key, _UNSET)
+    if pcls is _UNSET:
+        entry = rev.side("agent").get(method)
+        pm = models_of(rev.package)
+        pcls = (
+            getattr(pm, entry.params, None) if pm is not None and entry and entry.params else None
+        )
+        cache[key] = pcls
+    if pcls is None:
+        return
+    if type(params) is not dict:
+        raise invalid_params(
+            "params must be an object", [{"loc": ["params"], "msg": "expected an object"}]
+        )
+    try:
+        pcls.model_validate(params)
+    except Exception as exc:
+        if hasattr(exc, "errors"):
+            raise from_validation_error(exc, ("params",), params) from None
+        raise

@@ -1,0 +1,66 @@
+"""The SQLite session store's file format: the tables (``SCHEMA``) and the steps that bring
+an older file up to date (``MIGRATIONS``, run by ``migrate`` once per step, each in one
+transaction, the version kept in ``PRAGMA user_version``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
+"""
+
+# Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
+# database older than it.  1: leases, and the creation order session/list pages by.
+# 2: history retention (each row's turn and size, each session's kept bytes and turn
+# count) and large strings stored once per turn (``blobs``).
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS session_order (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL UNIQUE);
+    INSERT OR IGNORE INTO session_order (session_id) SELECT id FROM sessions ORDER BY rowid;
+    """,
+    """
+    ALTER TABLE history ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN blob INTEGER;
+    ALTER TABLE history ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+    UPDATE history SET size = length(message);
+    ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
+    UPDATE sessions SET hbytes = coalesce(
+        (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
+    CREATE TABLE IF NOT EXISTS blobs (
+        id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
+        data BLOB NOT NULL);
+    CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
+    """,
+)
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring an existing database up to ``len(MIGRATIONS)`` (another process may be
+    doing the same: the version is read again under the write lock)."""
+    while True:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version >= len(MIGRATIONS):
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            if version < len(MIGRATIONS):
+                for stmt in MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        db.execute(stmt)
+                db.execute(f"PRAGMA user_version = {version + 1}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

@@ -254,3 +254,29 @@ def test_generated_login_explains_and_exits_1(tmp_path: Path, shared_acp: Path) 
     # and until `authenticate_with` is written, the agent method refuses
     no = exchange(env, init1({}), ("authenticate", {"methodId": "oauth"}))[1]
     assert no["error"]["code"] == -32000 and "authenticate_with" in no["error"]["message"]
+
+
+@pytest.mark.slow
+def test_every_session_request_needs_the_login_not_only_new(v1: dict[str, str]) -> None:
+    # a session created by a logged-in connection is stored; a later connection that did
+    # not log in can neither load, list, prompt nor delete it (nothing of them runs: no
+    # lease taken, no history read), and a logged-in one still finds it whole
+    created = exchange(v1, init1({}), ("authenticate", {"methodId": "oauth"}), NEW)[2]
+    sid = created["result"]["sessionId"]
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+    answers = exchange(
+        v1,
+        init1({}),
+        ("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}),
+        ("session/list", {}),
+        ("session/prompt", prompt),
+        ("session/delete", {"sessionId": sid}),
+    )[1:]
+    assert [a.get("error", {}).get("code") for a in answers] == [-32000] * 4, answers
+    loaded = exchange(
+        v1,
+        init1({}),
+        ("authenticate", {"methodId": "oauth"}),
+        ("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}),
+    )[2]
+    assert "result" in loaded, loaded

@@ -241,12 +241,22 @@ class AgentRuntime(Dispatcher):
         return {}
 
     def _register_routes(self, router: Router) -> None:
-        router.wrap("session/new", self._login_first)
+        # every session request (new, load, resume, list, prompt, delete, ...) of every
+        # revision this agent serves needs the login: a stored session is no less private
+        # than a new one
+        names = {
+            m.name
+            for rev in self.REVISIONS
+            for m in rev.methods
+            if m.side == "agent" and m.kind == "request" and m.name.startswith("session/")
+        }
+        for name in sorted(names | {"session/new"}):
+            router.wrap(name, self._login_first, gate=True)
 
     def _login_first(self, handler: Handler) -> Handler:
-        """session/new needs a login when the manifest has stdio auth methods."""
+        """A session request needs a login when the manifest has stdio auth methods."""
 
-        async def new_session(params: Any, ctx: Any) -> Any:
+        async def logged_in(params: Any, ctx: Any) -> Any:
             if self._login_methods and not self._authenticated:
                 if not await self.is_authenticated():
                     raise RpcError(
@@ -257,7 +267,7 @@ class AgentRuntime(Dispatcher):
                 self._authenticated = True
             return await handler(params, ctx)
 
-        return new_session
+        return logged_in
 
     async def _rt_agent_info(self, params: Any, ctx: Any) -> Any:
         return self.agent_info()

@@ -81,6 +81,7 @@ class Router:
         self._default = default  # the runtime's own handler of a method, if any
         self._provided: dict[str, Handler] = {}
         self._wrappers: dict[str, list[Wrapper]] = {}
+        self._gates: dict[str, list[Wrapper]] = {}  # outside every wrapper (a login)
         self._cache: dict[str, Route] = {}
         # checked before every request's handler runs (the session layer: session ids,
         # and the params of what the runtime serves against the revision's model)
@@ -98,9 +99,10 @@ class Router:
         self._provided[name] = handler
         self._cache.pop(name, None)
 
-    def wrap(self, name: str, wrapper: Wrapper) -> None:
-        """Put `wrapper` around whatever answers `name` (the latest wrapper outermost)."""
-        self._wrappers.setdefault(name, []).append(wrapper)
+    def wrap(self, name: str, wrapper: Wrapper, *, gate: bool = False) -> None:
+        """Put `wrapper` around whatever answers `name` (the latest wrapper outermost);
+        a `gate` goes outside every wrapper (nothing of the request runs before it)."""
+        (self._gates if gate else self._wrappers).setdefault(name, []).append(wrapper)
         self._cache.pop(name, None)
 
     # ---- lookup ---------------------------------------------------------------------
@@ -127,7 +129,7 @@ class Router:
             provided = self._provided.get(name) if listed else None
             handler = provided or self._default(name, entry)
         if handler is not None:
-            for wrapper in self._wrappers.get(name, ()):
+            for wrapper in (*self._wrappers.get(name, ()), *self._gates.get(name, ())):
                 handler = wrapper(handler)
         if entry is None:
             kind = "request"

@@ -110,17 +110,13 @@ class ClientRuntime:
     @property
     def router(self) -> Router:
         """The agent's calls to this client, routed like the agent's own (routes.py)."""
-        found: Router | None = self.__dict__.get("_router")
-        if found is None:
-            found = self.__dict__["_router"] = Router(
-                self,
-                "client",
-                models=lambda: self._protocol_models_of(
-                    self.revision.package if self.revision else ""
-                ),
-                dump=_dump,
-                default=self._runtime_handler,
-            )
+        found, _ = Router.of(
+            self,
+            "client",
+            models=lambda: self._protocol_models_of(self.revision.package if self.revision else ""),
+            dump=_dump,
+            default=self._runtime_handler,
+        )
         methods = self.revision.side("client") if self.revision else self.METHODS
         if found.methods is not methods:  # `negotiate` chose the revision
             found.use(methods)

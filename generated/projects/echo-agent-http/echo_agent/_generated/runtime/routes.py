@@ -87,6 +87,25 @@ class Router:
         # and the params of what the runtime serves against the revision's model)
         self.guard: Callable[[Route, Any], None] | None = None
 
+    @classmethod
+    def of(
+        cls,
+        owner: Any,
+        side: str,
+        *,
+        models: Callable[[], Any],
+        dump: Dump,
+        default: Callable[[str, Method | None], Handler | None],
+    ) -> tuple[Router, bool]:
+        """`owner`'s router, made on first use and kept on it; True when just made."""
+        found: Router | None = owner.__dict__.get("_router")
+        if found is not None:
+            return found, False
+        found = owner.__dict__["_router"] = cls(
+            owner, side, models=models, dump=dump, default=default
+        )
+        return found, True
+
     # ---- registration ---------------------------------------------------------------
     def use(self, methods: dict[str, Method]) -> None:
         """Serve the method table of a (newly negotiated) revision from now on."""

@@ -66,15 +66,14 @@ class Dispatcher(RuntimeCore):
 
     @property
     def router(self) -> Router:
-        found: Router | None = self.__dict__.get("_router")
-        if found is None:
-            found = self.__dict__["_router"] = Router(
-                self,
-                "agent",
-                models=self._revision_models,
-                dump=_model_dump,
-                default=self._runtime_handler,
-            )
+        found, new = Router.of(
+            self,
+            "agent",
+            models=self._revision_models,
+            dump=_model_dump,
+            default=self._runtime_handler,
+        )
+        if new:
             found.use(self._methods)
             self._register_routes(found)
         return found

@@ -32,6 +32,11 @@ class RuntimeCore:
     _methods: dict[str, Method]
 
     @classmethod
+    def manifest(cls) -> dict[str, Any]:
+        """The agent's manifest, as the generator embedded it in the dispatcher."""
+        return cls._acp_manifest
+
+    @classmethod
     def _manifest_models(cls) -> Any:
         return None
 

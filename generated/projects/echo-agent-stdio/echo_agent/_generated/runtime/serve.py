@@ -50,7 +50,7 @@ async def serve_agent_stdio(
     """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
     ``session_store.open_default_store``), so a restarted agent loads and resumes them."""
     if store is None:
-        store = open_default_store(str(agent._acp_manifest.get("name") or "agent"))
+        store = open_default_store(str(agent.manifest().get("name") or "agent"))
     out_fd = claim_stdout()
     sink, now = await open_stdout_now(out_fd)
     conn = agent_connection(agent, sink, max_message_size, store)
@@ -125,7 +125,7 @@ def run_agent(
     agent_cls: type[AgentRuntime], argv: list[str] | None = None, *, transport: str = "stdio"
 ) -> None:
     """The generated project's console script."""
-    manifest = getattr(agent_cls, "_acp_manifest", {})
+    manifest = agent_cls.manifest()
     name = manifest.get("name", "agent")
     given = list(sys.argv[1:] if argv is None else argv)
     methods = manifest_methods(manifest)

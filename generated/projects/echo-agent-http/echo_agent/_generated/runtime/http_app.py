@@ -66,8 +66,11 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .auth import Auth
@@ -82,6 +85,7 @@ from .http_streams import (
 from .http_wire import (
     AFFINITY_COOKIE,
     CONNECTION_ID_HEADER,
+    ENDPOINT,
     SESSION_ID_HEADER,
     rpc_error_body,
 )
@@ -112,13 +116,13 @@ def _error(status: int, code: int, message: str, headers: dict[str, str] | None 
     )
 
 
-async def _body_unread(request: Request, response: Response) -> Response:
+async def _body_unread(scope: Scope, receive: Receive, response: Response) -> Response:
     """An answer sent before the request body was read.  HTTP/1.1: the server closes the
     connection after it, so say so (a client would otherwise reuse it and lose its next
     request).  HTTP/2: read the rest of the body and drop it (at most ``DRAIN_LIMIT`` bytes
     for ``DRAIN_SECONDS``), since Hypercorn 0.18 ends the whole connection, every other
     stream of it included, when DATA arrives for a stream that has already answered."""
-    if request.scope.get("http_version", "1.1").startswith("1"):
+    if scope.get("http_version", "1.1").startswith("1"):
         response.headers["Connection"] = "close"
         return response
     drained = 0
@@ -126,7 +130,7 @@ async def _body_unread(request: Request, response: Response) -> Response:
     async def drain() -> None:  # from ASGI receive: the body may be partly read already
         nonlocal drained
         while drained <= DRAIN_LIMIT:
-            message = await request.receive()
+            message = await receive()
             if message["type"] != "http.request":
                 return
             drained += len(message.get("body", b""))
@@ -136,6 +140,64 @@ async def _body_unread(request: Request, response: Response) -> Response:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(drain(), DRAIN_SECONDS)
     return response
+
+
+class _Parsed:
+    """A POST body that parsed as one JSON-RPC message (an object with a usable id)."""
+
+    __slots__ = ("body", "msg", "rid")
+
+    def __init__(self, msg: dict[str, Any], body: bytes) -> None:
+        self.msg = msg
+        self.body = body
+        self.rid = msg.get("id")
+
+
+def _parse_post(body: bytes) -> _Parsed | Response:
+    try:
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _error(400, -32700, "parse error: invalid JSON")
+    if type(msg) is list:
+        return _error(501, -32600, "batch requests are not supported")
+    if type(msg) is not dict:
+        return _error(400, -32600, "invalid request: expected a JSON object")
+    rid = msg.get("id")
+    if "id" in msg and not (rid is None or type(rid) in (int, str)):
+        # refused here: an unhashable id would break the routing maps below
+        return _error(400, -32600, "invalid request: id must be a string, integer or null")
+    return _Parsed(msg, body)
+
+
+# the answer to an accepted POST: 202, empty body, in one write (what Starlette's
+# ``Response(status_code=202)`` sends, without building one per prompt)
+_ACCEPTED_HEADERS = [(b"content-length", b"0")]
+
+
+async def _send_accepted(send: Send) -> None:
+    await send({"type": "http.response.start", "status": 202, "headers": _ACCEPTED_HEADERS})
+    await send({"type": "http.response.body", "body": b""})
+
+
+_OURS = frozenset({"POST", "GET", "DELETE"})  # other methods: Starlette's 405
+
+
+class AcpApp(Starlette):
+    """The agent's ASGI app: ``/acp`` over HTTP goes straight to :meth:`AcpHttpServer.asgi`
+    (no routing, middleware or Request/Response objects on the per-prompt path); everything
+    else (the WebSocket on ``/acp``, the info routes, lifespan) through Starlette."""
+
+    def __init__(self, server: AcpHttpServer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.acp = server
+        self.state.acp = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == ENDPOINT and scope["method"] in _OURS:
+            scope["app"] = self
+            await self.acp.asgi(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 class AcpHttpServer:
@@ -247,30 +309,51 @@ class AcpHttpServer:
                     await self.remove(cid)
 
     # ---- HTTP -------------------------------------------------------------------
-    async def _read_body(self, request: Request) -> bytes | None:
-        declared = request.headers.get("content-length")
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``/acp`` over HTTP as a plain ASGI callable: POST, GET (SSE) and DELETE."""
+        method = scope["method"]
+        if method == "POST":
+            response = await self.post(scope, receive)
+            if response is None:
+                await _send_accepted(send)
+                return
+        else:
+            response = await self.endpoint(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return None
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        while True:
+            message: Message = await receive()
+            if message["type"] != "http.request":  # http.disconnect
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
                 return None
             chunks.append(chunk)
-        return b"".join(chunks)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def post(self, request: Request) -> Response:
-        denied = self.auth.check(request.headers)
+    async def _post_body(
+        self, scope: Scope, receive: Receive, headers: Headers
+    ) -> _Parsed | Response:
+        """A POST's checks before its body counts (auth, Content-Type, size), then the body
+        parsed; an error answer where one of them refuses it."""
+        denied = self.auth.check(headers)
         if denied is not None:
-            return await _body_unread(request, denied)
-        ctype = request.headers.get("content-type", "")
+            return await _body_unread(scope, receive, denied)
+        ctype = headers.get("content-type", "")
         if not ctype.lower().startswith("application/json"):
             return await _body_unread(
-                request, _error(415, -32600, "Content-Type must be application/json")
+                scope, receive, _error(415, -32600, "Content-Type must be application/json")
             )
         try:
-            body = await self._read_body(request)
+            body = await self._read_body(headers, receive)
         except ClientDisconnect:  # the peer went away mid-body: nothing to answer
             _limited.warning(
                 "client-disconnect", "a client disconnected before its request body was complete"
@@ -278,65 +361,68 @@ class AcpHttpServer:
             return Response(status_code=400)
         if body is None:
             return await _body_unread(
-                request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+                scope,
+                receive,
+                _error(413, -32600, f"request body over the {self.max_body}-byte limit"),
             )
-        try:
-            msg = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return _error(400, -32700, "parse error: invalid JSON")
-        if type(msg) is list:
-            return _error(501, -32600, "batch requests are not supported")
-        if type(msg) is not dict:
-            return _error(400, -32600, "invalid request: expected a JSON object")
-        rid = msg.get("id")
-        if "id" in msg and not (rid is None or type(rid) in (int, str)):
-            # refused here: an unhashable id would break the routing maps below
-            return _error(400, -32600, "invalid request: id must be a string, integer or null")
-        method = msg.get("method")
-        if method == "initialize" and "id" in msg:
-            peer = request.client.host if request.client else None
-            refused = self._refused(peer)
-            if refused is not None:
-                return refused
-            conn = HttpConnection(self, peer=peer)
-            self._add(conn)
-            try:
-                answer = await conn.initialize(msg, body, rid)
-            except TimeoutError:
-                await self.remove(conn.id)
-                return _error(504, -32603, "initialize timed out")
-            if b'"error"' in answer and "error" in orjson.loads(answer):
-                await self.remove(conn.id)  # a refused initialize opens no connection
-                return Response(answer, status_code=200, media_type="application/json")
-            if self.router is not None:
-                await self.router.claim(conn.id)
-            response = Response(
-                answer,
-                status_code=200,
-                media_type="application/json",
-                headers={CONNECTION_ID_HEADER: conn.id},
-            )
-            if self.replica is not None:
-                response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
-            return response
-        cid = request.headers.get(CONNECTION_ID_HEADER)
+        return _parse_post(body)
+
+    async def post(self, scope: Scope, receive: Receive) -> Response | None:
+        """``POST /acp``: an error or initialize answer, or None for 202 Accepted."""
+        headers = Headers(scope=scope)
+        parsed = await self._post_body(scope, receive, headers)
+        if isinstance(parsed, Response):
+            return parsed
+        msg = parsed.msg
+        if msg.get("method") == "initialize" and "id" in msg:
+            client = scope.get("client")
+            return await self._initialize(parsed, client[0] if client else None)
+        cid = headers.get(CONNECTION_ID_HEADER)
         if cid is None:
             return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
-        sid = request.headers.get(SESSION_ID_HEADER)
+        sid = headers.get(SESSION_ID_HEADER)
         known = self.connections.get(cid)
         if known is None:
             owner = await self.router.owner(cid) if self.router is not None else None
-            relayed = await self.router.relay_post(owner, cid, sid, body) if owner else None
+            relayed = await self.router.relay_post(owner, cid, sid, parsed.body) if owner else None
             if relayed is None:
                 return _error(404, -32600, "unknown connection id")
             status, content, ctype = relayed
             return Response(content, status_code=status, media_type=ctype)
-        return self._post_to(known, sid, msg, body)
+        return self._post_to(known, sid, msg, parsed.body)
+
+    async def _initialize(self, parsed: _Parsed, peer: str | None) -> Response:
+        """``initialize`` mints a connection; its answer is the POST's body."""
+        refused = self._refused(peer)
+        if refused is not None:
+            return refused
+        conn = HttpConnection(self, peer=peer)
+        self._add(conn)
+        try:
+            answer = await conn.initialize(parsed.msg, parsed.body, parsed.rid)
+        except TimeoutError:
+            await self.remove(conn.id)
+            return _error(504, -32603, "initialize timed out")
+        if b'"error"' in answer and "error" in orjson.loads(answer):
+            await self.remove(conn.id)  # a refused initialize opens no connection
+            return Response(answer, status_code=200, media_type="application/json")
+        if self.router is not None:
+            await self.router.claim(conn.id)
+        response = Response(
+            answer,
+            status_code=200,
+            media_type="application/json",
+            headers={CONNECTION_ID_HEADER: conn.id},
+        )
+        if self.replica is not None:
+            response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
+        return response
 
     def _post_to(
         self, conn: HttpConnection, sid: str | None, msg: dict[str, Any], body: bytes
-    ) -> Response:
-        """A POST (not initialize) for a connection this replica holds."""
+    ) -> Response | None:
+        """A POST (not initialize) for a connection this replica holds: an error answer, or
+        None when the message was handed to the connection (202 Accepted)."""
         method = msg.get("method")
         conn.last_seen = time.monotonic()
         route = conn.core.route(method) if type(method) is str else None
@@ -352,7 +438,7 @@ class AcpHttpServer:
                 media_type="application/json",
             )
         conn.core.feed_message(msg, body)
-        return Response(status_code=202)
+        return None
 
     def _full(self) -> Response:
         _limited.warning(
@@ -414,6 +500,8 @@ class AcpHttpServer:
         if conn is None:
             return 404, rpc_error_body(-32600, "unknown connection id"), "application/json"
         r = self._post_to(conn, sid, orjson.loads(body), body)
+        if r is None:
+            return 202, b"", None
         return r.status_code, bytes(r.body), r.headers.get("content-type")
 
     async def _relayed_delete(self, cid: str) -> int:
@@ -470,8 +558,7 @@ class AcpHttpServer:
         return Response(status_code=202)
 
     async def endpoint(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self.post(request)
+        """``/acp`` but POST (:meth:`asgi` answers those)."""
         if request.method == "GET":
             if request.headers.get("upgrade", "").lower() == "websocket":
                 return _error(400, -32600, "WebSocket upgrade was not completed")
@@ -482,20 +569,8 @@ class AcpHttpServer:
 
     # ---- WebSocket --------------------------------------------------------------
     async def websocket(self, ws: WebSocket) -> None:
-        denied = self.auth.check(ws.headers)
-        if denied is not None:
-            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
-            else:
-                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
-            return
         peer = ws.client.host if ws.client else None
-        refused = self._refused(peer)
-        if refused is not None:
-            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(refused)
-            else:
-                await ws.close(code=1013, reason="too many connections")
+        if await self._ws_refused(ws, peer):
             return
         conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()), peer=peer)
         self._add(conn)
@@ -514,25 +589,48 @@ class AcpHttpServer:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
-                text = message.get("text")
-                if text is None:
-                    continue  # binary frames are ignored, like the SDK
-                data = text.encode()
-                if len(data) > conn.core.max_message_size:
-                    conn.core.too_large(len(data))
-                    continue
-                try:
-                    msg = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    conn.core.feed(data)  # the core answers the parse error
-                    continue
-                if type(msg) is dict and not self._ws_admit(conn, msg):
-                    continue
-                conn.core.feed_message(msg, data)
+                self._ws_message(conn, message)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
+
+    async def _ws_refused(self, ws: WebSocket, peer: str | None) -> bool:
+        """Auth and the connection caps for a WebSocket: refused (and answered) or not."""
+        denial = "websocket.http.response" in (ws.scope.get("extensions") or {})
+        denied = self.auth.check(ws.headers)
+        if denied is not None:
+            if denial:
+                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
+            else:
+                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
+            return True
+        refused = self._refused(peer)
+        if refused is not None:
+            if denial:
+                await ws.send_denial_response(refused)
+            else:
+                await ws.close(code=1013, reason="too many connections")
+            return True
+        return False
+
+    def _ws_message(self, conn: HttpConnection, message: Message) -> None:
+        """One WebSocket message for the connection's core."""
+        text = message.get("text")
+        if text is None:
+            return  # binary frames are ignored, like the SDK
+        data = text.encode()
+        if len(data) > conn.core.max_message_size:
+            conn.core.too_large(len(data))
+            return
+        try:
+            msg = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            conn.core.feed(data)  # the core answers the parse error
+            return
+        if type(msg) is dict and not self._ws_admit(conn, msg):
+            return
+        conn.core.feed_message(msg, data)
 
     def _ws_admit(self, conn: HttpConnection, msg: dict[str, Any]) -> bool:
         refused = conn.admit(msg)

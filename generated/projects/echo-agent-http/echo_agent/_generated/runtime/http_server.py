@@ -27,7 +27,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from .agent import AgentRuntime
 from .auth import Auth, MissingSecret
-from .http_app import DEFAULT_MAX_BODY, AcpHttpServer
+from .http_app import DEFAULT_MAX_BODY, AcpApp, AcpHttpServer
 from .http_connection import ConnectionFactory
 from .http_launch import serve_app
 from .http_wire import ENDPOINT
@@ -52,7 +52,8 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
         sweeper.cancel()
         await server.shutdown()
 
-    app = Starlette(
+    app = AcpApp(  # POST/GET/DELETE /acp go straight to the server, ahead of the routes
+        server,
         routes=[
             Route(ENDPOINT, server.endpoint, methods=["GET", "POST", "DELETE"]),
             WebSocketRoute(ENDPOINT, server.websocket),
@@ -62,7 +63,6 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
         ],
         lifespan=lifespan,
     )
-    app.state.acp = server
     return app
 
 

@@ -20,7 +20,6 @@ per process lower ``replay_window`` (a 60 s load of 100 streaming sessions grew 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 
@@ -54,7 +53,9 @@ class OutStream:
         self._seq = 0
         self._limit = limit
         self._stall = stall_timeout
-        self._data = asyncio.Event()
+        # readers waiting for data: plain futures woken by put/rewind/close (no Event, no
+        # wait_for task per wait: a reader waits twice per prompt)
+        self._waiters: list[asyncio.Future[None]] = []
         self._room = asyncio.Event()
         self._room.set()
         self.closed = False
@@ -75,13 +76,20 @@ class OutStream:
         event = b"id: %d\ndata: %b\n\n" % (self._seq, message)
         self._frames.append((self._seq, event))
         self._bytes += len(event)
-        self._data.set()
+        if self._waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        waiters = self._waiters
+        self._waiters = []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def take_all(self) -> list[tuple[int, bytes]]:
         out = list(self._frames)
         self._frames.clear()
         self._bytes = 0
-        self._data.clear()
         self._room.set()
         newest = self._sent[-1][0] if self._sent else 0
         for item in out:
@@ -103,16 +111,30 @@ class OutStream:
             self._frames.appendleft(item)
             self._bytes += len(item[1])
         if again:
-            self._data.set()
+            self._wake()
 
     async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an event (or the close): whether there is one."""
         if self._frames or self.closed:
             return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._data.wait(), timeout)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        timer = loop.call_later(timeout, _expire, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            if fut in self._waiters:  # timed out or cancelled (a wake unlists it)
+                self._waiters.remove(fut)
         return bool(self._frames) or self.closed
 
     def close(self) -> None:
         self.closed = True
-        self._data.set()
+        self._wake()
         self._room.set()
+
+
+def _expire(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

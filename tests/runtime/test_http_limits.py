@@ -416,3 +416,87 @@ def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
         assert ids == [1, 2, 3], ids
 
     asyncio.run(main())
+
+
+def test_production_config_names_no_server_software() -> None:
+    """``server_config`` leaves out Hypercorn's ``Server`` header (one header fewer per
+    response, and no server version for a scanner); ``Date`` stays."""
+    with limited_server(create_app(echo_factory)) as addr, httpx.Client(timeout=10) as c:
+        r = c.post(
+            f"http://{addr}/acp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        )
+        assert r.status_code == 200
+        assert "server" not in r.headers, r.headers
+        assert "date" in r.headers
+
+
+def test_accepted_post_builds_no_request_or_response_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """POST /acp is served by the app's plain ASGI path: a prompt's 202 builds no
+    Starlette Request or Response (the per-prompt CPU), and says the same as one did
+    (202, ``content-length: 0``, no body); a method /acp does not serve is still
+    Starlette's 405 with ``Allow``."""
+    from runtime import http_app
+
+    built: list[str] = []
+
+    class CountingResponse(http_app.Response):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append("response")
+            super().__init__(*args, **kwargs)
+
+    class CountingRequest(http_app.Request):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append("request")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(http_app, "Response", CountingResponse)
+    monkeypatch.setattr(http_app, "Request", CountingRequest)
+    with running_server(create_app(echo_factory)) as addr, httpx.Client(timeout=10) as c:
+        url = f"http://{addr}/acp"
+        cid, sid = _init(c, url)
+        built.clear()
+        r = c.post(
+            url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+            },
+            headers={"Acp-Connection-Id": cid, "Acp-Session-Id": sid},
+        )
+        assert (r.status_code, r.content, r.headers["content-length"]) == (202, b"", "0")
+        assert "content-type" not in r.headers
+        assert built == [], built
+        put = c.put(url, content=b"{}", headers={"Content-Type": "application/json"})
+        assert put.status_code == 405
+        assert set(put.headers["allow"].split(", ")) >= {"GET", "POST", "DELETE"}
+
+
+def test_stream_reader_waits_without_a_task_and_every_waiter_wakes() -> None:
+    """A stream's reader waits on a plain future with a timer (no ``wait_for`` task per
+    wait: it waits twice per prompt); every waiting reader wakes on data or close, and a
+    wait with nothing sent ends after its timeout."""
+    from runtime.http_streams import OutStream
+
+    async def main() -> None:
+        stream = OutStream(1 << 20, 5.0)
+        assert await stream.wait(0.01) is False  # the keepalive timeout: nothing to send
+        before = len(asyncio.all_tasks())
+        a = asyncio.ensure_future(stream.wait(30))
+        b = asyncio.ensure_future(stream.wait(30))
+        await asyncio.sleep(0.01)
+        assert len(asyncio.all_tasks()) == before + 2  # the two readers, nothing more
+        await stream.put(b'"x"')
+        assert await asyncio.wait_for(asyncio.gather(a, b), 5) == [True, True]
+        assert [i for i, _ in stream.take_all()] == [1]
+        c = asyncio.ensure_future(stream.wait(30))
+        await asyncio.sleep(0.01)
+        stream.close()
+        assert await asyncio.wait_for(c, 5) is True
+        assert stream._waiters == []
+
+    asyncio.run(main())

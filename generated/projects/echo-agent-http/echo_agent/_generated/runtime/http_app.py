@@ -1,13 +1,10 @@
 """ACP remote transport, agent side: the ASGI app serving Streamable HTTP (POST + SSE)
 and WebSocket on `/acp` (the generated agent's entry points: http_server.py).
 
-:class:`AcpHttpServer` answers its requests (``http_server.create_app`` makes it the app).
-``factory(sink)`` returns an object with
-the runtime core's seam (``jsonrpc.Connection``): ``feed(frame: bytes)``,
-``too_large(size)``, ``max_message_size`` and ``async close()``; ``sink`` is the async
-callable the core calls with ``[(frame_bytes, session_id | None), ...]`` in wire order.
-The same dispatcher and handlers as stdio run behind it: one ``Connection`` per ACP
-connection (http_connection.py), its SSE streams buffered in http_streams.py.
+:class:`AcpHttpServer` answers its requests (``http_server.create_app`` makes it the app):
+one ``jsonrpc.Connection`` per ACP connection, made by ``factory(sink)``, with the same
+routes and handlers as stdio (http_connection.py); SSE streams are buffered in
+http_streams.py; a request's body and error answers: http_requests.py.
 
 Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the RFD):
 
@@ -16,32 +13,25 @@ Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the
   mints a connection and answers ``200`` with the JSON-RPC response as the body and
   the ``Acp-Connection-Id`` header (504 if the agent does not answer in 30 s).
   Every other POST needs ``Acp-Connection-Id`` (missing: 400, unknown: 404) and is
-  answered ``202`` with an empty body; ``session/prompt``, ``session/cancel``,
-  ``session/set_mode``, ``session/set_config_option`` and ``session/close`` also need
+  answered ``202`` with an empty body; a request on a session (its route's scope and
+  effect, routes.py: prompt, cancel, set_mode, set_config_option, close) also needs
   ``Acp-Session-Id`` (missing: 400); a session id the connection does not know: 404.
   Error bodies here are JSON-RPC error objects (``{"jsonrpc":"2.0","id":null,
   "error":{code,message}}``) where the SDK uses ``{"error": "..."}``: both carry the
   status code, which is what the SDK client looks at.  Malformed JSON: 400 with code
   -32700.  A body over the size limit: 413.
 * ``GET /acp`` with ``Accept: text/event-stream`` (or ``*/*``; else 406) and
-  ``Acp-Connection-Id`` opens the connection-scoped SSE stream; with
-  ``Acp-Session-Id`` too, that session's stream.  Frames are ``data: <json>\\n\\n``;
-  ``: keepalive\\n\\n`` every 15 s when idle.  Routing: responses to ``session/new``
-  (and to load/resume before the session is known on the connection) go to the
-  connection stream; responses to session-scoped requests and agent messages whose
-  params carry a known ``sessionId`` go to that session's stream; the rest to the
-  connection stream.  A session becomes known when a result carries its
-  ``sessionId`` or a ``session/load``/``session/resume`` for it succeeds.
+  ``Acp-Connection-Id`` opens the connection-scoped SSE stream; with ``Acp-Session-Id``
+  too, that session's stream.  Frames are ``data: <json>\n\n``; ``: keepalive\n\n``
+  every 15 s when idle.  Which frame goes to which stream (the routes' session effects,
+  never a parse of the answer): http_connection.py.
 * ``DELETE /acp`` with ``Acp-Connection-Id`` ends the connection (202; 400/404).
-* WebSocket on ``/acp`` (``GET`` + ``Upgrade: websocket``): no subprotocol; the
-  ``: keepalive\\n\\n`` every 15 s when idle; which frames go to which stream:
-  http_connection.py.
-  frames ignored), every agent message multiplexed on the one socket; the client
-  sends ``initialize`` first like on any stream.  Closing the socket ends the
-  connection.
+* WebSocket on ``/acp`` (``GET`` + ``Upgrade: websocket``, no subprotocol): every
+  message of the connection on the one socket; the client sends ``initialize`` first;
+  closing the socket ends the connection.
 * ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas), ``GET /health``
-  (liveness: 200 while the process serves) and ``GET /ready`` (readiness: 200, or 503 with
-  the reason while the session store cannot be reached) are never behind auth; everything
+  (liveness) and ``GET /ready`` (readiness: 503 with the reason while the session store
+  cannot be reached) are never behind auth; everything else is.
 
 A connection its client abandoned without ``DELETE`` (no SSE reader, no WebSocket, no
 request in flight) is ended after ``idle_timeout`` seconds (600 by default; its sessions
@@ -66,13 +56,22 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .auth import Auth
 from .http_connection import ConnectionFactory, HttpConnection
 from .http_launch import SHUTDOWN_GRACE
+from .http_requests import (
+    Parsed,
+    body_unread,
+    error_response,
+    parse_post,
+    send_accepted,
+)
 from .http_streams import (
     DEFAULT_REPLAY_WINDOW,
     DEFAULT_STALL_TIMEOUT,
@@ -94,48 +93,11 @@ _limited = RateLimitedLog(log)
 KEEPALIVE_SECONDS = 15.0
 DEFAULT_MAX_BODY = 50 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 600.0
-DRAIN_LIMIT = 256 * 1024 * 1024
 MAX_EVENT_ID_DIGITS = 18  # a Last-Event-ID longer than this is not one we sent
-DRAIN_SECONDS = 30.0
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_UNUSED_TIMEOUT = 30.0  # a connection that never opened a session, left idle
 DEFAULT_MAX_PER_ADDRESS = 100  # ACP connections from one peer address
 DEFAULT_MAX_SESSIONS = 100
-
-
-def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        rpc_error_body(code, message),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
-    )
-
-
-async def _body_unread(request: Request, response: Response) -> Response:
-    """An answer sent before the request body was read.  HTTP/1.1: the server closes the
-    connection after it, so say so (a client would otherwise reuse it and lose its next
-    request).  HTTP/2: read the rest of the body and drop it (at most ``DRAIN_LIMIT`` bytes
-    for ``DRAIN_SECONDS``), since Hypercorn 0.18 ends the whole connection, every other
-    stream of it included, when DATA arrives for a stream that has already answered."""
-    if request.scope.get("http_version", "1.1").startswith("1"):
-        response.headers["Connection"] = "close"
-        return response
-    drained = 0
-
-    async def drain() -> None:  # from ASGI receive: the body may be partly read already
-        nonlocal drained
-        while drained <= DRAIN_LIMIT:
-            message = await request.receive()
-            if message["type"] != "http.request":
-                return
-            drained += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                return
-
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(drain(), DRAIN_SECONDS)
-    return response
 
 
 class AcpHttpServer:
@@ -199,7 +161,7 @@ class AcpHttpServer:
                 "per-address connection limit (%d) reached: refused",
                 self.max_per_address,
             )
-            return _error(
+            return error_response(
                 503,
                 -32600,
                 f"too many connections from this address (limit {self.max_per_address}); "
@@ -247,103 +209,127 @@ class AcpHttpServer:
                     await self.remove(cid)
 
     # ---- HTTP -------------------------------------------------------------------
-    async def _read_body(self, request: Request) -> bytes | None:
-        declared = request.headers.get("content-length")
+    async def asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``/acp`` over HTTP as a plain ASGI callable: POST, GET (SSE) and DELETE."""
+        method = scope["method"]
+        if method == "POST":
+            response = await self.post(scope, receive)
+            if response is None:
+                await send_accepted(send)
+                return
+        else:
+            response = await self.endpoint(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return None
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        while True:
+            message: Message = await receive()
+            if message["type"] != "http.request":  # http.disconnect
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
                 return None
             chunks.append(chunk)
-        return b"".join(chunks)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def post(self, request: Request) -> Response:
-        denied = self.auth.check(request.headers)
+    async def _post_body(
+        self, scope: Scope, receive: Receive, headers: Headers
+    ) -> Parsed | Response:
+        """A POST's checks before its body counts (auth, Content-Type, size), then the body
+        parsed; an error answer where one of them refuses it."""
+        denied = self.auth.check(headers)
         if denied is not None:
-            return await _body_unread(request, denied)
-        ctype = request.headers.get("content-type", "")
+            return await body_unread(scope, receive, denied)
+        ctype = headers.get("content-type", "")
         if not ctype.lower().startswith("application/json"):
-            return await _body_unread(
-                request, _error(415, -32600, "Content-Type must be application/json")
+            return await body_unread(
+                scope, receive, error_response(415, -32600, "Content-Type must be application/json")
             )
         try:
-            body = await self._read_body(request)
+            body = await self._read_body(headers, receive)
         except ClientDisconnect:  # the peer went away mid-body: nothing to answer
             _limited.warning(
                 "client-disconnect", "a client disconnected before its request body was complete"
             )
             return Response(status_code=400)
         if body is None:
-            return await _body_unread(
-                request, _error(413, -32600, f"request body over the {self.max_body}-byte limit")
+            return await body_unread(
+                scope,
+                receive,
+                error_response(413, -32600, f"request body over the {self.max_body}-byte limit"),
             )
-        try:
-            msg = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return _error(400, -32700, "parse error: invalid JSON")
-        if type(msg) is list:
-            return _error(501, -32600, "batch requests are not supported")
-        if type(msg) is not dict:
-            return _error(400, -32600, "invalid request: expected a JSON object")
-        rid = msg.get("id")
-        if "id" in msg and not (rid is None or type(rid) in (int, str)):
-            # refused here: an unhashable id would break the routing maps below
-            return _error(400, -32600, "invalid request: id must be a string, integer or null")
-        method = msg.get("method")
-        if method == "initialize" and "id" in msg:
-            peer = request.client.host if request.client else None
-            refused = self._refused(peer)
-            if refused is not None:
-                return refused
-            conn = HttpConnection(self, peer=peer)
-            self._add(conn)
-            try:
-                answer = await conn.initialize(msg, body, rid)
-            except TimeoutError:
-                await self.remove(conn.id)
-                return _error(504, -32603, "initialize timed out")
-            if b'"error"' in answer and "error" in orjson.loads(answer):
-                await self.remove(conn.id)  # a refused initialize opens no connection
-                return Response(answer, status_code=200, media_type="application/json")
-            if self.router is not None:
-                await self.router.claim(conn.id)
-            response = Response(
-                answer,
-                status_code=200,
-                media_type="application/json",
-                headers={CONNECTION_ID_HEADER: conn.id},
-            )
-            if self.replica is not None:
-                response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
-            return response
-        cid = request.headers.get(CONNECTION_ID_HEADER)
+        return parse_post(body)
+
+    async def post(self, scope: Scope, receive: Receive) -> Response | None:
+        """``POST /acp``: an error or initialize answer, or None for 202 Accepted."""
+        headers = Headers(scope=scope)
+        parsed = await self._post_body(scope, receive, headers)
+        if isinstance(parsed, Response):
+            return parsed
+        msg = parsed.msg
+        if msg.get("method") == "initialize" and "id" in msg:
+            client = scope.get("client")
+            return await self._initialize(parsed, client[0] if client else None)
+        cid = headers.get(CONNECTION_ID_HEADER)
         if cid is None:
-            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
-        sid = request.headers.get(SESSION_ID_HEADER)
+            return error_response(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+        sid = headers.get(SESSION_ID_HEADER)
         known = self.connections.get(cid)
         if known is None:
             owner = await self.router.owner(cid) if self.router is not None else None
-            relayed = await self.router.relay_post(owner, cid, sid, body) if owner else None
+            relayed = await self.router.relay_post(owner, cid, sid, parsed.body) if owner else None
             if relayed is None:
-                return _error(404, -32600, "unknown connection id")
+                return error_response(404, -32600, "unknown connection id")
             status, content, ctype = relayed
             return Response(content, status_code=status, media_type=ctype)
-        return self._post_to(known, sid, msg, body)
+        return self._post_to(known, sid, msg, parsed.body)
+
+    async def _initialize(self, parsed: Parsed, peer: str | None) -> Response:
+        """``initialize`` mints a connection; its answer is the POST's body."""
+        refused = self._refused(peer)
+        if refused is not None:
+            return refused
+        conn = HttpConnection(self, peer=peer)
+        self._add(conn)
+        try:
+            answer = await conn.initialize(parsed.msg, parsed.body, parsed.rid)
+        except TimeoutError:
+            await self.remove(conn.id)
+            return error_response(504, -32603, "initialize timed out")
+        if b'"error"' in answer and "error" in orjson.loads(answer):
+            await self.remove(conn.id)  # a refused initialize opens no connection
+            return Response(answer, status_code=200, media_type="application/json")
+        if self.router is not None:
+            await self.router.claim(conn.id)
+        response = Response(
+            answer,
+            status_code=200,
+            media_type="application/json",
+            headers={CONNECTION_ID_HEADER: conn.id},
+        )
+        if self.replica is not None:
+            response.set_cookie(AFFINITY_COOKIE, self.replica, httponly=True, samesite="lax")
+        return response
 
     def _post_to(
         self, conn: HttpConnection, sid: str | None, msg: dict[str, Any], body: bytes
-    ) -> Response:
-        """A POST (not initialize) for a connection this replica holds."""
+    ) -> Response | None:
+        """A POST (not initialize) for a connection this replica holds: an error answer, or
+        None when the message was handed to the connection (202 Accepted)."""
         method = msg.get("method")
         conn.last_seen = time.monotonic()
         route = conn.core.route(method) if type(method) is str else None
         if sid is None and route is not None and route.handler and session_scoped(route):
-            return _error(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
+            return error_response(400, -32600, f"missing {SESSION_ID_HEADER} header for {method}")
         if sid is not None and sid not in conn.sessions:
-            return _error(404, -32600, "unknown session id")
+            return error_response(404, -32600, "unknown session id")
         refused = conn.admit(msg)
         if refused is not None:
             return Response(
@@ -352,13 +338,13 @@ class AcpHttpServer:
                 media_type="application/json",
             )
         conn.core.feed_message(msg, body)
-        return Response(status_code=202)
+        return None
 
     def _full(self) -> Response:
         _limited.warning(
             "connections", "connection limit (%d) reached: refused", self.max_connections
         )
-        return _error(
+        return error_response(
             503,
             -32600,
             f"too many connections (limit {self.max_connections}); retry later",
@@ -371,10 +357,10 @@ class AcpHttpServer:
             return denied
         accept = request.headers.get("accept", "")
         if "text/event-stream" not in accept and "*/*" not in accept:
-            return _error(406, -32600, "Accept must include text/event-stream")
+            return error_response(406, -32600, "Accept must include text/event-stream")
         cid = request.headers.get(CONNECTION_ID_HEADER)
         if cid is None:
-            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+            return error_response(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         conn = self.connections.get(cid)
         sid = request.headers.get(SESSION_ID_HEADER)
         raw_last = request.headers.get("last-event-id", "").strip()
@@ -385,10 +371,10 @@ class AcpHttpServer:
             owner = await self.router.owner(cid) if self.router is not None else None
             chunks = await self.router.relay_stream(owner, cid, sid, last) if owner else None
             if chunks is None:
-                return _error(404, -32600, "unknown connection id")
+                return error_response(404, -32600, "unknown connection id")
         else:
             if sid is not None and sid not in conn.sessions:
-                return _error(404, -32600, "unknown session id")
+                return error_response(404, -32600, "unknown session id")
             chunks = self._reader(conn, sid, last)
         return StreamingResponse(
             chunks,
@@ -414,6 +400,8 @@ class AcpHttpServer:
         if conn is None:
             return 404, rpc_error_body(-32600, "unknown connection id"), "application/json"
         r = self._post_to(conn, sid, orjson.loads(body), body)
+        if r is None:
+            return 202, b"", None
         return r.status_code, bytes(r.body), r.headers.get("content-type")
 
     async def _relayed_delete(self, cid: str) -> int:
@@ -459,43 +447,30 @@ class AcpHttpServer:
             return denied
         cid = request.headers.get(CONNECTION_ID_HEADER)
         if cid is None:
-            return _error(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
+            return error_response(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
         if cid not in self.connections:
             owner = await self.router.owner(cid) if self.router is not None else None
             status = await self.router.relay_delete(owner, cid) if owner else None
             if status is None or status == HTTPStatus.NOT_FOUND:
-                return _error(404, -32600, "unknown connection id")
+                return error_response(404, -32600, "unknown connection id")
             return Response(status_code=status)
         await self.remove(cid)
         return Response(status_code=202)
 
     async def endpoint(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self.post(request)
+        """``/acp`` but POST (:meth:`asgi` answers those)."""
         if request.method == "GET":
             if request.headers.get("upgrade", "").lower() == "websocket":
-                return _error(400, -32600, "WebSocket upgrade was not completed")
+                return error_response(400, -32600, "WebSocket upgrade was not completed")
             return await self.get(request)
         if request.method == "DELETE":
             return await self.delete(request)
-        return _error(405, -32600, "method not allowed")
+        return error_response(405, -32600, "method not allowed")
 
     # ---- WebSocket --------------------------------------------------------------
     async def websocket(self, ws: WebSocket) -> None:
-        denied = self.auth.check(ws.headers)
-        if denied is not None:
-            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
-            else:
-                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
-            return
         peer = ws.client.host if ws.client else None
-        refused = self._refused(peer)
-        if refused is not None:
-            if "websocket.http.response" in (ws.scope.get("extensions") or {}):
-                await ws.send_denial_response(refused)
-            else:
-                await ws.close(code=1013, reason="too many connections")
+        if await self._ws_refused(ws, peer):
             return
         conn = HttpConnection(self, ws_send=lambda frame: ws.send_text(frame.decode()), peer=peer)
         self._add(conn)
@@ -514,25 +489,48 @@ class AcpHttpServer:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
-                text = message.get("text")
-                if text is None:
-                    continue  # binary frames are ignored, like the SDK
-                data = text.encode()
-                if len(data) > conn.core.max_message_size:
-                    conn.core.too_large(len(data))
-                    continue
-                try:
-                    msg = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    conn.core.feed(data)  # the core answers the parse error
-                    continue
-                if type(msg) is dict and not self._ws_admit(conn, msg):
-                    continue
-                conn.core.feed_message(msg, data)
+                self._ws_message(conn, message)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
+
+    async def _ws_refused(self, ws: WebSocket, peer: str | None) -> bool:
+        """Auth and the connection caps for a WebSocket: refused (and answered) or not."""
+        denial = "websocket.http.response" in (ws.scope.get("extensions") or {})
+        denied = self.auth.check(ws.headers)
+        if denied is not None:
+            if denial:
+                await ws.send_denial_response(denied)  # 401 + WWW-Authenticate, as over HTTP
+            else:
+                await ws.close(code=1008, reason="unauthorized")  # the server answers 403
+            return True
+        refused = self._refused(peer)
+        if refused is not None:
+            if denial:
+                await ws.send_denial_response(refused)
+            else:
+                await ws.close(code=1013, reason="too many connections")
+            return True
+        return False
+
+    def _ws_message(self, conn: HttpConnection, message: Message) -> None:
+        """One WebSocket message for the connection's core."""
+        text = message.get("text")
+        if text is None:
+            return  # binary frames are ignored, like the SDK
+        data = text.encode()
+        if len(data) > conn.core.max_message_size:
+            conn.core.too_large(len(data))
+            return
+        try:
+            msg = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            conn.core.feed(data)  # the core answers the parse error
+            return
+        if type(msg) is dict and not self._ws_admit(conn, msg):
+            return
+        conn.core.feed_message(msg, data)
 
     def _ws_admit(self, conn: HttpConnection, msg: dict[str, Any]) -> bool:
         refused = conn.admit(msg)

@@ -75,13 +75,15 @@ def server_config(
     trickling header lines is closed like a silent one.  ``websocket_max_message_size``
     lets a WebSocket frame a little over the message limit through so the runtime answers
     it with an error.  The error log goes through ``acp.runtime.http.server`` with secrets
-    redacted; no access log.
+    redacted; no access log.  No ``Server`` header (it names the server software and costs a
+    header per response); ``Date`` stays (RFC 9110 asks an origin server for it).
     """
     from hypercorn.config import Config
 
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
+    config.include_server_header = False
     config.keep_alive_timeout = min(keep_alive, header_timeout)
     config.websocket_max_message_size = max_message_size + WS_FRAME_MARGIN
     server_log = logging.getLogger("acp.runtime.http.server")

@@ -30,6 +30,7 @@ from .auth import Auth, MissingSecret
 from .http_app import DEFAULT_MAX_BODY, AcpHttpServer
 from .http_connection import ConnectionFactory
 from .http_launch import serve_app
+from .http_requests import AcpApp
 from .http_wire import ENDPOINT
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from .session_methods import advertise
@@ -52,7 +53,8 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
         sweeper.cancel()
         await server.shutdown()
 
-    app = Starlette(
+    app = AcpApp(  # POST/GET/DELETE /acp go straight to the server, ahead of the routes
+        server,
         routes=[
             Route(ENDPOINT, server.endpoint, methods=["GET", "POST", "DELETE"]),
             WebSocketRoute(ENDPOINT, server.websocket),
@@ -62,7 +64,6 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
         ],
         lifespan=lifespan,
     )
-    app.state.acp = server
     return app
 
 

@@ -170,6 +170,9 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
         )
         assert await st.history("zeta") == [b"m1", b"m2"]
         assert await st.acquire("zeta", "r/a", 30) is None
+        # history rebuilt without AUTOINCREMENT (schema 3): a new turn lands after the old rows
+        assert await st.save_turn("zeta", {"turns": 3}, [b"m3"], owner="r/a")
+        assert await st.history("zeta") == [b"m1", b"m2", b"m3"]
         await st.save("new", {"turns": 0})
         st.close()
         again = SqliteSessionStore(db)
@@ -179,4 +182,10 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
         again.close()
 
     asyncio.run(go())
-    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone() == (2,)
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (3,)
+    (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
+    assert "AUTOINCREMENT" not in sql
+    assert check.execute(
+        "SELECT name FROM sqlite_master WHERE name = 'history_by_session'"
+    ).fetchone()

@@ -176,6 +176,49 @@ def test_sqlite_large_turn_is_answered_before_the_checkpoint(tmp_path: Path) -> 
     again.close()
 
 
+def test_sqlite_turns_commit_on_the_loop_while_a_checkpoint_waits(tmp_path: Path) -> None:
+    """A WAL checkpoint never holds up a turn: with a reader pinning an old snapshot (the
+    checkpoint cannot finish), every turn saved while it runs still commits on the event
+    loop, none waits for the worker thread (a RESTART checkpoint held the write lock and
+    the worker connection until the reader let go: each turn in that window waited)."""
+    store = SqliteSessionStore(tmp_path / "s.db", busy_timeout=2.0)
+    in_thread: list[int] = []
+    commit_in_thread = store._commit_in_thread
+
+    def counted(group: Any) -> Any:
+        in_thread.append(len(group))
+        return commit_in_thread(group)
+
+    store._commit_in_thread = counted  # type: ignore[method-assign]
+    reader = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+
+    async def go() -> int:
+        await store.save("s", {"turns": 0})
+        for i in range(5):
+            assert await store.save_turn("s", {"turns": i}, turn(i)) is True
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM history").fetchall()  # pins this snapshot
+        for i in range(5, 10):
+            assert await store.save_turn("s", {"turns": i}, turn(i)) is True
+        checkpoint = asyncio.ensure_future(store._checkpoint())
+        saved = 10
+        while not checkpoint.done() and saved < 5000:
+            assert await store.save_turn("s", {"turns": saved}, turn(saved)) is True
+            saved += 1
+            await asyncio.sleep(0)  # the turns come one after the other, as prompts do
+        await checkpoint
+        return saved
+
+    saved = asyncio.run(go())
+    reader.execute("ROLLBACK")
+    reader.close()
+    assert in_thread == []
+    store.close()
+    again = SqliteSessionStore(tmp_path / "s.db")
+    assert len(asyncio.run(again.history("s"))) == 2 * saved
+    again.close()
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 def test_history_retention_keeps_the_latest_whole_turns(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path

@@ -48,9 +48,10 @@ with ``synchronous=NORMAL`` writes to the OS cache, no fsync: cheaper than a thr
 a larger group commits in a worker thread, so the event loop never copies megabytes."""
 
 CHECKPOINT_BYTES = 4 * 1024 * 1024
-"""After this many bytes committed, a WAL checkpoint runs in the worker thread once the
-turns are answered (no connection checkpoints inside a commit: a checkpoint fsyncs and
-copies every page again, which a turn's answer need not wait for)."""
+"""After this many bytes committed, a WAL checkpoint runs in a thread once the turns are
+answered, on a connection of its own and PASSIVE, so no commit waits for it (no
+connection checkpoints inside a commit: a checkpoint fsyncs and copies every page
+again, which a turn's answer need not wait for)."""
 
 WORKER_CACHE = 16 * 1024 * 1024
 """The worker-thread connection's page cache (bytes): room for a large turn's pages."""
@@ -146,6 +147,8 @@ class SqliteSessionStore:
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ckpt: sqlite3.Connection | None = None  # the checkpoints' own connection
+        self._ckpt_lock = threading.Lock()
 
     def _run(self, fn: Any, *args: Any) -> Any:
         with self._lock:
@@ -216,9 +219,13 @@ class SqliteSessionStore:
         self._db.executescript("PRAGMA incremental_vacuum")  # steps until done (execute: 1 page)
 
     def _wal_checkpoint(self) -> None:
-        # RESTART: the event loop's writes wait (they go to the worker thread) until
-        # every frame is copied, so the next write starts the WAL from its beginning
-        self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        # PASSIVE, on a connection of its own: no writer waits for the checkpoint's fsyncs
+        # (the event loop's commits and the worker thread's go on meanwhile); once every
+        # frame is copied, the next write starts the WAL from its beginning again
+        if self._ckpt is None:
+            self._ckpt = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._ckpt.execute("PRAGMA wal_autocheckpoint=0")
+        self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _vacuum(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -483,11 +490,15 @@ class SqliteSessionStore:
 
     async def _checkpoint(self) -> None:
         try:
-            await asyncio.to_thread(self._run, self._wal_checkpoint)
+            await asyncio.to_thread(self._locked_checkpoint)
         except Exception as exc:  # noqa: BLE001 - the next one tries again
             log.warning("session store: WAL checkpoint failed (%s)", exc)
         finally:
             self._checkpointing = False
+
+    def _locked_checkpoint(self) -> None:
+        with self._ckpt_lock:
+            self._wal_checkpoint()
 
     # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
@@ -547,6 +558,8 @@ class SqliteSessionStore:
         await asyncio.to_thread(self._run, self._vacuum)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._ckpt_lock:
             self._fast.close()
             self._db.close()
+            if self._ckpt is not None:
+                self._ckpt.close()

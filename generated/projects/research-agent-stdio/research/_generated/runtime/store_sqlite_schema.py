@@ -16,7 +16,9 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
 # database older than it.  1: leases, and the creation order session/list pages by.
 # 2: history retention (each row's turn and size, each session's kept bytes and turn
-# count) and large strings stored once per turn (``blobs``).
+# count) and large strings stored once per turn (``blobs``).  3: history's seq without
+# AUTOINCREMENT (a small commit wrote the ``sqlite_sequence`` page too: one WAL page of
+# four; a session's rows keep their order, new ones above every row left).
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -41,6 +43,18 @@ MIGRATIONS: tuple[str, ...] = (
         id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
         data BLOB NOT NULL);
     CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
+    """,
+    """
+    CREATE TABLE history_v3 (
+        session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY, message BLOB NOT NULL,
+        turn INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL DEFAULT 0, blob INTEGER,
+        at INTEGER NOT NULL DEFAULT 0);
+    INSERT INTO history_v3 (session_id, seq, message, turn, size, blob, at)
+        SELECT session_id, seq, message, turn, size, blob, at FROM history;
+    DROP TABLE history;
+    ALTER TABLE history_v3 RENAME TO history;
+    CREATE INDEX history_by_session ON history (session_id, seq);
+    DELETE FROM sqlite_sequence WHERE name = 'history';
     """,
 )
 

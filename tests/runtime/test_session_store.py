@@ -183,9 +183,58 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (3,)
+    assert check.execute("PRAGMA user_version").fetchone() == (4,)
     (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
     assert "AUTOINCREMENT" not in sql
     assert check.execute(
         "SELECT name FROM sqlite_master WHERE name = 'history_by_session'"
     ).fetchone()
+
+
+def test_sqlite_schema_4_takes_over_a_schema_3_file(tmp_path: Path) -> None:
+    """A file of schema 3 (the state and the byte and turn counters on the sessions row)
+    opens with its states, history and counters: the next turn is numbered after the
+    last, retention counts the bytes the session already held, and a state written by
+    ``save`` after a session's turns stays the loaded one until the next turn."""
+    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
+
+    db = tmp_path / "v3.db"
+    old = sqlite3.connect(db, isolation_level=None)
+    old.executescript(SCHEMA)
+    for step in MIGRATIONS[:3]:
+        old.executescript(step)
+    old.executescript(
+        """
+        PRAGMA user_version = 3;
+        INSERT INTO sessions (id, state, hbytes, hturns, hfirst)
+            VALUES ('a', CAST('{"turns": 2}' AS BLOB), 8, 2, 1),
+                   ('b', CAST('{"turns": 0}' AS BLOB), 0, 0, 1);
+        INSERT INTO session_order (session_id) VALUES ('a'), ('b');
+        INSERT INTO history (session_id, message, turn, size) VALUES
+            ('a', CAST('p1' AS BLOB), 1, 2), ('a', CAST('e1' AS BLOB), 1, 2),
+            ('a', CAST('p2' AS BLOB), 2, 2), ('a', CAST('e2' AS BLOB), 2, 2);
+        """
+    )
+    old.close()
+
+    async def go() -> None:
+        st = SqliteSessionStore(db, max_history_bytes=10)
+        assert await st.load("a") == {"turns": 2}
+        assert await st.history("a") == [b"p1", b"e1", b"p2", b"e2"]
+        # 8 bytes held + 4: past the 10-byte bound, down to 3/4 of it (turns 1 and 2 go)
+        assert await st.save_turn("a", {"turns": 3}, [b"p3", b"e3"]) is True
+        assert await st.load("a") == {"turns": 3}
+        assert await st.history("a") == [b"p3", b"e3"]
+        await st.save("a", {"turns": 3, "mode": "plan"})
+        assert await st.load("a") == {"turns": 3, "mode": "plan"}
+        page, _ = await st.list_sessions(None, 10)
+        assert page == [("a", {"turns": 3, "mode": "plan"}), ("b", {"turns": 0})]
+        assert await st.save_turn("b", {"turns": 1}, []) is True  # no messages: its state
+        assert await st.load("b") == {"turns": 1}
+        assert await st.history("b") == []
+        st.close()
+
+    asyncio.run(go())
+    check = sqlite3.connect(db)
+    turns = check.execute("SELECT turn FROM history WHERE session_id = 'a' ORDER BY seq").fetchall()
+    assert turns == [(3,), (3,)]

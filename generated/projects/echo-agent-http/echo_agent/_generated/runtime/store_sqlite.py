@@ -62,6 +62,22 @@ and its echo) is stored once (table ``blobs``), each message keeping its place."
 
 _PAGE = 4096
 
+_STATE = (
+    "coalesce((SELECT h.state FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
+    "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), s.state)"
+)
+"""A session's latest state: its last turn's (on the turn's last history row), unless
+``save`` wrote the session's row since (``hseq``: the last history row at that save)."""
+
+
+def _last_turn(db: sqlite3.Connection, sid: str) -> tuple[int, int]:
+    """The session's latest turn number and the bytes of history it ever wrote (kept or
+    trimmed: ``sessions.hdropped`` counts the trimmed ones); (0, 0) before any turn."""
+    row = db.execute(
+        "SELECT turn, total FROM history WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
+    ).fetchone()
+    return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
+
 
 class _Turn:
     """A queued ``save_turn``: answered once the transaction that wrote it commits."""
@@ -155,8 +171,12 @@ class SqliteSessionStore:
             return fn(*args)
 
     def _save(self, sid: str, state: bytes) -> None:
+        # newer than every history row written so far (hseq): load reads this state
+        # until a later turn's row carries one
         self._db.execute(
-            "INSERT INTO sessions (id, state) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET state = excluded.state",
+            "INSERT INTO sessions (id, state, hseq) VALUES (?1, ?2, coalesce("
+            "(SELECT max(seq) FROM history WHERE session_id = ?1), 0)) "
+            "ON CONFLICT(id) DO UPDATE SET state = excluded.state, hseq = excluded.hseq",
             (sid, state),
         )
         self._db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (sid,))
@@ -171,22 +191,19 @@ class SqliteSessionStore:
         self._db.execute("COMMIT")
 
     def _load(self, sid: str) -> bytes | None:
-        row = self._db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()
+        row = self._db.execute(f"SELECT {_STATE} FROM sessions s WHERE s.id = ?", (sid,)).fetchone()
         return row[0] if row else None
 
     def _append(self, sid: str, messages: list[bytes]) -> None:
+        if not messages:
+            return
         size = sum(map(len, messages))
         self._db.execute("BEGIN")
         try:
-            row = self._db.execute(
-                "UPDATE sessions SET hbytes = hbytes + ?, hturns = hturns + 1 WHERE id = ? "
-                "RETURNING hturns",
-                (size, sid),
-            ).fetchall()
-            turn = row[0][0] if row else 0
+            turn, total = _last_turn(self._db, sid)
             self._db.executemany(
-                "INSERT INTO history (session_id, message, turn, size) VALUES (?, ?, ?, ?)",
-                [(sid, m, turn, len(m)) for m in messages],
+                "INSERT INTO history (session_id, message, turn, size, total) VALUES (?, ?, ?, ?, ?)",
+                [(sid, m, turn + 1, len(m), total + size) for m in messages],
             )
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -196,7 +213,7 @@ class SqliteSessionStore:
     def _history(self, sid: str) -> list[bytes]:
         rows = self._db.execute(
             "SELECT h.message, h.at, b.data FROM history h LEFT JOIN blobs b ON b.id = h.blob "
-            "WHERE h.session_id = ? ORDER BY h.seq",
+            "WHERE h.session_id = ? AND h.size > 0 ORDER BY h.seq",
             (sid,),
         ).fetchall()
         return [
@@ -264,7 +281,7 @@ class SqliteSessionStore:
 
     def _list(self, after: int, limit: int) -> list[tuple[int, str, bytes]]:
         rows = self._db.execute(
-            "SELECT o.seq, s.id, s.state FROM session_order o JOIN sessions s ON s.id = o.session_id "
+            f"SELECT o.seq, s.id, {_STATE} FROM session_order o JOIN sessions s ON s.id = o.session_id "
             "WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
             (after, limit),
         ).fetchall()
@@ -272,38 +289,45 @@ class SqliteSessionStore:
 
     # ---- turns: group commit ---------------------------------------------------------
     def _write_turn(self, db: sqlite3.Connection, t: _Turn) -> None:
-        (kept, turn, first) = db.execute(
-            "INSERT INTO sessions (id, state, hbytes, hturns) VALUES (?, ?, ?, 1) "
-            "ON CONFLICT(id) DO UPDATE SET state = excluded.state, "
-            "hbytes = hbytes + excluded.hbytes, hturns = hturns + 1 "
-            "RETURNING hbytes, hturns, hfirst",
-            (t.sid, t.state, t.size),
-        ).fetchall()[0]
-        if turn == 1:
+        """One turn: its messages as history rows, the last row carrying the session's
+        state after the turn and the session's running byte count (``total``), so a
+        small turn writes the history's pages alone (no ``sessions`` row: a page of its
+        own in the WAL, a third of a small commit's cost).  A turn with no messages
+        writes one empty row (``size`` 0, never replayed) for its state."""
+        head = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (t.sid,)).fetchone()
+        if head is None:  # a turn before any save(): the session's row and place in the list
+            db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))
             db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
-        if not t.messages:
-            return
-        shared = shared_runs(t.messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
-        rows: list[tuple[str, bytes, int, int, int | None, int]]
-        if shared is None:
-            rows = [(t.sid, m, turn, len(m), None, 0) for m in t.messages]
-        else:
-            run, where = shared
+            head = (1, 0)
+        first, dropped = head
+        last, total = _last_turn(db, t.sid)
+        turn = last + 1
+        total += t.size
+        messages = t.messages or [b""]
+        shared = shared_runs(messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
+        run, where = shared if shared is not None else (b"", {})
+        blob = None
+        if run:
             cur = db.execute(
                 "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
             )
             blob = cur.lastrowid
-            rows = [
-                (t.sid, m, turn, len(m), None, 0)
-                if (at := where.get(k)) is None
-                else (t.sid, m[:at] + m[at + len(run) :], turn, len(m), blob, at)
-                for k, m in enumerate(t.messages)
-            ]
+        end = len(messages) - 1
+        rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
+        for k, m in enumerate(messages):
+            state = t.state if k == end else None
+            at = where.get(k)
+            if at is None:
+                rows.append((t.sid, m, turn, len(m), None, 0, state, total))
+            else:
+                cut = m[:at] + m[at + len(run) :]
+                rows.append((t.sid, cut, turn, len(m), blob, at, state, total))
         db.executemany(
-            "INSERT INTO history (session_id, message, turn, size, blob, at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO history (session_id, message, turn, size, blob, at, state, total) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+        kept = total - dropped
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
@@ -324,7 +348,7 @@ class SqliteSessionStore:
             db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
             db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
             db.execute(
-                "UPDATE sessions SET hbytes = hbytes - ?, hfirst = ? WHERE id = ?",
+                "UPDATE sessions SET hdropped = hdropped + ?, hfirst = ? WHERE id = ?",
                 (dropped, first_turn, sid),
             )
 

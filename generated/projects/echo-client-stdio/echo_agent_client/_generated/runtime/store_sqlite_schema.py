@@ -18,7 +18,11 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # 2: history retention (each row's turn and size, each session's kept bytes and turn
 # count) and large strings stored once per turn (``blobs``).  3: history's seq without
 # AUTOINCREMENT (a small commit wrote the ``sqlite_sequence`` page too: one WAL page of
-# four; a session's rows keep their order, new ones above every row left).
+# four; a session's rows keep their order, new ones above every row left).  4: a turn's
+# state and the session's running byte count on its last history row (``state``,
+# ``total``), so a small turn writes no ``sessions`` row; ``sessions.hseq`` (the last
+# history row when ``save`` wrote the row's state) and ``hdropped`` (bytes trimmed);
+# ``hbytes``/``hturns`` are no longer kept up to date.
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -55,6 +59,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE history_v3 RENAME TO history;
     CREATE INDEX history_by_session ON history (session_id, seq);
     DELETE FROM sqlite_sequence WHERE name = 'history';
+    """,
+    """
+    ALTER TABLE history ADD COLUMN state BLOB;
+    ALTER TABLE history ADD COLUMN total INTEGER;
+    ALTER TABLE sessions ADD COLUMN hseq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hdropped INTEGER NOT NULL DEFAULT 0;
+    UPDATE sessions SET hseq = coalesce(
+        (SELECT max(seq) FROM history WHERE history.session_id = sessions.id), 0);
+    UPDATE history SET total = (SELECT hbytes FROM sessions WHERE sessions.id = history.session_id)
+        WHERE seq IN (SELECT max(seq) FROM history GROUP BY session_id);
     """,
 )
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from .errors import RpcError, from_validation_error, invalid_params
 from .revision import Revision
 from .session_store import durably
-from .store import SessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime
+    from .store import SessionStore
 
 SESSION_IN_USE = -32001  # implementation-defined (JSON-RPC server error range)
 

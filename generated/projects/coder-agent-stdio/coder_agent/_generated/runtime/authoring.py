@@ -8,7 +8,6 @@ The calls to the client (files, terminals, permission) are in clientcalls.py."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
@@ -102,6 +101,8 @@ def _block(block: Any) -> dict[str, Any]:
 
 def git_patch(path: str, old_text: str | None, new_text: str) -> str:
     """A `diff --git` section (absolute paths) from old to new text."""
+    import difflib  # here, not at an agent's start-up: few agents write a patch
+
     old = (old_text or "").splitlines(keepends=True)
     new = new_text.splitlines(keepends=True)
     body = difflib.unified_diff(

@@ -19,16 +19,16 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .agent_process import StdoutGuard, end_agent, exit_status, start_agent
 from .errors import AgentExited, ConnectionClosed, RpcError, method_not_found
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, RequestContext, log
-from .prompts import Terminal, ask_choice, ask_form, ask_yes_no, say
-from .retries import one_line
 from .revision import Method, Revision, revision_for
 from .routes import Handler, Router, runtime_attr
 from .stdio import read_frames
+
+if TYPE_CHECKING:  # the terminal questions (prompts.py) are imported where a client asks
+    from .prompts import Terminal
 
 T = TypeVar("T")
 P = TypeVar("P", bound="AgentProxy")
@@ -176,6 +176,8 @@ class ClientRuntime:
     # ---- interrupts and questions (runtime defaults) -------------------------------
     def _terminal(self) -> Terminal:
         if self.terminal is None:
+            from .prompts import Terminal
+
             self.terminal = Terminal()
         return self.terminal
 
@@ -208,6 +210,7 @@ class ClientRuntime:
 
     async def _ask_interrupt(self, name: str, payload: Any, message: str) -> Any:
         """The generated handlers' default: ask on the terminal (None: declined)."""
+        from .prompts import ask_form
         from .wire import camel
 
         spec = self._interrupt_spec(name)
@@ -220,6 +223,8 @@ class ClientRuntime:
         return cls.model_validate(content) if cls is not None else content
 
     async def _rt_elicitation_create(self, params: dict[str, Any]) -> dict[str, Any]:
+        from .prompts import ask_form
+        from .retries import one_line
 
         meta = _obj(params.get("_meta"))
         name = meta.get("interrupt")
@@ -255,6 +260,7 @@ class ClientRuntime:
             await self._tools[1].close()
 
     async def _confirm_write(self, path: str, content: str) -> bool:
+        from .prompts import ask_yes_no, say
 
         if self.assume_yes:
             say(f"the agent writes {path} ({len(content)} characters) -- allowed (--yes)\n")
@@ -323,6 +329,8 @@ class ClientRuntime:
                 options, "allow" if _approves(answer, self._interrupt_spec(name)) else "reject"
             )
         else:
+            from .prompts import ask_choice
+
             chosen = await ask_choice(self._terminal(), title, options, yes=self.assume_yes)
         if chosen is None:
             return {"outcome": {"outcome": "cancelled"}}
@@ -538,6 +546,8 @@ async def spawn_agent(
     leaving, its stdin is closed; an agent still running `grace` seconds later gets
     SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
     stdout open is ended too: it would keep the pipe, and this client, waiting)."""
+    from .agent_process import StdoutGuard, end_agent, exit_status, start_agent
+
     proc = await start_agent(command, env)
     assert proc.stdin is not None and proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout

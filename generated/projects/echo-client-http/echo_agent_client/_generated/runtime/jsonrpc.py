@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import wirecheck
 from .errors import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -42,6 +42,9 @@ from .inbox import BatchReplies, Effect, NotificationHandler, NotificationQueues
 from .logsafe import RateLimitedLog, forget_secrets
 from .outbox import Batch, Outbox
 from .routes import Route
+
+if TYPE_CHECKING:
+    from .wirecheck import ConnectionCheck, WireCheck
 
 log = logging.getLogger("acp.runtime")
 _limited = RateLimitedLog(log)
@@ -88,7 +91,7 @@ class Connection:
         *,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         immediate_notifications: frozenset[str] = frozenset(),
-        wire_check: wirecheck.WireCheck | None = None,
+        wire_check: WireCheck | None = None,
     ) -> None:
         self._on_request = on_request
         self.max_message_size = max_message_size
@@ -103,9 +106,12 @@ class Connection:
         self._closed = False
         self._close_reason: ConnectionClosed | None = None
         self.closed = asyncio.Event()
-        # test mode (ACP_WIRE_CHECK): every frame checked against the revision's models
-        check = wire_check or wirecheck.for_handlers(on_request, on_notification)
-        self._wire = wirecheck.ConnectionCheck(check) if check is not None else None
+        self._wire: ConnectionCheck | None = None  # ACP_WIRE_CHECK: frames schema-checked
+        if wire_check is not None or os.environ.get("ACP_WIRE_CHECK", "").strip():
+            from . import wirecheck  # in that test mode only (not on an agent's start-up)
+
+            check = wire_check or wirecheck.for_handlers(on_request, on_notification)
+            self._wire = wirecheck.ConnectionCheck(check) if check is not None else None
         # JSON-RPC batches: the batch an entry being dispatched belongs to, and the batch
         # each request of one still running answers into
         self._collecting: BatchReplies | None = None

@@ -6,6 +6,11 @@ attributes and never guesses a wire name.  Every field name and requiredness her
 read from the schema: which property of `InitializeRequest` carries the client's
 `Implementation`, what a `SessionConfigOption` calls its id, whether a message chunk
 must carry `messageId`, and so on.
+
+The shapes are NamedTuples (immutable, compared by value, written by `repr` as
+`Name(field=...)`): every agent creates these classes at start-up, and a NamedTuple
+class costs a fraction of a frozen dataclass's (which compiles six methods each).
+`Revision` stays a frozen dataclass: it keeps its method tables in its `__dict__`.
 """
 
 from __future__ import annotations
@@ -34,8 +39,7 @@ class Method(NamedTuple):
     effect: str = "none"
 
 
-@dataclass(frozen=True)
-class InitShape:
+class InitShape(NamedTuple):
     """Field names of `initialize` (v1: clientInfo/agentCapabilities..., v2: info/capabilities)."""
 
     request_info: str  # the client's Implementation: "clientInfo" | "info"
@@ -47,8 +51,7 @@ class InitShape:
     auth_methods: str | None  # "authMethods"
 
 
-@dataclass(frozen=True)
-class AgentCapabilityNames:
+class AgentCapabilityNames(NamedTuple):
     """Where each capability the runtime advertises sits in `AgentCapabilities`."""
 
     load_session: str | None  # "loadSession" (v1); None where the revision has no such flag
@@ -79,14 +82,12 @@ class AgentCapabilityNames:
         return out
 
 
-@dataclass(frozen=True)
-class ClientCapabilityNames:
+class ClientCapabilityNames(NamedTuple):
     elicitation: str | None  # "elicitation"
     elicitation_form: str | None  # "form"
 
 
-@dataclass(frozen=True)
-class AuthMethodShape:
+class AuthMethodShape(NamedTuple):
     id: str  # "id" (v1) | "methodId" (v2)
     agent_type: str | None  # the `type` tag an agent-handled method carries ("agent"), if any
     # the `type` tag of a terminal-login method ("terminal"); None: the revision has none
@@ -98,8 +99,7 @@ class AuthMethodShape:
     client_terminal: str | None = None  # "terminal"
 
 
-@dataclass(frozen=True)
-class ConfigOptionShape:
+class ConfigOptionShape(NamedTuple):
     id: str  # "id" (v1) | "configId" (v2)
     current_value: str  # "currentValue"
     select_options: str  # "options"
@@ -108,8 +108,7 @@ class ConfigOptionShape:
     kinds: tuple[str, ...] = ("select", "boolean")
 
 
-@dataclass(frozen=True)
-class TurnShape:
+class TurnShape(NamedTuple):
     """The prompt lifecycle."""
 
     lifecycle: str  # "v1": the prompt answers when the turn ends | "v2": on acceptance
@@ -123,8 +122,7 @@ class TurnShape:
     idle_error: str | None  # the error field of an `error` stop reason ("error"), if any
 
 
-@dataclass(frozen=True)
-class PermissionShape:
+class PermissionShape(NamedTuple):
     """`session/request_permission` as this revision asks it."""
 
     tool_call: str | None  # v1: the request names a tool call ("toolCall")
@@ -132,8 +130,7 @@ class PermissionShape:
     description: str | None  # v2: and a description
 
 
-@dataclass(frozen=True)
-class AuthoringShape:
+class AuthoringShape(NamedTuple):
     """What a handler's Turn calls map onto (runtime/authoring.py)."""
 
     updates: tuple[str, ...] = ()  # the `sessionUpdate` tags the revision has
@@ -161,8 +158,7 @@ class AuthoringShape:
         return ()
 
 
-@dataclass(frozen=True)
-class SessionShape:
+class SessionShape(NamedTuple):
     load: bool  # `session/load` exists
     resume: bool  # `session/resume` exists
     resume_replay_from: str | None  # ResumeSessionRequest's replay field ("replayFrom")
@@ -175,8 +171,7 @@ class SessionShape:
     replay_primers: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class ModelNames:
+class ModelNames(NamedTuple):
     """Class names of the generated protocol models this revision uses (None: absent)."""
 
     initialize_request: str | None
@@ -186,6 +181,9 @@ class ModelNames:
     prompt_response: str | None
     session_notification: str | None  # params of `session/update`
     session_update: str | None  # the update union
+
+
+_NO_AUTHORING = AuthoringShape()  # a revision described without authoring shapes
 
 
 @dataclass(frozen=True)
@@ -205,7 +203,7 @@ class Revision:
     models: ModelNames
     elicitation: bool  # `elicitation/create` exists
     request_permission: bool  # `session/request_permission` exists
-    authoring: AuthoringShape = AuthoringShape()
+    authoring: AuthoringShape = _NO_AUTHORING
 
     def side(self, side: str) -> dict[str, Method]:
         """The methods `side` handles, by wire name (computed once per side)."""

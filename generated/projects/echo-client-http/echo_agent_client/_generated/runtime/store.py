@@ -43,7 +43,6 @@ from .store_common import (
     env_limit,
     trim_plan,
 )
-from .store_sqlite import SqliteSessionStore
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -285,12 +284,13 @@ def open_store(url: str | None = None) -> SessionStore:
     import os
 
     url = url if url is not None else os.environ.get("ACP_SESSION_STORE", "")
-    if not url:
-        return SqliteSessionStore(os.environ.get("ACP_SESSION_DB") or "sessions.db")
     if url == "memory:":
         return MemorySessionStore()
-    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return SqliteSessionStore(url[len("sqlite:///") :])
+    if not url or (url.startswith("sqlite:///") and len(url) > len("sqlite:///")):
+        from .store_sqlite import SqliteSessionStore
+
+        path = url[len("sqlite:///") :] if url else os.environ.get("ACP_SESSION_DB")
+        return SqliteSessionStore(path or "sessions.db")
     if url.startswith("sqlite:"):
         raise ValueError(
             f"ACP_SESSION_STORE={url!r}: give a file: sqlite:///relative.db or "
@@ -314,3 +314,13 @@ def open_store(url: str | None = None) -> SessionStore:
         f"ACP_SESSION_STORE: unknown store {scheme!r}; use sqlite:///path.db, memory: "
         "or postgresql://user@host/db"
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``store.SqliteSessionStore``, imported at first use: an agent on another store
+    (``memory:``, PostgreSQL) never imports store_sqlite.py and sqlite3."""
+    if name == "SqliteSessionStore":
+        from .store_sqlite import SqliteSessionStore
+
+        return SqliteSessionStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

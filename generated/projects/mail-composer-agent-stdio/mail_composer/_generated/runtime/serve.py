@@ -6,22 +6,25 @@ and plugs into the same `Connection` (see jsonrpc.py's module docstring).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agent import AgentRuntime
-from .agent_auth import login_args, manifest_methods
+from .agent_auth import AuthMethod, login_args, manifest_methods
 from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection
 from .logsafe import stderr_logging
 from .session_record import callbacks_for
 from .session_store import open_default_store
 from .sessions import SessionCore
 from .stdio import claim_stdout, feed_stdin, open_stdout_now
-from .store import MemorySessionStore, SessionStore
+
+if TYPE_CHECKING:
+    import argparse
+
+    from .store import SessionStore
 
 
 def agent_connection(
@@ -32,9 +35,13 @@ def agent_connection(
 ) -> Connection:
     """A connection whose incoming messages go to `agent` (any transport), its sessions
     served by the session core from `store` (in memory when not given)."""
+    if store is None:
+        from .store import MemorySessionStore
+
+        store = MemorySessionStore()
     core = SessionCore(
         lambda: agent,
-        store if store is not None else MemorySessionStore(),
+        store,
         max_message_size=max_message_size,
         callbacks=callbacks_for(type(agent)),
     )
@@ -48,9 +55,11 @@ async def serve_agent_stdio(
     store: SessionStore | None = None,
 ) -> None:
     """Serve `agent` on stdin/stdout; sessions persist in `store` (default: see
-    ``session_store.open_default_store``), so a restarted agent loads and resumes them."""
+    ``session_store.open_default_store``), so a restarted agent loads and resumes them.
+    The default SQLite file is opened at the first session request, after ``initialize``
+    is answered (``session_store.DeferredSqliteStore``)."""
     if store is None:
-        store = open_default_store(str(agent.manifest().get("name") or "agent"))
+        store = open_default_store(str(agent.manifest().get("name") or "agent"), deferred=True)
     out_fd = claim_stdout()
     sink, now = await open_stdout_now(out_fd)
     conn = agent_connection(agent, sink, max_message_size, store)
@@ -126,12 +135,55 @@ def run_agent(
 ) -> None:
     """The generated project's console script."""
     manifest = agent_cls.manifest()
-    name = manifest.get("name", "agent")
     given = list(sys.argv[1:] if argv is None else argv)
     methods = manifest_methods(manifest)
     login = login_args(methods, given)
     if login is not None:  # a client started the terminal login (agent_auth.py)
         sys.exit(agent_cls.login(login.id, given[: len(given) - len(login.args)]))
+    if transport != "http" and not given:
+        # how an editor starts it: nothing to parse, so no parser is built (argparse's
+        # import and set-up are a few ms of the start-up before `initialize` is answered)
+        max_size = _max_size()
+    else:
+        args = _agent_parser(manifest, methods, transport).parse_args(argv)
+        max_size = args.max_message_size
+    stderr_logging()
+    if transport == "http":
+        _transport_module("http_server").serve_http(
+            agent_cls,
+            host=args.host,
+            port=args.port,
+            max_message_size=max_size,
+            certfile=args.certfile,
+            keyfile=args.keyfile,
+            header_timeout=args.header_timeout,
+            keep_alive=args.keep_alive,
+            idle_timeout=args.idle_timeout,
+            max_connections=args.max_connections,
+            max_sessions=args.max_sessions,
+            unused_timeout=args.unused_timeout,
+            max_per_address=args.max_connections_per_address,
+            shutdown_grace=args.shutdown_grace,
+            allow_missing_auth=args.allow_missing_auth,
+        )
+        return
+    try:
+        asyncio.run(serve_agent_stdio(agent_cls(), max_message_size=max_size))
+    except KeyboardInterrupt:
+        pass
+    sys.exit(0)
+
+
+def _agent_parser(
+    manifest: dict[str, Any], methods: tuple[AuthMethod, ...], transport: str
+) -> argparse.ArgumentParser:
+    """The agent's command line: its help, `--max-message-size`, HTTP's options."""
+    import argparse
+
+    class Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        """Keep the description's paragraphs; show each option's default."""
+
+    name = manifest.get("name", "agent")
     logins = [
         f"{name} {' '.join(m.args)}: {m.name} (the '{m.id}' terminal auth method)"
         for m in methods
@@ -148,7 +200,7 @@ def run_agent(
         prog=name,
         description=f"{about.strip()}\n\n{how}".strip(),
         epilog="interactive login:\n  " + "\n  ".join(logins) if logins else None,
-        formatter_class=_Help,
+        formatter_class=Help,
     )
     ap.add_argument(
         "--max-message-size",
@@ -159,36 +211,7 @@ def run_agent(
     )
     if transport == "http":
         _http_options(ap)
-    args = ap.parse_args(argv)
-    stderr_logging()
-    if transport == "http":
-        _transport_module("http_server").serve_http(
-            agent_cls,
-            host=args.host,
-            port=args.port,
-            max_message_size=args.max_message_size,
-            certfile=args.certfile,
-            keyfile=args.keyfile,
-            header_timeout=args.header_timeout,
-            keep_alive=args.keep_alive,
-            idle_timeout=args.idle_timeout,
-            max_connections=args.max_connections,
-            max_sessions=args.max_sessions,
-            unused_timeout=args.unused_timeout,
-            max_per_address=args.max_connections_per_address,
-            shutdown_grace=args.shutdown_grace,
-            allow_missing_auth=args.allow_missing_auth,
-        )
-        return
-    try:
-        asyncio.run(serve_agent_stdio(agent_cls(), max_message_size=args.max_message_size))
-    except KeyboardInterrupt:
-        pass
-    sys.exit(0)
-
-
-class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keep the description's paragraphs; show each option's default."""
+    return ap
 
 
 def run_client(
@@ -200,6 +223,8 @@ def run_client(
 ) -> None:
     """The client's console script: `-- AGENT_COMMAND...` (stdio) or `--url URL` (HTTP),
     whichever transport the project was made with; each stdin line is a prompt."""
+    import argparse
+
     from .retries import CONNECT_TIMEOUT, MAX_RETRY_WAIT, RETRIES, RETRY_DELAY
 
     ap = argparse.ArgumentParser(

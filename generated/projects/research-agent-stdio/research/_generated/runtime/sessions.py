@@ -66,10 +66,10 @@ from .session_record import (
     user_frames,
 )
 from .session_store import durably, stored_state
-from .store import SessionStore
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
+    from .store import SessionStore
 
 
 log = logging.getLogger("acp.runtime.sessions")

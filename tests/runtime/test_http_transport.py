@@ -26,7 +26,7 @@ from runtime.errors import RpcError
 from runtime.http_server import create_app
 from runtime.jsonrpc import Connection
 from runtime.routes import Router
-from wait_support import Updates
+from wait_support import ListeningServer, Updates
 
 
 def _revision() -> Any:
@@ -114,19 +114,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class ListeningServer(uvicorn.Server):
-    """A uvicorn server that sets `listening` once it listens (no poll on `started`)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self.listening.set()
 
 
 @contextlib.contextmanager

@@ -452,8 +452,8 @@ def test_a_client_dropping_mid_body_logs_one_short_line(
                     b"Accept: application/json, text/event-stream\r\n"
                     b"Content-Length: 1000\r\n\r\n" + b'{"jsonrpc"'
                 )
-            time.sleep(0.05)
-        time.sleep(0.5)
+            time.sleep(0.05)  # ten separate slow writers, one after another
+        time.sleep(0.5)  # a window for the other nine drops: they must not log
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
@@ -495,7 +495,7 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
         }
         r = c.post(url, json=new, headers={"Acp-Connection-Id": ids[0]})
         assert r.status_code == 202, r.text
-        time.sleep(1.5)
+        time.sleep(1.5)  # idle past unused_timeout=0.5: the timeout under test
         live = [c.delete(url, headers={"Acp-Connection-Id": i}).status_code for i in ids]
         assert live[1] == 404  # never opened a session: expired
         assert live[0] != 404  # has a session: kept (the 600 s idle timeout applies)

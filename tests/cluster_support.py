@@ -39,7 +39,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: flo
             return
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not start on 127.0.0.1:{port}")
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll: the server is another process, no notice it listens
 
 
 @dataclass
@@ -175,7 +175,7 @@ def start_postgres() -> Server:
                 return start_postgres()
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll: PostgreSQL is another process, no notice of logins
     crash = [*prefix, str(bindir / "pg_ctl"), "stop", "-D", str(data), "-m", "immediate", "-w"]
     return Server(url, proc, base, port, argv=argv, crash=crash)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from hardening_support import spawn
 from project_support import write_project
+from wait_support import Arrivals
 
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -111,9 +112,11 @@ class Editor:
         self.permit = "allow_once"
         self.requests: list[dict[str, Any]] = []  # every request the agent sent
         self.updates: list[dict[str, Any]] = []
+        self.updated = Arrivals()
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.next_id = 0
         self.reader = asyncio.get_running_loop().create_task(self._read())
+        self.reader.add_done_callback(lambda _: self.updated.arrived())  # EOF: no more updates
 
     @classmethod
     async def start(cls, env: dict[str, str], package: str, root: Path) -> Editor:
@@ -128,6 +131,7 @@ class Editor:
                 asyncio.get_running_loop().create_task(self._answer(msg))
             elif msg.get("method") == "session/update":
                 self.updates.append(msg["params"]["update"])
+                self.updated.arrived()
             else:
                 self.inbox.put_nowait(msg)
 
@@ -176,17 +180,22 @@ class Editor:
         )
         if not v2:
             return str(result["stopReason"])
-        for _ in range(600):
-            idle = [
+
+        def idles() -> list[dict[str, Any]]:
+            return [
                 u
                 for u in self.updates
                 if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"
             ]
-            if len(idle) > self.idle_seen:
-                self.idle_seen = len(idle)
-                return str(idle[-1].get("stopReason"))
-            await asyncio.sleep(0.05)
-        raise AssertionError("the v2 turn never went idle")
+
+        def went_idle() -> bool:
+            assert not self.reader.done(), "the agent's stdout ended before the turn went idle"
+            return len(idles()) > self.idle_seen
+
+        await self.updated.until("the v2 turn going idle", went_idle, 30)
+        idle = idles()
+        self.idle_seen = len(idle)
+        return str(idle[-1].get("stopReason"))
 
     idle_seen = 0
 

@@ -177,7 +177,7 @@ def start_http(env: dict[str, str], package: str, port: int, **extra_env: str) -
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise AssertionError(f"agent exited: {err}")
         assert time.monotonic() < deadline, "agent did not start"
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll: the agent is another process, /health has no push
 
 
 def rss_kib(pid: int) -> int:
@@ -332,11 +332,9 @@ class Core:
     def position(self, rid: int) -> int:
         return next(i for i, m in enumerate(self.msgs) if m.get("id") == rid and "method" not in m)
 
-    async def until(self, pred: Any, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while not pred():
-            assert time.monotonic() < deadline, "condition not reached"
-            await asyncio.sleep(0.005)
+    async def until(self, pred: Any, timeout: float = 10, what: str = "a condition") -> None:
+        """Wake on each batch written until `pred()` holds (a condition on what was written)."""
+        await self.arrivals.until(what, pred, timeout)
 
     def texts(self, sid: str) -> list[str]:
         return [

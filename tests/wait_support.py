@@ -1,11 +1,17 @@
 """Waiting on the event itself instead of sleeping: a test's sink calls `arrived()` when
 frames come in, and `until(what, pred)` wakes on each arrival to re-check `pred`, failing
-with `what` when the deadline passes (no guessed delay before an assertion)."""
+with `what` when the deadline passes (no guessed delay before an assertion); `Updates` is
+an SDK client's sink that does so; `ListeningServer` is a uvicorn server that says when
+it listens."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
+from typing import Any
+
+import uvicorn
 
 
 class Arrivals:
@@ -23,3 +29,33 @@ class Arrivals:
                     await self._event.wait()
         except TimeoutError:
             raise AssertionError(f"not within {timeout} s: {what}") from None
+
+
+class Updates:
+    """An SDK client's `session_update` sink: the updates in arrival order; `until(what,
+    pred)` wakes on each one to re-check `pred`."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.arrivals = Arrivals()
+
+    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+        self.updates.append(update)
+        self.arrivals.arrived()
+
+    async def until(self, what: str, pred: Callable[[], object], timeout: float = 10.0) -> None:
+        await self.arrivals.until(what, pred, timeout)
+
+
+class ListeningServer(uvicorn.Server):
+    """A uvicorn server (run in a thread) that sets `listening` once it listens: wait on
+    that instead of polling `started`."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = threading.Event()
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()

@@ -69,6 +69,7 @@ from typing import Any
 
 import pytest
 from conftest import upstream_schemas
+from wait_support import Arrivals
 
 from generator.protocol.revision import describe
 
@@ -317,6 +318,7 @@ def _recording_client(ns: Any, answer: bool | None = True) -> Any:
             self.requests: list[str] = []
             self.updates: list[dict[str, Any]] = []
             self.asked: list[tuple[Any, str]] = []
+            self.arrivals = Arrivals()  # wakes on each update
 
         async def handle_request(self, method: str, params: Any, ctx: Any) -> Any:
             self.requests.append(method)
@@ -324,6 +326,7 @@ def _recording_client(ns: Any, answer: bool | None = True) -> Any:
 
         async def session_update(self, params: Any) -> None:
             self.updates.append(_wire(params)["update"])
+            self.arrivals.arrived()
 
     if hasattr(ns.handlers.Client, "interrupt_approval"):
 
@@ -614,8 +617,7 @@ def test_cancel_mid_stream(cells: Any, agent: str, revision: str, transport: str
                 _, _, sid = await _session(conn, client)
 
                 async def cancel_after_first_chunk() -> None:
-                    while not _texts(client):
-                        await asyncio.sleep(0.005)
+                    await client.arrivals.until("the first chunk", lambda: _texts(client), 60)
                     await conn.session_cancel({"sessionId": sid})
 
                 canceller = asyncio.ensure_future(cancel_after_first_chunk())

@@ -171,7 +171,7 @@ while True:
                            "terminalId": term["terminalId"]})["result"]["output"]
                 if out.strip():
                     break
-                time.sleep(0.05)
+                time.sleep(0.05)  # a poll: the terminal runs in the client's process
             say(sid, out.strip())
         else:
             say(sid, text)
@@ -302,7 +302,7 @@ def test_every_terminal_is_killed_when_the_client_exits(
     for _ in range(50):
         if not Path(f"/proc/{pid}").exists() or _zombie(pid):
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # a poll: another process, not our child (no wait() on it)
     assert not Path(f"/proc/{pid}").exists() or _zombie(pid), "the terminal's command lives on"
 
 

@@ -195,10 +195,9 @@ def test_coder_commands_modes_and_undo(coder: Any, tmp_path: Path, revision: str
             else:
                 assert new["modes"]["currentModeId"] == "code"
                 assert [m["id"] for m in new["modes"]["availableModes"]] == ["code", "ask"]
-            for _ in range(100):
-                if "available_commands_update" in ed.kinds():
-                    break
-                await asyncio.sleep(0.05)
+            await ed.updated.until(
+                "the available commands", lambda: "available_commands_update" in ed.kinds()
+            )
             (cmds,) = [u for u in ed.updates if u["sessionUpdate"] == "available_commands_update"]
             assert [c["name"] for c in cmds["availableCommands"]] == ["help", "undo"]
 

@@ -190,7 +190,7 @@ def _wait_for_staging(proc: subprocess.Popen[str], parent: Path) -> Path:
         if found and (found[0] / ".agentgen-pid").exists():
             return found[0]
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.005)
+        time.sleep(0.005)  # a poll: the staging dir is made by another process
     raise AssertionError("no staging directory appeared")
 
 

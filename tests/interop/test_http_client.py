@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import socket
 import threading
-import time
 from typing import Any, ClassVar
 
 import pytest
@@ -17,6 +16,7 @@ from runtime.client import AgentProxy, ClientRuntime
 from runtime.errors import RpcError
 from runtime.http_client import connect_http
 from runtime.revision import Method
+from wait_support import ListeningServer
 
 
 def sdk_app() -> Any:
@@ -54,17 +54,14 @@ def running(app: Any):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    server = uvicorn.Server(
+    server = ListeningServer(
         uvicorn.Config(
             app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
         )
     )
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    assert server.listening.wait(10), "server did not start"
     try:
         yield port
     finally:

@@ -260,7 +260,7 @@ async def agent(
                 break
             assert proc.returncode is None, path.read_text()
             assert time.monotonic() < deadline, "the HTTP agent did not start"
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a poll: the file another process writes
         m = re.fullmatch(r"listening on (http://127\.0\.0\.1:(\d+)/acp) \(.*\)", first[0])
         assert m and m.group(2) != "0", first[0]
         url = m.group(1)

@@ -22,6 +22,7 @@ import pytest
 import ts_peer
 from project_support import write_project
 from ts_peer import PeerError, TsClient
+from wait_support import Arrivals
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -513,8 +514,17 @@ def test_generated_client_drives_ts_echo_agent(
         sys.path.remove(str(tmp_path))
     command = ["node", str(sdk_root / "ts_echo_agent.mjs"), ts_peer.REVISIONS[revision][0]]
 
+    class Recording(handlers.Client):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.arrivals = Arrivals()  # wakes on each update
+
+        async def session_update(self, params: Any) -> None:
+            await super().session_update(params)
+            self.arrivals.arrived()
+
     async def main() -> None:
-        client = handlers.Client()
+        client = Recording()
         async with client_mod.spawn_agent(client, dispatcher.AgentConnection, *command) as agent:
             init = await agent.initialize(_init_params(revision))
             assert init.protocol_version.root == (2 if revision == "v2" else 1)
@@ -532,10 +542,9 @@ def test_generated_client_drives_ts_echo_agent(
 
             if revision == "v2":
                 assert answer.message_id.root
-                for _ in range(500):
-                    if any(u.get("state") == "idle" for u in updates()):
-                        break
-                    await asyncio.sleep(0.01)
+                await client.arrivals.until(
+                    "the idle update", lambda: any(u.get("state") == "idle" for u in updates())
+                )
             else:
                 assert answer.stop_reason.value == "end_turn"
             # each update was parsed into the revision's params class of session/update

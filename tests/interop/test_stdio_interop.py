@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from project_support import write_project
+from wait_support import Arrivals
 
 pytestmark = pytest.mark.slow  # interop with the SDK: `make test`, not `make test-fast`
 
@@ -207,10 +208,12 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
 
     env = build_agent(tmp_path, shared_acp)
     updates: list[tuple[str, Any]] = []
+    arrivals = Arrivals()
 
     class C:
         async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
             updates.append((session_id, update))
+            arrivals.arrived()
 
         async def create_elicitation(self, message: str, mode: Any, **kw: Any) -> Any:
             return acp.AcceptElicitationResponse(action="accept", content={"approved": True})
@@ -253,10 +256,10 @@ def test_sdk_client_initialize_prompt_cancel_providers(tmp_path: Path, shared_ac
 
             # cancel: the turn ends with stopReason cancelled
             task = asyncio.create_task(conn.prompt(session_id=sid, prompt=[acp.text_block("slow")]))
-            for _ in range(200):
-                if any(getattr(u.content, "text", "") == "started" for _, u in updates):
-                    break
-                await asyncio.sleep(0.02)
+            await arrivals.until(
+                '"started": the slow turn runs',
+                lambda: any(getattr(u.content, "text", "") == "started" for _, u in updates),
+            )
             await conn.cancel(session_id=sid)
             resp = await asyncio.wait_for(task, 10)
             assert resp.stop_reason == "cancelled"

@@ -209,7 +209,7 @@ def test_a_refused_session_new_ends_the_client_within_seconds(built: Path, tmp_p
         for _ in range(50):
             if not _alive(pid):
                 break
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll: another process, not our child (no wait() on it)
         assert not _alive(pid), "the agent's child was left running"
     finally:
         if pidfile.exists() and _alive(int(pidfile.read_text())):

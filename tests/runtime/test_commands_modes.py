@@ -140,16 +140,28 @@ def _texts(c: Core, sid: str) -> list[str]:
     return out
 
 
+def _idles(c: Core, sid: str) -> int:
+    """How many v2 `idle` state_updates (a turn saved and over) session `sid` has sent."""
+    return sum(
+        1
+        for m in c.msgs
+        if m.get("method") == "session/update"
+        and m["params"]["sessionId"] == sid
+        and m["params"]["update"].get("state") == "idle"
+    )
+
+
 async def _prompt_text(c: Core, rev: str, sid: str, text: str) -> str:
-    """The text the turn sent (v2: the turn runs on after the answer; wait for it)."""
-    before = len(_texts(c, sid))
+    """The text the turn sent, once the turn is saved (v1: its answer; v2: the turn runs on
+    after the answer until its idle update, sent once the turn is saved)."""
+    before, idles = len(_texts(c, sid)), _idles(c, sid)
     r = await c.call("session/prompt", hs.text_prompt(sid, text))
     assert "result" in r, r
-    for _ in range(400):
-        if len(_texts(c, sid)) > before:
-            return _texts(c, sid)[-1]
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no text for {text!r}")
+    if rev != "v1":
+        await c.until(lambda: _idles(c, sid) > idles, what=f"the idle update after {text!r}")
+    texts = _texts(c, sid)
+    assert len(texts) > before, f"no text for {text!r}"
+    return texts[-1]
 
 
 async def _reopen(c: Core, rev: str, sid: str) -> dict[str, Any]:
@@ -189,10 +201,6 @@ def test_the_mode_survives_load_and_resume(agents: Any, rev: str) -> None:
         assert _current_mode(rev, await _reopen(b, rev, sid)) == "ask"
         assert await _prompt_text(b, rev, sid, "hello") == "mode ask"
         assert await _prompt_text(b, rev, sid, "switch code") == "mode code"
-        for _ in range(200):  # v2: the turn is saved after its idle update
-            if (await store.load(sid)).get("mode") == "code":
-                break
-            await asyncio.sleep(0.01)
         await b.conn.close()
 
         c = await fresh()

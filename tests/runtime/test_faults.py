@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 from hardening_support import Core
-from wait_support import Arrivals
+from wait_support import Arrivals, Updates
 
 pytestmark = pytest.mark.slow  # faults under load and timeouts: `make test`, not `make test-fast`
 
@@ -448,17 +448,10 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
     db = tmp_path / "sessions.db"
     url = f"http://127.0.0.1:{port}/acp"
 
-    class Collector:
-        def __init__(self) -> None:
-            self.updates: list[Any] = []
-
-        async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
-            self.updates.append(update)
-
     def texts(updates: list[Any]) -> list[tuple[str, str]]:
         return [(u.session_update, u.content.text) for u in updates]
 
-    def client(c: Collector) -> Any:
+    def client(c: Updates) -> Any:
         return acp.connect_to_agent(
             c,  # type: ignore[arg-type]  # the SDK protocol: only session_update is used
             create_http_stream(url, client=httpx.AsyncClient(timeout=None)),
@@ -468,7 +461,7 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
         return [S.TextContentBlock(type="text", text=text)]
 
     async def phase1() -> str:
-        c = Collector()
+        c = Updates()
         conn = client(c)
         await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
         sess = await asyncio.wait_for(conn.new_session(cwd="/tmp", mcp_servers=[]), 10)
@@ -480,11 +473,7 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
         cut = asyncio.ensure_future(
             conn.prompt(session_id=sess.session_id, prompt=block("seq cut 100000 0.002"))
         )
-        for _ in range(1000):
-            if len(c.updates) >= 10:
-                break
-            await asyncio.sleep(0.01)
-        assert len(c.updates) >= 10
+        await c.until("the cut turn streaming", lambda: len(c.updates) >= 10)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         cut.cancel()
@@ -501,7 +490,7 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
     try:
 
         async def phase2() -> None:
-            c = Collector()
+            c = Updates()
             conn = client(c)
             await asyncio.wait_for(conn.initialize(protocol_version=1), 10)
             await asyncio.wait_for(
@@ -519,7 +508,7 @@ def test_sigkill_mid_turn_and_restart(built: dict[str, Any], tmp_path: Path) -> 
                 ("agent_message_chunk", "three")
             ]
 
-            c2 = Collector()
+            c2 = Updates()
             other = client(c2)
             await asyncio.wait_for(other.initialize(protocol_version=1), 10)
             await asyncio.wait_for(other.resume_session(cwd="/tmp", session_id=sid), 10)
@@ -546,12 +535,14 @@ def test_unserializable_result_still_answered(built: dict[str, Any]) -> None:
     hs.load(built["tmp"], PKG)
     jsonrpc = hs.runtime_of(PKG, "jsonrpc")
     out: list[dict[str, Any]] = []
+    arrivals = Arrivals()
 
     class Sid(pydantic.RootModel[str]):
         pass
 
     async def sink(batch: list[tuple[bytes, Any]]) -> None:
         out.extend(orjson.loads(f) for f, _ in batch)
+        arrivals.arrived()
 
     async def on_request(method: str, params: Any, ctx: Any) -> Any:
         return object() if method == "bad" else {"ok": True}
@@ -564,10 +555,7 @@ def test_unserializable_result_still_answered(built: dict[str, Any]) -> None:
         conn.feed(b'{"jsonrpc":"2.0","id":1,"method":"bad"}')
         conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"good"}')
         conn.notify("x", {"sessionId": Sid("s-1")})
-        for _ in range(100):
-            if len(out) >= 3:
-                break
-            await asyncio.sleep(0.01)
+        await arrivals.until("two answers and the notification", lambda: len(out) >= 3)
         await conn.close()
         by_id = {m.get("id"): m for m in out if "method" not in m}
         assert by_id[1]["error"] == {"code": -32603, "message": "internal error"}
@@ -728,16 +716,16 @@ def test_abandoned_http_connections_expire(built: dict[str, Any]) -> None:
         deadline = time.monotonic() + 10
         while gone in server.connections:
             assert time.monotonic() < deadline, "the abandoned connection was never ended"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll: the server runs in another thread, no notice of an end
         assert reading in server.connections and working in server.connections
         while working in server.connections:  # its turn ends, then it idles out too
             assert time.monotonic() < deadline, "the finished connection was never ended"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll: the server runs in another thread, no notice of an end
         assert reading in server.connections  # its reader is still there
         reader.close()
         while reading in server.connections:
             assert time.monotonic() < deadline + 5, "a closed reader's connection was kept"
-            time.sleep(0.1)
+            time.sleep(0.1)  # a poll: the server runs in another thread, no notice of an end
         # the session outlives its connection
         h2 = {"Acp-Connection-Id": c.post(url, json=init).headers["Acp-Connection-Id"]}
         load = {

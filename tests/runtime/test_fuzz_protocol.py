@@ -43,6 +43,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wait_support import Arrivals
 
 pytestmark = pytest.mark.slow  # fuzzer: `make test`, not `make test-fast`
 
@@ -541,6 +542,7 @@ class InProcess:
     def __init__(self, fa: dict[str, Any]) -> None:
         self.out: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []
+        self.arrivals = Arrivals()
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             for frame, _sid in batch:
@@ -551,6 +553,7 @@ class InProcess:
                     continue
                 assert type(msg) is dict
                 (self.answers if "method" not in msg else self.out).append(msg)
+            self.arrivals.arrived()
 
         self.agent = fa["agent"]()
         self.conn = fa["serve"].agent_connection(self.agent, sink, MAX_SIZE)
@@ -558,25 +561,31 @@ class InProcess:
         self.task = asyncio.get_running_loop().create_task(
             fa["stdio"].read_frames(self.reader, self.conn, MAX_SIZE)
         )
+        self.task.add_done_callback(lambda _: self.arrivals.arrived())
+
+    async def until(self, what: str, pred: Any, timeout: float = 10) -> None:
+        """Wake on each write (and on the reader's end) until `pred()` holds."""
+
+        def ready() -> bool:
+            assert not self.task.done(), f"the reader died: {self.task}"
+            return bool(pred())
+
+        await self.arrivals.until(what, ready, timeout)
 
     async def wait_for(self, n: int, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.answers) < n:
-            assert not self.task.done(), f"the reader died: {self.task}"
-            assert time.monotonic() < deadline, f"hang: {len(self.answers)} of {n} answers"
-            await asyncio.sleep(0.001)
+        await self.until(f"{n} answers (hang)", lambda: len(self.answers) >= n, timeout)
 
     async def call(self, rid: Any, method: str, params: Any) -> dict[str, Any]:
         self.reader.feed_data(_msg(id=rid, method=method, params=params) + b"\n")
-        deadline = time.monotonic() + 10
-        while True:
-            for a in self.answers:
-                if a.get("id") == rid:
-                    self.answers.remove(a)
-                    return a
-            assert not self.task.done(), f"the reader died: {self.task}"
-            assert time.monotonic() < deadline, f"hang waiting for {method}"
-            await asyncio.sleep(0.001)
+
+        def answer() -> dict[str, Any] | None:
+            return next((a for a in self.answers if a.get("id") == rid), None)
+
+        await self.until(f"an answer to {method} (hang)", answer)
+        a = answer()
+        assert a is not None
+        self.answers.remove(a)
+        return a
 
     async def session(self) -> str:
         r = await self.call("s-init", "initialize", {"protocolVersion": 1})
@@ -1134,7 +1143,7 @@ def test_request_cancelled_before_it_starts_is_answered(fuzz_agent: dict[str, An
                 + b"\n"
             )
             await p.wait_for(1)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a window for a second answer: none may come
             assert p.answers == [
                 {
                     "jsonrpc": "2.0",
@@ -1168,10 +1177,7 @@ def test_v2_turn_cancelled_before_it_starts_still_ends(fuzz_agent_v2: dict[str, 
             + b"\n"
         )
         await p.wait_for(1)
-        for _ in range(100):
-            if len(p.out) >= 2:
-                break
-            await asyncio.sleep(0.01)
+        await p.until("user_message and idle", lambda: len(p.out) >= 2)
         kinds = [
             (m["params"]["update"]["sessionUpdate"], m["params"]["update"].get("stopReason"))
             for m in p.out
@@ -1180,10 +1186,7 @@ def test_v2_turn_cancelled_before_it_starts_still_ends(fuzz_agent_v2: dict[str, 
         p.out.clear()
         again = await p.call(4, "session/prompt", hs.text_prompt(sid, "again"))
         assert list(again["result"]) == ["messageId"]
-        for _ in range(100):
-            if len(p.out) >= 4:
-                break
-            await asyncio.sleep(0.01)
+        await p.until("the second turn's four updates", lambda: len(p.out) >= 4)
         updates = [m["params"]["update"] for m in p.out]
         assert [u.get("state") or u["sessionUpdate"] for u in updates] == [
             "user_message",

@@ -214,9 +214,12 @@ def test_cookies_sent_back_for_the_connection(monkeypatch: pytest.MonkeyPatch) -
     """A Set-Cookie from the server (affinity) comes back on every later request of the
     connection, over HTTP/2 with prior knowledge (an in-process mock server)."""
     seen: list[str | None] = []
+    cancel_posted = asyncio.Event()
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.headers.get("cookie"))
+        if b'"session/cancel"' in request.content:
+            cancel_posted.set()
         if request.method == "POST" and b'"initialize"' in request.content:
             rid = json.loads(request.content)["id"]
             return httpx.Response(
@@ -237,7 +240,7 @@ def test_cookies_sent_back_for_the_connection(monkeypatch: pytest.MonkeyPatch) -
         async with http_client.connect_http(Collect(), AgentProxy, "http://127.0.0.1:9/acp") as p:
             await asyncio.wait_for(p.call("initialize", {"protocolVersion": 1}), 5)
             await p._notify("session/cancel", {"sessionId": "s"})
-            await asyncio.sleep(0.05)
+            await asyncio.wait_for(cancel_posted.wait(), 5)
 
     asyncio.run(go())
     assert seen[0] is None

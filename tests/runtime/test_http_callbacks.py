@@ -9,7 +9,6 @@ import base64
 import contextlib
 import datetime
 import logging
-import socket
 import threading
 import time
 from typing import Any, ClassVar
@@ -17,7 +16,6 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 import standardwebhooks
-import uvicorn
 from runtime.callbacks import CallbackSender, key_from_env, sign, verify
 from runtime.http_server import app_for
 from runtime.store import MemorySessionStore
@@ -26,36 +24,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from test_http_sessions import EchoAgent
+from test_http_transport import free_port, running_server
 
 SECRET = b"cb-shared-secret-42"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def running(app: Any):
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        t.join(10)
+    with running_server(app) as addr:
+        yield int(addr.rsplit(":", 1)[1])
 
 
 def receiver(fail_first: int, status: int = 503):
     got: list[tuple[bytes, dict[str, str]]] = []
     calls = {"n": 0}
+    delivered = threading.Event()
 
     async def hook(request: Request) -> Response:
         calls["n"] += 1
@@ -63,9 +46,12 @@ def receiver(fail_first: int, status: int = 503):
         if calls["n"] <= fail_first:
             return Response(status_code=status)
         got.append((body, dict(request.headers)))
+        delivered.set()
         return Response(status_code=204)
 
-    return Starlette(routes=[Route("/hook", hook, methods=["POST"])]), got, calls
+    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    app.state.delivered = delivered  # set on the first delivery
+    return app, got, calls
 
 
 def test_retries_then_delivers_signed(caplog: pytest.LogCaptureFixture) -> None:
@@ -168,10 +154,8 @@ def test_prompt_result_posted_to_callback(monkeypatch: pytest.MonkeyPatch) -> No
                 callbackUrl=f"http://127.0.0.1:{hook_port}/hook",
             )
             assert r.stop_reason == "end_turn"
-            for _ in range(300):
-                if got:
-                    break
-                await asyncio.sleep(0.02)
+            delivered = await asyncio.to_thread(hook_app.state.delivered.wait, 10)
+            assert delivered, "the callback was not delivered"
             await conn.close()
 
         asyncio.run(go())

@@ -64,7 +64,7 @@ def limited_server(
             break
         except OSError:
             assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+            time.sleep(0.02)  # a poll: hypercorn's serve() gives no notice that it listens
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -117,7 +117,7 @@ def test_unread_stream_is_bounded_then_connection_ends() -> None:
             stream = server.connections[cid].sessions.get(sid)
             if stream is not None:
                 peak = max(peak, stream._bytes)
-            time.sleep(0.01)
+            time.sleep(0.01)  # sampling the buffer's size while it lives: the measurement
         assert peak > 0 and peak <= 8192 + 512, peak  # never more than the limit plus one frame
         assert cid not in server.connections  # stalled past the timeout: the connection ended
         r = c.post(
@@ -268,10 +268,14 @@ def test_sessions_per_connection_capped_over_http_and_websocket() -> None:
         for rid in (10, 11):
             new = {"jsonrpc": "2.0", "id": rid, "method": "session/new", "params": {}}
             assert c.post(url, json=new, headers=h).status_code == 202
-        deadline = time.monotonic() + 5
-        while app.state.acp.connections[cid].session_count() < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        answered: set[Any] = set()  # the answers to 10 and 11: both sessions opened
+        with c.stream("GET", url, headers={**h, "Accept": "text/event-stream"}) as s:
+            for line in s.iter_lines():
+                if line.startswith("data:"):
+                    answered.add(json.loads(line[5:]).get("id"))
+                if {10, 11} <= answered:
+                    break
+        assert app.state.acp.connections[cid].session_count() == 3
         r = c.post(
             url, json={"jsonrpc": "2.0", "id": 12, "method": "session/new", "params": {}}, headers=h
         )
@@ -396,7 +400,8 @@ def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
         await stream.put(b'"one"')
         assert b"id: 1\n" in await first.__anext__()
         waiting = asyncio.ensure_future(first.__anext__())
-        await asyncio.sleep(0.01)  # the old generator now waits for data
+        await asyncio.sleep(0)  # one pass: the old generator now waits for data
+        assert len(stream._waiters) == 1
         new = object()
         stream.reader = new
         await stream.put(b'"two"')
@@ -488,13 +493,15 @@ def test_stream_reader_waits_without_a_task_and_every_waiter_wakes() -> None:
         before = len(asyncio.all_tasks())
         a = asyncio.ensure_future(stream.wait(30))
         b = asyncio.ensure_future(stream.wait(30))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # one pass: both readers run to their wait
+        assert len(stream._waiters) == 2
         assert len(asyncio.all_tasks()) == before + 2  # the two readers, nothing more
         await stream.put(b'"x"')
         assert await asyncio.wait_for(asyncio.gather(a, b), 5) == [True, True]
         assert [i for i, _ in stream.take_all()] == [1]
         c = asyncio.ensure_future(stream.wait(30))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # one pass: the reader runs to its wait
+        assert len(stream._waiters) == 1
         stream.close()
         assert await asyncio.wait_for(c, 5) is True
         assert stream._waiters == []

@@ -77,15 +77,7 @@ def start(port: int, db: Path) -> subprocess.Popen[bytes]:
             pass
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert time.monotonic() < deadline, "agent did not start"
-        time.sleep(0.05)
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.updates: list[Any] = []
-
-    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
-        self.updates.append(update)
+        time.sleep(0.05)  # a poll: the agent is another process, /health has no push
 
 
 def texts(updates: list[Any]) -> list[tuple[str, str]]:
@@ -96,6 +88,7 @@ def test_restart_and_resume(tmp_path: Path) -> None:
     import acp
     from acp import schema as S
     from acp.http.client import create_http_stream
+    from wait_support import Updates
 
     port = free_port()
     db = tmp_path / "sessions.db"
@@ -103,7 +96,7 @@ def test_restart_and_resume(tmp_path: Path) -> None:
     headers = {"X-API-Key": "k-123-secret"}
 
     async def phase1() -> str:
-        c = Collector()
+        c = Updates()
         conn = acp.connect_to_agent(
             c, create_http_stream(url, headers=headers, client=httpx.AsyncClient(timeout=None))
         )
@@ -130,7 +123,7 @@ def test_restart_and_resume(tmp_path: Path) -> None:
     try:
 
         async def phase2() -> None:
-            c = Collector()
+            c = Updates()
             conn = acp.connect_to_agent(
                 c, create_http_stream(url, headers=headers, client=httpx.AsyncClient(timeout=None))
             )
@@ -209,12 +202,13 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
     from runtime.http_server import app_for
     from runtime.store import MemorySessionStore
     from test_http_transport import running_server
+    from wait_support import Updates
 
     monkeypatch.setenv("ECHO_KEY", "k-ws-secret")
     with running_server(app_for(SlowAgent, store=MemorySessionStore())) as addr:
 
         async def go() -> None:
-            c = Collector()
+            c = Updates()
             t = await create_websocket_stream(
                 f"ws://{addr}/acp", headers={"X-API-Key": "k-ws-secret"}
             )
@@ -226,10 +220,7 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
                     session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="go")]
                 )
             )
-            for _ in range(500):
-                if len(c.updates) >= 3:
-                    break
-                await asyncio.sleep(0.01)
+            await c.until("three ticks", lambda: len(c.updates) >= 3)
             await conn.cancel(session_id=sess.session_id)
             r = await asyncio.wait_for(task, 10)
             assert r.stop_reason == "cancelled"

@@ -12,7 +12,6 @@ import contextlib
 import logging
 import socket
 import threading
-import time
 from typing import Any
 
 import acp
@@ -27,6 +26,7 @@ from runtime.errors import RpcError
 from runtime.http_server import create_app
 from runtime.jsonrpc import Connection
 from runtime.routes import Router
+from wait_support import ListeningServer, Updates
 
 
 def _revision() -> Any:
@@ -119,17 +119,14 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_server(app):
     port = free_port()
-    server = uvicorn.Server(
+    server = ListeningServer(
         uvicorn.Config(
             app, host="127.0.0.1", port=port, log_level="warning", ws="websockets-sansio"
         )
     )
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
+    assert server.listening.wait(10), "server did not start"
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -137,13 +134,7 @@ def running_server(app):
         t.join(10)
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.updates: list[Any] = []
-
-    async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
-        self.updates.append(update)
-
+class Collector(Updates):
     async def request_permission(self, *a: Any, **kw: Any) -> Any:
         raise RuntimeError("unused")
 
@@ -165,10 +156,7 @@ async def drive(transport) -> None:
             session_id=sess.session_id, prompt=[S.TextContentBlock(type="text", text="slow")]
         )
     )
-    for _ in range(500):
-        if client.updates:
-            break
-        await asyncio.sleep(0.01)
+    await client.until("the slow turn streaming", lambda: client.updates)
     await conn.cancel(session_id=sess.session_id)
     res = await asyncio.wait_for(task, 10)
     assert res.stop_reason == "cancelled"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import hardening_support as hs
 import orjson
 import pytest
+from wait_support import Arrivals
 
 HANDLERS = """
 from __future__ import annotations
@@ -102,6 +102,7 @@ class Client:
         self.msgs: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.answer = answer
+        self.arrivals = Arrivals()
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             for frame, _ in batch:
@@ -112,6 +113,7 @@ class Client:
                     asyncio.get_running_loop().call_soon(self.conn.feed, orjson.dumps(reply))
                 else:
                     self.msgs.append(msg)
+            self.arrivals.arrived()
 
         self.conn = sessions.SessionCore(agent_cls, store)(sink)
         self.n = 0
@@ -121,13 +123,14 @@ class Client:
         rid = self.n
         msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         self.conn.feed(json.dumps(msg).encode())
-        deadline = time.monotonic() + 10
-        while True:
-            for m in self.msgs:
-                if m.get("id") == rid and "method" not in m:
-                    return m
-            assert time.monotonic() < deadline, f"no answer to {method}"
-            await asyncio.sleep(0.005)
+
+        def answered() -> dict[str, Any] | None:
+            return next((m for m in self.msgs if m.get("id") == rid and "method" not in m), None)
+
+        await self.arrivals.until(f"an answer to {method}", answered)
+        m = answered()
+        assert m is not None
+        return m
 
     async def session(self, caps: dict[str, Any]) -> str:
         r = await self.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})

@@ -19,6 +19,7 @@ import hardening_support as hs
 import httpx
 import orjson
 import pytest
+from wait_support import Arrivals
 
 PKG = "redisagent"
 
@@ -77,7 +78,9 @@ class Reader:
     def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
         self.events: list[tuple[int, dict[str, Any]]] = []
         self.comments = 0  # ": keepalive" lines
+        self.arrivals = Arrivals()
         self.task = asyncio.get_running_loop().create_task(self._run(http, url, headers))
+        self.task.add_done_callback(lambda _: self.arrivals.arrived())
         self.status: int | None = None
 
     async def _run(self, http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
@@ -90,21 +93,24 @@ class Reader:
                     eid = int(line[3:])
                 elif line.startswith("data:"):
                     self.events.append((eid, orjson.loads(line[5:])))
+                    self.arrivals.arrived()
                 elif line.startswith(":"):
                     self.comments += 1
 
     async def wait_for(self, pred: Any, timeout: float = 15) -> dict[str, Any]:
-        async def poll() -> dict[str, Any]:
-            while True:
-                for _, m in self.events:
-                    if pred(m):
-                        return m
-                if self.task.done():
-                    self.task.result()
-                    raise AssertionError("stream ended")
-                await asyncio.sleep(0.02)
+        """Wake on each event (and on the stream's end) until one matches `pred`."""
 
-        return await asyncio.wait_for(poll(), timeout)
+        def found() -> dict[str, Any] | None:
+            m = next((m for _, m in self.events if pred(m)), None)
+            if m is None and self.task.done():
+                self.task.result()
+                raise AssertionError("stream ended")
+            return m
+
+        await self.arrivals.until("a matching event", found, timeout)
+        m = found()
+        assert m is not None
+        return m
 
     async def stop(self) -> None:
         self.task.cancel()
@@ -312,7 +318,7 @@ def test_redis_down_falls_back_to_owner_only(tmp_path: Path, shared_acp: Path) -
                         if r.status_code == 202:
                             break
                         assert asyncio.get_running_loop().time() < deadline, r.status_code
-                        await asyncio.sleep(0.5)
+                        await asyncio.sleep(0.5)  # a poll: Redis is another process, no notice
 
             asyncio.run(go())
         logs = [p.stderr.read() if p.stderr else "" for p in procs]

@@ -16,6 +16,7 @@ import hardening_support as hs
 import orjson
 import pytest
 from hardening_support import Core
+from wait_support import Arrivals
 
 PKG = "reliabagent"
 PKG2 = "reliabagent2"
@@ -47,7 +48,8 @@ def _users(frames: list[bytes]) -> list[Any]:
 
 
 def _gated_store(package: str) -> Any:
-    """A memory store whose turn saves wait for `gate` (a store that is slow or locked)."""
+    """A memory store whose turn saves wait for `gate` (a store that is slow or locked);
+    `changed` wakes when a save starts (`saving`) and when it is stored (`saved`)."""
     base = hs.runtime_of(package, "store").MemorySessionStore
 
     class Gated(base):  # type: ignore[misc, valid-type]
@@ -56,11 +58,17 @@ def _gated_store(package: str) -> Any:
             self.gate = asyncio.Event()
             self.gate.set()
             self.saving = 0
+            self.saved = 0
+            self.changed = Arrivals()
 
         async def save_turn(self, *args: Any, **kw: Any) -> bool:
             self.saving += 1
+            self.changed.arrived()
             await self.gate.wait()
-            return bool(await super().save_turn(*args, **kw))
+            ok = bool(await super().save_turn(*args, **kw))
+            self.saved += 1
+            self.changed.arrived()
+            return ok
 
     return Gated()
 
@@ -86,9 +94,9 @@ def test_a_prompt_in_the_save_window_waits_for_the_save(built: dict[str, Any]) -
         store.gate.clear()
         saves = store.saving
         p2 = c.send("session/prompt", hs.text_prompt(sid, "p2"))
-        await c.until(lambda: store.saving > saves)  # p2 ran and waits on its save
+        await store.changed.until("p2 ran and waits on its save", lambda: store.saving > saves)
         p3 = c.send("session/prompt", hs.text_prompt(sid, "p3"))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a window for a wrong answer: nothing may come
         assert c.answered(p3) is None and c.answered(p2) is None
         assert [m for m in c.msgs if "p3" in json.dumps(m)] == []  # p3 has not run
         store.gate.set()
@@ -115,17 +123,13 @@ def test_v2_a_prompt_after_idle_waits_for_the_save(built_v2: Any) -> None:
         sid = (await c.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
         store.gate.clear()
         assert "result" in await c.call("session/prompt", hs.text_prompt(sid, "p1"))
-        await c.until(lambda: store.saving >= 1)  # idle sent, save held
+        await store.changed.until("idle sent, p1's save held", lambda: store.saving >= 1)
         p2 = c.send("session/prompt", hs.text_prompt(sid, "p2"))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # a window for a wrong answer: nothing may come
         assert c.answered(p2) is None  # waits for p1's save
         store.gate.set()
         assert "result" in await c.answer(p2)
-        await c.until(lambda: store.saving >= 2)
-        for _ in range(400):
-            if len(_users(await store.history(sid))) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await store.changed.until("both turns stored", lambda: store.saved >= 2)
         assert _users(await store.history(sid)) == ["p1", "p2"]
         await c.conn.close()
 
@@ -448,8 +452,8 @@ def test_a_client_dropping_mid_body_logs_one_short_line(
                     b"Accept: application/json, text/event-stream\r\n"
                     b"Content-Length: 1000\r\n\r\n" + b'{"jsonrpc"'
                 )
-            time.sleep(0.05)
-        time.sleep(0.5)
+            time.sleep(0.05)  # ten separate slow writers, one after another
+        time.sleep(0.5)  # a window for the other nine drops: they must not log
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
@@ -491,7 +495,7 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
         }
         r = c.post(url, json=new, headers={"Acp-Connection-Id": ids[0]})
         assert r.status_code == 202, r.text
-        time.sleep(1.5)
+        time.sleep(1.5)  # idle past unused_timeout=0.5: the timeout under test
         live = [c.delete(url, headers={"Acp-Connection-Id": i}).status_code for i in ids]
         assert live[1] == 404  # never opened a session: expired
         assert live[0] != 404  # has a session: kept (the 600 s idle timeout applies)

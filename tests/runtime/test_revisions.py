@@ -22,6 +22,7 @@ from typing import Any, Self
 import pytest
 from project_support import write_project
 from scaffold_support import store  # noqa: F401 - fixture
+from wait_support import Arrivals
 
 from generator.errors import AgentgenError
 from generator.protocol.revision import describe
@@ -372,6 +373,7 @@ def test_the_generated_client_offers_its_highest_revision_and_falls_back(
         def __init__(self) -> None:
             super().__init__()
             self.texts: list[str] = []
+            self.arrivals = Arrivals()
 
         async def session_update(self, params: Any) -> None:
             update = params.update.root
@@ -379,6 +381,7 @@ def test_the_generated_client_offers_its_highest_revision_and_falls_back(
             text = getattr(getattr(content, "root", content), "text", None)
             if text is not None:
                 self.texts.append(text)
+                self.arrivals.arrived()
 
     async def run(root: Path, package: str) -> tuple[int, list[str]]:
         serve = (
@@ -398,10 +401,7 @@ def test_the_generated_client_offers_its_highest_revision_and_falls_back(
                 "session/prompt",
                 {"sessionId": new["sessionId"], "prompt": [{"type": "text", "text": "hi"}]},
             )
-            for _ in range(100):
-                if client.texts:
-                    break
-                await asyncio.sleep(0.05)
+            await client.arrivals.until("the turn's text", lambda: client.texts)
             assert agent.revision.protocol_version == init["protocolVersion"]
             return int(init["protocolVersion"]), client.texts
 

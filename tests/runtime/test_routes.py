@@ -20,6 +20,7 @@ from runtime.routes import Router, session_scoped
 from runtime.sessions import SessionCore
 from runtime.store import MemorySessionStore
 from test_http_transport import running_server
+from wait_support import Arrivals
 
 from generator.protocol.revision import describe
 
@@ -149,17 +150,16 @@ def _frame(rid: int, method: str, params: Any) -> bytes:
 def test_a_route_registered_once_is_served_on_stdio() -> None:
     async def run() -> list[Any]:
         out: list[Any] = []
+        written = Arrivals()
 
         async def sink(batch: list[tuple[bytes, str | None]]) -> None:
             out.extend(json.loads(frame) for frame, _ in batch)
+            written.arrived()
 
         conn = SessionCore(RoutedAgent, MemorySessionStore())(sink)  # what stdio serves
         conn.feed(_frame(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}}))
         conn.feed(_frame(2, "_echo/reverse", {"text": "abc"}))
-        for _ in range(200):
-            if len(out) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await written.until("two answers", lambda: len(out) == 2)
         await conn.close()
         return out
 

@@ -49,11 +49,13 @@ def make(on_request: Any = None, on_notification: Any = None, **kw: Any) -> tupl
 
 def test_notifications_in_order_per_session_and_sessions_concurrent() -> None:
     seen: dict[str, list[int]] = {"a": [], "b": []}
+    handled = Arrivals()
 
     async def note(method: str, params: Any) -> None:
         # later notifications of a session finish faster: order must still hold
         await asyncio.sleep(0.001 * (5 - params["n"] % 5))
         seen[params["sessionId"]].append(params["n"])
+        handled.arrived()
 
     async def main() -> None:
         conn, _ = make(on_notification=note)
@@ -64,10 +66,7 @@ def test_notifications_in_order_per_session_and_sessions_concurrent() -> None:
                         {"jsonrpc": "2.0", "method": "x", "params": {"sessionId": sid, "n": n}}
                     )
                 )
-        for _ in range(400):
-            if len(seen["a"]) == len(seen["b"]) == 30:
-                break
-            await asyncio.sleep(0.005)
+        await handled.until("60 notifications", lambda: len(seen["a"]) == len(seen["b"]) == 30)
         assert seen == {"a": list(range(30)), "b": list(range(30))}
         await conn.close()
 
@@ -243,25 +242,24 @@ def test_stdin_pipe_is_framed_by_the_read_itself(
 
     async def main() -> None:
         conn, w = make(max_message_size=1000)
-        loop = asyncio.get_running_loop()
-        feeding = loop.create_task(feed_stdin(conn, 1000))
-        await asyncio.sleep(0)  # the pipe is connected
+        handed = Arrivals()
         real_feed = conn.feed
 
         def feed(frame: bytes) -> None:
             fed.append(frame)
             real_feed(frame)
+            handed.arrived()
 
         conn.feed = feed  # type: ignore[method-assign]
+        feeding = asyncio.get_running_loop().create_task(feed_stdin(conn, 1000))
         os.write(wfd, ok + b"\n")
-        while not fed:  # handed over by the read (no reader task)
-            await asyncio.sleep(0.001)
+        await handed.until("the first line handed over by the read", lambda: fed)
         for i in range(0, len(data), 333):  # lines split across reads
             os.write(wfd, data[i : i + 333])
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0.001)  # the writer's pace: each piece its own read
         os.close(wfd)
         await asyncio.wait_for(feeding, 10)
-        await asyncio.sleep(0.01)
+        await w.until("four answers", lambda: len(w.out) == 4)
         await conn.flush()
         msgs = [m for m, _ in w.out]
         errors = [m for m in msgs if m["id"] is None]
@@ -280,10 +278,12 @@ def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None
     in order."""
     now_batches: list[list[dict[str, Any]]] = []
     accept = [True]
+    written = Arrivals()
 
     def sink_now(batch: list[tuple[bytes, str | None]]) -> bool:
         if accept[0]:
             now_batches.append([json.loads(f) for f, _ in batch])
+            written.arrived()
         return accept[0]
 
     async def main() -> None:
@@ -302,13 +302,13 @@ def test_answer_leaves_through_sink_now_with_what_was_queued_before_it() -> None
         # leave in one write
         conn.feed(b'{"jsonrpc":"2.0","id":5,"method":"m","params":{"n":5}}')
         conn.feed(b'{"jsonrpc":"2.0","id":6,"method":"m","params":{"n":6}}')
-        await asyncio.sleep(0.01)
+        await written.until("the answers to 5 and 6", lambda: len(now_batches) >= 2)
         await conn.flush()
         assert [[m.get("id") for m in b] for b in now_batches[1:]] == [[None, 5, None, 6]]
         assert w.out == []
         accept[0] = False
         conn.feed(b'{"jsonrpc":"2.0","id":2,"method":"m","params":{"n":2}}')
-        await asyncio.sleep(0.01)
+        await w.until("the answer to 2", lambda: (2, None, {"n": 2}) in w.answers())
         await conn.flush()
         assert len(now_batches) == 2
         assert [(m.get("method"), m.get("id")) for m, _ in w.out] == [("note", None), (None, 2)]
@@ -322,6 +322,7 @@ def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
     pending group commit) before it writes: a notification and the answer that comes a
     pass later leave in one batch."""
     batches: list[list[Any]] = []
+    written = Arrivals()
 
     async def main() -> None:
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -333,6 +334,7 @@ def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
 
         async def sink(batch: list[tuple[bytes, str | None]]) -> None:
             batches.append([json.loads(f).get("id") for f, _ in batch])
+            written.arrived()
 
         async def settle() -> None:
             await gate
@@ -344,7 +346,7 @@ def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
             await asyncio.sleep(0)
         assert batches == []  # the note waits
         gate.set_result(None)
-        await asyncio.sleep(0.01)
+        await written.until("the held batch", lambda: batches)
         await conn.flush()
         assert batches == [[None, 1]]
         await conn.close()

@@ -13,6 +13,7 @@ import hardening_support as hs
 import orjson
 import pytest
 from hardening_support import Core
+from wait_support import Updates
 
 PKG = "sessagent"
 
@@ -37,6 +38,14 @@ def _core(built: dict[str, Any], store: Any, **kw: Any) -> Any:
     return sessions.SessionCore(built["agent"], store, **kw)
 
 
+def _idle_sent(c: Core) -> bool:
+    """v2: the turn's `idle` state_update (sent once the turn is saved) has been written."""
+    return any(
+        m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle"
+        for m in c.msgs
+    )
+
+
 # ---- one owner per session -------------------------------------------------------------
 
 
@@ -55,13 +64,6 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
     http = hs.runtime_of(PKG, "http_server")
     store = hs.runtime_of(PKG, "store_sqlite").SqliteSessionStore(tmp_path / "s.db")
 
-    class Collector:
-        def __init__(self) -> None:
-            self.updates: list[Any] = []
-
-        async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
-            self.updates.append(update)
-
     def prompt(conn: Any, sid: str, text: str) -> Any:
         return conn.prompt(session_id=sid, prompt=[S.TextContentBlock(type="text", text=text)])
 
@@ -73,8 +75,8 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
         url = f"http://{addr}/acp"
         same_token = {"Authorization": "Bearer tok-sessions-1"}
 
-        async def connect() -> tuple[Any, Collector]:
-            c = Collector()
+        async def connect() -> tuple[Any, Updates]:
+            c = Updates()
             conn = acp.connect_to_agent(
                 c,
                 create_http_stream(url, headers=same_token, client=httpx.AsyncClient(timeout=None)),
@@ -87,11 +89,7 @@ def test_two_http_connections_one_session(built: dict[str, Any], tmp_path: Path)
             b, cb = await connect()
             sid = (await asyncio.wait_for(a.new_session(cwd="/tmp", mcp_servers=[]), 10)).session_id
             running = asyncio.ensure_future(prompt(a, sid, "seq a 400 0.01"))
-            for _ in range(500):
-                if len(ca.updates) >= 3:
-                    break
-                await asyncio.sleep(0.01)
-            assert len(ca.updates) >= 3
+            await ca.until("A's turn streaming", lambda: len(ca.updates) >= 3)
             await asyncio.wait_for(b.load_session(cwd="/tmp", mcp_servers=[], session_id=sid), 10)
             first = await asyncio.wait_for(running, 10)
             assert first.stop_reason == "cancelled"  # A's turn ended by the take-over
@@ -417,10 +415,8 @@ def test_v2_resume_replays_what_replay_from_asks(built_v2: Any) -> None:
         sid = (await a.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
         accepted = await a.call("session/prompt", hs.text_prompt(sid, "hello"))
         assert list(accepted["result"]) == ["messageId"]
-        for _ in range(200):  # v2: the turn runs on after the answer; wait for its idle
-            if await store.history(sid):
-                break
-            await asyncio.sleep(0.01)
+        # v2: the turn runs on after the answer; its idle is sent once the turn is saved
+        await a.until(lambda: _idle_sent(a), what="the turn's idle update")
         kinds = [
             orjson.loads(f)["params"]["update"]["sessionUpdate"] for f in await store.history(sid)
         ]

@@ -141,7 +141,7 @@ def test_outage_fails_fast_then_recovers_within_seconds() -> None:
                     break
                 except StoreUnavailableError:
                     assert asyncio.get_running_loop().time() < deadline, "not back in 15 s"
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.1)  # a poll: PostgreSQL is another process
             assert await st.status() is None
             await st.aclose()
 
@@ -243,7 +243,7 @@ def test_agent_with_postgres_down(tmp_path: Path, shared_acp: Path) -> None:
                 deadline = asyncio.get_running_loop().time() + 15
                 while (await ready(http)).status_code != 200:
                     assert asyncio.get_running_loop().time() < deadline, "not ready in 15 s"
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # a poll: the agent's /ready, another process
                 assert "sessionId" in (await new_session(http))["result"]
 
                 await asyncio.to_thread(server.outage)  # the session above is still held
@@ -251,7 +251,7 @@ def test_agent_with_postgres_down(tmp_path: Path, shared_acp: Path) -> None:
                 deadline = asyncio.get_running_loop().time() + 15
                 while (await ready(http)).status_code != 503:
                     assert asyncio.get_running_loop().time() < deadline, "still ready"
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # a poll: the agent's /ready, another process
 
         asyncio.run(go())
         proc.send_signal(signal.SIGTERM)

@@ -7,7 +7,6 @@ stopReason ``error`` with the transient StoreUnavailable error instead."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,9 @@ def _idle(c: Core) -> dict[str, Any] | None:
 
 
 async def _wait_idle(c: Core) -> dict[str, Any]:
-    deadline = time.monotonic() + 10
-    while (u := _idle(c)) is None:
-        assert time.monotonic() < deadline, "no idle update"
-        await asyncio.sleep(0.005)
+    await c.until(lambda: _idle(c), what="the idle update")
+    u = _idle(c)
+    assert u is not None
     return u
 
 

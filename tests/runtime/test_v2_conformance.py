@@ -23,6 +23,7 @@ import hardening_support as hs
 import orjson
 import pytest
 from project_support import write_project
+from wait_support import Arrivals
 
 LOCK = json.loads((Path(__file__).resolve().parents[1] / "schemas.lock.json").read_text())
 V2_REVS = sorted({rel.split("/")[0] for rel in LOCK if rel.startswith("v2")})
@@ -67,9 +68,11 @@ class InProcess:
 
     def __init__(self, fa: dict[str, Any]) -> None:
         self.out: list[Any] = []
+        self.arrivals = Arrivals()
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             self.out.extend(orjson.loads(f) for f, _ in batch)
+            self.arrivals.arrived()
 
         self.conn = fa["serve"].agent_connection(fa["agent"](), sink)
 
@@ -77,12 +80,21 @@ class InProcess:
         self.conn.feed(
             orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         )
-        for _ in range(1000):
-            for m in self.out:
-                if type(m) is dict and m.get("id") == rid and "method" not in m:
-                    return m
-            await asyncio.sleep(0.005)
-        raise AssertionError(f"no answer to {method}")
+
+        def answer() -> dict[str, Any] | None:
+            return next(
+                (
+                    m
+                    for m in self.out
+                    if type(m) is dict and m.get("id") == rid and "method" not in m
+                ),
+                None,
+            )
+
+        await self.arrivals.until(f"an answer to {method}", answer)
+        m = answer()
+        assert m is not None
+        return m
 
 
 V2_INIT = {"protocolVersion": 2, "info": {"name": "conformance", "version": "0"}}
@@ -545,45 +557,30 @@ def test_v2_resume_replay_primes_each_chunked_message_with_an_empty_whole_messag
 
     async def main() -> None:
         store = store_mod.MemorySessionStore()
-        out_a: list[Any] = []
-        out_b: list[Any] = []
 
-        def sink_of(out: list[Any]) -> Any:
-            async def sink(batch: list[tuple[bytes, Any]]) -> None:
-                out.extend(orjson.loads(f) for f, _ in batch)
+        def connection(sink: Any) -> Any:
+            return v2["serve"].agent_connection(v2["agent"](), sink, store=store)
 
-            return sink
-
-        a = v2["serve"].agent_connection(v2["agent"](), sink_of(out_a), store=store)
-        a.feed(orjson.dumps(_req(1, "initialize", V2_INIT)))
-        a.feed(orjson.dumps(_req(2, "session/new", {"cwd": "/w"})))
-        for _ in range(500):
-            new = [m for m in out_a if m.get("id") == 2]
-            if new:
-                break
-            await asyncio.sleep(0.01)
-        sid = new[0]["result"]["sessionId"]
+        a = hs.Core(connection)
+        await a.call("initialize", V2_INIT)
+        sid = (await a.call("session/new", {"cwd": "/w"}))["result"]["sessionId"]
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "seq t 3"}]}
-        a.feed(orjson.dumps(_req(3, "session/prompt", prompt)))
-        for _ in range(500):  # the turn runs on after the answer: wait for its idle
-            if any(
+        a.send("session/prompt", prompt)
+        await a.until(  # the turn runs on after the answer: wait for its idle
+            lambda: any(
                 m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle"
-                for m in out_a
-            ):
-                break
-            await asyncio.sleep(0.01)
-        await a.close()
+                for m in a.msgs
+            ),
+            what="the turn's idle update",
+        )
+        await a.conn.close()
 
-        b = v2["serve"].agent_connection(v2["agent"](), sink_of(out_b), store=store)
-        b.feed(orjson.dumps(_req(1, "initialize", V2_INIT)))
+        b = hs.Core(connection)
+        await b.call("initialize", V2_INIT)
         resume = {"sessionId": sid, "cwd": "/w", "replayFrom": {"type": "start"}}
-        b.feed(orjson.dumps(_req(2, "session/resume", resume)))
-        for _ in range(500):
-            if any(m.get("id") == 2 for m in out_b):
-                break
-            await asyncio.sleep(0.01)
-        await b.close()
-        replay = [m["params"]["update"] for m in out_b if m.get("method") == "session/update"]
+        await b.call("session/resume", resume)
+        await b.conn.close()
+        replay = [m["params"]["update"] for m in b.msgs if m.get("method") == "session/update"]
         chunks = [u for u in replay if u["sessionUpdate"] in pairs]
         assert len([u for u in chunks if u["sessionUpdate"] == "agent_message_chunk"]) == 3
         for i, u in enumerate(replay):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from runtime.errors import RpcError
 from runtime.jsonrpc import Connection
-from runtime.stdio import feed_stdin, read_frames
+from runtime.stdio import PIPE_BYTES, feed_stdin, read_frames, widen_pipe
 from wait_support import Arrivals
 
 
@@ -352,3 +354,20 @@ def test_writer_waits_for_settle_before_it_takes_the_queue() -> None:
         await conn.close()
 
     asyncio.run(main())
+
+
+def test_stdio_pipes_are_widened(tmp_path: Path) -> None:
+    """A stdio agent asks Linux for 1 MiB pipe buffers on stdin and stdout (a 4 MB frame
+    then crosses in a few writes and reads, not 64 of each); a file is left alone."""
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("pipe buffer sizes are Linux's")
+    rfd, wfd = os.pipe()
+    try:
+        before = fcntl.fcntl(wfd, fcntl.F_GETPIPE_SZ)
+        widen_pipe(wfd)
+        assert before < PIPE_BYTES <= fcntl.fcntl(rfd, fcntl.F_GETPIPE_SZ)
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+    with (tmp_path / "f").open("wb") as f:
+        widen_pipe(f.fileno())  # not a pipe: nothing happens, nothing raised

@@ -7,6 +7,7 @@ point at stderr, so a stray `print()` in user code cannot corrupt the stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -16,6 +17,22 @@ from .jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 
 _CHUNK = 1 << 20
 _PIPE = 1 << 16  # a Linux pipe's capacity
+PIPE_BYTES = 1 << 20
+"""The buffer asked of Linux for the stdin and stdout pipes (``F_SETPIPE_SZ``; allowed up
+to ``/proc/sys/fs/pipe-max-size``, 1 MiB by default): a 4 MB frame crosses in 4 writes and
+16 reads instead of 64 and 64, each a pass of the event loop.  Elsewhere: left as it is."""
+
+
+def widen_pipe(fd: int) -> None:
+    """Ask for a ``PIPE_BYTES`` buffer on ``fd`` if it is a pipe (else nothing happens)."""
+    try:
+        import fcntl  # POSIX only
+    except ImportError:
+        return
+    setsz = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if setsz is not None:
+        with contextlib.suppress(OSError):  # not a pipe, or over the system's limit
+            fcntl.fcntl(fd, setsz, PIPE_BYTES)
 
 
 class FrameReceiver(Protocol):
@@ -143,6 +160,8 @@ async def feed_stdin(conn: FrameReceiver, max_size: int = DEFAULT_MAX_MESSAGE_SI
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     lines = _Lines(conn, max_size)
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # no file behind it
+        widen_pipe(sys.stdin.buffer.fileno())
     try:
         transport, _ = await loop.connect_read_pipe(lambda: _Feeder(lines, done), sys.stdin.buffer)
     except (ValueError, OSError):
@@ -203,6 +222,7 @@ async def open_stdout_now(
     """The sink writing batches of frames to `out_fd`, one line each, and (on a pipe) the
     same write done at once when the pipe's buffer is empty (``Connection.sink_now``)."""
     loop = asyncio.get_running_loop()
+    widen_pipe(out_fd)
     out = os.fdopen(out_fd, "wb", buffering=0)
     try:
         wtransport, wproto = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)

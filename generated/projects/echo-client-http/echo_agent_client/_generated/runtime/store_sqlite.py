@@ -37,7 +37,7 @@ from .store_common import (
     env_limit,
     trim_plan,
 )
-from .store_sqlite_schema import SCHEMA, migrate
+from .store_sqlite_schema import SCHEMA, STATE, last_turn, migrate
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -53,6 +53,11 @@ answered, on a connection of its own and PASSIVE, so no commit waits for it (no
 connection checkpoints inside a commit: a checkpoint fsyncs and copies every page
 again, which a turn's answer need not wait for)."""
 
+RESTART_TRIES = 50
+RESTART_PAUSE = 0.001
+"""How often, and how far apart (s), a checkpoint tries to take the write lock for the
+frames committed while it copied (see ``_wal_checkpoint``)."""
+
 WORKER_CACHE = 16 * 1024 * 1024
 """The worker-thread connection's page cache (bytes): room for a large turn's pages."""
 
@@ -61,22 +66,6 @@ SHARED_STRING = 64 * 1024
 and its echo) is stored once (table ``blobs``), each message keeping its place."""
 
 _PAGE = 4096
-
-_STATE = (
-    "coalesce((SELECT h.state FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
-    "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), s.state)"
-)
-"""A session's latest state: its last turn's (on the turn's last history row), unless
-``save`` wrote the session's row since (``hseq``: the last history row at that save)."""
-
-
-def _last_turn(db: sqlite3.Connection, sid: str) -> tuple[int, int]:
-    """The session's latest turn number and the bytes of history it ever wrote (kept or
-    trimmed: ``sessions.hdropped`` counts the trimmed ones); (0, 0) before any turn."""
-    row = db.execute(
-        "SELECT turn, total FROM history WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
-    ).fetchone()
-    return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
 
 
 class _Turn:
@@ -191,7 +180,7 @@ class SqliteSessionStore:
         self._db.execute("COMMIT")
 
     def _load(self, sid: str) -> bytes | None:
-        row = self._db.execute(f"SELECT {_STATE} FROM sessions s WHERE s.id = ?", (sid,)).fetchone()
+        row = self._db.execute(f"SELECT {STATE} FROM sessions s WHERE s.id = ?", (sid,)).fetchone()
         return row[0] if row else None
 
     def _append(self, sid: str, messages: list[bytes]) -> None:
@@ -200,7 +189,7 @@ class SqliteSessionStore:
         size = sum(map(len, messages))
         self._db.execute("BEGIN")
         try:
-            turn, total = _last_turn(self._db, sid)
+            turn, total = last_turn(self._db, sid)
             self._db.executemany(
                 "INSERT INTO history (session_id, message, turn, size, total) VALUES (?, ?, ?, ?, ?)",
                 [(sid, m, turn + 1, len(m), total + size) for m in messages],
@@ -236,13 +225,22 @@ class SqliteSessionStore:
         self._db.executescript("PRAGMA incremental_vacuum")  # steps until done (execute: 1 page)
 
     def _wal_checkpoint(self) -> None:
-        # PASSIVE, on a connection of its own: no writer waits for the checkpoint's fsyncs
-        # (the event loop's commits and the worker thread's go on meanwhile); once every
-        # frame is copied, the next write starts the WAL from its beginning again
+        # PASSIVE, on a connection of its own: the copy and its fsyncs while writers go on.
+        # Then RESTART, so that the next write starts the WAL from its beginning (without
+        # it, under a steady load, the WAL grew without end): it copies what was committed
+        # meanwhile under the write lock (a short hold: the bulk is copied) and never waits
+        # for a writer or a reader (timeout 0: busy, it gives up and tries again shortly).
         if self._ckpt is None:
-            self._ckpt = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._ckpt = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=0
+            )
             self._ckpt.execute("PRAGMA wal_autocheckpoint=0")
         self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        for _ in range(RESTART_TRIES):
+            (busy, _, _) = self._ckpt.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            if not busy:
+                return
+            time.sleep(RESTART_PAUSE)
 
     def _vacuum(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -281,7 +279,7 @@ class SqliteSessionStore:
 
     def _list(self, after: int, limit: int) -> list[tuple[int, str, bytes]]:
         rows = self._db.execute(
-            f"SELECT o.seq, s.id, {_STATE} FROM session_order o JOIN sessions s ON s.id = o.session_id "
+            f"SELECT o.seq, s.id, {STATE} FROM session_order o JOIN sessions s ON s.id = o.session_id "
             "WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
             (after, limit),
         ).fetchall()
@@ -300,7 +298,7 @@ class SqliteSessionStore:
             db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
             head = (1, 0)
         first, dropped = head
-        last, total = _last_turn(db, t.sid)
+        last, total = last_turn(db, t.sid)
         turn = last + 1
         total += t.size
         messages = t.messages or [b""]
@@ -482,9 +480,10 @@ class SqliteSessionStore:
         self._next()
 
     def _wrote(self, size: int, rows: int = 1) -> None:
-        """Count what a commit added to the WAL, roughly (the bytes, and a page for each
-        table or index leaf a row touches); checkpoint past ``CHECKPOINT_BYTES``."""
-        self._unchecked += size + _PAGE * (1 + 3 * rows)
+        """Count what a commit added to the WAL, roughly (the bytes, a history leaf and an
+        index leaf, and a leaf for each turn: a group's turns share the history's last
+        leaf); checkpoint past ``CHECKPOINT_BYTES``."""
+        self._unchecked += size + _PAGE * (2 + rows)
         if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
             self._checkpointing = True
             self._unchecked = 0

@@ -1,6 +1,7 @@
 """The SQLite session store's file format: the tables (``SCHEMA``) and the steps that bring
 an older file up to date (``MIGRATIONS``, run by ``migrate`` once per step, each in one
-transaction, the version kept in ``PRAGMA user_version``)."""
+transaction, the version kept in ``PRAGMA user_version``), and the reads that know where
+schema 4 keeps a session's latest state and turn (``STATE``, ``last_turn``)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,20 @@ def migrate(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+STATE = (
+    "coalesce((SELECT h.state FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
+    "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), s.state)"
+)
+"""A session's latest state: its last turn's (on the turn's last history row), unless
+``save`` wrote the session's row since (``hseq``: the last history row at that save)."""
+
+
+def last_turn(db: sqlite3.Connection, sid: str) -> tuple[int, int]:
+    """The session's latest turn number and the bytes of history it ever wrote (kept or
+    trimmed: ``sessions.hdropped`` counts the trimmed ones); (0, 0) before any turn."""
+    row = db.execute(
+        "SELECT turn, total FROM history WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
+    ).fetchone()
+    return (int(row[0]), int(row[1] or 0)) if row else (0, 0)

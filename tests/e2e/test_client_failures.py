@@ -252,14 +252,26 @@ def test_retry_after_in_the_error_data_is_honoured_and_capped(
     assert "error 1001 Busy (transient): busy -- retry 1 of 3 in 0.05s" in done.stderr
 
 
+class _Server503(ThreadingHTTPServer):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.events: Queue[dict[str, Any]] = Queue()
+
+
 class _Agent503(BaseHTTPRequestHandler):
     """Just enough Streamable HTTP (HTTP/1.1): `initialize` answered in the POST, the
     rest on the connection's SSE stream; the first `session/prompt` gets 503 with
-    `Retry-After: 120`."""
+    `Retry-After: 120`.  The SSE events queue is its server's (``_Server503``): a stream
+    thread left over from an earlier test's server (it lingers up to 30 s) must not take
+    this test's events."""
 
     protocol_version = "HTTP/1.1"
-    events: Queue[dict[str, Any]]
+    server: _Server503
     refused = 0
+
+    @property
+    def events(self) -> Queue[dict[str, Any]]:
+        return self.server.events
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -327,9 +339,8 @@ def agent_503() -> Iterator[str]:
 @contextlib.contextmanager
 def serve_agent_503() -> Iterator[str]:
     """`_Agent503` on a free port: its URL."""
-    _Agent503.events = Queue()
     _Agent503.refused = 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Agent503)
+    server = _Server503(("127.0.0.1", 0), _Agent503)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

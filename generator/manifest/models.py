@@ -119,6 +119,50 @@ def _rewrite_refs(node: Any, fix: Any) -> Any:
     return out
 
 
+def _hoist(
+    body: dict[str, Any], names: _Names, cls: str
+) -> tuple[dict[str, str], list[tuple[str, Any]]]:
+    """Take a section's `$defs`/`definitions` out of `body`: the new top-level name of
+    each ("/$defs/X" -> name), and (name, schema) of each in order."""
+    hoisted: dict[str, str] = {}  # "/$defs/X" -> new top-level name
+    nested: list[tuple[str, Any]] = []
+    for container in ("$defs", "definitions"):
+        inner = body.pop(container, None)
+        if not isinstance(inner, dict):
+            continue
+        for key in inner:
+            new = names.claim(_class_name(key), suffix=cls)
+            hoisted[f"/{container}/{key}"] = new
+            nested.append((new, inner[key]))
+    return hoisted, nested
+
+
+def _ref_fixer(base: str, hoisted: dict[str, str], where: str, source: str) -> Any:
+    """The rewrite of a section's local `$ref`s: into a hoisted definition, else under
+    the section's own `base`; a non-local `$ref` is an error."""
+
+    def fix(ref: str) -> str:
+        if not ref.startswith("#"):
+            raise AgentgenError(
+                f"$ref {ref!r} points outside the manifest",
+                source=source,
+                pointer=where,
+                hint="only local references (#/...) are supported",
+            )
+        pointer = ref[1:]
+        if pointer and not pointer.startswith("/"):
+            return ref  # an anchor: global to the document, unchanged
+        tokens = pointer.split("/")
+        if len(tokens) >= 3:  # noqa: PLR2004 - "", the container, the name
+            head = f"/{tokens[1]}/{_unescape(tokens[2])}"
+            if head in hoisted:
+                rest = "/".join(tokens[3:])
+                return f"#/$defs/{hoisted[head]}" + (f"/{rest}" if rest else "")
+        return base + pointer
+
+    return fix
+
+
 def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, Any]:
     """One document: each section at `$defs/<cls>`, its own `$defs`/`definitions`
     hoisted to top-level names, local `$ref`s rewritten to match."""
@@ -130,39 +174,8 @@ def _compose(sections: list[_Section], names: _Names, source: str) -> dict[str, 
         if not isinstance(schema, dict):
             raise AgentgenError("expected a JSON Schema object", source=source, pointer=sec.where)
         body = {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
-        hoisted: dict[str, str] = {}  # "/$defs/X" -> new top-level name
-        nested: list[tuple[str, Any]] = []
-        for container in ("$defs", "definitions"):
-            inner = body.pop(container, None)
-            if not isinstance(inner, dict):
-                continue
-            for key in inner:
-                new = names.claim(_class_name(key), suffix=sec.cls)
-                hoisted[f"/{container}/{key}"] = new
-                nested.append((new, inner[key]))
-        base = f"#/$defs/{sec.cls}"
-
-        def fix(
-            ref: str, *, base: str = base, hoisted: dict[str, str] = hoisted, where: str = sec.where
-        ) -> str:
-            if not ref.startswith("#"):
-                raise AgentgenError(
-                    f"$ref {ref!r} points outside the manifest",
-                    source=source,
-                    pointer=where,
-                    hint="only local references (#/...) are supported",
-                )
-            pointer = ref[1:]
-            if pointer and not pointer.startswith("/"):
-                return ref  # an anchor: global to the document, unchanged
-            tokens = pointer.split("/")
-            if len(tokens) >= 3:  # noqa: PLR2004 - "", the container, the name
-                head = f"/{tokens[1]}/{_unescape(tokens[2])}"
-                if head in hoisted:
-                    rest = "/".join(tokens[3:])
-                    return f"#/$defs/{hoisted[head]}" + (f"/{rest}" if rest else "")
-            return base + pointer
-
+        hoisted, nested = _hoist(body, names, sec.cls)
+        fix = _ref_fixer(f"#/$defs/{sec.cls}", hoisted, sec.where, source)
         defs[sec.cls] = _rewrite_refs(body, fix)
         for new, sub in nested:
             defs[new] = _rewrite_refs(sub, fix)

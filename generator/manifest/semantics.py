@@ -157,45 +157,42 @@ def commands_and_modes(data: dict[str, Any]) -> Iterator[Problem]:
                 )
 
 
-def states(data: dict[str, Any]) -> Iterator[Problem]:
-    spec = data.get("states")
-    if not isinstance(spec, dict) or not isinstance(spec.get("states"), dict):
-        return
-    table: dict[str, Any] = spec["states"]
-    initial = spec.get("initial")
-    if isinstance(initial, str) and initial not in table:
-        yield "/states/initial", f"initial state {initial!r} is not one of the states", False
-    edges: dict[str, set[str]] = {name: set() for name in table}
-    for name, messages in table.items():
-        if not isinstance(messages, list):
+def _state_messages(
+    table: dict[str, Any], name: str, messages: list[Any], edges: dict[str, set[str]]
+) -> Iterator[Problem]:
+    """One state's messages: each `next` names a state (recorded in `edges`), and no
+    party/type pair appears twice."""
+    seen: dict[tuple[Any, Any], int] = {}
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
             continue
-        seen: dict[tuple[Any, Any], int] = {}
-        for i, msg in enumerate(messages):
-            if not isinstance(msg, dict):
-                continue
-            pointer = f"{child('/states/states', name)}/{i}"
-            target = msg.get("next", name)
-            if isinstance(target, str):
-                if target in table:
-                    edges[name].add(target)
-                else:
-                    yield (
-                        f"{pointer}/next",
-                        f"next state {target!r} is not one of the states",
-                        False,
-                    )
-            kind = (msg.get("party"), msg.get("type"))
-            if not all(isinstance(k, str) for k in kind):
-                continue  # wrong types: reported by the schema
-            if kind in seen:
+        pointer = f"{child('/states/states', name)}/{i}"
+        target = msg.get("next", name)
+        if isinstance(target, str):
+            if target in table:
+                edges[name].add(target)
+            else:
                 yield (
-                    pointer,
-                    f"{kind[0]} {kind[1]} appears twice in state {name!r} (first at index {seen[kind]})",
+                    f"{pointer}/next",
+                    f"next state {target!r} is not one of the states",
                     False,
                 )
-            seen.setdefault(kind, i)
-    if not isinstance(initial, str) or initial not in table:
-        return
+        kind = (msg.get("party"), msg.get("type"))
+        if not all(isinstance(k, str) for k in kind):
+            continue  # wrong types: reported by the schema
+        if kind in seen:
+            yield (
+                pointer,
+                f"{kind[0]} {kind[1]} appears twice in state {name!r} (first at index {seen[kind]})",
+                False,
+            )
+        seen.setdefault(kind, i)
+
+
+def _unreachable(
+    table: dict[str, Any], edges: dict[str, set[str]], initial: str
+) -> Iterator[Problem]:
+    """Each state no path of `next`s leads to from the initial state."""
     reached, todo = {initial}, [initial]
     while todo:
         for nxt in edges[todo.pop()] - reached:
@@ -208,6 +205,22 @@ def states(data: dict[str, Any]) -> Iterator[Problem]:
                 f"state {name!r} is not reachable from the initial state {initial!r}",
                 True,
             )
+
+
+def states(data: dict[str, Any]) -> Iterator[Problem]:
+    spec = data.get("states")
+    if not isinstance(spec, dict) or not isinstance(spec.get("states"), dict):
+        return
+    table: dict[str, Any] = spec["states"]
+    initial = spec.get("initial")
+    if isinstance(initial, str) and initial not in table:
+        yield "/states/initial", f"initial state {initial!r} is not one of the states", False
+    edges: dict[str, set[str]] = {name: set() for name in table}
+    for name, messages in table.items():
+        if isinstance(messages, list):
+            yield from _state_messages(table, name, messages, edges)
+    if isinstance(initial, str) and initial in table:
+        yield from _unreachable(table, edges, initial)
 
 
 # ---- embedded JSON Schemas ----------------------------------------------------------
@@ -531,6 +544,69 @@ def _fits(kind: Any, value: Any) -> bool:
     return isinstance(value, want)
 
 
+def _property_defaults(validator: Any, props: dict[str, Any]) -> Iterator[Problem]:
+    """Each config schema property's `default` against the property's own schema."""
+    for key, prop in props.items():
+        if isinstance(prop, dict) and "default" in prop:
+            pointer = child(child("/config/schema/properties", key), "default")
+            for message in _misfits(validator, prop, prop["default"]):
+                yield pointer, f"default does not fit its schema: {message}", False
+
+
+def _option_values(pointer: str, kind: Any, values: list[Any]) -> Iterator[Problem]:
+    """Each of a non-choice option's values that is not of the option's type."""
+    for j, value in enumerate(values):
+        if not _fits(kind, value):
+            yield (
+                f"{pointer}/values/{j}",
+                f"value {_short(value)} is not {_A.get(str(kind))}",
+                False,
+            )
+
+
+def _option_default(
+    pointer: str, opt: dict[str, Any], validator: Any, props: dict[str, Any]
+) -> Iterator[Problem]:
+    """An option's `default`: of the option's type, among its values, and fitting the
+    config schema's property of the same id."""
+    kind, oid, values = opt.get("type"), opt.get("id"), opt.get("values")
+    default = opt["default"]
+    if not _fits(kind, default):
+        yield (
+            f"{pointer}/default",
+            f"default {_short(default)} is not {_A.get(str(kind))}",
+            False,
+        )
+    elif isinstance(values, list) and values and default not in values:
+        allowed = ", ".join(map(str, values))
+        yield f"{pointer}/default", f"default {_short(default)} is not one of: {allowed}", False
+    elif validator is not None and isinstance(oid, str) and isinstance(props.get(oid), dict):
+        for message in _misfits(validator, props[oid], default):
+            yield (
+                f"{pointer}/default",
+                f"default does not fit the config schema: {message}",
+                False,
+            )
+
+
+def _config_option(
+    i: int, opt: dict[str, Any], validator: Any, props: dict[str, Any], closed: bool
+) -> Iterator[Problem]:
+    """One config option: its values, its id against a closed schema, its default."""
+    pointer, kind, oid = f"/config/options/{i}", opt.get("type"), opt.get("id")
+    values = opt.get("values")
+    if isinstance(values, list) and kind != "choice":
+        yield from _option_values(pointer, kind, values)
+    if isinstance(oid, str) and closed and oid not in props:
+        yield (
+            child(pointer, "id"),
+            f"option {oid!r} is not a property of the config schema",
+            False,
+        )
+    if "default" in opt:
+        yield from _option_default(pointer, opt, validator, props)
+
+
 def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:
     config = data.get("config")
     if not isinstance(config, dict):
@@ -541,52 +617,13 @@ def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:
     props = props if isinstance(props, dict) else {}
     closed = isinstance(schema, dict) and schema.get("additionalProperties") is False
     if validator is not None:
-        for key, prop in props.items():
-            if isinstance(prop, dict) and "default" in prop:
-                pointer = child(child("/config/schema/properties", key), "default")
-                for message in _misfits(validator, prop, prop["default"]):
-                    yield pointer, f"default does not fit its schema: {message}", False
+        yield from _property_defaults(validator, props)
     options = config.get("options")
     if not isinstance(options, list):
         return
     for i, opt in enumerate(options):
-        if not isinstance(opt, dict):
-            continue
-        pointer, kind, oid = f"/config/options/{i}", opt.get("type"), opt.get("id")
-        values = opt.get("values")
-        if isinstance(values, list) and kind != "choice":
-            for j, value in enumerate(values):
-                if not _fits(kind, value):
-                    yield (
-                        f"{pointer}/values/{j}",
-                        f"value {_short(value)} is not {_A.get(str(kind))}",
-                        False,
-                    )
-        if isinstance(oid, str) and closed and oid not in props:
-            yield (
-                child(pointer, "id"),
-                f"option {oid!r} is not a property of the config schema",
-                False,
-            )
-        if "default" not in opt:
-            continue
-        default = opt["default"]
-        if not _fits(kind, default):
-            yield (
-                f"{pointer}/default",
-                f"default {_short(default)} is not {_A.get(str(kind))}",
-                False,
-            )
-        elif isinstance(values, list) and values and default not in values:
-            allowed = ", ".join(map(str, values))
-            yield f"{pointer}/default", f"default {_short(default)} is not one of: {allowed}", False
-        elif validator is not None and isinstance(oid, str) and isinstance(props.get(oid), dict):
-            for message in _misfits(validator, props[oid], default):
-                yield (
-                    f"{pointer}/default",
-                    f"default does not fit the config schema: {message}",
-                    False,
-                )
+        if isinstance(opt, dict):
+            yield from _config_option(i, opt, validator, props, closed)
 
 
 def _misfits(validator: Any, schema: dict[str, Any], value: Any) -> Iterator[str]:

@@ -135,17 +135,47 @@ def _schema_problems(data: dict[str, Any]) -> Iterator[Problem]:
         yield from _describe(err, pointer)
 
 
+def _unknown_keys(value: dict[str, Any], schema: dict[str, Any], pointer: str) -> Iterator[Problem]:
+    """Each key of a mapping its schema does not know, with the nearest known key."""
+    known = list(schema.get("properties", {}))
+    for key in sorted(k for k in value if k not in known):
+        hint = difflib.get_close_matches(key, known, n=1)
+        tail = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(known)})"
+        yield child(pointer, key), f"unknown key {key!r}{tail}", True
+
+
+def _type_message(want: Any, value: Any, pointer: str) -> str:
+    """A value of the wrong type: the types wanted, the one given, and the value when
+    it is short."""
+    want_list = [str(w) for w in (want if isinstance(want, list) else [want])]
+    wants = " or ".join(_KINDS.get(w, w) for w in want_list)
+    got = kind_of(value)
+    text = f"must be {wants}, not {_KINDS[got]}"
+    if got in ("integer", "number", "boolean", "null", "string"):
+        text += f" ({show(value, pointer)})"
+    if want == "string" and got in ("integer", "number", "boolean"):
+        text += "; quote it in YAML"
+    return text
+
+
+def _other_message(err: Any, pointer: str) -> str:
+    """Any other error: jsonschema's message in the manifest's terms, never quoting a
+    secret-ish value, clipped."""
+    message = plain_message(err)
+    if _secretish(pointer):  # jsonschema's messages quote the value
+        message = f"the value does not satisfy {err.validator}: {show(err.validator_value)}"
+    if len(message) > MESSAGE_MAX:
+        message = message[: MESSAGE_MAX - 3] + "..."
+    return message
+
+
 def _describe(err: Any, pointer: str) -> Iterator[Problem]:
     kind, value, schema = err.validator, err.instance, err.schema
     if "propertyNames" in err.schema_path and isinstance(value, str):  # a bad key: point at it
         yield child(pointer, value), f"key {show(value)} does not match {err.validator_value}", True
         return
     if kind == "additionalProperties" and isinstance(value, dict):
-        known = list(schema.get("properties", {}))
-        for key in sorted(k for k in value if k not in known):
-            hint = difflib.get_close_matches(key, known, n=1)
-            tail = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(known)})"
-            yield child(pointer, key), f"unknown key {key!r}{tail}", True
+        yield from _unknown_keys(value, schema, pointer)
         return
     if kind == "required":
         missing = [k for k in err.validator_value if isinstance(value, dict) and k not in value]
@@ -153,16 +183,7 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
             yield pointer, f"missing required key {key!r}", False
         return
     if kind == "type":
-        want = err.validator_value
-        want_list = [str(w) for w in (want if isinstance(want, list) else [want])]
-        wants = " or ".join(_KINDS.get(w, w) for w in want_list)
-        got = kind_of(value)
-        text = f"must be {wants}, not {_KINDS[got]}"
-        if got in ("integer", "number", "boolean", "null", "string"):
-            text += f" ({show(value, pointer)})"
-        if want == "string" and got in ("integer", "number", "boolean"):
-            text += "; quote it in YAML"
-        yield pointer, text, False
+        yield pointer, _type_message(err.validator_value, value, pointer), False
         return
     if kind == "enum":
         allowed = ", ".join(str(v) for v in err.validator_value)
@@ -178,12 +199,7 @@ def _describe(err: Any, pointer: str) -> Iterator[Problem]:
 
         yield from _describe(best_match(err.context), pointer)
         return
-    message = plain_message(err)
-    if _secretish(pointer):  # jsonschema's messages quote the value
-        message = f"the value does not satisfy {kind}: {show(err.validator_value)}"
-    if len(message) > MESSAGE_MAX:
-        message = message[: MESSAGE_MAX - 3] + "..."
-    yield pointer, message, False
+    yield pointer, _other_message(err, pointer), False
 
 
 # ---- one file -----------------------------------------------------------------------

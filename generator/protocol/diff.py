@@ -205,6 +205,16 @@ def _alternatives(node: Any, shapes: _Shapes) -> set[str]:
     return {shapes.of(node)}
 
 
+def _align_refs(a: Any, b: Any) -> tuple[Any, Any]:
+    """A bare reference against an extended one (`allOf: [$ref]` + properties): the bare
+    one wrapped the same way, so the two compare member by member."""
+    if _ref_name(a) is not None and isinstance(b, dict) and isinstance(b.get("allOf"), list):
+        a = {"allOf": [a]}
+    elif _ref_name(b) is not None and isinstance(a, dict) and isinstance(a.get("allOf"), list):
+        b = {"allOf": [b]}
+    return a, b
+
+
 def _union(node: dict[str, Any]) -> list[Any] | None:
     """The variants of a union: anyOf or oneOf members, or an enum's values as consts."""
     for key in ("anyOf", "oneOf"):
@@ -396,12 +406,7 @@ class _Diff:
     def _compare(self, a: Any, b: Any, path: str, where: str) -> None:
         if self._same(a, b):
             return
-        a, b = _unwrap(a), _unwrap(b)
-        # a bare reference against an extended one (`allOf: [$ref]` + properties)
-        if _ref_name(a) is not None and isinstance(b, dict) and isinstance(b.get("allOf"), list):
-            a = {"allOf": [a]}
-        elif _ref_name(b) is not None and isinstance(a, dict) and isinstance(a.get("allOf"), list):
-            b = {"allOf": [b]}
+        a, b = _align_refs(_unwrap(a), _unwrap(b))
         if (
             _ref_name(a) is not None
             or _ref_name(b) is not None
@@ -424,16 +429,23 @@ class _Diff:
         elif (ua is None) != (ub is None):
             self._retyped(a, b, path, where)
             return
+        self._compare_children(a, b, path, where)
+        for key in ("type", "const", "format"):
+            if key in a and key in b and a[key] != b[key]:
+                self._retyped(a, b, path, where)  # breaking unless it only widens
+                return
+
+    def _compare_children(
+        self, a: dict[str, Any], b: dict[str, Any], path: str, where: str
+    ) -> None:
+        """The schemas within two compared ones: their `items`, and their `allOf` members
+        pairwise when both have as many."""
         if "items" in a and "items" in b:
             self._compare(a["items"], b["items"], f"{path}[]", where)
         all_a, all_b = a.get("allOf"), b.get("allOf")
         if isinstance(all_a, list) and isinstance(all_b, list) and len(all_a) == len(all_b):
             for x, y in zip(all_a, all_b, strict=True):
                 self._compare(x, y, path, where)
-        for key in ("type", "const", "format"):
-            if key in a and key in b and a[key] != b[key]:
-                self._retyped(a, b, path, where)  # breaking unless it only widens
-                return
 
     def _object_to_union(
         self, a: dict[str, Any], b: dict[str, Any], members: list[Any], path: str, where: str

@@ -463,86 +463,144 @@ def open_tagged_unions(schema: Schema) -> Schema:
     defs = defs_of(schema)
     taken = set(defs)
     for parent in sorted(defs):
-        node = defs[parent]
-        if not isinstance(node, dict) or "properties" in node:
-            continue
-        key = union_key(node)
-        if key is None:
-            continue
-        members = node[key]
-        if not all(isinstance(m, dict) and "$ref" in m for m in members) or len(members) < 1:
-            continue
-        tagged: list[tuple[str, str, str]] = []  # (property, value, member name)
-        untagged_objects: list[str] = []
-        untagged = False
-        for m in members:
-            mname = _ref_name(m["$ref"]) or ""
-            tag = _member_tag(defs, m)
-            if tag is not None:
-                tagged.append((tag[0], tag[1], mname))
-            elif _member_props(defs, m) is not None:
-                untagged_objects.append(mname)
-            else:
-                untagged = True
-        if not tagged or untagged:
-            continue
-        prop = tagged[0][0]
-        if any(t[0] != prop for t in tagged):
-            continue
-        if len({t[1] for t in tagged}) != len(tagged):  # one tag value, several shapes
-            continue
-        # an untagged member whose tag property is a plain string is upstream's catch-all;
-        # one without the tag property is the default
-        catch_all = [n for n in untagged_objects if _tag_is_open_string(defs[n], prop)]
-        defaults = [
-            n
-            for n in untagged_objects
-            if prop not in (_member_props(defs, {"$ref": schemas.def_ref(n)}) or {})
-        ]
-        if (
-            len(catch_all) > 1
-            or len(defaults) > 1
-            or len(catch_all) + len(defaults) != len(untagged_objects)
-        ):
-            continue
-        tags = {value: name for _, value, name in tagged}
-        default = defaults[0] if defaults else None
-        if default is not None:
-            title = (node.get(MEMBER_TITLES) or {}).get(default)
-            if isinstance(title, str) and title and title not in tags and title == title.strip():
-                tags[title] = default  # the tag value the default stands for
-        known = sorted(tags)
-        if catch_all:
-            other_name = catch_all[0]
-            other = defs[other_name]
-        else:
-            other_name = variant_name("Other", parent, taken)
-            taken.add(other_name)
-            other = {
-                "title": other_name,
-                "description": (
-                    f"A `{parent}` variant this revision does not know (a newer peer or an "
-                    "extension): every field is kept as it came."
-                ),
-                "type": "object",
-                "properties": {prop: {"type": "string"}},
-                "required": [prop],
-                "additionalProperties": True,
-            }
-            defs[other_name] = other
-            members.append({"$ref": schemas.def_ref(other_name)})
-        other["properties"][prop][REFUSED_TAGS] = known
-        other["additionalProperties"] = True
-        for extra in ("not", "unevaluatedProperties"):
-            other.pop(extra, None)
-        node.pop("discriminator", None)
-        node[TAGGED_UNION] = {
-            "property": prop,
-            "tags": tags,
-            "other": other_name,
-            "default": default,
-        }
+        _open_union(defs, taken, parent)
     return schema
+
+
+def _ref_members(node: Any) -> list[Any] | None:
+    """The members of a union definition whose members are all `$ref`s; None for any
+    other definition."""
+    if not isinstance(node, dict) or "properties" in node:
+        return None
+    key = union_key(node)
+    if key is None:
+        return None
+    members: list[Any] = node[key]
+    if not all(isinstance(m, dict) and "$ref" in m for m in members) or len(members) < 1:
+        return None
+    return members
+
+
+def _sort_members(
+    defs: dict[str, Any], members: list[Any]
+) -> tuple[list[tuple[str, str, str]], list[str], bool]:
+    """(property, value, member name) of each tagged member, the names of the untagged
+    object members, and whether some member is neither."""
+    tagged: list[tuple[str, str, str]] = []  # (property, value, member name)
+    untagged_objects: list[str] = []
+    untagged = False
+    for m in members:
+        mname = _ref_name(m["$ref"]) or ""
+        tag = _member_tag(defs, m)
+        if tag is not None:
+            tagged.append((tag[0], tag[1], mname))
+        elif _member_props(defs, m) is not None:
+            untagged_objects.append(mname)
+        else:
+            untagged = True
+    return tagged, untagged_objects, untagged
+
+
+def _tag_property(tagged: list[tuple[str, str, str]]) -> str | None:
+    """The one tag property all tagged members share, each with its own value; else None."""
+    prop = tagged[0][0]
+    if any(t[0] != prop for t in tagged):
+        return None
+    if len({t[1] for t in tagged}) != len(tagged):  # one tag value, several shapes
+        return None
+    return prop
+
+
+def _split_untagged(
+    defs: dict[str, Any], untagged_objects: list[str], prop: str
+) -> tuple[list[str], list[str]] | None:
+    """(catch-alls, defaults) among the untagged object members: an untagged member whose
+    tag property is a plain string is upstream's catch-all, one without the tag property
+    is the default.  None unless there is at most one of each and nothing else."""
+    catch_all = [n for n in untagged_objects if _tag_is_open_string(defs[n], prop)]
+    defaults = [
+        n
+        for n in untagged_objects
+        if prop not in (_member_props(defs, {"$ref": schemas.def_ref(n)}) or {})
+    ]
+    if (
+        len(catch_all) > 1
+        or len(defaults) > 1
+        or len(catch_all) + len(defaults) != len(untagged_objects)
+    ):
+        return None
+    return catch_all, defaults
+
+
+def _union_tags(
+    node: dict[str, Any], tagged: list[tuple[str, str, str]], default: str | None
+) -> dict[str, str]:
+    """Tag value -> member name, with the value the default member is titled with."""
+    tags = {value: name for _, value, name in tagged}
+    if default is not None:
+        title = (node.get(MEMBER_TITLES) or {}).get(default)
+        if isinstance(title, str) and title and title not in tags and title == title.strip():
+            tags[title] = default  # the tag value the default stands for
+    return tags
+
+
+def _new_catch_all(
+    defs: dict[str, Any], taken: set[str], parent: str, prop: str, members: list[Any]
+) -> tuple[str, Schema]:
+    """A new catch-all member of `parent`: any tag string, every field kept."""
+    other_name = variant_name("Other", parent, taken)
+    taken.add(other_name)
+    other = {
+        "title": other_name,
+        "description": (
+            f"A `{parent}` variant this revision does not know (a newer peer or an "
+            "extension): every field is kept as it came."
+        ),
+        "type": "object",
+        "properties": {prop: {"type": "string"}},
+        "required": [prop],
+        "additionalProperties": True,
+    }
+    defs[other_name] = other
+    members.append({"$ref": schemas.def_ref(other_name)})
+    return other_name, other
+
+
+def _open_union(defs: dict[str, Any], taken: set[str], parent: str) -> None:
+    """Open the definition `parent` if it is a tagged union (see open_tagged_unions)."""
+    node = defs[parent]
+    members = _ref_members(node)
+    if members is None:
+        return
+    tagged, untagged_objects, untagged = _sort_members(defs, members)
+    if not tagged or untagged:
+        return
+    prop = _tag_property(tagged)
+    if prop is None:
+        return
+    split = _split_untagged(defs, untagged_objects, prop)
+    if split is None:
+        return
+    catch_all, defaults = split
+    default = defaults[0] if defaults else None
+    tags = _union_tags(node, tagged, default)
+    known = sorted(tags)
+    if catch_all:
+        other_name = catch_all[0]
+        other = defs[other_name]
+    else:
+        other_name, other = _new_catch_all(defs, taken, parent, prop, members)
+    other["properties"][prop][REFUSED_TAGS] = known
+    other["additionalProperties"] = True
+    for extra in ("not", "unevaluatedProperties"):
+        other.pop(extra, None)
+    node.pop("discriminator", None)
+    node[TAGGED_UNION] = {
+        "property": prop,
+        "tags": tags,
+        "other": other_name,
+        "default": default,
+    }
 
 
 def _tag_is_open_string(member: Any, prop: str) -> bool:

@@ -194,6 +194,18 @@ def ref_cycle(doc: Any) -> list[str] | None:
     optional property, an array or an `anyOf` is fine. Only local `#/...` references are
     followed (the others are reported by the reference check).
     """
+    done: set[str] = set()
+    for start in sorted(_ref_holders(doc)):
+        if start in done:
+            continue
+        cycle = _cycle_from(doc, start, done)
+        if cycle is not None:
+            return cycle
+    return None
+
+
+def _ref_holders(doc: Any) -> list[str]:
+    """The pointers of the schema objects holding a `$ref` (data values are skipped)."""
     holders: list[str] = []  # pointers of the schema objects holding a $ref
     todo: list[tuple[Any, str]] = [(doc, "")]
     while todo:
@@ -204,51 +216,53 @@ def ref_cycle(doc: Any) -> list[str] | None:
             todo += [(v, pointer.child(ptr, k)) for k, v in node.items() if k not in _DATA_KEYS]
         elif isinstance(node, list):
             todo += [(v, pointer.child(ptr, i)) for i, v in enumerate(node)]
+    return holders
 
-    def steps(ptr: str) -> list[tuple[str, str | None]]:
-        """(next schema pointer, the $ref pointer when the step is a reference)."""
-        found, node = resolve_pointer(doc, ptr)
-        if not found or not isinstance(node, dict):
-            return []
-        out: list[tuple[str, str | None]] = []
-        ref = node.get("$ref")
-        target = pointer.from_fragment(ref) if isinstance(ref, str) else None
-        if target is not None and resolve_pointer(doc, target)[0]:
-            out.append((target, pointer.child(ptr, "$ref")))
-        members = node.get("allOf")
-        if isinstance(members, list):
-            out += [(pointer.child(ptr, "allOf", i), None) for i in range(len(members))]
-        props, required = node.get("properties"), node.get("required")
-        if isinstance(props, dict) and isinstance(required, list):
-            out += [
-                (pointer.child(ptr, "properties", name), None)
-                for name in required
-                if isinstance(name, str) and name in props
-            ]
-        return out
 
-    done: set[str] = set()
-    for start in sorted(holders):
-        if start in done:
-            continue
-        # iterative DFS; `path` holds (node, the ref taken to reach it, its pending steps)
-        path: list[tuple[str, str | None, list[tuple[str, str | None]]]] = [
-            (start, None, steps(start))
+def _forced_steps(doc: Any, ptr: str) -> list[tuple[str, str | None]]:
+    """(next schema pointer, the $ref pointer when the step is a reference)."""
+    found, node = resolve_pointer(doc, ptr)
+    if not found or not isinstance(node, dict):
+        return []
+    out: list[tuple[str, str | None]] = []
+    ref = node.get("$ref")
+    target = pointer.from_fragment(ref) if isinstance(ref, str) else None
+    if target is not None and resolve_pointer(doc, target)[0]:
+        out.append((target, pointer.child(ptr, "$ref")))
+    members = node.get("allOf")
+    if isinstance(members, list):
+        out += [(pointer.child(ptr, "allOf", i), None) for i in range(len(members))]
+    props, required = node.get("properties"), node.get("required")
+    if isinstance(props, dict) and isinstance(required, list):
+        out += [
+            (pointer.child(ptr, "properties", name), None)
+            for name in required
+            if isinstance(name, str) and name in props
         ]
-        on_path = {start}
-        while path:
-            node, _, pending = path[-1]
-            if not pending:
-                path.pop()
-                on_path.discard(node)
-                done.add(node)
-                continue
-            nxt, via = pending.pop()
-            if nxt in on_path:
-                at = next(i for i, entry in enumerate(path) if entry[0] == nxt)
-                chain = [entry[1] for entry in path[at + 1 :]] + [via]
-                return [ref for ref in chain if ref is not None]
-            if nxt not in done:
-                path.append((nxt, via, steps(nxt)))
-                on_path.add(nxt)
+    return out
+
+
+def _cycle_from(doc: Any, start: str, done: set[str]) -> list[str] | None:
+    """The `$ref` pointers of a forced cycle reached from `start`, or None; every schema
+    found to lead to no cycle is added to `done`."""
+    # iterative DFS; `path` holds (node, the ref taken to reach it, its pending steps)
+    path: list[tuple[str, str | None, list[tuple[str, str | None]]]] = [
+        (start, None, _forced_steps(doc, start))
+    ]
+    on_path = {start}
+    while path:
+        node, _, pending = path[-1]
+        if not pending:
+            path.pop()
+            on_path.discard(node)
+            done.add(node)
+            continue
+        nxt, via = pending.pop()
+        if nxt in on_path:
+            at = next(i for i, entry in enumerate(path) if entry[0] == nxt)
+            chain = [entry[1] for entry in path[at + 1 :]] + [via]
+            return [ref for ref in chain if ref is not None]
+        if nxt not in done:
+            path.append((nxt, via, _forced_steps(doc, nxt)))
+            on_path.add(nxt)
     return None

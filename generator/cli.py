@@ -32,7 +32,7 @@ def _posix_usage() -> None:
     def display_type(self: typer.core.TyperArgument, ctx: object) -> str:
         return "" if self.metavar else shown_type(self, ctx)
 
-    arg._usage_display_name = usage
+    arg._usage_display_name = usage  # noqa: SLF001 - Typer's usage hook, patched on purpose
     arg.display_type = display_type
 
 

@@ -162,10 +162,13 @@ class UserMethod:
     node: ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
-    """Methods of user classes deriving (at any depth) from one of `bases`,
-    in the package's modules outside `_generated/`."""
-    classes: list[tuple[Path, ast.ClassDef, set[str]]] = []
+_UserClass = tuple[Path, ast.ClassDef, set[str]]  # file, class, names in its bases
+
+
+def _user_classes(package_dir: Path) -> list[_UserClass]:
+    """Every class of the package's modules outside `_generated/`, with the names its
+    bases use; modules that do not parse are skipped."""
+    classes: list[_UserClass] = []
     for path in sorted(package_dir.rglob("*.py")):
         rel = path.relative_to(package_dir)
         if rel.parts[0] == "_generated" or "__pycache__" in rel.parts:
@@ -177,7 +180,11 @@ def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 classes.append((path, node, {n for b in node.bases for n in _names(b)}))
-    # which dispatcher base each class ends up deriving from, by class name
+    return classes
+
+
+def _root_bases(classes: list[_UserClass], bases: set[str]) -> dict[str, str]:
+    """Which dispatcher base each class ends up deriving from, by class name."""
     root_of: dict[str, str] = {}
     changed = True
     while changed:
@@ -190,6 +197,14 @@ def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
             if direct or inherited:
                 root_of[node.name] = (direct or inherited)[0]
                 changed = True
+    return root_of
+
+
+def user_methods(package_dir: Path, bases: set[str]) -> list[UserMethod]:
+    """Methods of user classes deriving (at any depth) from one of `bases`,
+    in the package's modules outside `_generated/`."""
+    classes = _user_classes(package_dir)
+    root_of = _root_bases(classes, bases)
     found: list[UserMethod] = []
     for path, node, _ in classes:
         base = root_of.get(node.name)
@@ -211,6 +226,64 @@ def _uses(fn: ast.AST, field: Field) -> list[int]:
         ):
             lines.add(sub.lineno)
     return sorted(lines)
+
+
+def _field_findings(
+    where: str,
+    um: UserMethod,
+    model: str,
+    before: dict[str, Field],
+    after: dict[str, Field],
+) -> list[Finding]:
+    """A model in a handler's signature that lost a field (and each line of the handler
+    using it) or gained a required one."""
+    label = f"{um.cls}.{um.name}"
+    findings: list[Finding] = []
+    for wire, field in sorted(before.items()):
+        if wire not in after:
+            findings.append(Finding(where, um.node.lineno, f"{label}: {model} lost field {wire!r}"))
+            for line in _uses(um.node, field):
+                findings.append(
+                    Finding(where, line, f"{label}: uses {model}.{wire}, which is gone")
+                )
+    for wire, field in sorted(after.items()):
+        if field.required and (wire not in before or not before[wire].required):
+            findings.append(
+                Finding(
+                    where,
+                    um.node.lineno,
+                    f"{label}: {model} has a new required field {wire!r}",
+                )
+            )
+    return findings
+
+
+def _method_findings(
+    where: str,
+    um: UserMethod,
+    old_sig: Signature,
+    new_sig: Signature,
+    old_fields: dict[str, dict[str, Field]],
+    new_fields: dict[str, dict[str, Field]],
+) -> list[Finding]:
+    """What breaks a handler whose base method is in both dispatchers: a changed
+    signature, and the fields the models of either signature lost or made required."""
+    findings: list[Finding] = []
+    if old_sig.params != new_sig.params or old_sig.returns != new_sig.returns:
+        findings.append(
+            Finding(
+                where,
+                um.node.lineno,
+                f"{um.cls}.{um.name}: signature changed from {old_sig.text()} to {new_sig.text()}",
+            )
+        )
+    for model in sorted(old_sig.models | new_sig.models):
+        before = old_fields.get(model)
+        after = new_fields.get(model)
+        if before is None or after is None:
+            continue
+        findings += _field_findings(where, um, model, before, after)
+    return findings
 
 
 def find_breakage(
@@ -238,7 +311,6 @@ def find_breakage(
         old_sig = old_bases.get(um.base, {}).get(um.name)
         new_sig = new_bases.get(um.base, {}).get(um.name)
         where = rel(um.path)
-        label = f"{um.cls}.{um.name}"
         if old_sig is None:
             continue  # the user's own helper, or a method new in this revision
         if new_sig is None:
@@ -246,42 +318,12 @@ def find_breakage(
                 Finding(
                     where,
                     um.node.lineno,
-                    f"{label}: {um.base}.{um.name} is gone from the new dispatcher "
+                    f"{um.cls}.{um.name}: {um.base}.{um.name} is gone from the new dispatcher "
                     "(the protocol revision removed this method)",
                 )
             )
             continue
-        if old_sig.params != new_sig.params or old_sig.returns != new_sig.returns:
-            findings.append(
-                Finding(
-                    where,
-                    um.node.lineno,
-                    f"{label}: signature changed from {old_sig.text()} to {new_sig.text()}",
-                )
-            )
-        for model in sorted(old_sig.models | new_sig.models):
-            before = old_fields.get(model)
-            after = new_fields.get(model)
-            if before is None or after is None:
-                continue
-            for wire, field in sorted(before.items()):
-                if wire not in after:
-                    findings.append(
-                        Finding(where, um.node.lineno, f"{label}: {model} lost field {wire!r}")
-                    )
-                    for line in _uses(um.node, field):
-                        findings.append(
-                            Finding(where, line, f"{label}: uses {model}.{wire}, which is gone")
-                        )
-            for wire, field in sorted(after.items()):
-                if field.required and (wire not in before or not before[wire].required):
-                    findings.append(
-                        Finding(
-                            where,
-                            um.node.lineno,
-                            f"{label}: {model} has a new required field {wire!r}",
-                        )
-                    )
+        findings += _method_findings(where, um, old_sig, new_sig, old_fields, new_fields)
     return sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
 
 

@@ -25,6 +25,16 @@ def _abs_spec(spec: str | None) -> str | None:
     return spec
 
 
+def _pairs(
+    schema: str | Sequence[str] | None, meta: str | Sequence[str] | None, new_schema: bool
+) -> list[tuple[str | None, str | None]]:
+    """The (schema, meta) specs to render, local paths made absolute."""
+    pairs = [(_abs_spec(s), _abs_spec(m)) for s, m in inputs.schema_pairs(schema, meta)]
+    if not new_schema and inputs.specs(meta):  # a new meta table for the recorded schema
+        pairs = [(None, _abs_spec(inputs.specs(meta)[0]))]
+    return pairs
+
+
 def run_regen(
     project_dir: Path,
     *,
@@ -36,9 +46,7 @@ def run_regen(
     gen = proj.generated_dir
     old_files = project.existing_files(gen)
     new_schema = bool(inputs.specs(schema))
-    pairs = [(_abs_spec(s), _abs_spec(m)) for s, m in inputs.schema_pairs(schema, meta)]
-    if not new_schema and inputs.specs(meta):  # a new meta table for the recorded schema
-        pairs = [(None, _abs_spec(inputs.specs(meta)[0]))]
+    pairs = _pairs(schema, meta, new_schema)
     rendered = project.render_recorded(
         proj,
         schema_spec=pairs[0][0],
@@ -47,11 +55,37 @@ def run_regen(
         more=tuple(pairs[1:]) if new_schema else (),
     )
 
-    findings: list[compat.Finding] = []
-    runtime_sends: list[compat.Required] = []
     role = str(proj.source.get("role") or "agent")
     recorded = _recorded(proj.source)
     served = [rendered.schema, *rendered.more]
+    findings, runtime_sends = _report_revisions(proj, role, recorded, served)
+    if new_schema:
+        _report_unserved(recorded, served)
+        findings = sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
+
+    handler_findings = _handler_findings(proj, old_files, rendered.files)
+
+    prefix = _report_files(proj, rendered.files, dry_run)
+    if not dry_run:
+        project.write_generated(gen, rendered.files)
+    deps = compat.missing_dependencies(
+        proj.root / "pyproject.toml", rendered.files, proj.package, prefix
+    )
+
+    _print_findings(handler_findings, runtime_sends, findings, deps)
+    return 1 if handler_findings or findings or deps else 0
+
+
+def _report_revisions(
+    proj: project.Project,
+    role: str,
+    recorded: list[dict[str, Any]],
+    served: list[inputs.Loaded],
+) -> tuple[list[compat.Finding], list[compat.Required]]:
+    """Print a revision report for each served schema that changed; return the findings
+    in the user's code and tests, and the newly required fields only the runtime sends."""
+    findings: list[compat.Finding] = []
+    runtime_sends: list[compat.Required] = []
     several = len(served) > 1 or len(recorded) > 1
     for new in served:
         old_rec = _counterpart(recorded, new)
@@ -65,61 +99,86 @@ def run_regen(
         report = inputs.revision_report(old_schema, new)
         print(report.text.rstrip())
         required = compat.required_to_send(report.entries, new.data, role)
-        built = compat.user_references(
-            proj.root / proj.package, proj.root, {r.owner for r in required}
-        )
-        for req in required:
-            if req.owner not in built:
-                runtime_sends.append(req)
-            for use in built.get(req.owner, ()):
-                findings.append(
-                    compat.Finding(
-                        use.path,
-                        use.line,
-                        f"builds {req.owner}: {req.subject} is newly required in what this "
-                        f"{role} sends ({req.where}): send it",
-                    )
-                )
+        findings += _send_findings(proj, role, required, runtime_sends)
         findings += compat.check_tests(
             sorted((proj.root / "tests").rglob("*.py")), proj.root, old_schema.data, new.data
         )
-    if new_schema:
-        kept = {_lifecycle(s.revision) for s in served}
-        for rec in recorded:
-            gone = _lifecycle(rec.get("revision") or {})
-            if gone not in kept:
-                print(
-                    f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
-                    "Serve both: repeat --schema, one per revision"
+    return findings, runtime_sends
+
+
+def _send_findings(
+    proj: project.Project,
+    role: str,
+    required: list[compat.Required],
+    runtime_sends: list[compat.Required],
+) -> list[compat.Finding]:
+    """The places in the user's code that build a message with a newly required field;
+    the fields no user code builds are appended to `runtime_sends`."""
+    findings: list[compat.Finding] = []
+    built = compat.user_references(proj.root / proj.package, proj.root, {r.owner for r in required})
+    for req in required:
+        if req.owner not in built:
+            runtime_sends.append(req)
+        for use in built.get(req.owner, ()):
+            findings.append(
+                compat.Finding(
+                    use.path,
+                    use.line,
+                    f"builds {req.owner}: {req.subject} is newly required in what this "
+                    f"{role} sends ({req.where}): send it",
                 )
-        findings = sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
+            )
+    return findings
+
+
+def _report_unserved(recorded: list[dict[str, Any]], served: list[inputs.Loaded]) -> None:
+    """Print each recorded revision that the new schemas no longer serve."""
+    kept = {_lifecycle(s.revision) for s in served}
+    for rec in recorded:
+        gone = _lifecycle(rec.get("revision") or {})
+        if gone not in kept:
+            print(
+                f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
+                "Serve both: repeat --schema, one per revision"
+            )
+
+
+def _handler_findings(
+    proj: project.Project, old_files: dict[str, bytes], new_files: dict[str, str]
+) -> list[compat.Finding]:
+    """The user handlers the new dispatcher and models break (none without both
+    dispatchers)."""
 
     def text(rel: str) -> str:
         raw = old_files.get(rel)
         return raw.decode("utf-8", "replace") if raw is not None else ""
 
-    handler_findings: list[compat.Finding] = []
-    new_disp = rendered.files.get("dispatcher.py", "")
+    new_disp = new_files.get("dispatcher.py", "")
     old_disp = text("dispatcher.py")
-    if old_disp and new_disp:
-        try:
-            handler_findings = compat.find_breakage(
-                package_dir=proj.root / proj.package,
-                root=proj.root,
-                old_dispatcher=old_disp,
-                new_dispatcher=new_disp,
-                old_models=text("models.py"),
-                new_models=rendered.files.get("models.py", ""),
-            )
-        except SyntaxError as exc:
-            raise AgentgenError(
-                f"cannot read the old dispatcher: {exc.msg}",
-                source=str(gen / "dispatcher.py"),
-                line=exc.lineno,
-                hint="restore _generated/ from version control or run `agentgen check`",
-            ) from None
+    if not (old_disp and new_disp):
+        return []
+    try:
+        return compat.find_breakage(
+            package_dir=proj.root / proj.package,
+            root=proj.root,
+            old_dispatcher=old_disp,
+            new_dispatcher=new_disp,
+            old_models=text("models.py"),
+            new_models=new_files.get("models.py", ""),
+        )
+    except SyntaxError as exc:
+        raise AgentgenError(
+            f"cannot read the old dispatcher: {exc.msg}",
+            source=str(proj.generated_dir / "dispatcher.py"),
+            line=exc.lineno,
+            hint="restore _generated/ from version control or run `agentgen check`",
+        ) from None
 
-    added, modified, removed = project.changed_files(gen, rendered.files)
+
+def _report_files(proj: project.Project, new_files: dict[str, str], dry_run: bool) -> str:
+    """Print what regenerating adds, updates and removes in `_generated/`; return the
+    folder's prefix (`<package>/_generated/`)."""
+    added, modified, removed = project.changed_files(proj.generated_dir, new_files)
     prefix = f"{proj.package}/{project.GENERATED}/"
     verb = "would " if dry_run else ""
     for label, names in (("add", added), ("update", modified), ("remove", removed)):
@@ -127,17 +186,28 @@ def run_regen(
             print(f"{verb}{label} {prefix}{name}")
     if not (added or modified or removed):
         print(f"{prefix} is up to date")
-    if not dry_run:
-        project.write_generated(gen, rendered.files)
-    deps = compat.missing_dependencies(
-        proj.root / "pyproject.toml", rendered.files, proj.package, prefix
-    )
+    return prefix
 
-    if handler_findings:
-        n = len(handler_findings)
-        print(f"\n{n} place(s) in your code must change for the new dispatcher:")
-        for finding in handler_findings:
+
+def _print_group(heading: str, findings: Sequence[compat.Finding]) -> None:
+    """Print `heading` then one finding a line; nothing when there are none."""
+    if findings:
+        print(heading)
+        for finding in findings:
             print(str(finding))
+
+
+def _print_findings(
+    handler_findings: list[compat.Finding],
+    runtime_sends: list[compat.Required],
+    findings: list[compat.Finding],
+    deps: Sequence[compat.Finding],
+) -> None:
+    """Print what the user must change, grouped, and the runtime's new required fields."""
+    _print_group(
+        f"\n{len(handler_findings)} place(s) in your code must change for the new dispatcher:",
+        handler_findings,
+    )
     if runtime_sends:
         print(
             f"\n{len(runtime_sends)} field(s) newly required in what this project sends, "
@@ -146,20 +216,13 @@ def run_regen(
         for req in runtime_sends:
             print(f"  {req.subject} ({req.where})")
     sends = [f for f in findings if f.message.startswith("builds ")]
-    if sends:
-        print(f"\n{len(sends)} place(s) in your code build a message that gained a required field:")
-        for finding in sends:
-            print(str(finding))
+    _print_group(
+        f"\n{len(sends)} place(s) in your code build a message that gained a required field:",
+        sends,
+    )
     tests = [f for f in findings if not f.message.startswith("builds ")]
-    if tests:
-        print(f"\n{len(tests)} place(s) in your tests must change for the new revision:")
-        for finding in tests:
-            print(str(finding))
-    if deps:
-        print(f"\n{len(deps)} dependency(ies) missing from your pyproject.toml:")
-        for finding in deps:
-            print(str(finding))
-    return 1 if handler_findings or findings or deps else 0
+    _print_group(f"\n{len(tests)} place(s) in your tests must change for the new revision:", tests)
+    _print_group(f"\n{len(deps)} dependency(ies) missing from your pyproject.toml:", deps)
 
 
 def _recorded(source: dict[str, Any]) -> list[dict[str, Any]]:

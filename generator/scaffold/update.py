@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +134,19 @@ def _merge(ours: bytes, base: bytes, theirs: bytes, tmp: Path) -> tuple[bytes, b
     return done.stdout, done.returncode == 0
 
 
-def run_update(project_dir: Path) -> int:
-    proj = project.find_project(project_dir)
-    root = proj.root
+@dataclass
+class _Outcome:
+    """What an update did, file by file (paths relative to the project)."""
+
+    changed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    beside: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def _check_updatable(root: Path) -> Path:
+    """The project's copier answers file; refuse a project without one, outside git, or
+    with uncommitted changes."""
     answers_file = root / ANSWERS
     if not answers_file.is_file():
         raise AgentgenError(
@@ -150,6 +161,13 @@ def run_update(project_dir: Path) -> int:
             source=str(root),
             hint="commit or stash them first, so the update can be reviewed and undone",
         )
+    return answers_file
+
+
+def run_update(project_dir: Path) -> int:
+    proj = project.find_project(project_dir)
+    root = proj.root
+    answers_file = _check_updatable(root)
     recorded = _read_answers(answers_file)
     role = proj.source["role"]
     version = project.agentgen_version()
@@ -164,10 +182,7 @@ def run_update(project_dir: Path) -> int:
         transport=proj.source["transport"],
         manifest_file=proj.source["manifest"]["path"],
     )
-    changed: list[str] = []
-    conflicts: list[str] = []
-    beside: list[str] = []
-    kept: list[str] = []
+    outcome = _Outcome()
     with tempfile.TemporaryDirectory(prefix="agentgen-update-") as tmp_dir:
         tmp = Path(tmp_dir)
         old = _render(old_snap, old_data, tmp / "old")
@@ -176,54 +191,87 @@ def run_update(project_dir: Path) -> int:
             base, theirs = old.get(rel), new.get(rel)
             if base == theirs:
                 continue  # the template (and its answers) did not change this file
-            path = root / rel
-            ours = path.read_bytes() if path.is_file() else None
-            if rel == ANSWERS:  # copier's bookkeeping ("do not edit"): the new one
-                if theirs is not None and ours != theirs:
-                    write_atomic(path, theirs)
-                    changed.append(rel)
-                continue
-            if user_owned(rel):
-                if theirs is not None and ours != theirs:
-                    write_atomic(path.with_name(path.name + BESIDE), theirs)
-                    beside.append(rel)
-                continue
-            if theirs is None:  # the template dropped the file
-                if ours is not None and ours == base:
-                    path.unlink()
-                    changed.append(rel)
-                elif ours is not None:
-                    kept.append(rel)
-                continue
-            if ours is None:
-                if base is None:  # a file the template added
-                    write_atomic(path, theirs)
-                    changed.append(rel)
-                continue  # the user deleted it: stays deleted
-            if ours == theirs:
-                continue
-            if base is None or ours == base:
-                merged, clean = theirs, True
-            else:
-                merged, clean = _merge(ours, base, theirs, tmp)
-            write_atomic(path, merged)
-            changed.append(rel)
-            if not clean:
-                conflicts.append(rel)
-    for rel in changed:
+            _apply(root, rel, base, theirs, tmp, outcome)
+    return _report(outcome)
+
+
+def _apply(
+    root: Path, rel: str, base: bytes | None, theirs: bytes | None, tmp: Path, outcome: _Outcome
+) -> None:
+    """Bring one file the template changed (old render `base`, new `theirs`) into the
+    project, recording what was done in `outcome`."""
+    path = root / rel
+    ours = path.read_bytes() if path.is_file() else None
+    if rel == ANSWERS:  # copier's bookkeeping ("do not edit"): the new one
+        if theirs is not None and ours != theirs:
+            write_atomic(path, theirs)
+            outcome.changed.append(rel)
+        return
+    if user_owned(rel):
+        if theirs is not None and ours != theirs:
+            write_atomic(path.with_name(path.name + BESIDE), theirs)
+            outcome.beside.append(rel)
+        return
+    if theirs is None:  # the template dropped the file
+        _apply_dropped(path, rel, ours, base, outcome)
+        return
+    if ours is None:
+        if base is None:  # a file the template added
+            write_atomic(path, theirs)
+            outcome.changed.append(rel)
+        return  # the user deleted it: stays deleted
+    _apply_merge(path, rel, ours, base, theirs, tmp, outcome)
+
+
+def _apply_dropped(
+    path: Path, rel: str, ours: bytes | None, base: bytes | None, outcome: _Outcome
+) -> None:
+    """A file the template no longer has: removed if the user did not change it, else kept."""
+    if ours is not None and ours == base:
+        path.unlink()
+        outcome.changed.append(rel)
+    elif ours is not None:
+        outcome.kept.append(rel)
+
+
+def _apply_merge(
+    path: Path,
+    rel: str,
+    ours: bytes,
+    base: bytes | None,
+    theirs: bytes,
+    tmp: Path,
+    outcome: _Outcome,
+) -> None:
+    """The new template text, merged with the user's changes since the old one."""
+    if ours == theirs:
+        return
+    if base is None or ours == base:
+        merged, clean = theirs, True
+    else:
+        merged, clean = _merge(ours, base, theirs, tmp)
+    write_atomic(path, merged)
+    outcome.changed.append(rel)
+    if not clean:
+        outcome.conflicts.append(rel)
+
+
+def _report(outcome: _Outcome) -> int:
+    """Print what the update did; exit code 1 when a file has conflict markers."""
+    for rel in outcome.changed:
         print(f"updated {rel}")
-    for rel in kept:
+    for rel in outcome.kept:
         print(f"kept {rel}: the template no longer has it, and you changed it")
-    for rel in beside:
+    for rel in outcome.beside:
         print(
             f"template changed {rel}: your file is unchanged (agentgen never rewrites it); "
             f"the new template text is in {rel}{BESIDE}"
         )
-    if conflicts:
-        print(f"\n{len(conflicts)} file(s) need your hand (conflict markers):")
-        for rel in conflicts:
+    if outcome.conflicts:
+        print(f"\n{len(outcome.conflicts)} file(s) need your hand (conflict markers):")
+        for rel in outcome.conflicts:
             print(f"conflict: {rel}")
         return 1
-    if not (changed or beside or kept):
+    if not (outcome.changed or outcome.beside or outcome.kept):
         print("the project already matches the template")
     return 0

@@ -1,11 +1,13 @@
 """The test house's own rules: `make regen-golden` rewrites every expected file of the
 case folders (the helper the case walkers compare through rewrites in update mode only),
-and a test not marked slow cannot start what makes a test slow (tests/conftest.py)."""
+a test not marked slow cannot start what makes a test slow (tests/conftest.py), and no
+file of the package or the runtime is exempt from the complexity and private-access rules."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,18 @@ def test_no_runtime_file_over_600_lines() -> None:
     assert len(sizes) > 20  # the folder was found
     over = {name: n for name, n in sizes.items() if n > MAX_RUNTIME_LINES}
     assert not over, f"split these runtime modules by concern: {over}"
+
+
+def test_no_code_file_is_exempt_from_complexity_or_private_access() -> None:
+    """pyproject's per-file-ignores may relax tests and benches, never `generator/` or
+    `templates/`: C901 (complexity over 12) and SLF001 (private access) hold for every
+    file there (a one-line `noqa` with its reason is the only way around)."""
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    ignores = config["tool"]["ruff"]["lint"]["per-file-ignores"]
+    exempt = {
+        pattern: codes
+        for pattern, codes in ignores.items()
+        if not pattern.startswith(("tests/", "bench/")) and {"C901", "SLF001"} & set(codes)
+    }
+    assert exempt == {}

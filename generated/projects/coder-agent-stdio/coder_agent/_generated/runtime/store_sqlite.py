@@ -49,9 +49,9 @@ a larger group commits in a worker thread, so the event loop never copies megaby
 
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 """After this many bytes committed, a WAL checkpoint runs in a thread once the turns are
-answered, on a connection of its own and PASSIVE, so no commit waits for it (no
-connection checkpoints inside a commit: a checkpoint fsyncs and copies every page
-again, which a turn's answer need not wait for)."""
+answered, on a connection of its own (see ``_wal_checkpoint``: PASSIVE, then a short
+RESTART that never waits; no connection checkpoints inside a commit: a checkpoint fsyncs
+and copies every page again, which a turn's answer need not wait for)."""
 
 RESTART_TRIES = 50
 RESTART_PAUSE = 0.001
@@ -481,8 +481,9 @@ class SqliteSessionStore:
 
     def _wrote(self, size: int, rows: int = 1) -> None:
         """Count what a commit added to the WAL, roughly (the bytes, a history leaf and an
-        index leaf, and a leaf for each turn: a group's turns share the history's last
-        leaf); checkpoint past ``CHECKPOINT_BYTES``."""
+        index leaf, and a leaf for each of ``rows``: the turns of a group, which share the
+        history's last leaf, or the rows another call wrote); checkpoint past
+        ``CHECKPOINT_BYTES``."""
         self._unchecked += size + _PAGE * (2 + rows)
         if self._unchecked >= CHECKPOINT_BYTES and not self._checkpointing:
             self._checkpointing = True

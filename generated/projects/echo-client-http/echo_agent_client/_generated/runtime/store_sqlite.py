@@ -49,14 +49,14 @@ a larger group commits in a worker thread, so the event loop never copies megaby
 
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 """After this many bytes committed, a WAL checkpoint runs in a thread once the turns are
-answered, on a connection of its own (see ``_wal_checkpoint``: PASSIVE, then a short
-RESTART that never waits; no connection checkpoints inside a commit: a checkpoint fsyncs
+answered, on a connection of its own (see ``_passive`` and ``_restart``: PASSIVE while
+turns go on, then a short RESTART; no connection checkpoints inside a commit: a checkpoint fsyncs
 and copies every page again, which a turn's answer need not wait for)."""
 
 RESTART_TRIES = 50
 RESTART_PAUSE = 0.001
-"""How often, and how far apart (s), a checkpoint tries to take the write lock for the
-frames committed while it copied (see ``_wal_checkpoint``)."""
+"""How often, and how far apart (s), a checkpoint's RESTART tries again while another
+process's reader or writer stands in its way (see ``_restart``)."""
 
 WORKER_CACHE = 16 * 1024 * 1024
 """The worker-thread connection's page cache (bytes): room for a large turn's pages."""
@@ -151,6 +151,7 @@ class SqliteSessionStore:
         self._settle: list[asyncio.Future[None]] = []  # settled() callers
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpointing = False
+        self._hold = False  # a checkpoint's RESTART runs: every group goes to the thread
         self._tasks: set[asyncio.Task[None]] = set()
         self._ckpt: sqlite3.Connection | None = None  # the checkpoints' own connection
         self._ckpt_lock = threading.Lock()
@@ -224,23 +225,31 @@ class SqliteSessionStore:
         # give the freed pages back to the file system (auto_vacuum=INCREMENTAL files)
         self._db.executescript("PRAGMA incremental_vacuum")  # steps until done (execute: 1 page)
 
-    def _wal_checkpoint(self) -> None:
-        # PASSIVE, on a connection of its own: the copy and its fsyncs while writers go on.
+    def _passive(self) -> None:
+        # PASSIVE, on a connection of its own: the copy and its fsyncs while writers go on
+        with self._ckpt_lock:
+            if self._ckpt is None:
+                self._ckpt = sqlite3.connect(
+                    self.path, check_same_thread=False, isolation_level=None, timeout=0
+                )
+                self._ckpt.execute("PRAGMA wal_autocheckpoint=0")
+            self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _restart(self) -> None:
         # Then RESTART, so that the next write starts the WAL from its beginning (without
-        # it, under a steady load, the WAL grew without end): it copies what was committed
-        # meanwhile under the write lock (a short hold: the bulk is copied) and never waits
-        # for a writer or a reader (timeout 0: busy, it gives up and tries again shortly).
-        if self._ckpt is None:
-            self._ckpt = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=0
-            )
-            self._ckpt.execute("PRAGMA wal_autocheckpoint=0")
-        self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        for _ in range(RESTART_TRIES):
-            (busy, _, _) = self._ckpt.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-            if not busy:
+        # it, under a steady load, the WAL grew without end).  It copies what was committed
+        # since the PASSIVE (little: the bulk is copied) under the worker connection's lock
+        # (``_hold`` sends every group there meanwhile), so no writer of this store stands
+        # in its way; another process's reader or writer may: then it tries again shortly,
+        # and gives up after RESTART_TRIES (the next checkpoint tries again).
+        with self._lock, self._ckpt_lock:
+            if self._ckpt is None:
                 return
-            time.sleep(RESTART_PAUSE)
+            for _ in range(RESTART_TRIES):
+                (busy, _, _) = self._ckpt.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                if not busy:
+                    return
+                time.sleep(RESTART_PAUSE)
 
     def _vacuum(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -448,7 +457,7 @@ class SqliteSessionStore:
         group, self._queue = self._queue, []
         self._alone = len(group) == 1
         size = sum(t.size for t in group)
-        if size <= self.inline_bytes:
+        if size <= self.inline_bytes and not self._hold:
             try:
                 results = self._commit_each_inline(group)
             except sqlite3.OperationalError:  # locked by another connection or process
@@ -514,15 +523,16 @@ class SqliteSessionStore:
 
     async def _checkpoint(self) -> None:
         try:
-            await asyncio.to_thread(self._locked_checkpoint)
+            await asyncio.to_thread(self._passive)
+            self._hold = True
+            try:
+                await asyncio.to_thread(self._restart)
+            finally:
+                self._hold = False
         except Exception as exc:  # noqa: BLE001 - the next one tries again
             log.warning("session store: WAL checkpoint failed (%s)", exc)
         finally:
             self._checkpointing = False
-
-    def _locked_checkpoint(self) -> None:
-        with self._ckpt_lock:
-            self._wal_checkpoint()
 
     # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:

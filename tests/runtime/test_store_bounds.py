@@ -65,6 +65,44 @@ def test_sqlite_group_commit_one_transaction_for_all_sessions(tmp_path: Path) ->
     store.close()
 
 
+def test_sqlite_kept_figures_never_outlive_another_connections_commit(tmp_path: Path) -> None:
+    """The event loop's connection keeps each session's lease owner, turn number and byte
+    count between its commits, so a turn of a session it wrote before reads nothing;
+    another connection's commit (another replica here) makes it read them again: a lease
+    taken over refuses the old owner's next turn, and turns written elsewhere meanwhile
+    keep their numbers and byte counts in order."""
+    a = SqliteSessionStore(tmp_path / "s.db")
+    b = SqliteSessionStore(tmp_path / "s.db")
+    statements: list[str] = []
+
+    async def go() -> None:
+        await a.save("s", {"turns": 0})
+        assert await a.acquire("s", "r/a", 30) is None
+        for i in range(2):
+            assert await a.save_turn("s", {"turns": i + 1}, turn(i), owner="r/a") is True
+        a._fast.set_trace_callback(statements.append)
+        assert await a.save_turn("s", {"turns": 3}, turn(2), owner="r/a") is True
+        a._fast.set_trace_callback(None)
+        assert not [s for s in statements if s.startswith("SELECT")], statements
+        assert await b.acquire("s", "r/b", 30, take_over=True) is None
+        assert await a.save_turn("s", {"turns": 4}, turn(3), owner="r/a") is False
+        for i in range(3, 5):
+            assert await b.save_turn("s", {"turns": i + 1}, turn(i), owner="r/b") is True
+        assert await a.acquire("s", "r/a", 30, take_over=True) is None
+        assert await a.save_turn("s", {"turns": 6}, turn(5), owner="r/a") is True
+
+    asyncio.run(go())
+    a.close()
+    b.close()
+    db = sqlite3.connect(tmp_path / "s.db")
+    rows = db.execute("SELECT turn, size, total FROM history ORDER BY seq").fetchall()
+    assert [r[0] for r in rows] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]
+    sizes = [len(m) for i in range(6) for m in turn(i)]
+    assert [r[1] for r in rows] == sizes
+    assert rows[-1][2] == sum(sizes)
+    db.close()
+
+
 def test_sqlite_lone_session_commits_its_turn_in_the_pass_it_ends(tmp_path: Path) -> None:
     """When the last group held one turn (one busy session), the next turn commits at once:
     ``save_turn`` returns before the loop's next pass (so the prompt's answer leaves in the

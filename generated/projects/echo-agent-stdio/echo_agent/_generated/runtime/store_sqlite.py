@@ -18,6 +18,7 @@ kept turn's prompt); deleted sessions give their pages back to the file system.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -57,6 +58,10 @@ RESTART_TRIES = 50
 RESTART_PAUSE = 0.001
 """How often, and how far apart (s), a checkpoint's RESTART tries again while another
 process's reader or writer stands in its way (see ``_restart``)."""
+
+KNOWN_SESSIONS = 4096
+"""At most this many sessions' figures kept by the event loop's connection between
+commits of other connections (see ``_head``); past it, it forgets them all."""
 
 WORKER_CACHE = 16 * 1024 * 1024
 """The worker-thread connection's page cache (bytes): room for a large turn's pages."""
@@ -153,6 +158,9 @@ class SqliteSessionStore:
         self._checkpointing = False
         self._hold = False  # a checkpoint's RESTART runs: every group goes to the thread
         self._tasks: set[asyncio.Task[None]] = set()
+        self._known: dict[str, list[int]] = {}  # see _head: the event loop's connection
+        self._owners: dict[str, str | None] = {}  # see _owner
+        self._known_version = -1
         self._ckpt: sqlite3.Connection | None = None  # the checkpoints' own connection
         self._ckpt_lock = threading.Lock()
 
@@ -295,21 +303,26 @@ class SqliteSessionStore:
         return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
 
     # ---- turns: group commit ---------------------------------------------------------
-    def _write_turn(self, db: sqlite3.Connection, t: _Turn) -> None:
+    def _write_turn(
+        self, db: sqlite3.Connection, t: _Turn, known: dict[str, list[int]] | None
+    ) -> None:
         """One turn: its messages as history rows, the last row carrying the session's
         state after the turn and the session's running byte count (``total``), so a
         small turn writes the history's pages alone (no ``sessions`` row: a page of its
         own in the WAL, a third of a small commit's cost).  A turn with no messages
-        writes one empty row (``size`` 0, never replayed) for its state."""
-        head = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (t.sid,)).fetchone()
+        writes one empty row (``size`` 0, never replayed) for its state.  ``known``: what
+        the event loop's connection read and wrote before (see ``_head``)."""
+        head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))
             db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
-            head = (1, 0)
-        first, dropped = head
-        last, total = last_turn(db, t.sid)
+            head = [1, 0, *last_turn(db, t.sid)]
+            if known is not None:
+                known[t.sid] = head
+        first, dropped, last, total = head
         turn = last + 1
         total += t.size
+        head[2], head[3] = turn, total
         messages = t.messages or [b""]
         shared = shared_runs(messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
         run, where = shared if shared is not None else (b"", {})
@@ -339,9 +352,60 @@ class SqliteSessionStore:
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
         if over_bytes or over_turns:
-            self._trim(db, t.sid, kept)
+            self._trim(db, t.sid, kept, head)
 
-    def _trim(self, db: sqlite3.Connection, sid: str, kept: int) -> None:
+    def _head(
+        self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None
+    ) -> list[int] | None:
+        """The session's first kept turn, bytes trimmed, latest turn and bytes written
+        (``hfirst``, ``hdropped``, ``last_turn``), None before its row exists.  The event
+        loop's connection keeps what it read and wrote (``known``, true while no other
+        connection commits: see ``_known_valid``), so a turn of a session it wrote
+        before reads nothing."""
+        if known is not None:
+            head = known.get(sid)
+            if head is not None:
+                return head
+        row = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            return None
+        head = [int(row[0]), int(row[1]), *last_turn(db, sid)]
+        if known is not None:
+            known[sid] = head
+        return head
+
+    def _owner(
+        self, db: sqlite3.Connection, sid: str, known: dict[str, str | None] | None
+    ) -> str | None:
+        """Who holds the session's lease (None: nobody), kept like ``_head``'s figures."""
+        if known is not None and sid in known:
+            return known[sid]
+        row = db.execute("SELECT owner FROM leases WHERE session_id = ?", (sid,)).fetchone()
+        owner = None if row is None else str(row[0])
+        if known is not None:
+            known[sid] = owner
+        return owner
+
+    def _known_valid(self, db: sqlite3.Connection) -> bool:
+        """Under the write lock: may this commit use what the event loop's connection
+        kept?  ``PRAGMA data_version`` changes whenever another connection (the worker
+        thread's, another process's) committed since this one last looked: then it
+        forgets it all.  Never for the worker connection, whose own saves, leases and
+        deletes would not change its ``data_version``."""
+        if db is not self._fast:
+            return False
+        (version,) = db.execute("PRAGMA data_version").fetchone()
+        if version != self._known_version or len(self._known) > KNOWN_SESSIONS:
+            self._forget()
+            self._known_version = version
+        return True
+
+    def _forget(self) -> None:
+        self._known.clear()
+        self._owners.clear()
+        self._known_version = -1
+
+    def _trim(self, db: sqlite3.Connection, sid: str, kept: int, head: list[int]) -> None:
         turns = db.execute(
             "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
             "GROUP BY turn ORDER BY turn",
@@ -358,6 +422,7 @@ class SqliteSessionStore:
                 "UPDATE sessions SET hdropped = hdropped + ?, hfirst = ? WHERE id = ?",
                 (dropped, first_turn, sid),
             )
+            head[0], head[1] = first_turn, head[1] + dropped
 
     def _commit(self, db: sqlite3.Connection, group: list[_Turn]) -> list[bool]:
         """Every turn of the group in one transaction: True written, False refused (its
@@ -365,21 +430,29 @@ class SqliteSessionStore:
         process moves a lease between the check and the write."""
         db.execute("BEGIN IMMEDIATE")
         try:
+            valid = self._known_valid(db)
+            known = self._known if valid else None
+            owners = self._owners if valid else None
             out = []
             for t in group:
-                if t.owner is not None:
-                    row = db.execute(
-                        "SELECT owner FROM leases WHERE session_id = ?", (t.sid,)
-                    ).fetchone()
-                    if row is None or row[0] != t.owner:
-                        out.append(False)
-                        continue
-                self._write_turn(db, t)
+                if t.owner is not None and self._owner(db, t.sid, owners) != t.owner:
+                    out.append(False)
+                    continue
+                self._write_turn(db, t, known)
                 out.append(True)
         except BaseException:
+            if db is self._fast:
+                self._forget()  # it may hold what the rolled-back writes said
             db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        try:
+            db.execute("COMMIT")
+        except BaseException:
+            if db is self._fast:
+                self._forget()
+            with contextlib.suppress(sqlite3.Error):  # still open (busy): none of it stays
+                db.execute("ROLLBACK")
+            raise
         return out
 
     def _commit_each(self, db: sqlite3.Connection, group: list[_Turn]) -> list[Any]:

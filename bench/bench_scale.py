@@ -9,7 +9,9 @@ client in ``--procs`` processes, so that the driver is not what limits the rate)
 
 * prompts/s: ``--procs`` x ``--clients`` clients, ``--prompts`` one-block prompts each;
 * streamed updates/s: 2 clients x ``--stream-prompts`` prompts of ``--blocks`` blocks;
-* server CPU per prompt: the server processes' user+system time over the prompts/s load.
+* server CPU per prompt: the server processes' user+system time over the prompts/s load;
+  server CPU per update, the same over the streamed load (one load process: updates/s may
+  be the driver's own limit, the CPU column is what the server spends).
 
 Rows: the SDK's server (acp.http.asgi on uvicorn, HTTP/1.1, persists nothing); ours (the
 golden echo-agent-http project, Hypercorn) with the in-memory store over HTTP/1.1 and HTTP/2,
@@ -75,10 +77,14 @@ def measure(url: str, pids: list[int], args: argparse.Namespace, http2: bool) ->
     )
     cpu1 = sum(cpu_seconds(p) for p in pids)
     b = load(url, procs=1, clients=2, prompts=args.stream_prompts, blocks=args.blocks, http2=http2)
+    cpu2 = sum(cpu_seconds(p) for p in pids)
     return {
         "prompts/s": a["prompts"] / a["seconds"],
         "updates/s": b["updates"] / b["seconds"],
         "cpu ms/prompt": 1000 * (cpu1 - cpu0) / a["prompts"],
+        # the streamed load's server CPU per update (its prompts' own cost included): the
+        # load generator is one process here, so updates/s can be the driver's rate
+        "cpu us/update": 1e6 * (cpu2 - cpu1) / b["updates"],
     }
 
 
@@ -156,13 +162,18 @@ def main() -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     sdk_row = rows["SDK server, HTTP/1.1"]
-    print(f"\n{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14}")
+    print(
+        f"\n{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14} "
+        f"{'CPU us/update':>14}"
+    )
     for name, r in rows.items():
         print(
             f"{name:44} {r['prompts/s']:10.1f} {r['updates/s']:10.1f} {r['cpu ms/prompt']:14.2f}"
+            f" {r['cpu us/update']:14.1f}"
             f"   ({r['prompts/s'] / sdk_row['prompts/s']:.2f}x, "
             f"{r['updates/s'] / sdk_row['updates/s']:.2f}x, "
-            f"{sdk_row['cpu ms/prompt'] / r['cpu ms/prompt']:.2f}x less CPU than the SDK)"
+            f"CPU/SDK {r['cpu ms/prompt'] / sdk_row['cpu ms/prompt']:.2f}x a prompt, "
+            f"{r['cpu us/update'] / sdk_row['cpu us/update']:.2f}x an update)"
         )
 
 

@@ -238,3 +238,22 @@ def test_sqlite_schema_4_takes_over_a_schema_3_file(tmp_path: Path) -> None:
     check = sqlite3.connect(db)
     turns = check.execute("SELECT turn FROM history WHERE session_id = 'a' ORDER BY seq").fetchall()
     assert turns == [(3,), (3,)]
+
+
+def test_updated_at_is_the_current_second_in_rfc3339_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``now()`` (a saved session's ``updatedAt``) formats each second once: the text is
+    the clock's second, and follows the clock when it moves on."""
+    import datetime
+
+    from runtime import session_store
+
+    clock = [1795850415.2]
+    monkeypatch.setattr(session_store.time, "time", lambda: clock[0])
+    assert session_store.now() == "2026-11-28T07:20:15Z"
+    clock[0] = 1795850415.9
+    assert session_store.now() == "2026-11-28T07:20:15Z"
+    clock[0] = 1795850416.0
+    assert session_store.now() == "2026-11-28T07:20:16Z"
+    monkeypatch.undo()
+    stamp = datetime.datetime.fromisoformat(session_store.now().replace("Z", "+00:00"))
+    assert abs(stamp.timestamp() - datetime.datetime.now(datetime.UTC).timestamp()) < 2

@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,8 +182,18 @@ async def _nothing() -> None:
     return None
 
 
+_stamp: list[Any] = [None, ""]  # the second now() last formatted, and its text
+
+
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """The time, to the second, as RFC 3339 UTC ("2026-11-28T07:20:00Z"); formatted
+    once a second (every saved turn asks)."""
+    second = int(time.time())
+    if second != _stamp[0]:
+        at = datetime.datetime.fromtimestamp(second, datetime.UTC)
+        _stamp[:] = [second, at.isoformat().replace("+00:00", "Z")]
+    text: str = _stamp[1]
+    return text
 
 
 def stored_state(s: Session) -> dict[str, Any]:

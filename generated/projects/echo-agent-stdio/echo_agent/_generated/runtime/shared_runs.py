@@ -5,6 +5,8 @@ from __future__ import annotations
 
 _PROBE = 64  # bytes of a message looked for in another one
 _PROBES = 8  # places tried, spread over the message
+# where: the centres of its eighths, in sixteenths, the middle ones first (7/16, 9/16, ...)
+_ORDER = tuple(sorted(range(1, 2 * _PROBES, 2), key=lambda c: (abs(c - _PROBES), c)))
 
 
 def _extend(a: bytes, i: int, b: memoryview, j: int, most: int, back: bool) -> int:
@@ -38,11 +40,22 @@ def _extend(a: bytes, i: int, b: memoryview, j: int, most: int, back: bool) -> i
 
 def _common_run(a: bytes, b: bytes, least: int) -> tuple[int, int, int] | None:
     """(offset in a, offset in b, length) of a run of at least ``least`` bytes that both
-    messages hold (a prompt's text and its echo), found from probes of ``a``; else None."""
+    messages hold (a prompt's text and its echo), found from probes of ``a``; else None.
+
+    Probes start in the middle of ``a`` (its head is the envelope, which the echo does not
+    repeat: a search for it reads all of ``b`` and, on repetitive text, compares at every
+    byte), and each is first tried where it would sit in ``b`` were the two messages
+    aligned at their ends or at their starts (an echo's text: one compare, no search)."""
     mb = memoryview(b)
-    for k in range(_PROBES):
-        p = len(a) * k // _PROBES
-        j = b.find(a[p : p + _PROBE])
+    for k in _ORDER:
+        p = len(a) * k // (2 * _PROBES)
+        probe = a[p : p + _PROBE]
+        for guess in (p + len(b) - len(a), p):
+            if 0 <= guess and b.startswith(probe, guess):
+                j = guess
+                break
+        else:
+            j = b.find(probe)
         if j < 0:
             continue
         right = _extend(a, p, mb, j, min(len(a) - p, len(b) - j), back=False)

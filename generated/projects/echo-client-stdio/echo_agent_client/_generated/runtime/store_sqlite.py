@@ -18,7 +18,6 @@ kept turn's prompt); deleted sessions give their pages back to the file system.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import threading
@@ -28,7 +27,6 @@ from typing import Any
 
 import orjson
 
-from .shared_runs import shared_runs
 from .store_common import (
     DEFAULT_HISTORY_BYTES,
     DEFAULT_HISTORY_TURNS,
@@ -36,9 +34,9 @@ from .store_common import (
     Limit,
     cursor_seq,
     env_limit,
-    trim_plan,
 )
 from .store_sqlite_schema import SCHEMA, STATE, last_turn, migrate
+from .store_sqlite_turns import Turn, TurnWriter
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -59,39 +57,10 @@ RESTART_PAUSE = 0.001
 """How often, and how far apart (s), a checkpoint's RESTART tries again while another
 process's reader or writer stands in its way (see ``_restart``)."""
 
-KNOWN_SESSIONS = 4096
-"""At most this many sessions' figures kept by the event loop's connection between
-commits of other connections (see ``_head``); past it, it forgets them all."""
-
 WORKER_CACHE = 16 * 1024 * 1024
 """The worker-thread connection's page cache (bytes): room for a large turn's pages."""
 
-SHARED_STRING = 64 * 1024
-"""A run of at least this many bytes that two messages of one turn hold (a prompt's text
-and its echo) is stored once (table ``blobs``), each message keeping its place."""
-
 _PAGE = 4096
-
-
-class _Turn:
-    """A queued ``save_turn``: answered once the transaction that wrote it commits."""
-
-    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
-
-    def __init__(
-        self,
-        sid: str,
-        state: bytes,
-        messages: list[bytes],
-        owner: str | None,
-        future: asyncio.Future[bool],
-    ) -> None:
-        self.sid = sid
-        self.state = state
-        self.messages = messages
-        self.owner = owner
-        self.size = sum(map(len, messages))
-        self.future = future
 
 
 class SqliteSessionStore:
@@ -148,7 +117,7 @@ class SqliteSessionStore:
         self._fast.execute("PRAGMA synchronous=NORMAL")
         self._fast.execute("PRAGMA wal_autocheckpoint=0")
         self._fast.execute("PRAGMA journal_size_limit=16777216")  # per connection
-        self._queue: list[_Turn] = []
+        self._queue: list[Turn] = []
         self._flushing = False  # a group is scheduled or being written
         self._pass_done = False  # a turn committed at once in this pass of the loop
         self._alone = False  # the last group written held one turn
@@ -158,9 +127,7 @@ class SqliteSessionStore:
         self._checkpointing = False
         self._hold = False  # a checkpoint's RESTART runs: every group goes to the thread
         self._tasks: set[asyncio.Task[None]] = set()
-        self._known: dict[str, list[int]] = {}  # see _head: the event loop's connection
-        self._owners: dict[str, str | None] = {}  # see _owner
-        self._known_version = -1
+        self._writer = TurnWriter(self._fast, self.max_history_bytes, self.max_history_turns)
         self._ckpt: sqlite3.Connection | None = None  # the checkpoints' own connection
         self._ckpt_lock = threading.Lock()
 
@@ -303,177 +270,9 @@ class SqliteSessionStore:
         return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
 
     # ---- turns: group commit ---------------------------------------------------------
-    def _write_turn(
-        self, db: sqlite3.Connection, t: _Turn, known: dict[str, list[int]] | None
-    ) -> None:
-        """One turn: its messages as history rows, the last row carrying the session's
-        state after the turn and the session's running byte count (``total``), so a
-        small turn writes the history's pages alone (no ``sessions`` row: a page of its
-        own in the WAL, a third of a small commit's cost).  A turn with no messages
-        writes one empty row (``size`` 0, never replayed) for its state.  ``known``: what
-        the event loop's connection read and wrote before (see ``_head``)."""
-        head = self._head(db, t.sid, known)
-        if head is None:  # a turn before any save(): the session's row and place in the list
-            db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))
-            db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
-            head = [1, 0, *last_turn(db, t.sid)]
-            if known is not None:
-                known[t.sid] = head
-        first, dropped, last, total = head
-        turn = last + 1
-        total += t.size
-        head[2], head[3] = turn, total
-        messages = t.messages or [b""]
-        shared = shared_runs(messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
-        run, where = shared if shared is not None else (b"", {})
-        blob = None
-        if run:
-            cur = db.execute(
-                "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
-            )
-            blob = cur.lastrowid
-        end = len(messages) - 1
-        rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
-        for k, m in enumerate(messages):
-            state = t.state if k == end else None
-            at = where.get(k)
-            if at is None:
-                rows.append((t.sid, m, turn, len(m), None, 0, state, total))
-            else:
-                cut = m[:at] + m[at + len(run) :]
-                rows.append((t.sid, cut, turn, len(m), blob, at, state, total))
-        db.executemany(
-            "INSERT INTO history (session_id, message, turn, size, blob, at, state, total) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        kept = total - dropped
-        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
-        # turns kept: the turn numbers from the first kept one (hfirst) to this one
-        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
-        if over_bytes or over_turns:
-            self._trim(db, t.sid, kept, head)
-
-    def _head(
-        self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None
-    ) -> list[int] | None:
-        """The session's first kept turn, bytes trimmed, latest turn and bytes written
-        (``hfirst``, ``hdropped``, ``last_turn``), None before its row exists.  The event
-        loop's connection keeps what it read and wrote (``known``, true while no other
-        connection commits: see ``_known_valid``), so a turn of a session it wrote
-        before reads nothing."""
-        if known is not None:
-            head = known.get(sid)
-            if head is not None:
-                return head
-        row = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (sid,)).fetchone()
-        if row is None:
-            return None
-        head = [int(row[0]), int(row[1]), *last_turn(db, sid)]
-        if known is not None:
-            known[sid] = head
-        return head
-
-    def _owner(
-        self, db: sqlite3.Connection, sid: str, known: dict[str, str | None] | None
-    ) -> str | None:
-        """Who holds the session's lease (None: nobody), kept like ``_head``'s figures."""
-        if known is not None and sid in known:
-            return known[sid]
-        row = db.execute("SELECT owner FROM leases WHERE session_id = ?", (sid,)).fetchone()
-        owner = None if row is None else str(row[0])
-        if known is not None:
-            known[sid] = owner
-        return owner
-
-    def _known_valid(self, db: sqlite3.Connection) -> bool:
-        """Under the write lock: may this commit use what the event loop's connection
-        kept?  ``PRAGMA data_version`` changes whenever another connection (the worker
-        thread's, another process's) committed since this one last looked: then it
-        forgets it all.  Never for the worker connection, whose own saves, leases and
-        deletes would not change its ``data_version``."""
-        if db is not self._fast:
-            return False
-        (version,) = db.execute("PRAGMA data_version").fetchone()
-        if version != self._known_version or len(self._known) > KNOWN_SESSIONS:
-            self._forget()
-            self._known_version = version
-        return True
-
-    def _forget(self) -> None:
-        self._known.clear()
-        self._owners.clear()
-        self._known_version = -1
-
-    def _trim(self, db: sqlite3.Connection, sid: str, kept: int, head: list[int]) -> None:
-        turns = db.execute(
-            "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
-            "GROUP BY turn ORDER BY turn",
-            (sid,),
-        ).fetchall()
-        cut, dropped = trim_plan(
-            [t[0] for t in turns], kept, self.max_history_bytes, self.max_history_turns
-        )
-        if cut:
-            first_seq, first_turn = turns[cut][1], turns[cut][2]
-            db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
-            db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
-            db.execute(
-                "UPDATE sessions SET hdropped = hdropped + ?, hfirst = ? WHERE id = ?",
-                (dropped, first_turn, sid),
-            )
-            head[0], head[1] = first_turn, head[1] + dropped
-
-    def _commit(self, db: sqlite3.Connection, group: list[_Turn]) -> list[bool]:
-        """Every turn of the group in one transaction: True written, False refused (its
-        owner does not hold the lease).  IMMEDIATE: the write lock first, so no other
-        process moves a lease between the check and the write."""
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            valid = self._known_valid(db)
-            known = self._known if valid else None
-            owners = self._owners if valid else None
-            out = []
-            for t in group:
-                if t.owner is not None and self._owner(db, t.sid, owners) != t.owner:
-                    out.append(False)
-                    continue
-                self._write_turn(db, t, known)
-                out.append(True)
-        except BaseException:
-            if db is self._fast:
-                self._forget()  # it may hold what the rolled-back writes said
-            db.execute("ROLLBACK")
-            raise
-        try:
-            db.execute("COMMIT")
-        except BaseException:
-            if db is self._fast:
-                self._forget()
-            with contextlib.suppress(sqlite3.Error):  # still open (busy): none of it stays
-                db.execute("ROLLBACK")
-            raise
-        return out
-
-    def _commit_each(self, db: sqlite3.Connection, group: list[_Turn]) -> list[Any]:
-        """The group in one transaction; if that fails, each turn in its own, so one bad
-        turn fails alone.  Per turn: True, False, or the exception it raised."""
-        try:
-            return list(self._commit(db, group))
-        except Exception as exc:  # noqa: BLE001 - answered to the callers
-            if len(group) == 1:
-                return [exc]
-        out: list[Any] = []
-        for t in group:
-            try:
-                out.append(self._commit(db, [t])[0])
-            except Exception as exc:  # noqa: BLE001 - answered to that turn's caller
-                out.append(exc)
-        return out
-
-    def _commit_in_thread(self, group: list[_Turn]) -> list[Any]:
+    def _commit_in_thread(self, group: list[Turn]) -> list[Any]:
         with self._lock:
-            return self._commit_each(self._db, group)
+            return self._writer.commit_each(self._db, group)
 
     async def save_turn(
         self,
@@ -484,7 +283,7 @@ class SqliteSessionStore:
         owner: str | None = None,
     ) -> bool:
         loop = asyncio.get_running_loop()
-        t = _Turn(session_id, orjson.dumps(state), messages, owner, loop.create_future())
+        t = Turn(session_id, orjson.dumps(state), messages, owner, loop.create_future())
         self._queue.append(t)
         if not self._flushing:
             self._flushing = True
@@ -542,15 +341,15 @@ class SqliteSessionStore:
                 return
         self._spawn(self._flush_in_thread(group))
 
-    def _commit_each_inline(self, group: list[_Turn]) -> list[Any]:
+    def _commit_each_inline(self, group: list[Turn]) -> list[Any]:
         try:
-            return self._commit(self._fast, group)
+            return self._writer.commit(self._fast, group)
         except sqlite3.OperationalError:
             raise  # busy: the worker thread waits for the lock instead
         except Exception:  # noqa: BLE001 - one bad turn: sort it out in the thread
             raise sqlite3.OperationalError("retry in the worker thread") from None
 
-    async def _flush_in_thread(self, group: list[_Turn]) -> None:
+    async def _flush_in_thread(self, group: list[Turn]) -> None:
         try:
             results = await asyncio.to_thread(self._commit_in_thread, group)
         except BaseException as exc:  # cancelled (the loop is closing): callers hear of it
@@ -585,7 +384,7 @@ class SqliteSessionStore:
             self._flushing = False
 
     @staticmethod
-    def _answer(group: list[_Turn], results: list[Any]) -> None:
+    def _answer(group: list[Turn], results: list[Any]) -> None:
         for t, r in zip(group, results, strict=True):
             if t.future.done():  # the caller was cancelled
                 continue

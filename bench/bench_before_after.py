@@ -10,6 +10,7 @@ per prompt (the difference between a run of N and one of 2N prompts, over N) and
 one-time rest (start-up, imports), each with after/before.
 
     .venv/bin/python bench/bench_before_after.py main [--rounds 3] [--quick]
+    .venv/bin/python bench/bench_before_after.py main --rounds 6 --whole "--prompts 8000"
 """
 
 from __future__ import annotations
@@ -95,6 +96,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
     ap.add_argument("--check-only", action="store_true", help="only the params check's cost")
+    ap.add_argument(
+        "--whole",
+        action="append",
+        default=[],
+        metavar="LOAD",
+        help="instead of the four loads: this acpbench load (repeatable, e.g. "
+        "'--prompts 8000 --sessions 8'), the whole run's CPU compared",
+    )
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -122,6 +131,9 @@ def main() -> int:
         env.pop("ACP_SESSION_STORE", None)  # the default store (SQLite)
         check_cost(env)
         if opts.check_only:
+            return 0
+        if opts.whole:
+            whole_runs(opts, env, root)
             return 0
         print(
             f"{'load':<16}{'before/s':>10}{'after/s':>10}{'ratio':>7}"
@@ -167,6 +179,30 @@ def main() -> int:
                 f"{once['echo_base']:>11.2f} -> {once['echo_bench']:.2f}"
             )
     return 0
+
+
+def whole_runs(opts: argparse.Namespace, env: dict[str, str], root: Path) -> None:
+    """Each ``--whole`` load run ``--rounds`` times per agent, the order alternating
+    round by round; medians of prompts/s and of the whole run's CPU (start-up included:
+    with thousands of prompts it is a small share, and one run's figure is steadier
+    than the difference of two)."""
+    print(f"{'load':<32}{'before/s':>10}{'after/s':>10}{'ratio':>7}{'CPU after/before':>18}")
+    pkgs = ("echo_base", "echo_bench")
+    for spec in opts.whole:
+        load = spec.split()
+        rate: dict[str, list[float]] = {k: [] for k in pkgs}
+        cpu: dict[str, list[float]] = {k: [] for k in pkgs}
+        for r in range(opts.rounds):
+            for pkg in pkgs if r % 2 == 0 else pkgs[::-1]:
+                db = root / f"{pkg}-whole.db"
+                for stale in root.glob(f"{db.name}*"):
+                    stale.unlink()
+                got, used = b.acpbench(load, [PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)})
+                rate[pkg].append(got)
+                cpu[pkg].append(used)
+        x, y = (statistics.median(rate[k]) for k in pkgs)
+        cx, cy = (statistics.median(cpu[k]) for k in pkgs)
+        print(f"{spec:<32}{x:>10.1f}{y:>10.1f}{y / x:>6.2f}x{cy / cx:>17.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
 import os
 import time
@@ -182,18 +183,16 @@ async def _nothing() -> None:
     return None
 
 
-_stamp: list[Any] = [None, ""]  # the second now() last formatted, and its text
-
-
 def now() -> str:
     """The time, to the second, as RFC 3339 UTC ("2026-11-28T07:20:00Z"); formatted
     once a second (every saved turn asks)."""
-    second = int(time.time())
-    if second != _stamp[0]:
-        at = datetime.datetime.fromtimestamp(second, datetime.UTC)
-        _stamp[:] = [second, at.isoformat().replace("+00:00", "Z")]
-    text: str = _stamp[1]
-    return text
+    return _second(int(time.time()))
+
+
+@functools.lru_cache(maxsize=1)
+def _second(second: int) -> str:
+    at = datetime.datetime.fromtimestamp(second, datetime.UTC)
+    return at.isoformat().replace("+00:00", "Z")
 
 
 def stored_state(s: Session) -> dict[str, Any]:

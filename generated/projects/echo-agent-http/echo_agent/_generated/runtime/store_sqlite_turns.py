@@ -197,17 +197,11 @@ class TurnWriter:
                     continue
                 self._write_turn(db, t, known)
                 out.append(True)
-        except BaseException:
-            if db is self.fast:
-                self._forget()  # it may hold what the rolled-back writes said
-            db.execute("ROLLBACK")
-            raise
-        try:
             db.execute("COMMIT")
         except BaseException:
             if db is self.fast:
-                self._forget()
-            with contextlib.suppress(sqlite3.Error):  # still open (busy): none of it stays
+                self._forget()  # it may hold what the rolled-back writes said
+            with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it
                 db.execute("ROLLBACK")
             raise
         return out

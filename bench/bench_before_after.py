@@ -155,13 +155,7 @@ def main() -> int:
             for _ in range(opts.rounds):
                 for pkg in pkgs:
                     for m, load in ((1, args), (2, double)):
-                        # the agent's own CPU (user + system, from bench_stdio's CPU
-                        # wrapper): steadier than prompts/s on a shared machine
-                        db = root / f"{pkg}-{m}.db"  # a fresh SQLite store each run
-                        for stale in root.glob(f"{db.name}*"):
-                            stale.unlink()
-                        run_env = {**env, "ACP_SESSION_DB": str(db)}
-                        got, used = b.acpbench(load, [PY, "-m", pkg], run_env)
+                        got, used = drive(load, pkg, env, root / f"{pkg}-{m}.db")
                         if m == 1:
                             rate[pkg].append(got)
                         cpu[(pkg, m)].append(used)
@@ -181,6 +175,15 @@ def main() -> int:
     return 0
 
 
+def drive(load: list[str], pkg: str, env: dict[str, str], db: Path) -> tuple[float, float]:
+    """One acpbench run of ``pkg`` on a fresh SQLite store at ``db``: prompts/s, and the
+    agent's CPU seconds (user + system, from bench_stdio's CPU wrapper: steadier than
+    prompts/s on a shared machine)."""
+    for stale in db.parent.glob(f"{db.name}*"):
+        stale.unlink()
+    return b.acpbench(load, [PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)})
+
+
 def whole_runs(opts: argparse.Namespace, env: dict[str, str], root: Path) -> None:
     """Each ``--whole`` load run ``--rounds`` times per agent, the order alternating
     round by round; medians of prompts/s and of the whole run's CPU (start-up included:
@@ -194,10 +197,7 @@ def whole_runs(opts: argparse.Namespace, env: dict[str, str], root: Path) -> Non
         cpu: dict[str, list[float]] = {k: [] for k in pkgs}
         for r in range(opts.rounds):
             for pkg in pkgs if r % 2 == 0 else pkgs[::-1]:
-                db = root / f"{pkg}-whole.db"
-                for stale in root.glob(f"{db.name}*"):
-                    stale.unlink()
-                got, used = b.acpbench(load, [PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)})
+                got, used = drive(load, pkg, env, root / f"{pkg}-whole.db")
                 rate[pkg].append(got)
                 cpu[pkg].append(used)
         x, y = (statistics.median(rate[k]) for k in pkgs)

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 import os
 
-import orjson
 from runtime.shared_runs import shared_runs
+from test_store_bounds import frame  # a session/update frame of one text block
 
 LEAST = 64 * 1024
-
-
-def chunk(kind: str, text: str) -> bytes:
-    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-    params = {"sessionId": "s", "update": update}
-    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
 
 def holds(messages: list[bytes], run: bytes, where: dict[int, int]) -> None:
@@ -26,7 +20,7 @@ def test_a_prompt_and_its_echo_share_their_whole_text() -> None:
     """Repetitive text (one letter, as a load generator's filler) and random text alike:
     the run found is the whole text, at its place in each message."""
     for text in ("x" * 1_000_000, os.urandom(300_000).hex()):
-        messages = [chunk("user_message_chunk", text), chunk("agent_message_chunk", text)]
+        messages = [frame("user_message_chunk", text), frame("agent_message_chunk", text)]
         found = shared_runs(messages, LEAST)
         assert found is not None
         run, where = found
@@ -40,8 +34,8 @@ def test_a_part_shared_at_another_place_is_found() -> None:
     where it would if the messages were aligned; the search finds it."""
     text = os.urandom(200_000).hex()
     messages = [
-        chunk("user_message_chunk", text),
-        chunk("agent_message_chunk", "a reply first. " * 1000 + text[: len(text) // 4]),
+        frame("user_message_chunk", text),
+        frame("agent_message_chunk", "a reply first. " * 1000 + text[: len(text) // 4]),
     ]
     found = shared_runs(messages, LEAST)
     assert found is not None
@@ -51,20 +45,20 @@ def test_a_part_shared_at_another_place_is_found() -> None:
 
 
 def test_nothing_shared_or_one_large_message_gives_none() -> None:
-    a = chunk("user_message_chunk", os.urandom(100_000).hex())
-    b = chunk("agent_message_chunk", os.urandom(100_000).hex())
+    a = frame("user_message_chunk", os.urandom(100_000).hex())
+    b = frame("agent_message_chunk", os.urandom(100_000).hex())
     assert shared_runs([a, b], LEAST) is None
-    assert shared_runs([a, chunk("agent_message_chunk", "short")], LEAST) is None
+    assert shared_runs([a, frame("agent_message_chunk", "short")], LEAST) is None
 
 
 def test_every_later_message_holding_the_run_gets_its_place() -> None:
     text = "y" * 200_000
     messages = [
-        chunk("user_message_chunk", text),
-        chunk("agent_message_chunk", "short"),
-        chunk("agent_message_chunk", text),
-        chunk("agent_message_chunk", text),
-        chunk("agent_thought_chunk", text),  # holds the text, not the whole run
+        frame("user_message_chunk", text),
+        frame("agent_message_chunk", "short"),
+        frame("agent_message_chunk", text),
+        frame("agent_message_chunk", text),
+        frame("agent_thought_chunk", text),  # holds the text, not the whole run
     ]
     found = shared_runs(messages, LEAST)
     assert found is not None

@@ -103,6 +103,33 @@ def test_sqlite_kept_figures_never_outlive_another_connections_commit(tmp_path: 
     db.close()
 
 
+def test_sqlite_kept_figures_stay_bounded_when_turns_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the event loop's connection keeps is bounded by KNOWN_SESSIONS, the owners it
+    read included: a turn refused (its owner lost the lease) keeps its session's owner
+    but writes nothing, so a run of them for ever new sessions must not grow it past the
+    bound; the refusals stay refusals."""
+    import runtime.store_sqlite_turns as turns_mod
+
+    monkeypatch.setattr(turns_mod, "KNOWN_SESSIONS", 8)
+    store = SqliteSessionStore(tmp_path / "s.db")
+    writer = store._writer
+    largest = 0
+
+    async def go() -> None:
+        nonlocal largest
+        for i in range(40):  # the worker connection's commits: before the refusals
+            assert await store.acquire(f"s{i}", "r/b", 30) is None
+        for i in range(40):
+            assert await store.save_turn(f"s{i}", {"turns": 1}, turn(i), owner="r/a") is False
+            largest = max(largest, len(writer._owners), len(writer._known))
+
+    asyncio.run(go())
+    store.close()
+    assert largest <= 8 + 1, largest
+
+
 def test_sqlite_lone_session_commits_its_turn_in_the_pass_it_ends(tmp_path: Path) -> None:
     """When the last group held one turn (one busy session), the next turn commits at once:
     ``save_turn`` returns before the loop's next pass (so the prompt's answer leaves in the

@@ -152,7 +152,10 @@ class TurnWriter:
         if db is not self.fast:
             return False
         (version,) = db.execute("PRAGMA data_version").fetchone()
-        if version != self._known_version or len(self._known) > KNOWN_SESSIONS:
+        if (
+            version != self._known_version
+            or max(len(self._known), len(self._owners)) > KNOWN_SESSIONS
+        ):
             self._forget()
             self._known_version = version
         return True

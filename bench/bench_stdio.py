@@ -7,7 +7,12 @@ for each load and interleaved round by round:
 * the generated agent with its default session store (SQLite, a fresh file per run);
 * the same agent with the memory store (``ACP_SESSION_STORE=memory:``);
 * bench/agents/sdk_echo.py, the same echo on the official SDK;
-* bench/agents/ceiling_echo.py, stdlib only, no validation, no store: the ceiling.
+* bench/agents/ceiling_echo.py, stdlib only, no validation, no store: the ceiling;
+* with ``--bound``, one more row, ``append``: the generated agent on the memory store
+  plus one ``os.write`` of each finished turn (its session, state and messages) to a
+  file before the turn is answered.  No store that answers a turn only once the turn is
+  in the OS's hands (what SQLite's WAL with ``synchronous=NORMAL`` gives) can do less
+  per turn, whatever it does later: this row bounds what any durable design reaches.
 
 It prints one table (date, commit, load average before and after; the median
 prompts/s of the rounds; ratios to the SDK and to the ceiling), then the import time
@@ -58,6 +63,40 @@ class Agent(AgentBase):
                 await turn.send_text(block["text"])
 '''
 
+BOUND = '''"""The echo agent on the memory store plus one append of each finished turn
+to a file, before the turn is answered (bench_stdio.py --bound)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import orjson
+
+from ._generated.runtime.serve import serve_agent_stdio
+from ._generated.runtime.store import MemorySessionStore
+from .handlers import Agent
+
+
+class AppendStore(MemorySessionStore):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    async def save_turn(
+        self, session_id: str, state: dict[str, Any], messages: list[bytes], *, owner: Any = None
+    ) -> bool:
+        if not await super().save_turn(session_id, state, messages, owner=owner):
+            return False
+        record = b"\\n".join([session_id.encode(), orjson.dumps(state), *messages])
+        os.write(self.fd, len(record).to_bytes(4, "little") + record)
+        return True
+
+
+asyncio.run(serve_agent_stdio(Agent(), store=AppendStore(os.environ["ACP_BOUND_FILE"])))
+'''
+
 BASE_PROMPTS = 4  # a run this short measures start-up (subtracted from the CPU figures)
 LOADS = [
     ("--prompts 2000", ["--prompts", "2000"]),
@@ -96,6 +135,7 @@ def build(dest: Path, package: str = "echo_bench", store_py: Path | None = None)
         shutil.copyfile(store_py, pkg / "_generated" / "runtime" / "store.py")
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(HANDLERS)
+    (pkg / "bound.py").write_text(BOUND)
     (pkg / "__main__.py").write_text(
         "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
     )
@@ -165,6 +205,7 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="a row to run (repeatable)")
     ap.add_argument("--load", action="append", default=[], help="a load label to run")
     ap.add_argument("--store-py", action="append", default=[], metavar="LABEL=PATH")
+    ap.add_argument("--bound", action="store_true", help="add the append row (see above)")
     ap.add_argument("--json", help="also write the table's figures here (bench/run_all.py)")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,6 +217,11 @@ def main() -> int:
             "sqlite": ([PY, "-m", "echo_bench"], {**env, "ACP_SESSION_DB": str(db / "s.db")}),
             "memory": ([PY, "-m", "echo_bench"], {**env, "ACP_SESSION_STORE": "memory:"}),
         }
+        if opts.bound:
+            rows["append"] = (
+                [PY, "-m", "echo_bench.bound"],
+                {**env, "ACP_BOUND_FILE": str(db / "turns.bin")},
+            )
         for i, spec in enumerate(opts.store_py):
             label, _, path = spec.partition("=")
             pkg = f"echo_alt{i}"

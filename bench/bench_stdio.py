@@ -10,9 +10,10 @@ for each load and interleaved round by round:
 * bench/agents/ceiling_echo.py, stdlib only, no validation, no store: the ceiling;
 * with ``--bound``, one more row, ``append``: the generated agent on the memory store
   plus one ``os.write`` of each finished turn (its session, state and messages) to a
-  file before the turn is answered.  No store that answers a turn only once the turn is
-  in the OS's hands (what SQLite's WAL with ``synchronous=NORMAL`` gives) can do less
-  per turn, whatever it does later: this row bounds what any durable design reaches.
+  file before the turn is answered.  A store that answers a turn once the OS holds it
+  (what SQLite's WAL with ``synchronous=NORMAL`` gives) does at least the memory
+  store's work and such a write (a group of turns may share one), whatever it does
+  later: this row is about the most any such durable design reaches.
 
 It prints one table (date, commit, load average before and after; the median
 prompts/s of the rounds; ratios to the SDK and to the ceiling), then the import time

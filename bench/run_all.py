@@ -37,7 +37,7 @@ BENCHES = [
 
 
 # arguments a script always gets: bench_stdio's bound row (the memory store plus one file
-# append a turn: what no durable store can beat) goes into the summary
+# append a turn: about the most a durable store reaches) goes into the summary
 EXTRA = {"bench_stdio.py": ["--bound"]}
 
 # the figures the summary reads: (script, its option for them)
@@ -156,7 +156,7 @@ def main() -> int:
             f"stdio: bench_stdio {stdio.get('date')}, load average {stdio.get('load_before')} "
             f"before, {stdio.get('load_after')} after; prompts/s ratios of one run (median of "
             "its rounds); default = SQLite store; bound = the memory store plus one file "
-            "append a turn (no durable store can do less); ceiling /SDK = the stdlib "
+            "append a turn (about the most a durable store reaches); ceiling /SDK = the stdlib "
             "ceiling's own ratio (a target above it cannot be met in that run); cold start: "
             "median wall time, /ceiling = times the stdlib ceiling's\n"
         )

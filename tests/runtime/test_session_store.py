@@ -183,7 +183,7 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (4,)
+    assert check.execute("PRAGMA user_version").fetchone() == (5,)
     (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
     assert "AUTOINCREMENT" not in sql
     assert check.execute(
@@ -236,8 +236,81 @@ def test_sqlite_schema_4_takes_over_a_schema_3_file(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    turns = check.execute("SELECT turn FROM history WHERE session_id = 'a' ORDER BY seq").fetchall()
-    assert turns == [(3,), (3,)]
+    turns = check.execute(
+        "SELECT turn, parts FROM history WHERE session_id = 'a' ORDER BY seq"
+    ).fetchall()
+    assert turns == [(3, 2)]  # schema 5: the turn's two messages in one row
+
+
+def test_sqlite_small_turn_is_one_row_and_replays_message_by_message(tmp_path: Path) -> None:
+    """Schema 5: a small turn's messages are one history row (``parts`` of them, joined by
+    newlines) and replay as they were, in order, among rows written one a message (a
+    message holding a newline, ``append_history``); retention counts the same bytes."""
+    db = tmp_path / "s.db"
+    many = [f'{{"n":{i},"text":"chunk {i}"}}'.encode() for i in range(50)]
+    odd = [b'{"a":1}', b'{"b":\n2}']  # a newline inside: a row each
+
+    async def go() -> None:
+        st = SqliteSessionStore(db, max_history_bytes=10_000)
+        await st.save("s", {"turns": 0})
+        assert await st.save_turn("s", {"turns": 1}, many) is True
+        await st.append_history("s", [b'{"x":1}', b'{"x":2}'])
+        assert await st.save_turn("s", {"turns": 2}, odd) is True
+        assert await st.save_turn("s", {"turns": 3}, [b'{"one":1}']) is True
+        assert await st.history("s") == [*many, b'{"x":1}', b'{"x":2}', *odd, b'{"one":1}']
+        assert await st.load("s") == {"turns": 3}
+        st.close()
+
+    asyncio.run(go())
+    check = sqlite3.connect(db)
+    rows = check.execute("SELECT turn, parts, size FROM history ORDER BY seq").fetchall()
+    assert rows == [
+        (1, 50, sum(map(len, many))),
+        (2, 1, 7),
+        (2, 1, 7),
+        (3, 1, len(odd[0])),
+        (3, 1, len(odd[1])),
+        (4, 1, 9),
+    ]
+    check.close()
+
+
+def test_sqlite_schema_5_takes_over_a_schema_4_file(tmp_path: Path) -> None:
+    """A file of schema 4 (every message a row) opens: its rows replay as before, the next
+    turn is numbered after them and written as one row, and both replay in order."""
+    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
+
+    db = tmp_path / "v4.db"
+    old = sqlite3.connect(db, isolation_level=None)
+    old.executescript(SCHEMA)
+    for step in MIGRATIONS[:4]:
+        old.executescript(step)
+    old.executescript(
+        """
+        PRAGMA user_version = 4;
+        INSERT INTO sessions (id, state, hfirst) VALUES ('a', CAST('{"turns": 1}' AS BLOB), 1);
+        INSERT INTO session_order (session_id) VALUES ('a');
+        INSERT INTO history (session_id, message, turn, size, state, total) VALUES
+            ('a', CAST('p1' AS BLOB), 1, 2, NULL, 4),
+            ('a', CAST('e1' AS BLOB), 1, 2, CAST('{"turns": 1}' AS BLOB), 4);
+        """
+    )
+    old.close()
+
+    async def go() -> None:
+        st = SqliteSessionStore(db)
+        assert await st.history("a") == [b"p1", b"e1"]
+        assert await st.save_turn("a", {"turns": 2}, [b"p2", b"e2"]) is True
+        assert await st.history("a") == [b"p1", b"e1", b"p2", b"e2"]
+        assert await st.load("a") == {"turns": 2}
+        st.close()
+
+    asyncio.run(go())
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (5,)
+    rows = check.execute("SELECT turn, parts, total FROM history ORDER BY seq").fetchall()
+    assert rows == [(1, 1, 4), (1, 1, 4), (2, 2, 8)]
+    check.close()
 
 
 def test_updated_at_is_the_current_second_in_rfc3339_utc(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -177,13 +177,18 @@ class SqliteSessionStore:
 
     def _history(self, sid: str) -> list[bytes]:
         rows = self._db.execute(
-            "SELECT h.message, h.at, b.data FROM history h LEFT JOIN blobs b ON b.id = h.blob "
+            "SELECT h.message, h.at, b.data, h.parts FROM history h "
+            "LEFT JOIN blobs b ON b.id = h.blob "
             "WHERE h.session_id = ? AND h.size > 0 ORDER BY h.seq",
             (sid,),
         ).fetchall()
-        return [
-            bytes(m) if data is None else b"".join((m[:at], data, m[at:])) for m, at, data in rows
-        ]
+        out: list[bytes] = []
+        for m, at, data, parts in rows:
+            if parts > 1:  # a turn's messages in one row (store_sqlite_turns)
+                out.extend(bytes(m).split(b"\n"))
+            else:
+                out.append(bytes(m) if data is None else b"".join((m[:at], data, m[at:])))
+        return out
 
     def _delete(self, sid: str) -> None:
         self._db.execute("BEGIN")

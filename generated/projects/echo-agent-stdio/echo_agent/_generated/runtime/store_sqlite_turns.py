@@ -63,9 +63,10 @@ class TurnWriter:
     def _write_turn(
         self, db: sqlite3.Connection, t: Turn, known: dict[str, list[int]] | None
     ) -> None:
-        """One turn: its messages as history rows, the last row carrying the session's
-        state after the turn and the session's running byte count (``total``), so a
-        small turn writes the history's pages alone (no ``sessions`` row: a page of its
+        """One turn: its messages as one history row (a small turn: ``parts`` messages
+        joined by newlines) or a row each (a large turn, see ``_rows``), the last row
+        carrying the session's state after the turn and the session's running byte count
+        (``total``), so a small turn writes the history's pages alone (no ``sessions`` row: a page of its
         own in the WAL, a third of a small commit's cost).  A turn with no messages
         writes one empty row (``size`` 0, never replayed) for its state.  ``known``: what
         the event loop's connection read and wrote before (see ``_head``)."""
@@ -89,6 +90,36 @@ class TurnWriter:
                 "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
             )
             blob = cur.lastrowid
+        small = t.size < 2 * SHARED_STRING
+        if small and len(messages) > 1 and not any(b"\n" in m for m in messages):
+            # a small turn: one row (``parts``), read back split at its newlines
+            db.execute(
+                "INSERT INTO history (session_id, message, turn, size, state, total, parts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (t.sid, b"\n".join(messages), turn, t.size, t.state, total, len(messages)),
+            )
+        else:
+            self._rows(db, t, messages, turn, total, run, blob, where)
+        kept = total - dropped
+        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
+        # turns kept: the turn numbers from the first kept one (hfirst) to this one
+        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
+        if over_bytes or over_turns:
+            self._trim(db, t.sid, kept, head)
+
+    @staticmethod
+    def _rows(
+        db: sqlite3.Connection,
+        t: Turn,
+        messages: list[bytes],
+        turn: int,
+        total: int,
+        run: bytes,
+        blob: int | None,
+        where: dict[int, int],
+    ) -> None:
+        """A row a message: a large turn (its shared run stored once, in ``blob``, cut out
+        of each message at ``where``), or one whose messages hold a newline."""
         end = len(messages) - 1
         rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
         for k, m in enumerate(messages):
@@ -104,12 +135,6 @@ class TurnWriter:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        kept = total - dropped
-        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
-        # turns kept: the turn numbers from the first kept one (hfirst) to this one
-        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
-        if over_bytes or over_turns:
-            self._trim(db, t.sid, kept, head)
 
     def _head(
         self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None

@@ -23,7 +23,9 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # state and the session's running byte count on its last history row (``state``,
 # ``total``), so a small turn writes no ``sessions`` row; ``sessions.hseq`` (the last
 # history row when ``save`` wrote the row's state) and ``hdropped`` (bytes trimmed);
-# ``hbytes``/``hturns`` are no longer kept up to date.
+# ``hbytes``/``hturns`` are no longer kept up to date.  5: a small turn's messages in one
+# history row (``parts``: how many, joined by newlines, which no stored frame holds), so
+# a turn of many updates writes one row and one index entry, not one of each a message.
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -70,6 +72,9 @@ MIGRATIONS: tuple[str, ...] = (
         (SELECT max(seq) FROM history WHERE history.session_id = sessions.id), 0);
     UPDATE history SET total = (SELECT hbytes FROM sessions WHERE sessions.id = history.session_id)
         WHERE seq IN (SELECT max(seq) FROM history GROUP BY session_id);
+    """,
+    """
+    ALTER TABLE history ADD COLUMN parts INTEGER NOT NULL DEFAULT 1;
     """,
 )
 

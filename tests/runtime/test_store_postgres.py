@@ -67,6 +67,42 @@ def test_roundtrip_history_order_and_delete(postgres: cs.Server) -> None:
 
 
 @pytest.mark.slow
+def test_small_turn_is_one_row_and_replays_message_by_message(postgres: cs.Server) -> None:
+    """Schema 3: a small turn of several messages is one row (``parts``), replayed message
+    by message; a message holding a newline, and a turn past ``JOIN_BELOW``, stay a row
+    a message; the bytes counted for retention are the messages' own."""
+    from runtime.store_postgres import JOIN_BELOW
+
+    url = cs.fresh_database(postgres)
+    many = [f'{{"n":{i}}}'.encode() for i in range(50)]
+    odd = [b'{"a":1}', b'{"b":\n2}']
+    big = [b"x" * (JOIN_BELOW // 2), b"y" * (JOIN_BELOW // 2)]
+
+    async def go() -> None:
+        st: Any = open_store(url)
+        await st.save("s", {"turns": 0})
+        for t, msgs in enumerate((many, odd, big)):
+            assert await st.save_turn("s", {"turns": t + 1}, msgs) is True
+        assert await st.history("s") == [*many, *odd, *big]
+        await st.aclose()
+
+    asyncio.run(go())
+    import psycopg
+
+    with psycopg.connect(url) as c:
+        rows = c.execute("SELECT turn, parts, size FROM acp_history ORDER BY seq").fetchall()
+        hbytes = c.execute("SELECT hbytes FROM acp_sessions").fetchall()
+    assert rows == [
+        (1, 50, sum(map(len, many))),
+        (2, 1, len(odd[0])),
+        (2, 1, len(odd[1])),
+        (3, 1, len(big[0])),
+        (3, 1, len(big[1])),
+    ]
+    assert hbytes == [(sum(map(len, [*many, *odd, *big])),)]
+
+
+@pytest.mark.slow
 def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) -> None:
     """Five stores (five replicas) open one fresh database at once: the tables are created
     exactly once (advisory lock), every store works, and the version is recorded."""
@@ -84,7 +120,7 @@ def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) 
     import psycopg
 
     with psycopg.connect(url) as c:
-        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(2,)]
+        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(3,)]
 
 
 @pytest.mark.slow

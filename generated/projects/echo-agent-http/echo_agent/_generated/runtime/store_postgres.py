@@ -100,7 +100,17 @@ _MIGRATIONS: tuple[str, ...] = (
     UPDATE acp_sessions s SET hbytes = coalesce(
         (SELECT sum(h.size) FROM acp_history h WHERE h.session_id = s.id), 0);
     """,
+    # 3: a small turn's messages in one row (``parts``: how many, joined by newlines,
+    # which no stored frame holds), so a turn of many updates inserts one row, not one a
+    # message
+    """
+    ALTER TABLE acp_history ADD COLUMN parts integer NOT NULL DEFAULT 1;
+    """,
 )
+
+JOIN_BELOW = 128 * 1024
+"""A turn of fewer bytes than this, of several messages none of which holds a newline, is
+one history row."""
 
 
 class PostgresSessionStore:
@@ -255,11 +265,17 @@ class PostgresSessionStore:
     async def history(self, session_id: str) -> list[bytes]:
         async with await self._conn() as conn:
             cur = await conn.execute(
-                "SELECT message FROM acp_history WHERE session_id = %s ORDER BY seq",
+                "SELECT message, parts FROM acp_history WHERE session_id = %s ORDER BY seq",
                 (session_id,),
             )
             rows = await cur.fetchall()
-        return [bytes(r[0]) for r in rows]
+        out: list[bytes] = []
+        for message, parts in rows:
+            if parts > 1:  # a turn's messages in one row (save_turn)
+                out.extend(bytes(message).split(b"\n"))
+            else:
+                out.append(bytes(message))
+        return out
 
     async def save_turn(
         self,
@@ -289,7 +305,13 @@ class PostgresSessionStore:
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
-            if messages:
+            if len(messages) > 1 and size < JOIN_BELOW and not any(b"\n" in m for m in messages):
+                await cur.execute(
+                    "INSERT INTO acp_history (session_id, message, turn, size, parts) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (session_id, b"\n".join(messages), turn, size, len(messages)),
+                )
+            elif messages:
                 await cur.executemany(
                     "INSERT INTO acp_history (session_id, message, turn, size) "
                     "VALUES (%s, %s, %s, %s)",

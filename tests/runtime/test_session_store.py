@@ -191,21 +191,28 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
     ).fetchone()
 
 
+def file_of_schema(db: Path, version: int, rows: str) -> None:
+    """A SQLite store file as schema ``version`` left it, holding ``rows`` (SQL)."""
+    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
+
+    old = sqlite3.connect(db, isolation_level=None)
+    old.executescript(SCHEMA)
+    for step in MIGRATIONS[:version]:
+        old.executescript(step)
+    old.executescript(f"PRAGMA user_version = {version};\n{rows}")
+    old.close()
+
+
 def test_sqlite_schema_4_takes_over_a_schema_3_file(tmp_path: Path) -> None:
     """A file of schema 3 (the state and the byte and turn counters on the sessions row)
     opens with its states, history and counters: the next turn is numbered after the
     last, retention counts the bytes the session already held, and a state written by
     ``save`` after a session's turns stays the loaded one until the next turn."""
-    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
-
     db = tmp_path / "v3.db"
-    old = sqlite3.connect(db, isolation_level=None)
-    old.executescript(SCHEMA)
-    for step in MIGRATIONS[:3]:
-        old.executescript(step)
-    old.executescript(
+    file_of_schema(
+        db,
+        3,
         """
-        PRAGMA user_version = 3;
         INSERT INTO sessions (id, state, hbytes, hturns, hfirst)
             VALUES ('a', CAST('{"turns": 2}' AS BLOB), 8, 2, 1),
                    ('b', CAST('{"turns": 0}' AS BLOB), 0, 0, 1);
@@ -213,9 +220,8 @@ def test_sqlite_schema_4_takes_over_a_schema_3_file(tmp_path: Path) -> None:
         INSERT INTO history (session_id, message, turn, size) VALUES
             ('a', CAST('p1' AS BLOB), 1, 2), ('a', CAST('e1' AS BLOB), 1, 2),
             ('a', CAST('p2' AS BLOB), 2, 2), ('a', CAST('e2' AS BLOB), 2, 2);
-        """
+        """,
     )
-    old.close()
 
     async def go() -> None:
         st = SqliteSessionStore(db, max_history_bytes=10)
@@ -278,24 +284,18 @@ def test_sqlite_small_turn_is_one_row_and_replays_message_by_message(tmp_path: P
 def test_sqlite_schema_5_takes_over_a_schema_4_file(tmp_path: Path) -> None:
     """A file of schema 4 (every message a row) opens: its rows replay as before, the next
     turn is numbered after them and written as one row, and both replay in order."""
-    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
-
     db = tmp_path / "v4.db"
-    old = sqlite3.connect(db, isolation_level=None)
-    old.executescript(SCHEMA)
-    for step in MIGRATIONS[:4]:
-        old.executescript(step)
-    old.executescript(
+    file_of_schema(
+        db,
+        4,
         """
-        PRAGMA user_version = 4;
         INSERT INTO sessions (id, state, hfirst) VALUES ('a', CAST('{"turns": 1}' AS BLOB), 1);
         INSERT INTO session_order (session_id) VALUES ('a');
         INSERT INTO history (session_id, message, turn, size, state, total) VALUES
             ('a', CAST('p1' AS BLOB), 1, 2, NULL, 4),
             ('a', CAST('e1' AS BLOB), 1, 2, CAST('{"turns": 1}' AS BLOB), 4);
-        """
+        """,
     )
-    old.close()
 
     async def go() -> None:
         st = SqliteSessionStore(db)

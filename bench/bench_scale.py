@@ -1,7 +1,7 @@
 """HTTP serving at scale, one run: a generated HTTP agent against the official SDK's HTTP
 server, HTTP/2 against HTTP/1.1, one replica against three behind HAProxy.
 
-    .venv/bin/python bench/bench_scale.py [--prompts 100] [--clients 8] [--procs 2]
+    .venv/bin/python bench/bench_scale.py [--prompts 100] [--clients 8] [--procs 2] [--rounds 1]
 
 Every server runs the same echo behaviour (each text block of a prompt comes back as one
 ``agent_message_chunk``) on 127.0.0.1 and is driven by bench/loadgen.py (a wire-level
@@ -17,7 +17,9 @@ Rows: the SDK's server (acp.http.asgi on uvicorn, HTTP/1.1, persists nothing); o
 golden echo-agent-http project, Hypercorn) with the in-memory store over HTTP/1.1 and HTTP/2,
 and with the SQLite default; then ours with PostgreSQL + Redis behind HAProxy, 1 replica and
 3 replicas (needs the Debian packages postgresql, redis-server, haproxy).  Ratios are to the
-SDK row of the same run.  Nothing is asserted.
+SDK row of the same run (with ``--rounds N``, the single-server rows run N times, the SDK
+first in each round: each figure and each ratio to that round's SDK row is the median of
+the rounds; one run moves by up to 30%).  Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,6 +100,62 @@ def _ours_uvicorn(port: int) -> None:
     uvicorn.run(app_for(Agent), host="127.0.0.1", port=port, log_level="warning")
 
 
+def one_round(args: argparse.Namespace, base: Path, agent: Path, n: int) -> dict[str, Any]:
+    """Every single-server row once, the SDK's first (round ``n``: its own store files)."""
+    rows: dict[str, dict[str, float]] = {}
+
+    def ours(
+        store: str, extra: dict[str, str] | None = None
+    ) -> tuple[str, subprocess.Popen[bytes]]:
+        port = cs.free_port()
+        env = {**os.environ, "PYTHONPATH": str(agent), "ACP_SESSION_STORE": store, **(extra or {})}
+        p = _start([sys.executable, "-m", "echo_agent", "--port", str(port)], env, port, "agent")
+        return f"http://127.0.0.1:{port}/acp", p
+
+    port = cs.free_port()
+    sdk = _start([sys.executable, __file__, "--sdk", str(port)], dict(os.environ), port, "SDK")
+    try:
+        rows["SDK server, HTTP/1.1"] = measure(
+            f"http://127.0.0.1:{port}/acp", [sdk.pid], args, False
+        )
+    finally:
+        _stop([sdk])
+    for name, store, http2 in (
+        ("ours, memory store, HTTP/1.1", "memory:", False),
+        ("ours, memory store, HTTP/2", "memory:", True),
+        ("ours, SQLite store (the default), HTTP/1.1", f"sqlite:///{base}/s1-{n}.db", False),
+        ("ours, SQLite store (the default), HTTP/2", f"sqlite:///{base}/s2-{n}.db", True),
+    ):
+        url, p = ours(store)
+        try:
+            rows[name] = measure(url, [p.pid], args, http2)
+        finally:
+            _stop([p])
+        print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
+    port = cs.free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(agent),
+        "ACP_SESSION_STORE": f"sqlite:///{base}/u-{n}.db",
+    }
+    p = _start([sys.executable, __file__, "--ours-uvicorn", str(port)], env, port, "agent")
+    try:
+        name = "ours, SQLite store, under uvicorn, HTTP/1.1"
+        rows[name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, False)
+    finally:
+        _stop([p])
+    print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
+    return rows
+
+
+RATIOS = (  # (label, figure)
+    ("prompts/s", "prompts/s"),
+    ("updates/s", "updates/s"),
+    ("CPU a prompt", "cpu ms/prompt"),
+    ("CPU an update", "cpu us/update"),
+)
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--sdk"]:
         _sdk_serve(int(sys.argv[2]))
@@ -110,70 +169,40 @@ def main() -> None:
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--stream-prompts", type=int, default=10)
     ap.add_argument("--blocks", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=1, help="single-server rounds (medians)")
     ap.add_argument("--no-cluster", action="store_true", help="skip the HAProxy rows")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="acp-bench-"))
     agent = _agent_dir(base)
-    rows: dict[str, dict[str, float]] = {}
-
-    def ours(
-        store: str, extra: dict[str, str] | None = None
-    ) -> tuple[str, subprocess.Popen[bytes]]:
-        port = cs.free_port()
-        env = {**os.environ, "PYTHONPATH": str(agent), "ACP_SESSION_STORE": store, **(extra or {})}
-        p = _start([sys.executable, "-m", "echo_agent", "--port", str(port)], env, port, "agent")
-        return f"http://127.0.0.1:{port}/acp", p
-
+    rounds: list[dict[str, Any]] = []
     try:
-        port = cs.free_port()
-        sdk = _start([sys.executable, __file__, "--sdk", str(port)], dict(os.environ), port, "SDK")
-        try:
-            rows["SDK server, HTTP/1.1"] = measure(
-                f"http://127.0.0.1:{port}/acp", [sdk.pid], args, False
-            )
-        finally:
-            _stop([sdk])
-        for name, store, http2 in (
-            ("ours, memory store, HTTP/1.1", "memory:", False),
-            ("ours, memory store, HTTP/2", "memory:", True),
-            ("ours, SQLite store (the default), HTTP/1.1", f"sqlite:///{base}/s1.db", False),
-            ("ours, SQLite store (the default), HTTP/2", f"sqlite:///{base}/s.db", True),
-        ):
-            url, p = ours(store)
-            try:
-                rows[name] = measure(url, [p.pid], args, http2)
-            finally:
-                _stop([p])
-            print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
-        port = cs.free_port()
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(agent),
-            "ACP_SESSION_STORE": f"sqlite:///{base}/u.db",
-        }
-        p = _start([sys.executable, __file__, "--ours-uvicorn", str(port)], env, port, "agent")
-        try:
-            name = "ours, SQLite store, under uvicorn, HTTP/1.1"
-            rows[name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, False)
-        finally:
-            _stop([p])
+        for n in range(args.rounds):
+            rounds.append(one_round(args, base, agent, n))
         if not args.no_cluster and not cs.missing():
-            rows.update(_cluster_rows(args))
+            cluster_rows = _cluster_rows(args)
+            for r in rounds:  # each round's SDK row is the peer of these too
+                r.update(cluster_rows)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    sdk_row = rows["SDK server, HTTP/1.1"]
+    med = statistics.median
+    what = f"median of {args.rounds} rounds, " if args.rounds > 1 else ""
     print(
-        f"\n{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14} "
+        f"\n({what}ratios to the SDK row of the same round)\n"
+        f"{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14} "
         f"{'CPU us/update':>14}"
     )
-    for name, r in rows.items():
+    for name in rounds[0]:
+        r = {k: med(x[name][k] for x in rounds) for k in rounds[0][name]}
+        ratio = {
+            label: med(x[name][k] / x["SDK server, HTTP/1.1"][k] for x in rounds)
+            for label, k in RATIOS
+        }
         print(
             f"{name:44} {r['prompts/s']:10.1f} {r['updates/s']:10.1f} {r['cpu ms/prompt']:14.2f}"
             f" {r['cpu us/update']:14.1f}"
-            f"   ({r['prompts/s'] / sdk_row['prompts/s']:.2f}x, "
-            f"{r['updates/s'] / sdk_row['updates/s']:.2f}x, "
-            f"CPU/SDK {r['cpu ms/prompt'] / sdk_row['cpu ms/prompt']:.2f}x a prompt, "
-            f"{r['cpu us/update'] / sdk_row['cpu us/update']:.2f}x an update)"
+            f"   ({ratio['prompts/s']:.2f}x, {ratio['updates/s']:.2f}x, "
+            f"CPU/SDK {ratio['CPU a prompt']:.2f}x a prompt, "
+            f"{ratio['CPU an update']:.2f}x an update)"
         )
 
 

@@ -65,11 +65,12 @@ class TurnWriter:
     ) -> None:
         """One turn: its messages as one history row (a small turn: ``parts`` messages
         joined by newlines) or a row each (a large turn, see ``_rows``), the last row
-        carrying the session's state after the turn and the session's running byte count
-        (``total``), so a small turn writes the history's pages alone (no ``sessions`` row: a page of its
-        own in the WAL, a third of a small commit's cost).  A turn with no messages
-        writes one empty row (``size`` 0, never replayed) for its state.  ``known``: what
-        the event loop's connection read and wrote before (see ``_head``)."""
+        carrying the session's state after the turn and the session's running byte
+        count (``total``), so a small turn writes the history's pages alone (no
+        ``sessions`` row: a page of its own in the WAL, a third of a small commit's
+        cost).  A turn with no messages writes one empty row (``size`` 0, never
+        replayed) for its state.  ``known``: what the event loop's connection read and
+        wrote before (see ``_head``)."""
         head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))

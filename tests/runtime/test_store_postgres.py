@@ -71,7 +71,7 @@ def test_small_turn_is_one_row_and_replays_message_by_message(postgres: cs.Serve
     """Schema 3: a small turn of several messages is one row (``parts``), replayed message
     by message; a message holding a newline, and a turn past ``JOIN_BELOW``, stay a row
     a message; the bytes counted for retention are the messages' own."""
-    from runtime.store_postgres import JOIN_BELOW
+    from runtime.store_common import JOIN_BELOW
 
     url = cs.fresh_database(postgres)
     many = [f'{{"n":{i}}}'.encode() for i in range(50)]

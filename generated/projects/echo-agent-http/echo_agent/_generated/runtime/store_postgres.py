@@ -41,7 +41,9 @@ from .store_common import (
     Limit,
     cursor_seq,
     env_limit,
+    joined,
     trim_plan,
+    unjoined,
 )
 
 log = logging.getLogger("acp.runtime.store")
@@ -107,10 +109,6 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE acp_history ADD COLUMN parts integer NOT NULL DEFAULT 1;
     """,
 )
-
-JOIN_BELOW = 128 * 1024
-"""A turn of fewer bytes than this, of several messages none of which holds a newline, is
-one history row."""
 
 
 class PostgresSessionStore:
@@ -269,13 +267,7 @@ class PostgresSessionStore:
                 (session_id,),
             )
             rows = await cur.fetchall()
-        out: list[bytes] = []
-        for message, parts in rows:
-            if parts > 1:  # a turn's messages in one row (save_turn)
-                out.extend(bytes(message).split(b"\n"))
-            else:
-                out.append(bytes(message))
-        return out
+        return [m for message, parts in rows for m in unjoined(bytes(message), parts)]
 
     async def save_turn(
         self,
@@ -305,11 +297,12 @@ class PostgresSessionStore:
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
-            if len(messages) > 1 and size < JOIN_BELOW and not any(b"\n" in m for m in messages):
+            one = joined(messages, size)
+            if one is not None:
                 await cur.execute(
                     "INSERT INTO acp_history (session_id, message, turn, size, parts) "
                     "VALUES (%s, %s, %s, %s, %s)",
-                    (session_id, b"\n".join(messages), turn, size, len(messages)),
+                    (session_id, one, turn, size, len(messages)),
                 )
             elif messages:
                 await cur.executemany(

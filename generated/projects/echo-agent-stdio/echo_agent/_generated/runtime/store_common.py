@@ -1,6 +1,7 @@
 """What every session store shares (store.py, store_sqlite.py, store_postgres.py): the
-``list_sessions`` cursor, history bounds read from the environment, and the retention
-plan (which oldest turns a bound drops)."""
+``list_sessions`` cursor, history bounds read from the environment, the retention
+plan (which oldest turns a bound drops), and how the database stores write a small
+turn's messages as one history row (``joined``, ``unjoined``)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,26 @@ def env_limit(value: Limit, name: str, default: int) -> int | None:
         )
         return default
     return int(raw)
+
+
+JOIN_BELOW = 128 * 1024
+"""A turn of fewer bytes than this, of several messages none of which holds a newline, is
+one history row (SQLite's schema 5, PostgreSQL's 3): a turn of many updates writes one
+row and one index entry, not one of each a message."""
+
+
+def joined(messages: list[bytes], size: int) -> bytes | None:
+    """A turn's messages (``size`` bytes in all) as one history row, its ``parts`` being
+    ``len(messages)``: joined by newlines, which no stored frame holds; None when they
+    stay a row each (one message, a large turn, or a newline in one of them)."""
+    if len(messages) > 1 and size < JOIN_BELOW and not any(b"\n" in m for m in messages):
+        return b"\n".join(messages)
+    return None
+
+
+def unjoined(row: bytes, parts: int) -> list[bytes]:
+    """The messages of a history row of ``parts`` of them (see ``joined``)."""
+    return row.split(b"\n") if parts > 1 else [row]
 
 
 def trim_plan(

@@ -34,6 +34,7 @@ from .store_common import (
     Limit,
     cursor_seq,
     env_limit,
+    unjoined,
 )
 from .store_sqlite_schema import SCHEMA, STATE, last_turn, migrate
 from .store_sqlite_turns import Turn, TurnWriter
@@ -184,10 +185,8 @@ class SqliteSessionStore:
         ).fetchall()
         out: list[bytes] = []
         for m, at, data, parts in rows:
-            if parts > 1:  # a turn's messages in one row (store_sqlite_turns)
-                out.extend(bytes(m).split(b"\n"))
-            else:
-                out.append(bytes(m) if data is None else b"".join((m[:at], data, m[at:])))
+            row = bytes(m) if data is None else b"".join((m[:at], data, m[at:]))
+            out.extend(unjoined(row, parts))  # a small turn's messages in one row
         return out
 
     def _delete(self, sid: str) -> None:

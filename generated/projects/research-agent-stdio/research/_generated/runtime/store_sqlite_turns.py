@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any
 
 from .shared_runs import shared_runs
-from .store_common import trim_plan
+from .store_common import joined, trim_plan
 from .store_sqlite_schema import last_turn
 
 SHARED_STRING = 64 * 1024
@@ -91,13 +91,12 @@ class TurnWriter:
                 "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
             )
             blob = cur.lastrowid
-        small = t.size < 2 * SHARED_STRING
-        if small and len(messages) > 1 and not any(b"\n" in m for m in messages):
-            # a small turn: one row (``parts``), read back split at its newlines
+        one = None if run else joined(messages, t.size)
+        if one is not None:  # a small turn: one row (``parts``), read back by ``unjoined``
             db.execute(
                 "INSERT INTO history (session_id, message, turn, size, state, total, parts) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (t.sid, b"\n".join(messages), turn, t.size, t.state, total, len(messages)),
+                (t.sid, one, turn, t.size, t.state, total, len(messages)),
             )
         else:
             self._rows(db, t, messages, turn, total, run, blob, where)

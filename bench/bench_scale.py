@@ -102,49 +102,44 @@ def _ours_uvicorn(port: int) -> None:
 
 def one_round(args: argparse.Namespace, base: Path, agent: Path, n: int) -> dict[str, Any]:
     """Every single-server row once, the SDK's first (round ``n``: its own store files)."""
+    ours = [sys.executable, "-m", "echo_agent", "--port"]
+    env = {**os.environ, "PYTHONPATH": str(agent)}
+
+    def store(url: str) -> dict[str, str]:
+        return {**env, "ACP_SESSION_STORE": url}
+
+    servers = (  # (row, command but its port, environment, HTTP/2)
+        ("SDK server, HTTP/1.1", [sys.executable, __file__, "--sdk"], dict(os.environ), False),
+        ("ours, memory store, HTTP/1.1", ours, store("memory:"), False),
+        ("ours, memory store, HTTP/2", ours, store("memory:"), True),
+        (
+            "ours, SQLite store (the default), HTTP/1.1",
+            ours,
+            store(f"sqlite:///{base}/s1-{n}.db"),
+            False,
+        ),
+        (
+            "ours, SQLite store (the default), HTTP/2",
+            ours,
+            store(f"sqlite:///{base}/s2-{n}.db"),
+            True,
+        ),
+        (
+            "ours, SQLite store, under uvicorn, HTTP/1.1",
+            [sys.executable, __file__, "--ours-uvicorn"],
+            store(f"sqlite:///{base}/u-{n}.db"),
+            False,
+        ),
+    )
     rows: dict[str, dict[str, float]] = {}
-
-    def ours(
-        store: str, extra: dict[str, str] | None = None
-    ) -> tuple[str, subprocess.Popen[bytes]]:
+    for name, cmd, run_env, http2 in servers:
         port = cs.free_port()
-        env = {**os.environ, "PYTHONPATH": str(agent), "ACP_SESSION_STORE": store, **(extra or {})}
-        p = _start([sys.executable, "-m", "echo_agent", "--port", str(port)], env, port, "agent")
-        return f"http://127.0.0.1:{port}/acp", p
-
-    port = cs.free_port()
-    sdk = _start([sys.executable, __file__, "--sdk", str(port)], dict(os.environ), port, "SDK")
-    try:
-        rows["SDK server, HTTP/1.1"] = measure(
-            f"http://127.0.0.1:{port}/acp", [sdk.pid], args, False
-        )
-    finally:
-        _stop([sdk])
-    for name, store, http2 in (
-        ("ours, memory store, HTTP/1.1", "memory:", False),
-        ("ours, memory store, HTTP/2", "memory:", True),
-        ("ours, SQLite store (the default), HTTP/1.1", f"sqlite:///{base}/s1-{n}.db", False),
-        ("ours, SQLite store (the default), HTTP/2", f"sqlite:///{base}/s2-{n}.db", True),
-    ):
-        url, p = ours(store)
+        p = _start([*cmd, str(port)], run_env, port, name)
         try:
-            rows[name] = measure(url, [p.pid], args, http2)
+            rows[name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, http2)
         finally:
             _stop([p])
         print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
-    port = cs.free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(agent),
-        "ACP_SESSION_STORE": f"sqlite:///{base}/u-{n}.db",
-    }
-    p = _start([sys.executable, __file__, "--ours-uvicorn", str(port)], env, port, "agent")
-    try:
-        name = "ours, SQLite store, under uvicorn, HTTP/1.1"
-        rows[name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, False)
-    finally:
-        _stop([p])
-    print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
     return rows
 
 

@@ -30,6 +30,7 @@ BENCHES = [
     ("bench_validate.py", []),
     ("bench_models.py", []),
     ("bench_stdio.py", ["--quick", "--rounds", "1"]),  # always with --bound (EXTRA)
+    ("bench_busy.py", ["--rounds", "1"]),
     ("bench_store_soak.py", ["--sessions", "8", "--turns", "50"]),
     ("bench_http.py", ["--prompts", "200", "--stream-prompts", "5", "--rounds", "1"]),
     ("bench_servers.py", ["--prompts", "30", "--stream-prompts", "3"]),

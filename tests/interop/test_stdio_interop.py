@@ -392,17 +392,22 @@ def test_raw_error_classes(tmp_path: Path, shared_acp: Path) -> None:
         )
         first = await raw.recv()
         assert first["method"] == "session/update"
-        # the state machine refuses a second prompt while the turn runs
-        m = await raw.call(
-            17, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        # a second prompt while the turn runs waits in the session's line
+        await raw.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 17,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+            }
         )
-        assert m["error"]["code"] == -32002 and "running" in m["error"]["message"]
-        assert m["error"]["data"]["state"] == "running"
         await raw.send(
             {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 16}}
         )
         m, _ = await raw.until_id(16)
         assert m["error"]["code"] == -32800
+        m, _ = await raw.until_id(17)  # its turn came once the cancelled one ended
+        assert m["result"] == {"stopReason": "end_turn"}
         # the session is usable again after the cancelled request
         m = await raw.call(
             161, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}

@@ -438,7 +438,8 @@ def test_a_handler_using_every_turn_call_passes_mypy_strict(built: Any) -> None:
 
 def test_commands_and_modes_after_session_new_and_load(built: Any) -> None:
     """v1: `modes` in the session/new and session/load answers; the commands advertised
-    once each answer is out (after it, so the client knows the session); the prompt's
+    after the session/new answer (so the client knows the session) and before the
+    session/load answer (nothing of a load comes after it); the prompt's
     `/go` parsed; the config option's category sent."""
     package, tmp = built("v1")
 
@@ -458,7 +459,8 @@ def test_commands_and_modes_after_session_new_and_load(built: Any) -> None:
         for m in c.out
         if m.get("id") in ("n", "l") or m.get("method") == "session/update"
     ]
-    assert order == ["n", "available_commands_update", "l", "available_commands_update"]
+    # a new session's commands follow its answer; a loaded one's precede it (ACP-LOAD-002)
+    assert order == ["n", "available_commands_update", "available_commands_update", "l"]
     new, load = c.answer_to("n")["result"], c.answer_to("l")["result"]
     for answer in (new, load):
         assert answer["modes"]["currentModeId"] == "code"

@@ -248,8 +248,9 @@ def test_a_stale_owner_prompt_right_after_a_take_over_is_not_saved(
 
 @pytest.mark.wire_check_send_only  # malformed params on purpose
 def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
-    """Invalid params, content nested too deeply to record, a prompt while a turn runs:
-    each is refused with -32602 (or the state error) and nothing of it reaches history."""
+    """Invalid params and content nested too deeply to record are refused with -32602 and
+    nothing of them reaches history; a prompt while a turn runs waits and is recorded in
+    its turn."""
 
     async def go() -> None:
         store = hs.runtime_of(PKG, "store").MemorySessionStore()
@@ -273,19 +274,22 @@ def test_refused_prompts_leave_no_trace(built: dict[str, Any]) -> None:
         written = len(c.texts(sid))
         slow = c.send("session/prompt", hs.text_prompt(sid, "slow 0.3"))
         await c.until(lambda: len(c.texts(sid)) > written)  # "started": the turn is running
-        r = await c.call("session/prompt", hs.text_prompt(sid, "while running"))
-        assert "error" in r
+        # a prompt while the turn runs waits its turn (recorded once it runs)
+        waiting = c.send("session/prompt", hs.text_prompt(sid, "while running"))
         assert (await c.answer(slow))["result"] == {"stopReason": "end_turn"}
+        assert (await c.answer(waiting))["result"] == {"stopReason": "end_turn"}
         r = await c.call("session/prompt", hs.text_prompt(sid, "good"))
         assert r["result"] == {"stopReason": "end_turn"}
         assert _history(await store.history(sid)) == [
             ("user_message_chunk", "slow 0.3"),
             ("agent_message_chunk", "started"),
             ("agent_message_chunk", "slow 0.3"),
+            ("user_message_chunk", "while running"),
+            ("agent_message_chunk", "while running"),
             ("user_message_chunk", "good"),
             ("agent_message_chunk", "good"),
         ]
-        assert (await store.load(sid))["turns"] == 2
+        assert (await store.load(sid))["turns"] == 3
         await c.conn.close()
 
     asyncio.run(go())

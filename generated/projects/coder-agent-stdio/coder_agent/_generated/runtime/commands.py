@@ -93,9 +93,13 @@ class SessionExtras:
     def __init__(self, ctx: AgentContext) -> None:
         self._ctx = ctx
 
-    def opened(self, s: Session, params: Any, result: dict[str, Any], request: Any) -> None:
-        """A session was created or loaded: its modes go into the answer, its commands
-        are advertised right after the answer (the client knows the session by then)."""
+    def opened(
+        self, s: Session, params: Any, result: dict[str, Any], request: Any, *, loaded: bool
+    ) -> None:
+        """A session was created or loaded: its modes go into the answer. A new session's
+        commands are advertised right after the answer (the client knows the session by
+        then); a loaded (resumed) one's before it, with the rest of what the load restores
+        (ACP: no update of a load arrives after its answer)."""
         m = self._ctx.manifest
         if type(params) is dict and "mcpServers" in params:
             s.mcp_servers = params["mcpServers"]
@@ -113,7 +117,9 @@ class SessionExtras:
         def advertise() -> None:
             conn.notify("session/update", {"sessionId": s.id, "update": update})
 
-        if request is not None and hasattr(request, "after"):
+        if loaded:
+            advertise()
+        elif request is not None and hasattr(request, "after"):
             request.after.append(advertise)
         else:  # a typed override called the runtime default: the answer is on its way
             asyncio.get_running_loop().call_soon(advertise)

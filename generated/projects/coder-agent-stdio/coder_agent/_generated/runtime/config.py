@@ -175,6 +175,14 @@ class SessionSetup:
         self._config = config
         self._extras = extras
 
+    def refuses_prompt(self, s: Session) -> bool:
+        """The manifest declares conversation states and the session's current one
+        refuses a client's message: a prompt is answered with that rule rather than
+        queued behind the running turn."""
+        if not self._ctx.manifest.get("states"):
+            return False
+        return self._ctx.machine.step(s.state, "client", "user_message") is None
+
     def restore(self, sid: str, saved: dict[str, Any]) -> Session:
         """The stored session `sid` (session/load, session/resume): its config checked
         against today's manifest (an error names `params.sessionId`), its state, turns and
@@ -186,12 +194,15 @@ class SessionSetup:
         s.mode = self._extras.saved_mode(saved.get("mode"))
         return s
 
-    def opened(self, s: Session, params: Any, request: Any) -> dict[str, Any]:
+    def opened(
+        self, s: Session, params: Any, request: Any, *, loaded: bool = False
+    ) -> dict[str, Any]:
         """The answer of a session just opened: its id, config options and modes (its
-        commands follow the answer; `request`: the request's context, or None)."""
+        commands follow the answer of a new session, precede that of a loaded one;
+        `request`: the request's context, or None)."""
         result: dict[str, Any] = {"sessionId": s.id}
         opts = self._config.options(s.config_raw)
         if opts:
             result["configOptions"] = opts
-        self._extras.opened(s, params, result, request)
+        self._extras.opened(s, params, result, request, loaded=loaded)
         return result

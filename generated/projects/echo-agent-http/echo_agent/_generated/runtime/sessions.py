@@ -66,6 +66,7 @@ from .session_record import (
     user_frames,
 )
 from .session_store import durably, stored_state
+from .turn_slots import TurnSlots
 
 if TYPE_CHECKING:
     from .agent import AgentRuntime, Session
@@ -98,6 +99,7 @@ class SessionCore:
         lease_ttl: float = LEASE_TTL,
         replica: str | None = None,
         callbacks: CallbackSender | None = None,
+        max_queued_prompts: int | None = None,
     ) -> None:
         self.make_agent = make_agent
         self.store = store
@@ -105,6 +107,7 @@ class SessionCore:
         self.lease_ttl = lease_ttl
         self.replica = replica or uuid.uuid4().hex[:12]
         self.callbacks = callbacks
+        self.max_queued_prompts = max_queued_prompts  # None: $ACP_MAX_QUEUED_PROMPTS or 256
         self.owners: dict[str, SessionConnection] = {}  # local connection holding each lease
         self.unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session
         self.params_models: dict[tuple[str, str], Any] = {}  # (revision, method) -> model
@@ -134,7 +137,8 @@ class SessionConnection(Connection):
         self.lost: set[str] = set()  # taken over elsewhere: write nothing more for them
         self.confirmed: dict[str, float] = {}  # when the store last confirmed our lease
         self.recorded: dict[str, list[bytes]] = {}
-        self.turns: dict[str, asyncio.Task[Any]] = {}  # done when the turn ended and was saved
+        self.slots = TurnSlots(core.max_queued_prompts)
+        self.turns = self.slots.holders  # done when the turn ended and was saved
         # v2: a turn's idle state_update (its acknowledgment) waits here until the turn is
         # saved, so that no client sees a turn end that a crash or a store outage can lose
         self.saving: set[str] = set()
@@ -365,7 +369,7 @@ class SessionConnection(Connection):
             frames = [*history, *self.core.unsaved.get(sid, ())]
             for frame in primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
-        return self.rt.session_setup.opened(s, params, None)  # commands after the answer
+        return self.rt.session_setup.opened(s, params, None, loaded=True)  # commands before it
 
     async def _list(self, params: Any, ctx: Any) -> dict[str, Any]:
         return await list_sessions(self.core.store, params)
@@ -416,23 +420,23 @@ class SessionConnection(Connection):
         self, sid: str, params: dict[str, Any], ctx: RequestContext, handler: Handler
     ) -> Any:
         rt = self.rt
-        while True:
-            s = rt.sessions.get(sid)
-            running = self.turns.get(sid)
-            if s is None or running is None or running.done():
-                break
-            if s.task is not None:
-                # a turn runs: the runtime refuses the prompt (the state error); nothing
-                # of it is recorded
+        s = rt.sessions.get(sid)
+        if s is not None and self.slots.busy(sid):
+            if s.task is not None and rt.session_setup.refuses_prompt(s):
+                # the manifest's own states refuse a prompt while a turn runs: the
+                # runtime answers the state error; nothing of it is recorded
                 return await handler(params, ctx)
-            # the previous turn ended but is still being saved: the session stays busy
-            # until it is, so this prompt waits (turns are stored and answered in order)
-            await asyncio.wait({running})
-        if s is None:  # unknown session: the runtime refuses it
+            # a turn runs or is being saved: wait in line (served in arrival order)
+            await self.slots.wait(sid)
+            s = rt.sessions.get(sid)
+        if s is None:  # unknown (or taken over meanwhile): the runtime refuses it
             return await handler(params, ctx)
         # the session is this prompt's from here (no await before): a prompt arriving
-        # meanwhile waits above instead of running beside it
-        self.turns[sid] = asyncio.current_task()  # type: ignore[assignment]
+        # meanwhile waits in line instead of running beside it
+        task = asyncio.current_task()
+        assert task is not None
+        if self.turns.get(sid) is not task:
+            self.slots.hold(sid, task)
         store = self.core.store
         now = time.monotonic()
         if now - self.confirmed.get(sid, 0.0) > OWNER_CHECK:  # taken over by another replica?
@@ -461,8 +465,8 @@ class SessionConnection(Connection):
         if self.v2 and s.task is not None and not s.task.done():
             # v2 answers on acceptance: the turn runs on; save it when it ends
             turn = s.task
-            self.turns[sid] = asyncio.get_running_loop().create_task(
-                self._save_later(sid, s, turn, params)
+            self.slots.hold(
+                sid, asyncio.get_running_loop().create_task(self._save_later(sid, s, turn, params))
             )
             return result
         frames = await self._save_turn(sid, s, user, result)

@@ -415,13 +415,26 @@ class AgentProxy:
         return await self.connection.request(method, _dump(params))
 
     async def batch(self, *calls: tuple[str, Any]) -> list[Any]:
-        """Several requests sent as one JSON-RPC batch (stdio, WebSocket; an HTTP agent
-        refuses batches, 501): each result typed as its method's result model, in the
-        order given, or the `RpcError` that request got (returned, not raised).
+        """Several requests at once: each result typed as its method's result model, in
+        the order given, or the `RpcError` that request got (returned, not raised). On v1
+        they travel as one JSON-RPC batch (stdio, WebSocket; an HTTP agent refuses
+        batches, 501); v2 removed batches, so there they are sent side by side, one
+        message each.
 
         ``await agent.batch(("session/new", {"cwd": "/"}), ("session/list", {}))``
         """
-        raws = await self.connection.request_batch([(m, _dump(p)) for m, p in calls])
+        if self.revision is not None and self.revision.turn.lifecycle == "v2":
+            raws = list(
+                await asyncio.gather(
+                    *(self.connection.request(m, _dump(p)) for m, p in calls),
+                    return_exceptions=True,
+                )
+            )
+            for raw in raws:
+                if isinstance(raw, BaseException) and not isinstance(raw, RpcError):
+                    raise raw
+        else:
+            raws = await self.connection.request_batch([(m, _dump(p)) for m, p in calls])
         return [
             raw if isinstance(raw, RpcError) else self._typed(method, raw)
             for (method, _), raw in zip(calls, raws, strict=True)

@@ -452,7 +452,9 @@ class Connection:
                 rid, RpcError(INVALID_REQUEST, 'invalid request: "method" must be a string')
             )
             return
-        params = msg.get("params")
+        # JSON-RPC lets a peer omit params: every ACP method takes an object, so an
+        # omitted one is `{}` (a required field is then named by the params check)
+        params = msg.get("params", {})
         if params is not None and type(params) not in (dict, list):
             if has_id:
                 self._error(
@@ -573,6 +575,20 @@ class Connection:
         if not self._closed and self._close_reason is None:
             self._close_reason = reason
         await self.close()
+
+    async def finish_incoming(self, grace: float) -> None:
+        """The peer sent its last frame: give every request already read up to `grace`
+        seconds to be answered; those still running then are cancelled and answered
+        -32800, so none read goes unanswered."""
+        tasks = [t for t in self._incoming.values() if not t.done()]
+        if not tasks:
+            return
+        await asyncio.wait(tasks, timeout=grace)
+        late = [(rid, t) for rid, t in self._incoming.items() if not t.done()]
+        for rid, task in late:
+            self._cancelled_ids.add(rid)
+            task.cancel()
+        await asyncio.gather(*(t for _, t in late), return_exceptions=True)
 
     async def close(self) -> None:
         """End the connection: cancel work in flight, fail pending requests, flush."""

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
     from .store import SessionStore
 
+# At stdin's EOF, how long the requests already read may run before they are cancelled
+# (and answered -32800): a client that pipes requests and closes gets every answer.
+EOF_GRACE = 3.0
+
 
 def agent_connection(
     agent: AgentRuntime,
@@ -67,6 +71,7 @@ async def serve_agent_stdio(
     conn.settle = getattr(store, "settled", None)
     try:
         await feed_stdin(conn, max_message_size)
+        await conn.finish_incoming(_env("ACP_EOF_GRACE", EOF_GRACE, float))
     finally:
         await conn.close()
 

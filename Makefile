@@ -46,7 +46,7 @@ bench-stdio: setup
 CASE_WALKERS := tests/generator/test_protocol_cases.py tests/generator/test_protocol_schema.py \
 	tests/generator/test_manifest_validate.py tests/scaffold/test_registry.py
 regen-golden: setup
-	$(BIN)/python tests/regen_golden.py
+	PYTHONPATH=. $(BIN)/python tests/regen_golden.py
 	$(BIN)/python generated/manifest/regen.py
 	AGENTGEN_UPDATE_CASES=1 $(BIN)/pytest -q -p no:randomly -m "not slow" $(CASE_WALKERS)
 

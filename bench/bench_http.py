@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _ours_app() -> Any:
     sys.path.insert(0, str(ROOT / "templates"))
-    from runtime.agent import AgentRuntime
-    from runtime.http_server import app_for
+    from runtime.agent.agent import AgentRuntime
+    from runtime.http.http_server import app_for
 
     sys.path.insert(0, str(ROOT))
     from generator.protocol.revision import describe

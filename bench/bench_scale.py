@@ -94,7 +94,7 @@ def measure(url: str, pids: list[int], args: argparse.Namespace, http2: bool) ->
 def _ours_uvicorn(port: int) -> None:
     """The golden project's app (its session store from ACP_SESSION_STORE) under uvicorn."""
     import uvicorn
-    from echo_agent._generated.runtime.http_server import app_for  # type: ignore[import-not-found]
+    from echo_agent._generated.runtime.http.http_server import app_for  # type: ignore[import-not-found]
     from echo_agent.handlers import Agent  # type: ignore[import-not-found]
 
     uvicorn.run(app_for(Agent), host="127.0.0.1", port=port, log_level="warning")

@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):
@@ -76,7 +76,7 @@ from typing import Any
 import orjson
 
 from ._generated.runtime.serve import serve_agent_stdio
-from ._generated.runtime.store import MemorySessionStore
+from ._generated.runtime.sessions.store import MemorySessionStore
 from .handlers import Agent
 
 
@@ -133,7 +133,7 @@ def build(dest: Path, package: str = "echo_bench", store_py: Path | None = None)
     pkg = dest / package
     write_generated(pkg / "_generated", files)
     if store_py is not None:
-        shutil.copyfile(store_py, pkg / "_generated" / "runtime" / "store.py")
+        shutil.copyfile(store_py, pkg / "_generated" / "runtime" / "sessions" / "store.py")
     (pkg / "__init__.py").write_text("")
     (pkg / "handlers.py").write_text(HANDLERS)
     (pkg / "bound.py").write_text(BOUND)

@@ -1,6 +1,6 @@
 """Soak: disk and memory per session of the session stores, and their bounds holding.
 
-Drives the runtime's stores directly (templates/runtime/store.py, store_sqlite.py), the way the runtime
+Drives the runtime's stores directly (templates/runtime/sessions/store.py, store_sqlite.py), the way the runtime
 does: each turn is one ``save_turn`` of the prompt (a user_message_chunk) and its echo
 (an agent_message_chunk).  For the memory store it prints the bytes it holds and the
 process RSS; for SQLite the file size (database + WAL) after a checkpoint, per session,
@@ -42,8 +42,8 @@ def frames(sid: str, i: int, size: int) -> list[bytes]:
 
 
 async def soak(kind: str, sessions: int, turns: int, size: int, tmp: str) -> None:
-    from runtime.store import MemorySessionStore
-    from runtime.store_sqlite import SqliteSessionStore
+    from runtime.sessions.store import MemorySessionStore
+    from runtime.sessions.store_sqlite import SqliteSessionStore
 
     base = rss_mb()
     path = Path(tmp) / "s.db"

@@ -9,7 +9,7 @@ redis-server, haproxy), and three replicas of the committed golden project
 generated/projects/echo-agent-http with its ``_generated/`` rendered for two revisions (v2
 primary, v1 beside it) and its handler swapped for one that streams numbered chunks slowly,
 so that turns are in flight when the kill comes.  Drives ``--sessions`` sessions at once
-through the load balancer with the generated HTTP client (templates/runtime/http_client.py),
+through the load balancer with the generated HTTP client (templates/runtime/client/http_client.py),
 half of them v1 (a turn is acknowledged by the prompt's ``end_turn`` answer; a lost
 connection is followed by ``session/load``), half v2 (acknowledged by the turn's ``idle``
 ``state_update`` with ``end_turn``; a lost connection is followed by ``session/resume`` with
@@ -51,10 +51,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "templates"))
 
 import cluster_support as cs  # noqa: E402
-from runtime.client import AgentProxy, ClientRuntime  # noqa: E402
-from runtime.errors import RpcError  # noqa: E402
-from runtime.http_client import connect_http  # noqa: E402
-from runtime.revision import Method  # noqa: E402
+from runtime.client.client import AgentProxy, ClientRuntime  # noqa: E402
+from runtime.client.http_client import connect_http  # noqa: E402
+from runtime.wire.errors import RpcError  # noqa: E402
+from runtime.wire.revision import Method  # noqa: E402
 
 GOLDEN = ROOT / "generated" / "projects" / "echo-agent-http" / "echo_agent"
 HANDLERS = """
@@ -64,7 +64,7 @@ import asyncio
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):

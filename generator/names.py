@@ -2,7 +2,7 @@
 one-line summary.
 
 The generated code and the runtime keep their own tiny copies where they cannot import
-agentgen (`_acp_snake` in the models base, `camel` in templates/runtime/wire.py);
+agentgen (`_acp_snake` in the models base, `camel` in templates/runtime/wire/fields.py);
 `pascal` agrees with the runtime's `camel` on every manifest name the manifest schema allows.
 """
 
@@ -63,7 +63,7 @@ def word_count(name: str) -> int:
 
 def camel(name: str) -> str:
     """`needs-review` / `needs_review` -> `NeedsReview`: the runtime's own spelling of an
-    interrupt's class prefix (templates/runtime/wire.py `camel`), so names agree."""
+    interrupt's class prefix (templates/runtime/wire/fields.py `camel`), so names agree."""
     return pascal(name, digit_prefix="", empty="")
 
 

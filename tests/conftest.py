@@ -27,7 +27,7 @@ os.environ.setdefault(
     "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
 )
 
-# Schema-checked wire (templates/runtime/wirecheck.py) for the whole suite: every frame a
+# Schema-checked wire (templates/runtime/wire/wirecheck.py) for the whole suite: every frame a
 # generated runtime sends or receives, in process or in a subprocess that inherits the
 # environment, is validated against its revision's models. Violations are appended to one
 # file per test worker; a test during which one was written fails. `ACP_WIRE_CHECK=0 pytest`

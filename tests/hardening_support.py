@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from project_support import write_project
+from project_support import import_from, write_project
 from wait_support import Arrivals
 
 PY = sys.executable
@@ -30,7 +30,7 @@ import os
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):
@@ -139,14 +139,22 @@ def build(
 
 def load(tmp: Path, package: str) -> Any:
     """Import `<package>.handlers` in this process (unique package names: no clash)."""
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    if str(tmp) not in sys.path:
-        sys.path.insert(0, str(tmp))
-    return importlib.import_module(f"{package}.handlers")
+    return import_from(tmp, f"{package}.handlers")
+
+
+# the runtime's rooms: a module name -> its room (templates/runtime/<room>/<module>.py)
+_ROOMS = {
+    p.stem: p.parent.name
+    for p in (Path(__file__).resolve().parents[1] / "templates" / "runtime").glob("*/*.py")
+    if p.stem != "__init__"
+}
 
 
 def runtime_of(package: str, module: str) -> Any:
-    return importlib.import_module(f"{package}._generated.runtime.{module}")
+    """`<package>._generated.runtime.<room>.<module>` (`serve`: the top of the runtime)."""
+    room = _ROOMS.get(module)
+    dotted = f"{room}.{module}" if room else module
+    return importlib.import_module(f"{package}._generated.runtime.{dotted}")
 
 
 def free_port() -> int:

@@ -4,6 +4,7 @@ rendered by the generator), with the test's own handlers and entry point."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -45,3 +46,17 @@ def write_project(
     if main is not None:
         (pkg / "__main__.py").write_text(main)
     return pkg
+
+
+def import_from(root: Path | str, module: str) -> ModuleType:
+    """Import `module` of a generated project under `root`, which is not on pytest's
+    pythonpath: `root` is on sys.path only while the import runs (monkeypatch's
+    `syspath_prepend`, undone after, so nothing leaks into later tests); the package's
+    own later imports go through its `__path__`."""
+    import importlib
+
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(root))
+        return importlib.import_module(module)

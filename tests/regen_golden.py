@@ -21,8 +21,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "generated" / "projects"
-# Run as a script (`make regen-golden`), outside pytest and its pythonpath.
-sys.path.insert(0, str(REPO))
 
 
 @dataclass(frozen=True)

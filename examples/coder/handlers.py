@@ -26,11 +26,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
-from ._generated.runtime.authoring import DiffContent, Location, PlanEntry, TerminalContent
-from ._generated.runtime.clientcalls import PermissionOption
-from ._generated.runtime.errors import RpcError
+from ._generated.acp import (
+    AgentBase,
+    DiffContent,
+    Location,
+    PermissionOption,
+    PlanEntry,
+    RpcError,
+    TerminalContent,
+    Turn,
+)
 
 REQUEST = re.compile(r"replace `(?P<old>[^`]+)` with `(?P<new>[^`]*)` in (?P<path>\S+)")
 HELP = (

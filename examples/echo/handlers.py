@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.acp import AgentBase, Turn
 
 
 class Agent(AgentBase):

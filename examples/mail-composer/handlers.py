@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ._generated.dispatcher import AgentBase
+from ._generated.acp import AgentBase, Turn
 from ._generated.manifest_models import (
     ApprovalPayload,
     ApprovalResume,
@@ -23,7 +23,6 @@ from ._generated.manifest_models import (
     QuotaExceededData,
     UnknownRecipient,
 )
-from ._generated.runtime.agent import Turn
 
 SUBJECT_MAX = 60  # characters of a subject line
 

@@ -14,9 +14,7 @@ import asyncio
 import os
 from typing import Any
 
-from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import ProviderRoute, Turn
-from ._generated.runtime.masking import mask_url
+from ._generated.acp import AgentBase, ProviderRoute, Turn, mask_url
 
 # Seconds one research step takes: stands in for the LLM round trip.
 STEP_DELAY = float(os.environ.get("RESEARCH_STEP_DELAY", "0.05"))

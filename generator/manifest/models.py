@@ -4,7 +4,7 @@ The module holds `Config`, `Input`, `Output` (from the manifest's JSON Schemas),
 `<Interrupt>Payload` / `<Interrupt>Resume` pair per interrupt (`needs-review` ->
 `NeedsReviewPayload`), and one exception class per declared error, deriving from
 `ManifestError` and carrying `code`, `error_name`, `transient` and typed `data`
-(`<Error>Data`).  These are the names the runtime (templates/runtime/agent.py) looks
+(`<Error>Data`).  These are the names the runtime (templates/runtime/agent/agent.py) looks
 up; a section the manifest leaves out produces no class.
 
 How: every embedded schema goes under one composed document's `$defs` (their own

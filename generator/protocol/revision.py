@@ -1,7 +1,7 @@
 """The typed description of a protocol revision, read once from its schema.
 
 `describe(schema, meta, label=..., package=...)` returns the runtime's own `Revision`
-(templates/runtime/revision.py: frozen dataclasses and NamedTuples, imported here as
+(templates/runtime/wire/revision.py: frozen dataclasses and NamedTuples, imported here as
 `runtime_revision`, a symlink to that file that the wheel carries as a copy), and
 `revision_source(rev)` renders it as `_generated/revision.py`.  Every wire name comes
 from the schema: a field is found by what it refers to (the property of
@@ -165,7 +165,7 @@ def describe(
     label: str = "the ACP schema",
     package: str = "",
 ) -> rv.Revision:
-    """The `Revision` of `schema` (an instance of templates/runtime/revision.py's class)."""
+    """The `Revision` of `schema` (an instance of templates/runtime/wire/revision.py's class)."""
     d = _Defs(schema)
     table = method_table(schema, meta)
     by_name = {(m.side, m.name): m for m in table.methods}
@@ -377,7 +377,7 @@ def revision_source(rev: rv.Revision, *, runtime: str = ".runtime") -> str:
     body = repr(rev)
     return (
         f'"""The protocol revision this package serves, read from {doc_text(rev.label)}: do not edit."""\n\n'
-        f"from {runtime}.revision import {', '.join(n for n in names if n + '(' in body)}\n\n"
+        f"from {runtime}.wire.revision import {', '.join(n for n in names if n + '(' in body)}\n\n"
         f"REVISION = {body}\n"
     )
 

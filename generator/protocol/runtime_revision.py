@@ -1,1 +1,1 @@
-../../templates/runtime/revision.py
+../../templates/runtime/wire/revision.py

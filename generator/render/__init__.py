@@ -31,50 +31,77 @@ __all__ = ["render_generated", "runtime_files", "uses_callbacks"]
 # the transport module a project's console script loads by name (serve._transport_module)
 # modules a transport loads by name (never imported statically, so other projects lack them):
 # an HTTP agent also ships the replicas' PostgreSQL store and Redis router
+# What the generated package itself imports (dispatcher.py: AgentBase and ClientBase /
+# AgentConnection, whose typed proxy an agent's own tests drive it with; acp.py; the
+# console script), per role: an agent's sessions and entry points (serve.py), a client's
+# console.
+_ROLE_MODULES = {
+    "agent": ("serve", "agent/agent", "client/client", "client/content"),
+    "client": ("agent/agent", "client/client", "client/content", "console/main"),
+}
 _TRANSPORT_MODULES = {
-    ("agent", "http"): ("http_server", "store_postgres", "redis_router"),
-    ("client", "http"): ("http_client",),
-    ("client", "stdio"): ("http_client",),  # a client speaks both: `-- CMD` and `--url`
+    ("agent", "http"): ("http/http_server", "sessions/store_postgres", "http/redis_router"),
+    # a client speaks both transports (`-- CMD` and `--url`), whatever --transport it
+    # was made with
+    ("client", "http"): ("client/http_client",),
+    ("client", "stdio"): ("client/http_client",),
 }
 
 
 def runtime_files(
     transport: str | None = None, role: str = "agent", *, callbacks: bool = False
 ) -> dict[str, str]:
-    """The runtime package, copied verbatim (sorted, .py only).
+    """The runtime package, copied verbatim (sorted, .py only), rooms as subpackages.
 
-    With a transport, only the modules that project imports: the package, serve.py and
-    every module they import (at any depth, module level or inside functions), plus the
-    transport modules its console script loads (the HTTP server, the PostgreSQL store and
-    the Redis router for an HTTP agent, the HTTP client for an HTTP client), and callbacks.py when the manifest declares async
-    output with a callback (`callbacks`; the session core loads it by name). A stdio
-    project then ships no HTTP module, whose libraries it does not depend on. Without a
-    transport, every module."""
+    With a transport, only the modules that project imports: the package, what the
+    generated package imports for its role (`_ROLE_MODULES`) and every module they import (at any depth, module level or inside functions; a room's
+    `__init__` with any of its modules), plus the modules its console script loads by
+    name (the HTTP server, the PostgreSQL store and the Redis router for an HTTP agent;
+    the console and the HTTP client for a client), and sessions/callbacks.py when the
+    manifest declares async output with a callback (`callbacks`; the session core loads
+    it by name). A stdio agent then ships no `http` room and no console, a client no
+    `sessions` room. Without a transport, every module."""
     import ast
 
+    root = data_dir("templates") / "runtime"
     sources = {
-        path.stem: path.read_text(encoding="utf-8")
-        for path in sorted((data_dir("templates") / "runtime").glob("*.py"))
+        path.relative_to(root).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(root.rglob("*.py"))
+        if "__pycache__" not in path.parts
     }
     wanted = set(sources)
     if transport is not None:
-        todo = ["__init__", "serve"]
+        todo = ["__init__", *_ROLE_MODULES[role]]
         todo += _TRANSPORT_MODULES.get((role, transport), ())
         if callbacks:
-            todo.append("callbacks")
+            todo.append("sessions/callbacks")
         wanted = set()
         while todo:
             name = todo.pop()
             if name in wanted or name not in sources:
                 continue
             wanted.add(name)
+            package = name.split("/")[:-1]  # the module's package, relative to runtime/
+            if package:
+                todo.append("/".join([*package, "__init__"]))
             for node in ast.walk(pysource.parse(sources[name])):
-                if isinstance(node, ast.ImportFrom) and node.level == 1:
-                    if node.module:
-                        todo.append(node.module.split(".")[0])
-                    else:  # from . import x
-                        todo += [alias.name for alias in node.names]
+                if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                    todo += _imported(package, node, sources)
     return {f"runtime/{name}.py": sources[name] for name in sorted(wanted)}
+
+
+def _imported(package: list[str], node: Any, sources: dict[str, str]) -> list[str]:
+    """The runtime modules a relative `from ... import ...` in `package` names."""
+    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+    target = [*base, *(node.module.split(".") if node.module else [])]
+    path = "/".join(target)
+    if path in sources:  # from .room.module import name
+        return [path]
+    # from .room import module, ... (or from . import module)
+    return [
+        "/".join([*target, "__init__"]),
+        *("/".join([*target, alias.name]) for alias in node.names),
+    ]
 
 
 def _method_rows(rev: Revision) -> list[dict[str, Any]]:
@@ -240,6 +267,7 @@ def render_generated(
         "extra_revisions": extra_revisions,
         "interrupts": interrupts,
         "init_type": init_type,
+        "role": role,
     }
     files["dispatcher.py"] = ruff_format(
         env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"
@@ -247,6 +275,7 @@ def render_generated(
     files["__init__.py"] = ruff_format(
         env.get_template("init.py.jinja").render(**ctx), "__init__.py"
     )
+    files["acp.py"] = ruff_format(env.get_template("acp.py.jinja").render(**ctx), "acp.py")
     # in the author's order: an interrupt form asks its fields in the order written
     files["manifest.json"] = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
     callbacks = role == "agent" and uses_callbacks(manifest)

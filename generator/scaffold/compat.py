@@ -539,7 +539,7 @@ def missing_dependencies(
     pyproject_path: Path, files: dict[str, str], package: str, generated_prefix: str
 ) -> list[Finding]:
     """One finding per third-party distribution the new generated files import that the
-    project's pyproject.toml does not declare (e.g. `runtime/callbacks.py` and httpx,
+    project's pyproject.toml does not declare (e.g. `runtime/sessions/callbacks.py` and httpx,
     once the manifest declares async output to a callback): the project would install
     but fail at run time.  The project's pyproject.toml is the user's; it is not edited."""
     import sys

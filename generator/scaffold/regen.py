@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import AgentgenError
 from . import compat, inputs, project
+from .private import private_imports
 
 
 def _abs_spec(spec: str | None) -> str | None:
@@ -73,6 +74,11 @@ def run_regen(
     )
 
     _print_findings(handler_findings, runtime_sends, findings, deps)
+    _print_group(
+        "\nwarning: code of yours imports a private module of the generated package "
+        "(it may move at any regen):",
+        private_imports(proj),
+    )
     return 1 if handler_findings or findings or deps else 0
 
 

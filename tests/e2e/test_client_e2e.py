@@ -69,6 +69,7 @@ from typing import Any
 
 import pytest
 from conftest import upstream_schemas
+from project_support import import_from
 from wait_support import Arrivals
 
 from generator.protocol.revision import describe
@@ -273,18 +274,16 @@ def _client_package(cell: Cell) -> Iterator[Any]:
     others = {k: sys.modules.pop(k) for k in _owned(pkg)}
     sys.modules.update(cell.modules)
     where = str(cell.root / "client")
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, where)
-    importlib.invalidate_caches()
     try:
         ns = SimpleNamespace(
-            handlers=importlib.import_module(f"{pkg}.handlers"),
+            # a generated project, not on pytest's pythonpath: imported by its package name
+            handlers=import_from(where, f"{pkg}.handlers"),
             dispatcher=importlib.import_module(f"{pkg}._generated.dispatcher"),
             revision=importlib.import_module(f"{pkg}._generated.revision"),
             manifest_models=importlib.import_module(f"{pkg}._generated.manifest_models"),
-            client=importlib.import_module(f"{pkg}._generated.runtime.client"),
+            client=importlib.import_module(f"{pkg}._generated.runtime.client.client"),
             http_client=(
-                importlib.import_module(f"{pkg}._generated.runtime.http_client")
+                importlib.import_module(f"{pkg}._generated.runtime.client.http_client")
                 if cell.transport != "stdio"
                 else None
             ),
@@ -292,7 +291,6 @@ def _client_package(cell: Cell) -> Iterator[Any]:
         assert ns.handlers.__file__.startswith(where), ns.handlers.__file__
         yield ns
     finally:
-        sys.path.remove(where)
         cell.modules = {k: sys.modules.pop(k) for k in _owned(pkg)}
         sys.modules.update(others)
 

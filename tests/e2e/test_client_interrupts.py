@@ -72,7 +72,7 @@ from typing import Any
 
 from mail_composer_client._generated.dispatcher import AgentConnection
 from mail_composer_client._generated.manifest_models import ApprovalPayload, ApprovalResume
-from mail_composer_client._generated.runtime.client import spawn_agent
+from mail_composer_client._generated.runtime.client.client import spawn_agent
 from mail_composer_client.handlers import Client
 
 
@@ -173,7 +173,7 @@ from typing import assert_type
 from mail_composer_client._generated import models
 from mail_composer_client._generated.dispatcher import AgentConnection
 from mail_composer_client._generated.manifest_models import ApprovalPayload, ApprovalResume
-from mail_composer_client._generated.runtime.client import spawn_agent
+from mail_composer_client._generated.runtime.client.client import spawn_agent
 from mail_composer_client.handlers import Client
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from project_support import import_from
 from test_client_failures import RAW_IO, _Agent503, _run, install_scripts, serve_agent_503
 
 PY = sys.executable
@@ -497,10 +498,8 @@ class _Stream:
 
 def _client_tools() -> object:
     golden = Path(__file__).resolve().parents[2] / "generated" / "projects" / "echo-client-stdio"
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    if str(golden) not in sys.path:
-        sys.path.insert(0, str(golden))
-    from echo_agent_client._generated.runtime import client_tools
+    import_from(golden, "echo_agent_client")  # not on pytest's pythonpath
+    from echo_agent_client._generated.runtime.client import client_tools
 
     return client_tools
 

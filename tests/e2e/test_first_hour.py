@@ -435,9 +435,9 @@ import asyncio
 import sys
 
 from echo_agent._generated.dispatcher import AgentConnection, ClientBase
-from echo_agent._generated.runtime.client import spawn_agent
-from echo_agent._generated.runtime.errors import RpcError
-from echo_agent._generated.runtime.wirecheck import WireCheckError
+from echo_agent._generated.runtime.client.client import spawn_agent
+from echo_agent._generated.runtime.wire.errors import RpcError
+from echo_agent._generated.runtime.wire.wirecheck import WireCheckError
 
 from test_echo_agent import SERVE
 

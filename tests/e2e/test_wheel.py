@@ -108,7 +108,7 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
     for rel in (
         "generator/_data/templates/agent/copier.yml",
         "generator/_data/templates/client/copier.yml",
-        "generator/_data/templates/runtime/jsonrpc.py",
+        "generator/_data/templates/runtime/wire/jsonrpc.py",
         "generator/_data/schema/manifest.schema.json",
         "generator/_data/schema/upstream.lock.json",
     ):
@@ -120,7 +120,7 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
     # checkout) is a real file in the wheel, the same bytes as the runtime's copy
     wheel = zipfile.ZipFile(installed["wheel"])
     assert wheel.read("generator/protocol/runtime_revision.py") == wheel.read(
-        "generator/_data/templates/runtime/revision.py"
+        "generator/_data/templates/runtime/wire/revision.py"
     )
     # the installed package is the one agentgen runs (not a checkout on the path)
     where = _run(

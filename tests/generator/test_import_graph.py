@@ -21,12 +21,12 @@ PACKAGES = [(REPO / "generator", "generator"), (REPO / "templates" / "runtime", 
 # the runtime's modules that AgentRuntime composes: none of them imports agent.py (or the
 # dispatcher), so each can be read, and used, on its own
 COLLABORATORS = (
-    "runtime.commands",
-    "runtime.config",
-    "runtime.context",
-    "runtime.interrupts",
-    "runtime.providers",
-    "runtime.turns",
+    "runtime.agent.commands",
+    "runtime.agent.config",
+    "runtime.agent.context",
+    "runtime.agent.interrupts",
+    "runtime.agent.providers",
+    "runtime.agent.turns",
 )
 
 
@@ -141,4 +141,73 @@ def test_the_agent_runtime_collaborators_do_not_import_it() -> None:
         return seen
 
     for module in COLLABORATORS:
-        assert not reach(module) & {"runtime.agent", "runtime.dispatch"}, module
+        assert not reach(module) & {"runtime.agent.agent", "runtime.agent.dispatch"}, module
+
+
+# ---- the runtime's rooms (templates/runtime/<room>/, ARCHITECTURE.md "The runtime's rooms")
+# which rooms each room may import: the dependency direction, lowest first
+ROOM_MAY_IMPORT: dict[str, set[str]] = {
+    "wire": set(),
+    "agent": {"wire"},
+    "client": {"wire"},
+    "sessions": {"wire", "agent"},
+    "console": {"wire", "client"},
+    "http": {"wire", "agent", "sessions"},
+}
+MAX_ROOM_MODULES = 15
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "runtime" and len(parts) > 2 else None
+
+
+def room_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import from one room into a room it may not import, as `a -> b`."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        room = _room(module)
+        if room is None:
+            continue  # the runtime's top (serve.py, the package face) may import any room
+        for target in sorted(targets):
+            other = _room(target)
+            if other is None and target.startswith("runtime"):
+                bad.append(f"{module} -> {target} (the top of the runtime)")
+            elif other is not None and other != room and other not in ROOM_MAY_IMPORT[room]:
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_every_runtime_module_is_in_a_known_room() -> None:
+    runtime = REPO / "templates" / "runtime"
+    rooms = {p.name for p in runtime.iterdir() if (p / "__init__.py").is_file()}
+    assert rooms == set(ROOM_MAY_IMPORT), rooms
+    loose = sorted(p.name for p in runtime.glob("*.py"))
+    assert loose == ["__init__.py", "serve.py"], loose
+
+
+def test_no_room_imports_one_above_it() -> None:
+    assert room_violations(import_graph()) == []
+
+
+def test_the_room_check_finds_a_planted_upward_import() -> None:
+    graph = {
+        "runtime.wire.jsonrpc": {"runtime.sessions.store"},
+        "runtime.agent.turns": {"runtime.wire.errors"},
+        "runtime.client.client": {"runtime.serve"},
+    }
+    assert room_violations(graph) == [
+        "runtime.client.client -> runtime.serve (the top of the runtime)",
+        "runtime.wire.jsonrpc -> runtime.sessions.store",
+    ]
+
+
+def test_rooms_stay_small_and_say_what_they_hold() -> None:
+    """At most 15 modules a room, each room's `__init__` a docstring (a module's own size
+    bound: tests/generator/test_house.py)."""
+    runtime = REPO / "templates" / "runtime"
+    for room in ROOM_MAY_IMPORT:
+        modules = [p for p in (runtime / room).glob("*.py") if p.name != "__init__.py"]
+        assert len(modules) <= MAX_ROOM_MODULES, (room, len(modules))
+        doc = ast.get_docstring(ast.parse((runtime / room / "__init__.py").read_text()))
+        assert doc, f"{room}/__init__.py says what the room holds"

@@ -108,7 +108,7 @@ TRICKY: dict[str, Any] = {
 
 
 def test_camel_matches_the_runtime() -> None:
-    from templates.runtime.wire import camel as runtime_camel
+    from runtime.wire.fields import camel as runtime_camel
 
     for name in ("approval", "needs-review", "needs_review", "a-b_c", "x", "two--dashes", "v2-ok"):
         assert camel(name) == runtime_camel(name), name
@@ -171,7 +171,7 @@ def test_error_classes_carry_code_transient_and_typed_data(tmp_path: Path) -> No
         mm.QuotaExceededData.model_validate({"retry_after": -1})
 
     # the runtime turns them into JSON-RPC errors with exactly these attributes
-    from templates.runtime.turns import agent_error
+    from runtime.agent.turns import agent_error
 
     err = agent_error(q)
     assert err is not None

@@ -129,14 +129,17 @@ def test_callbacks_module_ships_only_with_async_callbacks() -> None:
 
     with_cb = {"name": "a", "version": "1", "output_modes": {"async": {"callback": True}}}
     assert uses_callbacks(with_cb) and not uses_callbacks(MANIFEST)
-    assert "runtime/callbacks.py" in runtime_files("stdio", "agent", callbacks=True)
+    assert "runtime/sessions/callbacks.py" in runtime_files("stdio", "agent", callbacks=True)
     for transport in ("stdio", "http"):
         for role in ("agent", "client"):
             shipped = runtime_files(transport, role)
-            assert "runtime/callbacks.py" not in shipped
+            assert "runtime/sessions/callbacks.py" not in shipped
             server = (transport, role) == ("http", "agent")
             for module in ("server", "app", "connection", "streams", "launch"):
-                assert (f"runtime/http_{module}.py" in shipped) == server
-            assert ("runtime/http_wire.py" in shipped) == (server or role == "client")
+                assert (f"runtime/http/http_{module}.py" in shipped) == server
+            # a stdio agent carries no console; a client no session store
+            assert ("runtime/console/main.py" in shipped) == (role == "client")
+            assert ("runtime/sessions/store.py" in shipped) == (role == "agent")
+            assert ("runtime/wire/http_wire.py" in shipped) == (server or role == "client")
             # a client speaks both transports, whichever it was made with
-            assert ("runtime/http_client.py" in shipped) == (role == "client")
+            assert ("runtime/client/http_client.py" in shipped) == (role == "client")

@@ -1,5 +1,5 @@
 """The typed seam between the generator and the runtime (issue 21 item 4): the generator
-imports the runtime's revision module (templates/runtime/revision.py, reached as
+imports the runtime's revision module (templates/runtime/wire/revision.py, reached as
 `generator.protocol.runtime_revision`) like any other module, so `describe` returns the
 runtime's own `Revision` and mypy sees its fields."""
 
@@ -18,18 +18,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_generator_and_the_runtime_read_one_revision_module(tmp_path: Path) -> None:
-    import runtime.revision  # the runtime as a generated project lays it out
+    import runtime.wire.revision  # the runtime as a generated project lays it out
 
     one = Path(runtime_revision.__file__).resolve()
-    assert one == (REPO / "templates" / "runtime" / "revision.py").resolve()
-    assert one == Path(runtime.revision.__file__).resolve()
+    assert one == (REPO / "templates" / "runtime" / "wire" / "revision.py").resolve()
+    assert one == Path(runtime.wire.revision.__file__).resolve()
     rev = describe(dict(load_schema(None).data))
     # an instance of a normally imported module's class, not of a module loaded by path
     assert type(rev) is runtime_revision.Revision
     assert type(rev).__module__ == "generator.protocol.runtime_revision"
     # what the project's _generated/revision.py says is that same description, read back
     # through the runtime's own classes
-    source = revision_source(rev).replace("from .runtime.revision", "from runtime.revision")
+    source = revision_source(rev).replace(
+        "from .runtime.wire.revision", "from runtime.wire.revision"
+    )
     (tmp_path / "revision.py").write_text(source, encoding="utf-8")
     assert repr(runpy.run_path(str(tmp_path / "revision.py"))["REVISION"]) == repr(rev)
 

@@ -12,10 +12,10 @@ from typing import Any, ClassVar
 
 import pytest
 import uvicorn
-from runtime.client import AgentProxy, ClientRuntime
-from runtime.errors import RpcError
-from runtime.http_client import connect_http
-from runtime.revision import Method
+from runtime.client.client import AgentProxy, ClientRuntime
+from runtime.client.http_client import connect_http
+from runtime.wire.errors import RpcError
+from runtime.wire.revision import Method
 from wait_support import ListeningServer
 
 
@@ -119,8 +119,8 @@ def test_our_client_drives_sdk_server(websocket: bool) -> None:
 
 def test_refused_initialize_fails_fast() -> None:
     """Nothing listening, and a server that refuses (401): the call fails with an error."""
-    from runtime.auth import Auth
-    from runtime.http_server import create_app
+    from runtime.http.http_server import create_app
+    from runtime.wire.auth import Auth
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import ts_peer
-from project_support import write_project
+from project_support import import_from, write_project
 from ts_peer import PeerError, TsClient
 from wait_support import Arrivals
 
@@ -503,15 +503,11 @@ def test_generated_client_drives_ts_echo_agent(
             handlers=CLIENT_HANDLERS,
         )
     # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(tmp_path))
-    try:
-        handlers = importlib.import_module(f"{package}.handlers")
-        dispatcher = importlib.import_module(f"{package}._generated.dispatcher")
-        client_mod = importlib.import_module(f"{package}._generated.runtime.client")
-        errors = importlib.import_module(f"{package}._generated.runtime.errors")
-        models = importlib.import_module(f"{package}._generated.models")
-    finally:
-        sys.path.remove(str(tmp_path))
+    handlers = import_from(tmp_path, f"{package}.handlers")
+    dispatcher = importlib.import_module(f"{package}._generated.dispatcher")
+    client_mod = importlib.import_module(f"{package}._generated.runtime.client.client")
+    errors = importlib.import_module(f"{package}._generated.runtime.wire.errors")
+    models = importlib.import_module(f"{package}._generated.models")
     command = ["node", str(sdk_root / "ts_echo_agent.mjs"), ts_peer.REVISIONS[revision][0]]
 
     class Recording(handlers.Client):  # type: ignore[misc, name-defined]

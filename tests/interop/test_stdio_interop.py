@@ -29,8 +29,8 @@ import asyncio
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
-from ._generated.runtime.errors import AgentError
+from ._generated.runtime.agent.agent import Turn
+from ._generated.runtime.wire.errors import AgentError
 
 
 class QuotaExceeded(AgentError):
@@ -566,7 +566,7 @@ def test_generated_client_drives_sdk_agent(tmp_path: Path, shared_acp: Path) -> 
         textwrap.dedent(f"""
         import asyncio, json, sys
         from tclient._generated.dispatcher import AgentConnection, ClientBase
-        from tclient._generated.runtime.client import spawn_agent
+        from tclient._generated.runtime.client.client import spawn_agent
 
         class Client(ClientBase):
             def __init__(self):

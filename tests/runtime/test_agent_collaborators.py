@@ -11,8 +11,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from runtime.errors import RpcError
-from runtime.providers import Providers
+from runtime.agent.providers import Providers
+from runtime.wire.errors import RpcError
 
 GOLDEN = Path(__file__).resolve().parents[2] / "generated" / "projects" / "echo-agent-stdio"
 
@@ -36,15 +36,15 @@ class Handler:
 
 def test_a_turn_runs_with_the_collaborators_alone(echo: ModuleType) -> None:
     rt = "echo_agent._generated.runtime."
-    context = importlib.import_module(rt + "context")
-    turns = importlib.import_module(rt + "turns")
-    jsonrpc = importlib.import_module(rt + "jsonrpc")
-    wirecheck = importlib.import_module(rt + "wirecheck")
-    config = importlib.import_module(rt + "config")
-    commands = importlib.import_module(rt + "commands")
-    interrupts = importlib.import_module(rt + "interrupts")
-    providers = importlib.import_module(rt + "providers")
-    errors = importlib.import_module(rt + "errors")
+    context = importlib.import_module(rt + "agent.context")
+    turns = importlib.import_module(rt + "agent.turns")
+    jsonrpc = importlib.import_module(rt + "wire.jsonrpc")
+    wirecheck = importlib.import_module(rt + "wire.wirecheck")
+    config = importlib.import_module(rt + "agent.config")
+    commands = importlib.import_module(rt + "agent.commands")
+    interrupts = importlib.import_module(rt + "agent.interrupts")
+    providers = importlib.import_module(rt + "agent.providers")
+    errors = importlib.import_module(rt + "wire.errors")
     dispatcher = importlib.import_module("echo_agent._generated.dispatcher")
     models = importlib.import_module("echo_agent._generated.models")
     sent: list[dict[str, Any]] = []
@@ -142,9 +142,9 @@ MANIFEST_WITH_MODES: dict[str, Any] = {
 
 
 def _setup(echo: ModuleType) -> Any:
-    from runtime.commands import SessionExtras
-    from runtime.config import SessionConfig, SessionSetup
-    from runtime.context import AgentContext
+    from runtime.agent.commands import SessionExtras
+    from runtime.agent.config import SessionConfig, SessionSetup
+    from runtime.agent.context import AgentContext
 
     ctx = AgentContext(MANIFEST_WITH_MODES, lambda: None, None)
     ctx.revision = echo.dispatcher.REVISION

@@ -1,4 +1,4 @@
-"""The Turn authoring API (runtime/authoring.py, clientcalls.py, commands.py) in process:
+"""The Turn authoring API (runtime/agent/authoring.py, clientcalls.py, commands.py) in process:
 one handler that uses every call, on v1 and v2 (what each sends is schema-checked by the
 wire check, tests/conftest.py); `ClientCapabilityMissing` before anything is sent; the
 wire check refusing an agent-to-client request the client did not declare; a cancelled
@@ -41,8 +41,8 @@ import asyncio
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
-from ._generated.runtime.authoring import (
+from ._generated.runtime.agent.agent import Turn
+from ._generated.runtime.agent.authoring import (
     BlockContent,
     DiffContent,
     Location,
@@ -50,7 +50,7 @@ from ._generated.runtime.authoring import (
     TerminalContent,
     TextContent,
 )
-from ._generated.runtime.clientcalls import (
+from ._generated.runtime.agent.clientcalls import (
     ClientCapabilityMissing,
     ExitStatus,
     PermissionOption,

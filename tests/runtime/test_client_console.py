@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from project_support import write_project
+from project_support import import_from, write_project
 
 PY = sys.executable
 
@@ -28,8 +28,8 @@ import os
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
-from ._generated.runtime.errors import AgentError, RpcError
+from ._generated.runtime.agent.agent import Turn
+from ._generated.runtime.wire.errors import AgentError, RpcError
 
 
 class QuotaExceeded(AgentError):
@@ -254,11 +254,10 @@ def test_an_agent_that_exits_ends_the_client_with_its_status(built: Path) -> Non
 
 def test_pending_requests_fail_at_once_when_the_agent_exits(built: Path) -> None:
     """Library use: `spawn_agent` fails every request still waiting with `AgentExited`."""
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(built))
+    import_from(built, "cclient")  # a generated project, not on pytest's pythonpath
     from cclient._generated.dispatcher import AgentConnection
-    from cclient._generated.runtime.client import spawn_agent
-    from cclient._generated.runtime.errors import AgentExited
+    from cclient._generated.runtime.client.client import spawn_agent
+    from cclient._generated.runtime.wire.errors import AgentExited
     from cclient.handlers import Client
 
     async def main() -> None:
@@ -290,8 +289,7 @@ def test_the_client_declares_elicitation_and_answers_interrupts(built: Path) -> 
     """`negotiate` declares elicitation (form) on a revision that has it; the interrupt
     reaches the typed `interrupt_approval` handler; with none, stdin not being a
     terminal, it is declined with a line on stderr."""
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(built))
+    import_from(built, "cclient")  # a generated project, not on pytest's pythonpath
     from cclient._generated.dispatcher import AgentConnection, ClientBase
 
     assert AgentConnection.REVISIONS[-1].elicitation
@@ -318,9 +316,8 @@ def test_questions_are_asked_on_a_terminal(built: Path, capsys: pytest.CaptureFi
     """On a terminal each field of the resume schema is asked and parsed (a wrong value
     is asked again); an empty required answer or the end of input declines; a permission
     request lists its options."""
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(built))
-    from cclient._generated.runtime.prompts import Terminal, ask_choice, ask_form
+    import_from(built, "cclient")  # a generated project, not on pytest's pythonpath
+    from cclient._generated.runtime.client.prompts import Terminal, ask_choice, ask_form
 
     schema = {
         "type": "object",
@@ -431,8 +428,8 @@ def test_fs_and_terminal_are_declared_only_where_the_revision_has_them(
     nothing of them when --no-fs / --no-terminal (serve_fs / serve_terminal off)."""
     _render(tmp_path, shared_acp, "capv1", "client")
     _render(tmp_path, shared_acp, "capv2", "client", "v2/schema.json")
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(tmp_path))
+    import_from(tmp_path, "capv1")  # generated projects, not on pytest's pythonpath
+    import_from(tmp_path, "capv2")
     from capv1._generated.dispatcher import AgentConnection as V1
     from capv1._generated.dispatcher import ClientBase as C1
     from capv2._generated.dispatcher import AgentConnection as V2

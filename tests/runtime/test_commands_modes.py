@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):
@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):

@@ -1,4 +1,4 @@
-"""The nesting bound a received frame is held to (runtime/frames.py ``too_deep``): small
+"""The nesting bound a received frame is held to (runtime/wire/frames.py ``too_deep``): small
 frames are counted before they are walked, large ones walked at once; both ways find the
 same place."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from runtime.frames import COUNT_BYTES, MAX_DEPTH, too_deep
+from runtime.wire.frames import COUNT_BYTES, MAX_DEPTH, too_deep
 
 
 def nested(levels: int) -> dict[str, Any]:

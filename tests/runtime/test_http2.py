@@ -3,7 +3,7 @@
 * it prints ``listening on URL`` with the real port;
 * curl gets HTTP/2 by prior knowledge (h2c) and HTTP/1.1 when asked, on the same port; with a
   certificate, HTTP/2 by ALPN over TLS (curl reports the negotiated version);
-* the generated HTTP client (templates/runtime/http_client.py) speaks HTTP/2 to it (every
+* the generated HTTP client (templates/runtime/client/http_client.py) speaks HTTP/2 to it (every
   response it got was HTTP/2) and keeps the server's cookies for the connection's life;
 * the official SDK's HTTP client (HTTP/1.1) and WebSocket client still work against it.
 """
@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 import hardening_support as hs
 import httpx
 import pytest
-from runtime import http_client
-from runtime.client import AgentProxy, ClientRuntime
-from runtime.revision import Method
+from runtime.client import http_client
+from runtime.client.client import AgentProxy, ClientRuntime
+from runtime.wire.revision import Method
 
 PKG = "h2agent"
 CURL = shutil.which("curl")

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 import standardwebhooks
-from runtime.callbacks import CallbackSender, key_from_env, sign, verify
-from runtime.http_server import app_for
-from runtime.store import MemorySessionStore
+from runtime.http.http_server import app_for
+from runtime.sessions.callbacks import CallbackSender, key_from_env, sign, verify
+from runtime.sessions.store import MemorySessionStore
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response

@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from runtime.http_launch import server_config
-from runtime.http_server import create_app
+from runtime.http.http_launch import server_config
+from runtime.http.http_server import create_app
 from test_http_transport import echo_factory, free_port, running_server
 
 
@@ -387,7 +387,7 @@ def test_stream_taken_over_while_the_old_reader_waits_loses_nothing() -> None:
     take them, so the new reader never saw them."""
     from types import SimpleNamespace
 
-    from runtime.http_streams import OutStream
+    from runtime.http.http_streams import OutStream
 
     server = create_app(echo_factory).state.acp
     conn = SimpleNamespace(last_seen=0.0)
@@ -443,7 +443,7 @@ def test_accepted_post_builds_no_request_or_response_object(
     Starlette Request or Response (the per-prompt CPU), and says the same as one did
     (202, ``content-length: 0``, no body); a method /acp does not serve is still
     Starlette's 405 with ``Allow``."""
-    from runtime import http_app
+    from runtime.http import http_app
 
     built: list[str] = []
 
@@ -485,7 +485,7 @@ def test_stream_reader_waits_without_a_task_and_every_waiter_wakes() -> None:
     """A stream's reader waits on a plain future with a timer (no ``wait_for`` task per
     wait: it waits twice per prompt); every waiting reader wakes on data or close, and a
     wait with nothing sent ends after its timeout."""
-    from runtime.http_streams import OutStream
+    from runtime.http.http_streams import OutStream
 
     async def main() -> None:
         stream = OutStream(1 << 20, 5.0)

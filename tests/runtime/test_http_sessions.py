@@ -16,14 +16,8 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-# Not for pytest (pyproject's pythonpath has templates/): `start` runs this file as the
-# agent's own process, which imports the runtime from here.
-sys.path.insert(0, str(ROOT / "templates"))
-
-from runtime.agent import AgentRuntime
-from runtime.store_sqlite import SqliteSessionStore
+from runtime.agent.agent import AgentRuntime
+from runtime.sessions.store_sqlite import SqliteSessionStore
 
 
 def _revision() -> Any:
@@ -54,6 +48,9 @@ class EchoAgent(AgentRuntime):
         return None
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,7 +58,15 @@ def free_port() -> int:
 
 
 def start(port: int, db: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "ACP_SESSION_DB": str(db), "ECHO_KEY": "k-123-secret"}
+    # this file runs as the agent's own process: the repository and the runtime (from
+    # templates/, as pyproject's pythonpath gives pytest) on its path
+    path = os.pathsep.join([str(ROOT), str(ROOT / "templates"), str(ROOT / "tests")])
+    env = {
+        **os.environ,
+        "ACP_SESSION_DB": str(db),
+        "ECHO_KEY": "k-123-secret",
+        "PYTHONPATH": path,
+    }
     proc = subprocess.Popen(
         [sys.executable, __file__, str(port)],
         env=env,
@@ -199,8 +204,8 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
     import websockets
     from acp import schema as S
     from acp.ws.client import create_websocket_stream
-    from runtime.http_server import app_for
-    from runtime.store import MemorySessionStore
+    from runtime.http.http_server import app_for
+    from runtime.sessions.store import MemorySessionStore
     from test_http_transport import running_server
     from wait_support import Updates
 
@@ -238,6 +243,6 @@ def test_generated_agent_over_websocket_with_cancel_and_auth(monkeypatch: Any) -
 
 
 if __name__ == "__main__":
-    from runtime.http_server import serve_http
+    from runtime.http.http_server import serve_http
 
     serve_http(EchoAgent, port=int(sys.argv[1]))

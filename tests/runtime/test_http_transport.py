@@ -21,11 +21,11 @@ import uvicorn
 from acp import schema as S
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
-from runtime.auth import Auth
-from runtime.errors import RpcError
-from runtime.http_server import create_app
-from runtime.jsonrpc import Connection
-from runtime.routes import Router
+from runtime.http.http_server import create_app
+from runtime.wire.auth import Auth
+from runtime.wire.errors import RpcError
+from runtime.wire.jsonrpc import Connection
+from runtime.wire.routes import Router
 from wait_support import ListeningServer, Updates
 
 

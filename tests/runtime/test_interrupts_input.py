@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):

@@ -1,4 +1,4 @@
-"""Cross-replica streams (templates/runtime/redis_router.py): two replicas of a generated agent
+"""Cross-replica streams (templates/runtime/http/redis_router.py): two replicas of a generated agent
 share a Redis server and a session store; a connection initialized on replica A is used
 through replica B -- its SSE streams read there, its POSTs and DELETE sent there -- and no
 message is lost, in order, also when a stream moves between replicas mid-turn with

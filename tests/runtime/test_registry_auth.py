@@ -1,4 +1,4 @@
-"""ACP auth methods from the manifest, on the wire (templates/runtime/agent_auth.py).
+"""ACP auth methods from the manifest, on the wire (templates/runtime/agent/agent_auth.py).
 
 A stdio agent whose manifest declares an `agent` and a `terminal` method: how
 `initialize` lists them (each revision's shape, the `_meta` form older clients read, not
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
-from ._generated.runtime.errors import RpcError
+from ._generated.runtime.agent.agent import Turn
+from ._generated.runtime.wire.errors import RpcError
 
 
 def _token() -> Path:

@@ -508,8 +508,9 @@ def test_unused_connections_expire_soon_and_one_address_cannot_take_every_slot(
 def test_http_client_refuses_a_message_over_the_limit_before_sending() -> None:
     """A request over max_message_size answers -32600 "message too large" at once, with
     no HTTP request (the URL's port is closed: a POST would fail with ConnectError)."""
-    from runtime import http_client, jsonrpc
-    from runtime.errors import RpcError
+    from runtime.client import http_client
+    from runtime.wire import jsonrpc
+    from runtime.wire.errors import RpcError
 
     async def go() -> None:
         t = http_client.HttpTransport(f"http://127.0.0.1:{hs.free_port()}/acp", http2=False)

@@ -12,7 +12,6 @@ once into the test cache.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from project_support import write_project
+from project_support import import_from, write_project
 from scaffold_support import store  # noqa: F401 - fixture
 from wait_support import Arrivals
 
@@ -56,7 +55,7 @@ from __future__ import annotations
 from typing import Any, Self
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 
 class Agent(AgentBase):
@@ -105,10 +104,7 @@ def both_agent(tmp_path_factory: pytest.TempPathFactory, schemas: dict[str, Any]
 
 
 def _models(root: Path, module: str) -> Any:
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return importlib.import_module(module)
+    return import_from(root, module)
 
 
 class Raw:
@@ -367,7 +363,7 @@ def test_the_generated_client_offers_its_highest_revision_and_falls_back(
     and then reads that agent's updates with the matching models."""
     v1_only = _build(tmp_path, "revone", schemas["v1"])
     disp = _models(both_agent, "revboth._generated.dispatcher")
-    client_mod = _models(both_agent, "revboth._generated.runtime.client")
+    client_mod = _models(both_agent, "revboth._generated.runtime.client.client")
 
     class Collect(disp.ClientBase):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:

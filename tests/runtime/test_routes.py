@@ -1,4 +1,4 @@
-"""The route table (runtime/routes.py): each method's scope and session effect read from
+"""The route table (runtime/wire/routes.py): each method's scope and session effect read from
 the schema, one router for the agent and the client, a route served on every transport,
 and the HTTP transport learning sessions from the routes instead of the bytes."""
 
@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 from conftest import upstream_schemas
-from runtime import jsonrpc
-from runtime.agent import AgentRuntime
-from runtime.client import ClientRuntime
-from runtime.dispatch import Dispatcher
-from runtime.http_server import create_app
-from runtime.routes import Router, session_scoped
-from runtime.sessions import SessionCore
-from runtime.store import MemorySessionStore
+from runtime.agent.agent import AgentRuntime
+from runtime.agent.dispatch import Dispatcher
+from runtime.client.client import ClientRuntime
+from runtime.http.http_server import create_app
+from runtime.sessions.sessions import SessionCore
+from runtime.sessions.store import MemorySessionStore
+from runtime.wire import jsonrpc
+from runtime.wire.routes import Router, session_scoped
 from test_http_transport import running_server
 from wait_support import Arrivals
 
@@ -239,7 +239,7 @@ _JSON = {"Content-Type": "application/json"}
 
 @pytest.mark.parametrize("rev", ["v1", "v2"])
 def test_the_http_client_sends_the_session_header_by_the_routes(rev: str) -> None:
-    from runtime.http_client import _scoped
+    from runtime.client.http_client import _scoped
 
     class Proxy:
         REVISIONS = (_described(rev),)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime.errors import RpcError
-from runtime.jsonrpc import Connection
-from runtime.stdio import PIPE_BYTES, feed_stdin, read_frames, widen_pipe
+from runtime.wire.errors import RpcError
+from runtime.wire.jsonrpc import Connection
+from runtime.wire.stdio import PIPE_BYTES, feed_stdin, read_frames, widen_pipe
 from wait_support import Arrivals
 
 

@@ -203,7 +203,7 @@ def test_non_ascii_token_authenticates_with_its_utf8_bytes(built: dict[str, Any]
 
 
 def test_mask_url() -> None:
-    from runtime.masking import mask_url, url_secrets
+    from runtime.wire.masking import mask_url, url_secrets
 
     assert mask_url(CRED_URL) == "https://***@llm.example.org/v1?key=***&mode=***"
     assert mask_url("https://api.openai.com/v1") == "https://api.openai.com/v1"

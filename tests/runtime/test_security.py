@@ -355,7 +355,7 @@ def test_credential_checks_are_constant_time(built: dict[str, Any]) -> None:
     """The auth code compares credentials only through hmac.compare_digest (no ==, !=,
     in, startswith on a secret), calls it on every path whatever the length of the given
     value, and evaluates every configured scheme (no early exit that times the match)."""
-    src = (REPO / "templates" / "runtime" / "auth.py").read_text()
+    src = (REPO / "templates" / "runtime" / "wire" / "auth.py").read_text()
     tree = ast.parse(src)
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and not all(

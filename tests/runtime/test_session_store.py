@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime.store import MemorySessionStore, SqliteSessionStore
+from runtime.sessions.store import MemorySessionStore, SqliteSessionStore
 
 
 def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
@@ -24,7 +24,7 @@ def _stores(tmp_path: Path) -> dict[str, Callable[[], Any]]:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "postgres":  # the same contract, on a fresh database
         import cluster_support as cs
-        from runtime.store import open_store
+        from runtime.sessions.store import open_store
 
         return open_store(cs.fresh_database(request.getfixturevalue("postgres")))
     return _stores(tmp_path)[request.param]()
@@ -193,7 +193,7 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
 def file_of_schema(db: Path, version: int, rows: str) -> None:
     """A SQLite store file as schema ``version`` left it, holding ``rows`` (SQL)."""
-    from runtime.store_sqlite_schema import MIGRATIONS, SCHEMA
+    from runtime.sessions.store_sqlite_schema import MIGRATIONS, SCHEMA
 
     old = sqlite3.connect(db, isolation_level=None)
     old.executescript(SCHEMA)
@@ -318,7 +318,7 @@ def test_updated_at_is_the_current_second_in_rfc3339_utc(monkeypatch: pytest.Mon
     the clock's second, and follows the clock when it moves on."""
     import datetime
 
-    from runtime import session_store
+    from runtime.sessions import session_store
 
     clock = [1795850415.2]
     monkeypatch.setattr(session_store.time, "time", lambda: clock[0])

@@ -1,4 +1,4 @@
-"""The session core (runtime/sessions.py) on a generated agent: one owner per session over
+"""The session core (runtime/sessions/sessions.py) on a generated agent: one owner per session over
 HTTP with two connections (issue 11 item 3), stdio agents that persist and advertise what
 they serve, session/list, close and delete, and prompts that fail before they run leaving
 no trace in history."""

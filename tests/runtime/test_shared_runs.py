@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from runtime.shared_runs import shared_runs
+from runtime.sessions.shared_runs import shared_runs
 from test_store_bounds import frame  # a session/update frame of one text block
 
 LEAST = 64 * 1024

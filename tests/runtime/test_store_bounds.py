@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 import pytest
-from runtime.store import MemorySessionStore
-from runtime.store_sqlite import SqliteSessionStore
+from runtime.sessions.store import MemorySessionStore
+from runtime.sessions.store_sqlite import SqliteSessionStore
 
 
 def frame(kind: str, text: str) -> bytes:
@@ -32,7 +32,7 @@ def make(kind: str, request: pytest.FixtureRequest, tmp_path: Path, **bounds: An
         return MemorySessionStore(**bounds)
     if kind == "postgres":  # the same retention, on a fresh database
         import cluster_support as cs
-        from runtime.store_postgres import PostgresSessionStore
+        from runtime.sessions.store_postgres import PostgresSessionStore
 
         url = cs.fresh_database(request.getfixturevalue("postgres"))
         return PostgresSessionStore(url, **bounds)
@@ -110,7 +110,7 @@ def test_sqlite_kept_figures_stay_bounded_when_turns_are_refused(
     read included: a turn refused (its owner lost the lease) keeps its session's owner
     but writes nothing, so a run of them for ever new sessions must not grow it past the
     bound; the refusals stay refusals."""
-    import runtime.store_sqlite_turns as turns_mod
+    import runtime.sessions.store_sqlite_turns as turns_mod
 
     monkeypatch.setattr(turns_mod, "KNOWN_SESSIONS", 8)
     store = SqliteSessionStore(tmp_path / "s.db")

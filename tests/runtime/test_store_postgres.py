@@ -1,4 +1,4 @@
-"""The PostgreSQL session store (templates/runtime/store_postgres.py) on a private server,
+"""The PostgreSQL session store (templates/runtime/sessions/store_postgres.py) on a private server,
 and ``open_store``'s URL selection.  The lease/listing contract shared with the SQLite and
 memory stores is in test_session_store.py (parametrized over all three)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import cluster_support as cs
 import pytest
-from runtime.store import MemorySessionStore, open_store
-from runtime.store_sqlite import SqliteSessionStore
+from runtime.sessions.store import MemorySessionStore, open_store
+from runtime.sessions.store_sqlite import SqliteSessionStore
 
 
 def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,7 +25,7 @@ def test_open_store_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert open_store().path == str(tmp_path / "b.db")  # type: ignore[attr-defined]
     monkeypatch.setenv("ACP_SESSION_STORE", "memory:")
     assert isinstance(open_store(), MemorySessionStore)
-    from runtime.store_postgres import PostgresSessionStore
+    from runtime.sessions.store_postgres import PostgresSessionStore
 
     assert isinstance(open_store("postgresql://u@127.0.0.1:1/db"), PostgresSessionStore)
     with pytest.raises(ValueError, match="unknown store 'mysql'") as err:
@@ -71,7 +71,7 @@ def test_small_turn_is_one_row_and_replays_message_by_message(postgres: cs.Serve
     """Schema 3: a small turn of several messages is one row (``parts``), replayed message
     by message; a message holding a newline, and a turn past ``JOIN_BELOW``, stay a row
     a message; the bytes counted for retention are the messages' own."""
-    from runtime.store_common import JOIN_BELOW
+    from runtime.sessions.store_common import JOIN_BELOW
 
     url = cs.fresh_database(postgres)
     many = [f'{{"n":{i}}}'.encode() for i in range(50)]
@@ -128,7 +128,7 @@ def test_unreachable_server_is_an_error_not_a_hang() -> None:
     """No server there: the first call raises StoreUnavailableError within the store's
     bound (the session core turns it into the transient StoreUnavailable error); the store
     is then marked down with the reason, and the next calls raise at once."""
-    from runtime.store_postgres import PostgresSessionStore, StoreUnavailableError
+    from runtime.sessions.store_postgres import PostgresSessionStore, StoreUnavailableError
 
     async def go() -> None:
         st = PostgresSessionStore(
@@ -153,7 +153,7 @@ def test_outage_fails_fast_then_recovers_within_seconds() -> None:
     times, before); started again, the store works again within seconds (a probe puts a
     fresh pool in place) instead of after the pool's reconnect backoff."""
     cs.need("postgresql")
-    from runtime.store_postgres import PostgresSessionStore, StoreUnavailableError
+    from runtime.sessions.store_postgres import PostgresSessionStore, StoreUnavailableError
 
     server = cs.start_postgres()
     try:
@@ -192,8 +192,8 @@ def test_the_store_url_password_is_redacted_from_logs() -> None:
     message) shows it redacted.  Nothing is connected: opening the store is lazy."""
     import logging
 
-    from runtime import logsafe
-    from runtime.store import open_store
+    from runtime.sessions.store import open_store
+    from runtime.wire import logsafe
 
     open_store("postgresql://acp:pg-SECRET-9911@127.0.0.1:1/db")
     record = logging.LogRecord(

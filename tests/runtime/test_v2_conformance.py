@@ -22,7 +22,7 @@ from typing import Any
 import hardening_support as hs
 import orjson
 import pytest
-from project_support import write_project
+from project_support import import_from, write_project
 from wait_support import Arrivals
 
 LOCK = json.loads((Path(__file__).resolve().parents[1] / "schemas.lock.json").read_text())
@@ -511,11 +511,10 @@ def test_generated_client_sends_a_batch_and_gets_typed_results(
     failed request's RpcError returned in its place."""
     package = "bclient_" + any_rev["package"]
     root = _build_client(tmp_path, shared_acp, any_rev["rev"], package)
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(root))
+    import_from(root, package)  # a generated project, not on pytest's pythonpath
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
-    client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
-    errors = __import__(f"{package}._generated.runtime.errors", fromlist=["_"])
+    client_rt = __import__(f"{package}._generated.runtime.client.client", fromlist=["_"])
+    errors = __import__(f"{package}._generated.runtime.wire.errors", fromlist=["_"])
     models = __import__(f"{package}._generated.models", fromlist=["_"])
 
     async def main() -> None:
@@ -632,11 +631,10 @@ def test_v2_client_declares_capability_markers_at_initialize(
     rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
     package = "iclient_" + v2["package"]
     root = _build_client(tmp_path, shared_acp, rev, package)
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(root))
+    import_from(root, package)  # a generated project, not on pytest's pythonpath
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
-    client_rt = __import__(f"{package}._generated.runtime.client", fromlist=["_"])
-    wc = __import__(f"{package}._generated.runtime.wirecheck", fromlist=["_"])
+    client_rt = __import__(f"{package}._generated.runtime.client.client", fromlist=["_"])
+    wc = __import__(f"{package}._generated.runtime.wire.wirecheck", fromlist=["_"])
     sent: list[dict[str, Any]] = []
 
     class Recorder:
@@ -668,11 +666,10 @@ def test_generated_v2_client_batch_is_separate_messages_over_http_and_websocket(
     rev = "v2-2.4.0" if "2_4_0" in v2["package"] else "v2"
     package = "hclient_" + v2["package"]
     root = _build_client(tmp_path, shared_acp, rev, package, transport="http")
-    # a generated project, not on pytest's pythonpath: imported by its package name
-    sys.path.insert(0, str(root))
+    import_from(root, package)  # a generated project, not on pytest's pythonpath
     dispatcher = __import__(f"{package}._generated.dispatcher", fromlist=["_"])
-    http_client = __import__(f"{package}._generated.runtime.http_client", fromlist=["_"])
-    errors = __import__(f"{package}._generated.runtime.errors", fromlist=["_"])
+    http_client = __import__(f"{package}._generated.runtime.client.http_client", fromlist=["_"])
+    errors = __import__(f"{package}._generated.runtime.wire.errors", fromlist=["_"])
     models = __import__(f"{package}._generated.models", fromlist=["_"])
     port = hs.free_port()
     proc = hs.start_http(v2["env"], v2["package"], port)

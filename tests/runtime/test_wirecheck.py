@@ -1,4 +1,4 @@
-"""The schema-checked wire (templates/runtime/wirecheck.py): wrong frames are caught, in both
+"""The schema-checked wire (templates/runtime/wire/wirecheck.py): wrong frames are caught, in both
 directions, in process and in a subprocess agent; right frames pass; off means off.
 
 These tests point ACP_WIRE_CHECK_LOG at their own file: the violations they provoke on
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 WRONG = {
     "missing": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}},

@@ -96,7 +96,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.runtime.agent.agent import Turn
 
 if TYPE_CHECKING:
     from ._generated.dispatcher import Input, Output

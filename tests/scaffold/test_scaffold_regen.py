@@ -170,7 +170,7 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
 
 
 def test_regen_names_a_dependency_the_new_runtime_needs(tmp_path: Path, shared_acp: Path) -> None:
-    """The manifest gains async output to a callback URL: regen ships runtime/callbacks.py,
+    """The manifest gains async output to a callback URL: regen ships runtime/sessions/callbacks.py,
     which imports httpx, which a stdio project does not declare.  regen says what to add
     to pyproject.toml (the user's file, not edited) and exits 1; once it is added, 0."""
     manifest = tmp_path / "agent.yaml"
@@ -192,3 +192,39 @@ def test_regen_names_a_dependency_the_new_runtime_needs(tmp_path: Path, shared_a
     code, out = invoke("regen", "--project", str(project))
     assert code == 0, out
     assert "missing from your pyproject.toml" not in out
+
+
+def test_regen_warns_about_an_import_of_a_private_module(tmp_path: Path) -> None:
+    """handlers.py importing the runtime (or the dispatcher) directly: regen names each
+    such line and says to import from `_generated.acp`; the public import is not named,
+    and the warning alone does not fail regen."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text(MANIFEST)
+    project = tmp_path / "scout"
+    code, out = invoke("new", str(project), "--manifest", str(manifest), "--no-git")
+    assert code == 0, out
+    handlers = project / "paper_scout/handlers.py"
+    text = handlers.read_text()
+    assert "from ._generated.acp import" in text  # the stub uses the public face only
+    code, out = invoke("regen", "-p", str(project))
+    assert code == 0, out
+    assert "private module" not in out
+    handlers.write_text(
+        text
+        + "\nfrom ._generated.runtime.agent.authoring import PlanEntry  # noqa: E402\n"
+        + "from paper_scout._generated.dispatcher import AgentBase as Base  # noqa: E402\n"
+        + "from ._generated.acp import Turn as T  # noqa: E402\n"
+    )
+    lines = handlers.read_text().splitlines()
+    code, out = invoke("regen", "-p", str(project))
+    assert code == 0, out
+    first = lines.index("from ._generated.runtime.agent.authoring import PlanEntry  # noqa: E402")
+    assert (
+        f"paper_scout/handlers.py:{first + 1}: imports PlanEntry from the private module "
+        "_generated.runtime.agent.authoring: import from ._generated.acp instead" in out
+    ), out
+    assert (
+        f"paper_scout/handlers.py:{first + 2}: imports AgentBase from the private module _generated.dispatcher"
+        in out
+    ), out
+    assert "Turn" not in out.split("private module of the generated package")[1]

@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from echo_agent._generated import manifest_models
+from echo_agent._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
 from echo_agent._generated.dispatcher import (
     MANIFEST,
     REVISIONS,
@@ -23,9 +24,6 @@ from echo_agent._generated.dispatcher import (
     AgentConnection,
     ClientBase,
 )
-from echo_agent._generated.runtime.agent import Turn
-from echo_agent._generated.runtime.client import prompt_turn, spawn_agent
-from echo_agent._generated.runtime.errors import RpcError
 from echo_agent.handlers import Agent
 
 if TYPE_CHECKING:
@@ -37,7 +35,7 @@ SERVE = (
     "import asyncio\n"
     "from echo_agent.handlers import Agent\n"
     "from echo_agent._generated.runtime.serve import serve_agent_stdio\n"
-    "from echo_agent._generated.runtime.store import MemorySessionStore\n"
+    "from echo_agent._generated.runtime.sessions.store import MemorySessionStore\n"
     "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
 )
 
@@ -421,7 +419,7 @@ def test_each_config_option_set_and_refused() -> None:
 
 def _probe_main(argv: list[str]) -> None:
     from echo_agent._generated.runtime.serve import serve_agent_stdio
-    from echo_agent._generated.runtime.store import MemorySessionStore
+    from echo_agent._generated.runtime.sessions.store import MemorySessionStore
 
     kind, name, value = argv[0], argv[1], json.loads(argv[2])
     Probe.action = (kind, name, value)

@@ -1,6 +1,6 @@
 """The client's handlers: the one module agentgen never rewrites.
 
-`ClientBase` (in `_generated/dispatcher.py`) has one async method per method the
+`ClientBase` (from `_generated/acp.py`, the generated package's public face) has one async method per method the
 agent may call on the client (session updates, permission requests, files,
 terminals, elicitation); override the ones your client handles. Those you leave
 are answered by the runtime: in the console script every session update is
@@ -12,7 +12,7 @@ protocol revision removes or changes.
 
 from __future__ import annotations
 
-from ._generated.dispatcher import ClientBase
+from ._generated.acp import ClientBase
 
 
 class Client(ClientBase):

@@ -1,6 +1,7 @@
 """The agent's handlers: the one module agentgen never rewrites.
 
-`AgentBase` (in `_generated/dispatcher.py`) has one async method per protocol
+`AgentBase` (from `_generated/acp.py`, the generated package's public face: every name
+a handler uses) has one async method per protocol
 method; the runtime answers them from the manifest. Override `prompt` to do your
 agent's work (and any protocol method you want to answer yourself). `agentgen regen`
 lists every method here that a new protocol revision removes or changes.
@@ -10,11 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent import Turn
+from ._generated.acp import AgentBase, Turn
 
 if TYPE_CHECKING:
-    from ._generated.dispatcher import Input, Output
+    from ._generated.acp import Input, Output
 
 
 class Agent(AgentBase):

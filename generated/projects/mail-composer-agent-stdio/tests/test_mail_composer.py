@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from mail_composer._generated import manifest_models
+from mail_composer._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
 from mail_composer._generated.dispatcher import (
     MANIFEST,
     REVISIONS,
@@ -23,9 +24,6 @@ from mail_composer._generated.dispatcher import (
     AgentConnection,
     ClientBase,
 )
-from mail_composer._generated.runtime.agent import Turn
-from mail_composer._generated.runtime.client import prompt_turn, spawn_agent
-from mail_composer._generated.runtime.errors import RpcError
 from mail_composer.handlers import Agent
 
 if TYPE_CHECKING:
@@ -37,7 +35,7 @@ SERVE = (
     "import asyncio\n"
     "from mail_composer.handlers import Agent\n"
     "from mail_composer._generated.runtime.serve import serve_agent_stdio\n"
-    "from mail_composer._generated.runtime.store import MemorySessionStore\n"
+    "from mail_composer._generated.runtime.sessions.store import MemorySessionStore\n"
     "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
 )
 
@@ -421,7 +419,7 @@ def test_each_config_option_set_and_refused() -> None:
 
 def _probe_main(argv: list[str]) -> None:
     from mail_composer._generated.runtime.serve import serve_agent_stdio
-    from mail_composer._generated.runtime.store import MemorySessionStore
+    from mail_composer._generated.runtime.sessions.store import MemorySessionStore
 
     kind, name, value = argv[0], argv[1], json.loads(argv[2])
     Probe.action = (kind, name, value)

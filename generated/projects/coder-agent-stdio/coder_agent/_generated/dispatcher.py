@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .revision import REVISION
-from .runtime.agent import AgentRuntime, Turn
-from .runtime.client import AgentProxy, ClientRuntime
-from .runtime.revision import Method, Revision
+from .runtime.agent.agent import AgentRuntime, Turn
+from .runtime.client.client import AgentProxy, ClientRuntime
+from .runtime.wire.revision import Method, Revision
 
 if TYPE_CHECKING:
     from types import ModuleType

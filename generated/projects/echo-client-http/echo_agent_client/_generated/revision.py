@@ -1,6 +1,6 @@
 """The protocol revision this package serves, read from the ACP schema: do not edit."""
 
-from .runtime.revision import (
+from .runtime.wire.revision import (
     AgentCapabilityNames,
     AuthMethodShape,
     AuthoringShape,

@@ -1,0 +1,252 @@
+"""The console client: prompts from stdin, the agent's answer on stdout, one line on
+stderr for every error, and the agent's questions asked on the terminal.
+
+`run_console` is what a generated client's console script runs (stdio and HTTP).  Exit
+status: 0 when stdin ends; 1 on an agent error (`error 1001 QuotaExceeded (transient):
+...`), when the agent exits or the connection drops (`error: the agent exited (exit
+status 3)`), when it cannot be reached or started (`error: cannot connect to URL:
+connection refused`) or does not answer within the connect timeout; 3 when a turn ended
+`cancelled` after the agent asked something nobody could answer here (stdin is not a
+terminal); 130 on Ctrl-C (2: a usage error, from the argument parser).  Transient errors
+are retried first (`with_retries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+from ..client import content
+from ..client.client import AgentProxy, ClientRuntime, negotiate, prompt_turn, unless_closed
+from ..client.prompts import Terminal, say
+from ..client.retries import (
+    CONNECT_TIMEOUT,
+    MAX_RETRY_WAIT,
+    RETRIES,
+    RETRY_DELAY,
+    describe_error,
+    one_line,
+    with_retries,
+)
+from ..wire.errors import AUTH_REQUIRED, ConnectionClosed, RpcError
+from ..wire.jsonrpc import Connection
+
+T = TypeVar("T")
+
+
+async def _next_line(terminal: Terminal, conn: Connection) -> str:
+    """The next prompt line, unless the connection ends first (its error is raised)."""
+    line = asyncio.ensure_future(terminal.readline())
+    try:
+        return await unless_closed(line, conn)
+    finally:
+        line.cancel()
+
+
+# exit status when a turn ended because this client could not answer the agent's question
+UNANSWERED = 3
+
+
+async def console(
+    client: ClientRuntime,
+    open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
+    *,
+    retries: int = RETRIES,
+    retry_delay: float = RETRY_DELAY,
+    max_retry_wait: float = MAX_RETRY_WAIT,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    target: str = "the agent",
+    terminal: Terminal | None = None,
+    settings: list[tuple[str, str]] | None = None,
+    mode: str | None = None,
+    input_file: str | None = None,
+    auth: str | None = None,
+    rerun: Callable[[str], str] | None = None,
+) -> int:
+    """Open a session, send each line of stdin as a prompt (or the whole `input_file`, `-`
+    for stdin, as one); the exit status.  `target` names the agent in messages (its
+    command, or its URL); `settings` (config option id, value) and `mode` are applied to
+    the session first; `auth` (a method id) authenticates before it."""
+    term = terminal or Terminal()
+    client.terminal = term
+    client.render_updates = True
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, connect_timeout)
+    init: dict[str, Any] = {}
+
+    async def starting(step: Awaitable[T], what: str) -> T:
+        """`step` of the start-up, within what is left of the connect timeout."""
+        try:
+            return await asyncio.wait_for(step, max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            raise ConnectionClosed(
+                f"{target} did not answer {what} within {connect_timeout:g}s "
+                "(raise it with --connect-timeout or ACP_CONNECT_TIMEOUT)"
+            ) from None
+
+    def retrying(err: RpcError, attempt: int, wait: float) -> None:
+        say(f"{describe_error(err)} -- retry {attempt} of {retries} in {wait:g}s\n")
+
+    async def one_turn(agent: AgentProxy, sid: str, text: str) -> int:
+        asked = term.unanswered
+        stop = await with_retries(
+            lambda: prompt_turn(agent, client, sid, content.text(text)),
+            retries=retries,
+            delay=retry_delay,
+            max_wait=max_retry_wait,
+            on_retry=retrying,
+        )
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        say(f"[turn: {stop}]\n")
+        if stop == "cancelled" and term.unanswered > asked:
+            say(
+                "the turn was cancelled: the agent asked something nobody could "
+                f"answer here (exit status {UNANSWERED})\n"
+            )
+            return UNANSWERED
+        return 0
+
+    status = 0
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(client.close_tools)
+            agent = await starting(stack.enter_async_context(open_agent()), "the connection")
+            init = await starting(negotiate(agent, client), "initialize")
+            if auth is not None:
+                await _authenticate(agent, client, auth)
+            sess = await starting(
+                agent.call("session/new", {"cwd": client.root, "mcpServers": []}), "session/new"
+            )
+            sid = _session_id(sess)
+            await _configure(agent, client, sid, sess, settings or [], mode)
+            if input_file is not None:
+                text = sys.stdin.read() if input_file == "-" else _read_input(input_file)
+                return await one_turn(agent, sid, text)
+            while (text := await _next_prompt(term, agent)) is not None:
+                status = await one_turn(agent, sid, text) or status
+            return status
+    except RpcError as err:
+        say(describe_error(err) + "\n")
+        if err.code == AUTH_REQUIRED:
+            _auth_hint(init, client, rerun)
+        return 1
+    except OSError as err:  # the agent could not be reached, the input file read
+        say(f"error: {one_line(str(err)) or type(err).__name__}\n")
+        return 1
+
+
+def _session_id(sess: Any) -> str:
+    sid = sess.get("sessionId") if type(sess) is dict else None
+    if type(sid) is not str:
+        raise RpcError(-32603, "the agent's session/new answer has no sessionId")
+    return sid
+
+
+async def _authenticate(agent: AgentProxy, client: ClientRuntime, method_id: str) -> None:
+    rev = client.revision
+    if rev is None or "authenticate" not in rev.side("agent"):
+        raise RpcError(-32601, "this protocol revision has no authenticate method")
+    await agent.call("authenticate", {"methodId": method_id})
+
+
+async def _next_prompt(term: Terminal, agent: AgentProxy) -> str | None:
+    """The next prompt from stdin (None at its end): a line, or on a terminal several
+    lines joined where each but the last ends with a backslash."""
+    line = await _next_line(term, agent.connection)
+    if not line:
+        return None
+    text = line.rstrip("\n")
+    while text.endswith("\\") and term.interactive():  # a multi-line prompt
+        more = await _next_line(term, agent.connection)
+        text = text[:-1] + "\n" + more.rstrip("\n")
+        if not more:
+            break
+    return text
+
+
+def _read_input(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise OSError(f"cannot read --input {path}: {exc.strerror}") from None
+
+
+async def _configure(
+    agent: AgentProxy,
+    client: ClientRuntime,
+    sid: str,
+    sess: dict[str, Any],
+    settings: list[tuple[str, str]],
+    mode: str | None,
+) -> None:
+    """`--set KEY=VALUE` and `--mode ID` on the new session."""
+    rev = client.revision
+    if rev is None:
+        return
+    shape = rev.config_option
+    options = {str(o.get(shape.id)): o for o in sess.get("configOptions") or () if type(o) is dict}
+    for key, value in settings:
+        option = options.get(key)
+        if option is None:
+            have = ", ".join(sorted(options)) or "none"
+            raise RpcError(-32602, f"--set {key}: the agent has no such config option ({have})")
+        await agent.call("session/set_config_option", _set_value(sid, key, value, option, rev))
+    if mode is None:
+        return
+    if "session/set_mode" in rev.side("agent"):
+        await agent.call("session/set_mode", {"sessionId": sid, "modeId": mode})
+        return
+    moded = [k for k, o in options.items() if o.get("category") == "mode"]
+    if not moded:
+        raise RpcError(-32602, f"--mode {mode}: the agent has no modes")
+    await agent.call(
+        "session/set_config_option", _set_value(sid, moded[0], mode, options[moded[0]], rev)
+    )
+
+
+def _set_value(sid: str, key: str, value: str, option: dict[str, Any], rev: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"sessionId": sid, "configId": key}
+    if option.get("type") == "boolean" and "boolean" in rev.config_option.kinds:
+        params.update(type="boolean", value=value.strip().lower() in ("1", "true", "yes", "on"))
+    else:
+        params["value"] = value
+    return params
+
+
+def _auth_hint(
+    init: dict[str, Any], client: ClientRuntime, rerun: Callable[[str], str] | None
+) -> None:
+    """The agent's auth methods and the line to run (the agent answered auth-required)."""
+    rev = client.revision
+    field = rev.init.auth_methods if rev is not None else None
+    methods = [m for m in init.get(field or "authMethods") or () if type(m) is dict]
+    id_key = rev.auth_method.id if rev is not None else "id"
+    ids = [str(m.get(id_key)) for m in methods if m.get(id_key)]
+    if not ids:
+        return
+    say("the agent asks you to authenticate; its methods:\n")
+    for m in methods:
+        about = m.get("description") or ""
+        say(f"  {m.get(id_key)}: {m.get('name') or ''}" + (f" ({about})" if about else "") + "\n")
+    if rerun is not None:
+        say(f"run: {rerun(ids[0])}\n")
+
+
+def run_console(
+    client: ClientRuntime,
+    open_agent: Callable[[], AbstractAsyncContextManager[AgentProxy]],
+    **options: Any,
+) -> None:
+    """`console(client, open_agent, **options)` in a fresh event loop; exits with its
+    status (130 on Ctrl-C)."""
+    status = 130
+    with contextlib.suppress(KeyboardInterrupt):
+        status = asyncio.run(console(client, open_agent, **options))
+    sys.stdout.flush()
+    sys.exit(status)

@@ -53,8 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._generated.dispatcher import AgentBase
-from ._generated.runtime.agent.agent import Turn
+from ._generated import AgentBase, Turn  # (what every agentgen version exports there)
 
 
 class Agent(AgentBase):

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from .. import pointer
 from .runtime_link import Runtime
 
 Event = dict[str, Any]
@@ -31,14 +32,28 @@ _LOC = re.compile(r"\) (/[^ :]*|<root>)?:?")
 
 
 def problem_pointer(msg: Any, text: str) -> str:
-    """The JSON pointer (within the frame) a wire check problem names."""
-    base = ""
-    if type(msg) is dict:
-        base = "/params" if "method" in msg else "/result" if "result" in msg else ""
+    """The JSON pointer into the frame of the value a wire check problem names.  The check
+    reports pydantic's location, which also names the union branch it tried (the
+    `agent_message_chunk` of `/update/agent_message_chunk/content`): a step that is no
+    key or index of the frame is such a name, and is left out."""
+    if type(msg) is not dict:
+        return ""
+    part = "params" if "method" in msg else "result" if "result" in msg else None
     match = _LOC.search(text)
+    if part is None:
+        return ""
     if match is None or not match.group(1) or match.group(1) == "<root>":
-        return base
-    return base + match.group(1)
+        return "/" + part
+    node: Any = msg.get(part)
+    steps: list[str | int] = [part]
+    for raw in match.group(1).strip("/").split("/"):
+        if type(node) is dict and raw in node:
+            node = node[raw]
+            steps.append(raw)
+        elif type(node) is list and raw.isdigit() and int(raw) < len(node):
+            node = node[int(raw)]
+            steps.append(int(raw))
+    return pointer.join(steps)
 
 
 class WireLog:

@@ -6,6 +6,7 @@ process (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -206,22 +207,21 @@ def test_the_echo_agent_answers_in_the_page(
     schema = schema_path(shared_acp)
     package = f"echo_inspect_{transport}"
     env = build_example(tmp_path, load_schema_file(schema), "echo", package, transport)
-    with contextlib_for(transport, env, package, tmp_path) as target:
-        with inspector("--schema", str(schema), *target, cwd=tmp_path, cache=cache, env=env) as r:
-            _open_session(page, r.url)
-            _prompt(page, "hello from the page")
-            page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
-            assert page.locator("#transcript .msg-agent").first.inner_text() == (
-                "hello from the page"
-            )
-            frames = _wire_is_valid(page)
-            assert any(f.startswith("session/update") for f in frames)
+    with contextlib.ExitStack() as stack:
+        target = stack.enter_context(_agent_args(transport, env, package, tmp_path))
+        r = stack.enter_context(
+            inspector("--schema", str(schema), *target, cwd=tmp_path, cache=cache, env=env)
+        )
+        _open_session(page, r.url)
+        _prompt(page, "hello from the page")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        assert page.locator("#transcript .msg-agent").first.inner_text() == "hello from the page"
+        frames = _wire_is_valid(page)
+        assert any(f.startswith("session/update") for f in frames)
 
 
-def contextlib_for(transport: str, env: dict[str, str], package: str, tmp: Path) -> Any:
+def _agent_args(transport: str, env: dict[str, str], package: str, tmp: Path) -> Any:
     """The inspector's agent arguments: `-- python -m PKG` (stdio) or `--url` (HTTP)."""
-    import contextlib
-
     if transport == "stdio":
         return contextlib.nullcontext(["--", PY, "-m", package])
 

@@ -309,7 +309,9 @@ def inspect(
     port: int = typer.Option(0, "--port", metavar="N", help="The page's port (0: a free one)"),
     no_open: bool = typer.Option(False, "--no-open", help="Print the URL, open no browser"),
     auto_approve: bool = typer.Option(
-        False, "--auto-approve", help="Allow the agent's file writes without asking"
+        False,
+        "--auto-approve",
+        help="Allow the agent's file writes and terminal commands without asking",
     ),
 ) -> None:
     """See and drive an ACP agent in a local web page: every frame shown, schema-checked."""

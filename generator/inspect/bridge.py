@@ -28,6 +28,7 @@ from .runtime_link import Runtime
 Event = dict[str, Any]
 Listener = Callable[[Event], Awaitable[None]]
 
+REFUSED = -32000  # the user said no (as the runtime's client tools answer)
 _LOC = re.compile(r"\) (/[^ :]*|<root>)?:?")
 
 
@@ -213,6 +214,13 @@ class Bridge:
             async def _confirm_write(self, path: str, content: str) -> bool:
                 return await bridge.confirm_write(path, content)
 
+            async def _rt_terminal_create(self, params: dict[str, Any]) -> Any:
+                if not await bridge.confirm_command(params):
+                    raise bridge.rt.errors.RpcError(
+                        REFUSED, "refused: the user did not allow running this command"
+                    )
+                return await super()._rt_terminal_create(params)
+
         client = InspectClient()
         client.serve_fs = True
         client.serve_terminal = True
@@ -250,6 +258,19 @@ class Bridge:
         answer = await self.ask("write", path=path, old=before, new=content)
         allowed = type(answer) is dict and answer.get("allow") is True
         self.emit("write", path=path, old=before, new=content, allowed=allowed, auto=False)
+        return allowed
+
+    async def confirm_command(self, params: dict[str, Any]) -> bool:
+        """A `terminal/create` the agent asks for: run only when the page allows it (or
+        `--auto-approve`): nothing runs that nobody approved."""
+        argv = [str(params.get("command", ""))] + [str(a) for a in params.get("args") or ()]
+        shown = {"argv": argv, "cwd": params.get("cwd") or self.cwd}
+        if self.auto_approve:
+            self.emit("command", **shown, allowed=True, auto=True)
+            return True
+        answer = await self.ask("command", **shown)
+        allowed = type(answer) is dict and answer.get("allow") is True
+        self.emit("command", **shown, allowed=allowed, auto=False)
         return allowed
 
     def answer(self, qid: str, value: Any) -> bool:

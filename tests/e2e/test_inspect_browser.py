@@ -88,9 +88,9 @@ def _wire_is_valid(page: Any) -> list[str]:
     return list(page.locator("#wire tr.frame td:nth-child(4)").all_inner_texts())
 
 
-def _coder_turn(page: Any, work: Path, *, asked_to_write: bool, shot: str | None = None) -> None:
-    """One coder turn: plan, thought, the edit's diff, permission allowed, the write,
-    py_compile in a terminal, the summary."""
+def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) -> None:
+    """One coder turn: plan, thought, the edit's diff, permission allowed, the write and
+    the terminal command allowed (`asked`), py_compile in a terminal, the summary."""
     _prompt(page, "replace `'hello'` with `'hi'` in app.py")
     dialog = page.wait_for_selector("dialog[open]", timeout=TIMEOUT)
     assert "Permission: Edit app.py" in page.inner_text("#dialog-title")
@@ -101,10 +101,15 @@ def _coder_turn(page: Any, work: Path, *, asked_to_write: bool, shot: str | None
     if shot:
         page.screenshot(path=shot)
     page.click("dialog button[data-kind=allow_once]")
-    if asked_to_write:
+    if asked:
         page.wait_for_selector("dialog[open] button[data-kind=allow]", timeout=TIMEOUT)
         assert "The agent writes" in page.inner_text("#dialog-title")
         assert "-     return 'hello'" in page.inner_text("#dialog-body")
+        page.click("dialog button[data-kind=allow]")
+        # the check's command runs only once allowed
+        page.wait_for_selector("dialog[open] pre.term", timeout=TIMEOUT)
+        assert "The agent runs a command" in page.inner_text("#dialog-title")
+        assert page.inner_text("dialog pre.term").endswith(f"-m py_compile {work / 'app.py'}")
         page.click("dialog button[data-kind=allow]")
     page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
     transcript = page.inner_text("#transcript")
@@ -138,7 +143,7 @@ def test_the_coder_turn_renders_over_stdio(
         assert page.locator("#mode-select option").all_inner_texts() == ["Code", "Ask"]
         page.wait_for_selector("#commands button", timeout=TIMEOUT)
         assert page.locator("#commands button").all_inner_texts() == ["/help", "/undo"]
-        _coder_turn(page, work, asked_to_write=True, shot=shot)
+        _coder_turn(page, work, asked=True, shot=shot)
         frames = _wire_is_valid(page)
         for method in ("fs/read_text_file", "session/request_permission", "terminal/create"):
             assert any(f.startswith(method) for f in frames), (method, frames)
@@ -195,7 +200,7 @@ def test_the_coder_turn_renders_over_http_with_auto_approve(
     ):
         _open_session(page, running.url)
         assert page.inner_text("#target") == f"http: {url}"
-        _coder_turn(page, work, asked_to_write=False)
+        _coder_turn(page, work, asked=False)
         assert "/work/app.py (auto-approved)" in page.inner_text("#transcript")
         _wire_is_valid(page)
 

@@ -50,6 +50,7 @@ function handle(ev) {
     case "question": question(ev); break;
     case "answered": answered(ev.id); break;
     case "write": writeShown(ev); break;
+    case "command": transcriptNote(`${ev.allowed ? "ran" : "refused to run"} ${ev.argv.join(" ")}${ev.auto ? " (auto-approved)" : ""}`); break;
     case "exited": setStatus(`agent exited (${ev.status})`, "bad"); break;
     case "closed": setStatus("disconnected", "bad"); transcriptNote(`connection ended: ${ev.reason}`, "error"); break;
     case "reply": {
@@ -453,6 +454,11 @@ function question(ev) {
     $("dialog-title").textContent = `The agent writes ${ev.path}`;
     body.append(diffView(ev.path, ev.old, ev.new));
     button("Allow write", { allow: true }, "allow");
+    button("Refuse", { allow: false }, "refuse");
+  } else if (ev.question === "command") {
+    $("dialog-title").textContent = "The agent runs a command";
+    body.append(el("pre", "term", ev.argv.join(" ")), el("div", "muted", `in ${ev.cwd}`));
+    button("Run it", { allow: true }, "allow");
     button("Refuse", { allow: false }, "refuse");
   } else {
     const p = ev.params || {};

@@ -262,3 +262,29 @@ def test_the_wire_view_marks_an_invalid_frame_at_its_pointer(
         assert page.inner_text("#wire-count") == "7 frames, 1 invalid"
         # the agent's stderr
         assert "broken agent: up" in page.inner_text("#stderr")
+
+
+def test_a_v2_coder_turn_renders(page: Any, tmp_path: Path, shared_acp: Path, cache: Path) -> None:
+    """v2: the prompt answers on acceptance and the turn ends with an idle state_update; the
+    plan is a plan_update, the diff a patch, the permission request carries a title; v2 has
+    no fs/* or terminal/*, so the coder writes on disk and compiles nothing."""
+    schema = schema_path(shared_acp, "v2")
+    env = build_coder(tmp_path, load_schema_file(schema), "coder_inspect_v2")
+    work = _work(tmp_path)
+    with inspector(
+        "--schema", str(schema), "--", PY, "-m", "coder_inspect_v2", cwd=work, cache=cache, env=env
+    ) as running:
+        _open_session(page, running.url)
+        assert page.inner_text("#version") == "protocol v2"
+        _prompt(page, "replace `'hello'` with `'hi'` in app.py")
+        dialog = page.wait_for_selector("dialog[open]", timeout=TIMEOUT)
+        assert "+     return 'hi'" in dialog.inner_text()
+        page.click("dialog button[data-kind=allow_once]")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        transcript = page.inner_text("#transcript")
+        assert "turn ended: end_turn" in transcript
+        assert "not compiled: the client has no terminal" in transcript
+        assert page.locator(".plan li.completed").count() == 3
+        assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
+        assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+        _wire_is_valid(page)

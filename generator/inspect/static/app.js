@@ -371,6 +371,7 @@ function toolCall(u) {
 
 function toolContent(item) {
   if (!item) return el("span");
+  if (item.type === "diff" && item.patch && typeof item.patch.text === "string") return patchView(item);
   if (item.type === "diff") return diffView(item.path, item.oldText, item.newText, item);
   if (item.type === "terminal") {
     const pre = el("pre", "term", (state.terminals.get(item.terminalId) || {}).text || "");
@@ -403,6 +404,20 @@ function lineDiff(a, b) {
   while (i < n) out.push(["-", x[i++]]);
   while (j < m) out.push(["+", y[j++]]);
   return out;
+}
+
+// v2: the changed paths, and the patch text (git format) when the agent sends one
+function patchView(item) {
+  const box = el("div", "diff");
+  box.append(el("div", "path", (item.changes || []).map((c) => c.path || c.newPath || c.oldPath).join(", ") || "(diff)"));
+  const pre = el("pre");
+  for (const line of item.patch.text.split("\n")) {
+    const hunk = line.startsWith("+++") || line.startsWith("---") || line.startsWith("@@") || line.startsWith("diff ");
+    const cls = hunk ? "muted" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+    pre.append(el("div", cls, hunk ? line : line.slice(0, 1) + " " + line.slice(1)));
+  }
+  box.append(pre);
+  return box;
 }
 
 function diffView(path, oldText, newText, raw) {
@@ -443,10 +458,12 @@ function question(ev) {
   };
   if (ev.question === "permission") {
     const p = ev.params || {};
-    const tool = p.toolCall || {};
-    const shown = state.tools.get(tool.toolCallId);
+    const subject = p.subject || {};
+    const tool = p.toolCall || subject.toolCall || {};
+    const shown = state.tools.get(tool.toolCallId || subject.toolCallId);
     $("dialog-title").textContent = "Permission: " + (p.title || tool.title || (shown && shown.title.textContent) || "the agent asks");
     if (p.description) body.append(el("p", null, p.description));
+    if (subject.type === "command") body.append(el("pre", "term", subject.command || ""), el("div", "muted", subject.cwd ? `in ${subject.cwd}` : ""));
     if (shown) body.append(shown.body.cloneNode(true));
     for (const o of p.options || []) button(`${o.name} (${o.kind})`, { optionId: o.optionId }, o.kind);
     button("Cancel", null, "cancelled");

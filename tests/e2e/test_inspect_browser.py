@@ -288,3 +288,39 @@ def test_a_v2_coder_turn_renders(page: Any, tmp_path: Path, shared_acp: Path, ca
         assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
         _wire_is_valid(page)
+
+
+def test_sessions_are_listed_loaded_and_deleted_from_the_page(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    schema = schema_path(shared_acp)
+    env = build_example(tmp_path, load_schema_file(schema), "echo", "echo_sessions")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    with inspector(
+        "--schema", str(schema), "--", PY, "-m", "echo_sessions", cwd=tmp_path, cache=cache, env=env
+    ) as running:
+        _open_session(page, running.url)
+        first = page.inner_text("#session-current").split()[-1]
+        _prompt(page, "remember me")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        page.click("#new-session")
+        expect(page.locator("#session-current")).not_to_have_text(f"session {first}")
+        second = page.inner_text("#session-current").split()[-1]
+        # the agent offers list, load, resume, close and delete (v1 sessionCapabilities)
+        page.click("#list-sessions")
+        row = page.locator("#session-list li", has_text=first)
+        expect(row).to_have_count(1, timeout=TIMEOUT)
+        assert row.locator("button").all_inner_texts() == ["load", "resume", "close", "delete"]
+        expect(page.locator("#session-list li", has_text=second)).to_have_count(1)
+        # load: the first session's history replayed into the turn view
+        row.locator("button", has_text="load").click()
+        expect(page.locator("#session-current")).to_have_text(f"session {first}", timeout=TIMEOUT)
+        expect(page.locator("#transcript .msg-agent")).to_have_text(["remember me"])
+        expect(page.locator("#transcript .msg-user")).to_have_text(["remember me"])
+        # delete the other one: gone from the list
+        page.click("#list-sessions")
+        other = page.locator("#session-list li", has_text=second)
+        other.locator("button", has_text="delete").click()
+        expect(page.locator("#transcript")).to_contain_text(f"session deleted: {second}")
+        expect(page.locator("#session-list li", has_text=second)).to_have_count(0, timeout=TIMEOUT)
+        _wire_is_valid(page)

@@ -291,6 +291,45 @@ def update(project: Path = ProjectDir) -> None:
     _run(run_update, project)
 
 
+@app.command(context_settings={"allow_interspersed_args": False})
+def inspect(
+    command: list[str] | None = typer.Argument(
+        None, metavar="[-- CMD ARGS...]", help="The agent to start (stdio)"
+    ),
+    url: str | None = typer.Option(
+        None, "--url", metavar="URL", help="An HTTP agent's endpoint (.../acp) instead of a command"
+    ),
+    websocket: bool = typer.Option(False, "--websocket", help="Reach --url over a WebSocket"),
+    schema: str | None = typer.Option(
+        None, "--schema", metavar="SCHEMA", help=SCHEMA_HELP + " (default: the locked one)"
+    ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", metavar="DIR", help="The session folder: files and terminals stay in it"
+    ),
+    port: int = typer.Option(0, "--port", metavar="N", help="The page's port (0: a free one)"),
+    no_open: bool = typer.Option(False, "--no-open", help="Print the URL, open no browser"),
+    auto_approve: bool = typer.Option(
+        False,
+        "--auto-approve",
+        help="Allow the agent's file writes and terminal commands without asking",
+    ),
+) -> None:
+    """See and drive an ACP agent in a local web page: every frame shown, schema-checked."""
+    from .inspect import run_inspect
+
+    _run(
+        run_inspect,
+        command,
+        url=url,
+        websocket=websocket,
+        schema=schema,
+        cwd=cwd,
+        port=port,
+        open_browser=not no_open,
+        auto_approve=auto_approve,
+    )
+
+
 registry_app = typer.Typer(
     no_args_is_help=True,
     help="The ACP registry entry of an agent (acp-registry/<id>/agent.json + icon.svg).",

@@ -230,12 +230,19 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
         run = f"{script} --url http://127.0.0.1:8000/acp   # prompts from stdin"
     else:
         run = f"{script} -- AGENT_COMMAND...   # starts the agent, prompts from stdin"
+    target = (
+        "--url http://127.0.0.1:8000/acp"
+        if transport == "http"
+        else "-- " + (script if role == "agent" else "AGENT_COMMAND...")
+    )
+    watch = f"  agentgen inspect {target}   # drive it in a browser, every frame checked"
     return "\n".join(
         [
             "next:",
             f"  cd {directory}",
             '  python -m pip install -e ".[test]"',
             f"  {run}",
+            watch,
             "  python -m pytest",
             (
                 f"  your code: {name.replace('-', '_')}{'_client' if role == 'client' else ''}"

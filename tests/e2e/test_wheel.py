@@ -111,6 +111,10 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
         "generator/_data/templates/runtime/wire/jsonrpc.py",
         "generator/_data/schema/manifest.schema.json",
         "generator/_data/schema/upstream.lock.json",
+        # agentgen inspect's page, package data beside its code
+        "generator/inspect/static/index.html",
+        "generator/inspect/static/app.js",
+        "generator/inspect/static/style.css",
     ):
         assert rel in names, rel
     # the runtime is complete: every module of the checkout's runtime is in the wheel
@@ -464,3 +468,12 @@ def test_init_writes_a_manifest_that_validates_and_makes_a_project(
     code, out = _agentgen(installed, "new", "proj", "-m", "agent.yaml", "--no-git", cwd=folder)
     assert code == 0, out
     assert (folder / "proj" / "wheel_agent" / "handlers.py").is_file()
+
+
+def test_inspect_without_the_runtime_extra_says_what_to_install(installed: dict[str, Any]) -> None:
+    # the wheel alone has no web server: one line naming the extra, exit 2, nothing served
+    code, out = _agentgen(installed, "inspect", "--no-open", "--", "true")
+    assert code == 2, out
+    assert "agentgen inspect needs starlette, hypercorn" in out
+    assert 'pip install "acp-agentgen[runtime]"' in out
+    assert "http://" not in out

@@ -89,6 +89,7 @@ def test_new_prints_next_steps(tmp_path: Path) -> None:
     assert lines[2] == "next:" and lines[3] == f"  cd {target}"
     assert any(line.strip().startswith("research-agent ") for line in lines)
     assert any("research_agent/handlers.py" in line for line in lines)
+    assert any(line.startswith("  agentgen inspect -- research-agent ") for line in lines)
 
 
 def test_new_says_what_is_wrong_with_the_manifest_path(tmp_path: Path) -> None:

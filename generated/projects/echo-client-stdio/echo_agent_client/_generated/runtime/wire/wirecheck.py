@@ -325,6 +325,14 @@ class WireCheck:
             _differences(value if value is not None else {}, read, "", problems)
         return [f"{what} ({cls_name}) {p}" for p in problems]
 
+    def problems(self, msg: Any, method: str | None, *, sending: bool) -> list[str]:
+        """What is wrong with one parsed frame (`method`: the request a response answers),
+        nothing logged or raised: for a viewer that marks every frame (agentgen inspect)."""
+        try:
+            return self._problems(msg, method, sending)
+        except Exception as exc:  # noqa: BLE001 - reported like any violation
+            return [f"the check itself failed: {type(exc).__name__}: {exc}"]
+
     # ---- the connection's hooks ---------------------------------------------------
     def sent(self, frame: bytes, method: str | None) -> None:
         """Check a frame about to be written; raises WireCheckError (after recording it)."""

@@ -19,6 +19,7 @@ from .context import AgentContext, Session
 from .errors import RpcError, from_validation_error, invalid_params
 from .interrupts import InterruptDeclined, Interrupts, InterruptUnavailable
 from .jsonrpc import Connection, log
+from .mcp_servers import McpHub, TurnMcp
 from .providers import ProviderRoute, Providers
 from .wire import model_dump, need
 
@@ -152,6 +153,12 @@ class Turn(Authoring, ClientCalls):
         return mcp_servers(self.session.mcp_servers)
 
     @property
+    def mcp(self) -> TurnMcp:
+        """The session's connected MCP servers: `list_tools()`, `call(name, args)` (shown
+        as a tool call), `toolset()` (the same tools for a pydantic-ai agent)."""
+        return TurnMcp(self._host.mcp.sessions.get(self.session.id), self)
+
+    @property
     def config(self) -> Any:
         return self.session.config
 
@@ -250,7 +257,7 @@ class TurnRunner:
     """Runs the prompt turns of one connection: `session/prompt` and `session/cancel`,
     and what a `Turn` asks of its connection (modes, config, providers, interrupts)."""
 
-    __slots__ = ("_handler", "config", "ctx", "extras", "interrupts", "providers")
+    __slots__ = ("_handler", "config", "ctx", "extras", "interrupts", "mcp", "providers")
 
     def __init__(
         self,
@@ -261,8 +268,10 @@ class TurnRunner:
         extras: SessionExtras,
         interrupts: Interrupts,
         providers: Providers,
+        mcp: McpHub,
     ) -> None:
         self.ctx = ctx
+        self.mcp = mcp
         self._handler = handler
         self.config = config
         self.extras = extras

@@ -343,3 +343,120 @@ def test_http_agent_refuses_stdio_servers_unless_allowed(
         assert "result 2 error=False" in frames
     assert any(h.get("authorization") == "Bearer " + HEADER_SECRET for h in recorder.headers)
     assert HEADER_SECRET not in frames + err and ENV_SECRET not in frames + err
+
+
+# ---- the model's view: a pydantic-ai toolset on the same connections ----------------------
+
+MODEL_HANDLERS = """
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import Agent as Model
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from ._generated.dispatcher import AgentBase
+from ._generated.runtime.agent import Turn
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = [p for m in messages for p in m.parts if p.part_kind == "tool-return"]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("tools_add", {"a": 20, "b": 22})])
+    names = ",".join(sorted(t.name for t in info.function_tools))
+    return ModelResponse(parts=[TextPart(f"sum {returns[0].content} of {names}")])
+
+
+MODEL = Model(FunctionModel(script))
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> None:
+        result = await MODEL.run("add", toolsets=[turn.mcp.toolset()])
+        await turn.send_text(result.output)
+"""
+
+
+def test_the_models_toolset_calls_the_sessions_mcp_server(tmp_path: Path, shared_acp: Path) -> None:
+    """`turn.mcp.toolset()` with pydantic-ai's FunctionModel: the model sees the server's
+    tools under their prefixed names and its call reaches the session's own connection
+    (one MCP process for the session, started once)."""
+    import shutil
+
+    env = hs.build(
+        tmp_path,
+        shared_acp,
+        "mcp_model_agent",
+        rev="v1",
+        unstable=False,
+        manifest=MANIFEST,
+        handlers=MODEL_HANDLERS,
+    )
+    runtime = tmp_path / "mcp_model_agent" / "_generated" / "runtime"
+    # shipped with a model project (its adapter imports it); this one copies it in
+    shutil.copy(Path(ms.__file__).parents[1] / "templates/runtime/mcp_toolset.py", runtime)
+
+    async def main() -> Peer:
+        p = Peer(await hs.StdioPeer.start(env, "mcp_model_agent"), False)
+        await p.call("initialize", _init(False))
+        servers = [ms.stdio_server(tmp_path)]
+        new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+        await p.turn(new["result"]["sessionId"], "add")
+        await p.peer.close()
+        return p
+
+    p = asyncio.run(main())
+    # the structured content, as MCPServer wraps a plain return value
+    assert (
+        "sum {'result': 42} of tools_add,tools_die,tools_env_sha,tools_oops,tools_pid" in p.texts()
+    )
+    assert not _said(p.texts(), "MCP server")
+
+
+# ---- the official Python SDK as the client ------------------------------------------------
+
+
+def test_python_sdk_client_passes_an_mcp_server_and_sees_the_tool_result(
+    built: Any, tmp_path: Path
+) -> None:
+    import acp
+
+    env, package = built["v1"]
+    updates: list[Any] = []
+
+    class C:
+        async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+            updates.append(update)
+
+    async def main() -> None:
+        async with acp.spawn_agent_process(
+            C(), hs.PY, "-m", package, env=env, use_unstable_protocol=True
+        ) as (conn, _proc):
+            init = await conn.initialize(protocol_version=1)
+            mcp_caps = init.agent_capabilities.mcp_capabilities
+            assert mcp_caps.http is True and mcp_caps.sse is True
+            server = ms.stdio_server(tmp_path, env={"MCP_SECRET": ENV_SECRET})
+            new = await conn.new_session(
+                cwd=str(tmp_path),
+                mcp_servers=[
+                    acp.schema.McpServerStdio(
+                        name=server["name"],
+                        command=server["command"],
+                        args=server["args"],
+                        env=[acp.schema.EnvVariable(name="MCP_SECRET", value=ENV_SECRET)],
+                    )
+                ],
+            )
+            prompt = [acp.text_block('call tools_add {"a": 40, "b": 2}')]
+            resp = await conn.prompt(session_id=new.session_id, prompt=prompt)
+            assert resp.stop_reason == "end_turn"
+
+    asyncio.run(main())
+    dumped = [u.model_dump(by_alias=True, exclude_none=True) for u in updates]
+    calls = [u for u in dumped if u["sessionUpdate"] in ("tool_call", "tool_call_update")]
+    assert calls[0]["title"] == "tools_add" and calls[-1]["status"] == "completed"
+    assert calls[-1]["rawOutput"]["content"] == [{"type": "text", "text": "42"}]
+    texts = [u["content"]["text"] for u in dumped if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "result 42 error=False" in texts
+    assert ENV_SECRET not in json.dumps(dumped)

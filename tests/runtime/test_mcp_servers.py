@@ -286,6 +286,20 @@ class WsPeer:
         self._stack.close()
 
 
+def _ws_turn(peer: WsPeer, rid: int, sid: str, text: str) -> list[dict[str, Any]]:
+    """A v2 prompt over the WebSocket: the updates until the turn's idle state_update."""
+    answer, seen = peer.call(rid, "session/prompt", hs.text_prompt(sid, text))
+    assert "result" in answer, answer
+    updates = [m["params"]["update"] for m in seen if m.get("method") == "session/update"]
+    while not any(u.get("state") == "idle" for u in updates):
+        raw = peer.ws.recv(timeout=30)
+        peer.frames.append(str(raw))
+        msg = json.loads(raw)
+        if msg.get("method") == "session/update":
+            updates.append(msg["params"]["update"])
+    return updates
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> str:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
@@ -300,6 +314,7 @@ def test_http_agent_refuses_stdio_servers_unless_allowed(
     port = hs.free_port()
     extra = {"ACP_ALLOW_STDIO_MCP": "1"} if allowed else {}
     proc = hs.start_http(env, package, port, ACP_SESSION_DB=str(tmp_path / "s.db"), **extra)
+    pids: list[int] = []
     with ms.running_http_mcp() as (url, recorder):
         try:
             peer = WsPeer(port)
@@ -318,23 +333,20 @@ def test_http_agent_refuses_stdio_servers_unless_allowed(
                 # the HTTP server alone is fine
                 new, _ = peer.call(3, "session/new", {"cwd": "/tmp", "mcpServers": servers[1:]})
             sid = new["result"]["sessionId"]
-            prompt = hs.text_prompt(sid, 'call web_mul {"a": 3, "b": 4}')
-            _, seen = peer.call(4, "session/prompt", prompt)
-            while not any(
-                m.get("params", {}).get("update", {}).get("state") == "idle" for m in seen
-            ):
-                seen.append(json.loads(peer.ws.recv(timeout=30)))
-                peer.frames.append(json.dumps(seen[-1]))
+            _ws_turn(peer, 4, sid, 'call web_mul {"a": 3, "b": 4}')
             if allowed:
-                _, more = peer.call(
-                    5, "session/prompt", hs.text_prompt(sid, 'call tools_add {"a": 1, "b": 1}')
-                )
-                while not any(
-                    m.get("params", {}).get("update", {}).get("state") == "idle" for m in more
-                ):
-                    more.append(json.loads(peer.ws.recv(timeout=30)))
-                    peer.frames.append(json.dumps(more[-1]))
-            peer.close()
+                _ws_turn(peer, 5, sid, 'call tools_add {"a": 1, "b": 1}')
+                updates = _ws_turn(peer, 6, sid, "call tools_pid")
+                texts = [
+                    u["content"]["text"]
+                    for u in updates
+                    if u["sessionUpdate"] == "agent_message_chunk"
+                ]
+                pids.append(int(next(t for t in texts if t.startswith("result ")).split()[1]))
+                assert ms.alive(pids[0])
+            peer.close()  # the WebSocket connection ends: its sessions' servers are closed
+            if pids:
+                assert ms.gone(pids[0], timeout=10), "an MCP server outlived its connection"
         finally:
             err = _stop(proc)
     frames = "".join(peer.frames)

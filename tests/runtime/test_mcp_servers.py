@@ -344,9 +344,29 @@ def test_http_agent_refuses_stdio_servers_unless_allowed(
                 ]
                 pids.append(int(next(t for t in texts if t.startswith("result ")).split()[1]))
                 assert ms.alive(pids[0])
-            peer.close()  # the WebSocket connection ends: its sessions' servers are closed
-            if pids:
-                assert ms.gone(pids[0], timeout=10), "an MCP server outlived its connection"
+                # another connection resumes the session with its own server: the first
+                # connection's is closed (the session moved), the new one connected
+                other = WsPeer(port)
+                other.call(1, "initialize", _init(True))
+                resumed, _ = other.call(
+                    2,
+                    "session/resume",
+                    {"sessionId": sid, "cwd": "/tmp", "mcpServers": servers[:1]},
+                )
+                assert "result" in resumed, resumed
+                assert ms.gone(pids[0], timeout=10), "a taken-over session kept its MCP server"
+                updates = _ws_turn(other, 3, sid, "call tools_pid")
+                texts = [
+                    u["content"]["text"]
+                    for u in updates
+                    if u["sessionUpdate"] == "agent_message_chunk"
+                ]
+                pids.append(int(next(t for t in texts if t.startswith("result ")).split()[1]))
+                assert pids[1] != pids[0] and ms.alive(pids[1])
+                peer.frames += other.frames
+                other.close()  # its connection ends: its sessions' servers are closed
+                assert ms.gone(pids[1], timeout=10), "an MCP server outlived its connection"
+            peer.close()
         finally:
             err = _stop(proc)
     frames = "".join(peer.frames)

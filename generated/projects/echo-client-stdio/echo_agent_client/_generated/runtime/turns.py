@@ -268,10 +268,10 @@ class TurnRunner:
         extras: SessionExtras,
         interrupts: Interrupts,
         providers: Providers,
-        mcp: McpHub,
+        mcp: McpHub | None = None,
     ) -> None:
         self.ctx = ctx
-        self.mcp = mcp
+        self.mcp = mcp if mcp is not None else McpHub(ctx)  # the sessions' MCP servers
         self._handler = handler
         self.config = config
         self.extras = extras

@@ -79,10 +79,11 @@ def stdio_server(
 
 
 def http_server(
-    url: str, name: str = "web", headers: dict[str, str] | None = None
+    url: str, name: str = "web", headers: dict[str, str] | None = None, *, kind: str = "http"
 ) -> dict[str, Any]:
+    """An `McpServerHttp` (or, `kind` "sse", an `McpServerSse`) of a session/new."""
     return {
-        "type": "http",
+        "type": kind,
         "name": name,
         "url": url,
         "headers": [{"name": k, "value": v} for k, v in (headers or {}).items()],
@@ -103,8 +104,9 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def running_http_mcp() -> Iterator[tuple[str, Recorder]]:
-    """A streamable-HTTP MCP server (tool `mul`) on 127.0.0.1:<free port>: (url, recorder)."""
+def running_http_mcp(kind: str = "http") -> Iterator[tuple[str, Recorder]]:
+    """An MCP server (tool `mul`) on 127.0.0.1:<free port>, streamable HTTP (`kind`
+    "http", at /mcp) or SSE ("sse", at /sse): (url, recorder)."""
     from mcp.server.mcpserver import MCPServer
 
     mcp = MCPServer("web")
@@ -114,14 +116,14 @@ def running_http_mcp() -> Iterator[tuple[str, Recorder]]:
         """Multiply two numbers."""
         return a * b
 
-    app = Recorder(mcp.streamable_http_app())
+    app = Recorder(mcp.sse_app() if kind == "sse" else mcp.streamable_http_app())
     server = ListeningServer(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.listening.wait(15), "the MCP server did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}/mcp", app
+        yield f"http://127.0.0.1:{port}/{'sse' if kind == 'sse' else 'mcp'}", app
     finally:
         server.should_exit = True
         thread.join(10)

@@ -113,6 +113,10 @@ class McpLink:
         return self.state == READY
 
     async def _run(self) -> None:
+        if self._closing.is_set():  # closed before it began: nothing to start
+            self.state = CLOSED
+            self._ready.set()
+            return
         import anyio
 
         try:

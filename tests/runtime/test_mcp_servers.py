@@ -149,7 +149,10 @@ def test_stdio_agent_connects_and_calls_the_clients_mcp_servers(
 ) -> None:
     env, package = built[rev]
     v2 = rev == "v2"
-    with ms.running_http_mcp() as (url, recorder):
+    with (
+        ms.running_http_mcp() as (url, recorder),
+        ms.running_http_mcp("sse") as (sse_url, sse_recorder),
+    ):
 
         async def main() -> tuple[Peer, int, int, bytes]:
             p = Peer(await hs.StdioPeer.start(env, package), v2)
@@ -164,9 +167,14 @@ def test_stdio_agent_connects_and_calls_the_clients_mcp_servers(
                 ms.stdio_server(tmp_path, env={"MCP_SECRET": ENV_SECRET}, v2=v2),
                 ms.http_server(url, headers={"X-Api-Key": HEADER_SECRET}),
             ]
+            if not v2:  # SSE is a v1 transport (v2 has http and stdio)
+                sse = ms.http_server(sse_url, "events", {"X-Api-Key": HEADER_SECRET}, kind="sse")
+                servers.append(sse)
             new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
             sid = new["result"]["sessionId"]
             await p.turn(sid, "tools")
+            if not v2:
+                await p.turn(sid, 'call events_mul {"a": 5, "b": 5}')
             updates = await p.turn(sid, 'call tools_add {"a": 2, "b": 3}')
             calls = [u for u in updates if u["sessionUpdate"] in ("tool_call", "tool_call_update")]
             assert calls[0]["title"] == "tools_add" and calls[0]["status"] == "in_progress"
@@ -186,7 +194,12 @@ def test_stdio_agent_connects_and_calls_the_clients_mcp_servers(
 
         p, pid, rc, err = asyncio.run(main())
     texts = p.texts()
-    assert "tools tools_add,tools_die,tools_env_sha,tools_oops,tools_pid,web_mul" in texts
+    listed = "tools_add,tools_die,tools_env_sha,tools_oops,tools_pid,web_mul"
+    if not v2:
+        listed = "events_mul," + listed
+        assert "result 25 error=False" in texts
+        assert any(h.get("x-api-key") == HEADER_SECRET for h in sse_recorder.headers)
+    assert "tools " + listed in texts
     assert "result 5 error=False" in texts and "result 42 error=False" in texts
     digest = hashlib.sha256(ENV_SECRET.encode()).hexdigest()[:12]
     assert f"result {digest} error=False" in texts  # the env reached the server
@@ -199,16 +212,21 @@ def test_stdio_agent_connects_and_calls_the_clients_mcp_servers(
     assert HEADER_SECRET not in wire and ENV_SECRET not in wire
 
 
-def test_failures_are_reported_once_and_the_session_goes_on(built: Any, tmp_path: Path) -> None:
-    env, package = built["v1"]
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_failures_are_reported_once_and_the_session_goes_on(
+    built: Any, rev: str, tmp_path: Path
+) -> None:
+    env, package = built[rev]
+    v2 = rev == "v2"
+    stdio = {"type": "stdio"} if v2 else {}
 
     async def main() -> Peer:
-        p = Peer(await hs.StdioPeer.start(env, package), False)
-        await p.call("initialize", _init(False))
+        p = Peer(await hs.StdioPeer.start(env, package), v2)
+        await p.call("initialize", _init(v2))
         servers = [
-            {"name": "broken", "command": "/bin/false", "args": [], "env": []},
-            {"name": "relative", "command": "python3", "args": [], "env": []},
-            ms.stdio_server(tmp_path),
+            {**stdio, "name": "broken", "command": "/bin/false", "args": [], "env": []},
+            {**stdio, "name": "relative", "command": "python3", "args": [], "env": []},
+            ms.stdio_server(tmp_path, v2=v2),
         ]
         new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
         sid = new["result"]["sessionId"]

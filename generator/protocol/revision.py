@@ -227,6 +227,9 @@ def describe(
         session_flags=d.flags("SessionCapabilities"),
         providers="providers" if prov is not None else None,
         providers_is_flag=isinstance(prov, dict) and prov.get("type") == "boolean",
+        mcp=d.path_to(caps, "McpCapabilities"),
+        mcp_fields=tuple(sorted(k for k in d.props("McpCapabilities") if k != "_meta")),
+        mcp_flags=d.flags("McpCapabilities"),
     )
     elicit_field = d.field_to("ClientCapabilities", "ElicitationCapabilities")
     client_caps = rv.ClientCapabilityNames(

@@ -169,7 +169,9 @@ def test_v2_initialize_sends_capability_markers_never_booleans(v2: dict[str, Any
         caps = r["result"]["capabilities"]
         assert caps["session"]["prompt"] == {"embeddedContext": {}}
         assert _booleans(caps) == []
-        assert all(v == {} for k, v in caps["session"].items() if k != "prompt"), caps
+        session = caps["session"]
+        assert all(v == {} for k, v in session.items() if k not in ("prompt", "mcp")), caps
+        assert session["mcp"] == {"http": {}, "stdio": {}}  # the MCP transports it connects
         await p.conn.close()
 
     asyncio.run(main())

@@ -118,6 +118,9 @@ _IMPORTS = {
     # extras of an HTTP agent (several replicas), imported only when configured
     "psycopg": {"psycopg", "psycopg_pool"},
     "redis": {"redis"},
+    # the `mcp` extra: the MCP servers a client passes (runtime/agent/mcp_link.py)
+    "mcp": {"mcp"},
+    "anyio": {"anyio"},
 }
 
 

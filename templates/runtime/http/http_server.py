@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
 from ..agent.agent import AgentRuntime
+from ..agent.mcp_servers import McpPolicy
 from ..sessions.session_methods import advertise
 from ..sessions.session_record import callbacks_for
 from ..sessions.session_store import open_default_store
@@ -87,13 +88,23 @@ def agent_factory(
     store: SessionStore,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     replica: str | None = None,
+    allow_stdio_mcp: bool | None = None,
 ) -> ConnectionFactory:
     """The per-connection runtime for ``create_app``: one ``SessionConnection`` per ACP
     connection, sessions persisted in ``store`` (see sessions.py); when the manifest
     declares ``output_modes.async.callback``, a prompt with ``_meta.callbackUrl`` also gets
-    its result POSTed there, signed (see ``callbacks.py``)."""
+    its result POSTed there, signed (see ``callbacks.py``).  Its clients are remote: a
+    stdio MCP server they pass is refused unless ``allow_stdio_mcp`` (else
+    ``ACP_ALLOW_STDIO_MCP=1``; see mcp_servers.py)."""
+    policy = McpPolicy.http(allow_stdio_mcp)
+
+    def make_agent() -> AgentRuntime:
+        rt = agent_cls()
+        rt.mcp_hub.policy = policy
+        return rt
+
     return SessionCore(
-        agent_cls,
+        make_agent,
         store,
         max_message_size=max_message_size,
         callbacks=callbacks_for(agent_cls),
@@ -107,6 +118,7 @@ def app_for(
     store: SessionStore | None = None,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     allow_missing_auth: bool = False,
+    allow_stdio_mcp: bool | None = None,
     **options: Any,
 ) -> Starlette:
     """The ASGI app of a generated agent: auth and the well-known document from its manifest.
@@ -127,6 +139,7 @@ def app_for(
 
     async def document() -> dict[str, Any]:
         rt = agent_cls()
+        rt.mcp_hub.policy = McpPolicy.http(allow_stdio_mcp)
         info = rt.agent_info()
         info["endpoints"] = {"acp": ENDPOINT, "health": "/health", "websocket": ENDPOINT}
         advertise(rt, info.get("capabilities"))  # the session methods the core serves
@@ -143,7 +156,8 @@ def app_for(
     options.setdefault("max_body", max_message_size)
     router = options.get("router")
     owner = replica or (router.replica if router is not None else None)
-    return create_app(agent_factory(agent_cls, store, max_message_size, owner), **options)
+    factory = agent_factory(agent_cls, store, max_message_size, owner, allow_stdio_mcp)
+    return create_app(factory, **options)
 
 
 def serve_http(

@@ -41,6 +41,7 @@ from .runtime.agent.clientcalls import (
     TerminalOutput,
 )
 from .runtime.agent.commands import SlashCommand
+from .runtime.agent.mcp_link import McpTool, McpToolError, McpToolResult
 from .runtime.client import content
 from .runtime.client.client import prompt_turn, spawn_agent
 from .runtime.serve import run_agent
@@ -66,6 +67,9 @@ __all__ = [
     "InterruptDeclined",
     "Location",
     "McpServer",
+    "McpTool",
+    "McpToolError",
+    "McpToolResult",
     "PermissionKind",
     "PermissionOption",
     "PermissionOutcome",

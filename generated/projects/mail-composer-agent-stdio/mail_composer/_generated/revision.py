@@ -480,6 +480,9 @@ REVISION = Revision(
         providers_is_flag=False,
         prompt_flags=("audio", "embeddedContext", "image"),
         session_flags=(),
+        mcp=("mcpCapabilities",),
+        mcp_fields=("acp", "http", "sse"),
+        mcp_flags=("acp", "http", "sse"),
     ),
     client_capabilities=ClientCapabilityNames(elicitation="elicitation", elicitation_form="form"),
     auth_method=AuthMethodShape(

@@ -120,6 +120,13 @@ def _http_options(ap: argparse.ArgumentParser) -> None:
         default=os.environ.get("ACP_ALLOW_MISSING_AUTH") == "1",
         help="start even when an auth secret is unset or empty (that scheme refuses everyone)",
     )
+    ap.add_argument(
+        "--allow-stdio-mcp",
+        action="store_true",
+        default=os.environ.get("ACP_ALLOW_STDIO_MCP", "").strip() == "1",
+        help="run the stdio MCP servers (commands) remote clients pass in session/new: "
+        "only for clients you trust with this machine (env ACP_ALLOW_STDIO_MCP=1)",
+    )
 
 
 def _transport_module(name: str) -> Any:
@@ -163,6 +170,7 @@ def run_agent(
             max_per_address=args.max_connections_per_address,
             shutdown_grace=args.shutdown_grace,
             allow_missing_auth=args.allow_missing_auth,
+            allow_stdio_mcp=args.allow_stdio_mcp,
         )
         return
     try:

@@ -174,6 +174,7 @@ class SessionConnection(Connection):
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
 
     def _forget(self, sid: str) -> None:
+        self.rt.mcp_hub.discard(sid)  # its MCP servers are closed
         self.held.discard(sid)
         self.rt.sessions.pop(sid, None)
         if self.core.owners.get(sid) is self:
@@ -277,10 +278,10 @@ class SessionConnection(Connection):
             )
 
     async def _load(self, params: Any, ctx: Any) -> Any:
-        return await self._attach(params, replay=True)
+        return await self._attach(params, ctx, replay=True)
 
     async def _resume(self, params: Any, ctx: Any) -> Any:
-        return await self._attach(params, replay=replay_from(params, v2=self.v2))
+        return await self._attach(params, ctx, replay=replay_from(params, v2=self.v2))
 
     def _owned(self, name: str) -> Wrapper:
         """A request acting on one existing session: this connection must own it (taken
@@ -315,9 +316,10 @@ class SessionConnection(Connection):
 
     def _persisted(self, handler: Handler) -> Handler:
         async def call(params: Any, ctx: Any) -> Any:
+            self.rt.mcp_hub.check(params)  # a stdio MCP server this agent may not start
             result = await handler(params, ctx)
             if type(result) is dict:
-                await self._created(result, params)
+                await self._created(result, params, ctx)
             return result
 
         return call
@@ -337,7 +339,7 @@ class SessionConnection(Connection):
 
         return wrapper
 
-    async def _created(self, result: dict[str, Any], params: Any) -> None:
+    async def _created(self, result: dict[str, Any], params: Any, ctx: Any) -> None:
         sid = result.get("sessionId")
         s = self.rt.sessions.get(sid) if type(sid) is str else None
         if s is None:
@@ -356,11 +358,13 @@ class SessionConnection(Connection):
             self.rt.sessions.pop(s.id, None)
             raise
         self._hold(s.id)
+        self.rt.mcp_hub.open(s.id, params, s.cwd, ctx)
 
-    async def _attach(self, params: Any, *, replay: bool) -> dict[str, Any]:
+    async def _attach(self, params: Any, ctx: Any, *, replay: bool) -> dict[str, Any]:
         sid = params.get("sessionId") if type(params) is dict else None
         if type(sid) is not str:
             raise unknown_session(sid)
+        self.rt.mcp_hub.check(params)
         s = await self._restore(sid, params, take_over=True)
         if replay:
             store = self.core.store
@@ -371,6 +375,9 @@ class SessionConnection(Connection):
             for frame in primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
         return self.rt.session_setup.opened(s, params, None, loaded=True)  # commands before it
+        result = self.rt.session_setup.opened(s, params, None, loaded=True)  # commands before it
+        self.rt.mcp_hub.open(sid, params, s.cwd, ctx)  # its MCP servers, from this request
+        return result
 
     async def _list(self, params: Any, ctx: Any) -> dict[str, Any]:
         return await list_sessions(self.core.store, params)
@@ -560,3 +567,4 @@ class SessionConnection(Connection):
             with contextlib.suppress(Exception):
                 await self.core.store.release(sid, self.owner)
         self.held.clear()
+        await self.rt.mcp_hub.aclose()  # no MCP server outlives its connection

@@ -69,6 +69,10 @@ class AgentCapabilityNames(NamedTuple):
     # flags); every other field is an object marker: `{}` supported, absent not (v2)
     prompt_flags: tuple[str, ...] = ()
     session_flags: tuple[str, ...] = ()
+    # path to McpCapabilities: ("mcpCapabilities",) (v1) | ("session", "mcp") (v2); () none
+    mcp: tuple[str, ...] = ()
+    mcp_fields: tuple[str, ...] = ()  # its transports: ("http", "sse") | ("http", "stdio")
+    mcp_flags: tuple[str, ...] = ()  # those typed boolean (v1); the others `{}` markers
 
     def mark(self, flags: tuple[str, ...], values: dict[str, bool]) -> dict[str, Any]:
         """`values` (capability -> supported) in the revision's shape: a flag is written

@@ -20,6 +20,7 @@ from .commands import SessionExtras, SlashCommand, parse_command
 from .config import SessionConfig
 from .context import AgentContext, Session
 from .interrupts import InterruptDeclined, Interrupts, InterruptUnavailable
+from .mcp_servers import McpHub, TurnMcp
 from .providers import ProviderRoute, Providers
 
 if TYPE_CHECKING:
@@ -152,6 +153,12 @@ class Turn(Authoring, ClientCalls):
         return mcp_servers(self.session.mcp_servers)
 
     @property
+    def mcp(self) -> TurnMcp:
+        """The session's connected MCP servers: `list_tools()`, `call(name, args)` (shown
+        as a tool call), `toolset()` (the same tools for a pydantic-ai agent)."""
+        return TurnMcp(self._host.mcp.sessions.get(self.session.id), self)
+
+    @property
     def config(self) -> Any:
         return self.session.config
 
@@ -250,7 +257,7 @@ class TurnRunner:
     """Runs the prompt turns of one connection: `session/prompt` and `session/cancel`,
     and what a `Turn` asks of its connection (modes, config, providers, interrupts)."""
 
-    __slots__ = ("_handler", "config", "ctx", "extras", "interrupts", "providers")
+    __slots__ = ("_handler", "config", "ctx", "extras", "interrupts", "mcp", "providers")
 
     def __init__(
         self,
@@ -261,8 +268,10 @@ class TurnRunner:
         extras: SessionExtras,
         interrupts: Interrupts,
         providers: Providers,
+        mcp: McpHub | None = None,
     ) -> None:
         self.ctx = ctx
+        self.mcp = mcp if mcp is not None else McpHub(ctx)  # the sessions' MCP servers
         self._handler = handler
         self.config = config
         self.extras = extras

@@ -35,6 +35,7 @@ from .config import SessionConfig, SessionSetup
 from .context import STATE_ERROR, AgentContext, Session, StateMachine
 from .dispatch import Dispatcher, immediate_methods
 from .interrupts import InterruptDeclined, Interrupts
+from .mcp_servers import McpHub
 from .providers import ProviderRoute, Providers
 from .turns import Turn, TurnRunner
 
@@ -53,6 +54,9 @@ class AgentRuntime(Dispatcher):
         self._acp_extras = SessionExtras(ctx)
         self._acp_config = SessionConfig(ctx, self._acp_extras)
         self._acp_providers = Providers(m)
+        # the MCP servers clients pass (mcp_servers.py); the session layer opens and
+        # closes them, an HTTP transport sets its policy
+        self.mcp_hub = McpHub(ctx)
         # what the session layer (sessions.py) asks of this runtime
         self.session_setup = SessionSetup(ctx, self._acp_config, self._acp_extras)
         self._acp_turns = TurnRunner(
@@ -62,6 +66,7 @@ class AgentRuntime(Dispatcher):
             extras=self._acp_extras,
             interrupts=Interrupts(ctx),
             providers=self._acp_providers,
+            mcp=self.mcp_hub,
         )
         self._login_methods = agent_auth.manifest_methods(m)
         self._authenticated = False
@@ -169,6 +174,7 @@ class AgentRuntime(Dispatcher):
             _put(caps, names.prompt, names.mark(names.prompt_flags, wanted))
         if self._acp_providers and names.providers:
             caps[names.providers] = True if names.providers_is_flag else {}
+        self.mcp_hub.advertise(names, caps)
         return caps
 
     def _auth_methods(self) -> list[dict[str, Any]]:

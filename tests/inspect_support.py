@@ -90,13 +90,25 @@ class Inspector:
 
 @contextlib.contextmanager
 def inspector(
-    *args: str, cwd: Path, cache: Path, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    cache: Path,
+    env: dict[str, str] | None = None,
+    open_browser: bool = False,
 ) -> Iterator[Inspector]:
-    """`agentgen inspect --no-open --port 0 --cwd CWD ARGS...` until the block ends."""
-    full = {**(env or os.environ), "XDG_CACHE_HOME": str(cache), "BROWSER": "true"}
+    """`agentgen inspect [--no-open] --port 0 --cwd CWD ARGS...` until the block ends (the
+    browser `BROWSER` names is opened with `open_browser`)."""
+    full = {"BROWSER": "true", **(env or os.environ), "XDG_CACHE_HOME": str(cache)}
     full["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), full.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(
-        [PY, "-m", "generator", "inspect", "--no-open", "--port", "0", "--cwd", str(cwd), *args],
+        [
+            PY,
+            "-m",
+            "generator",
+            "inspect",
+            *([] if open_browser else ["--no-open"]),
+            *("--port", "0", "--cwd", str(cwd), *args),
+        ],
         env=full,
         cwd=cwd,
         stdin=subprocess.DEVNULL,

@@ -41,9 +41,9 @@ def problem_pointer(msg: Any, text: str) -> str:
         return ""
     part = "params" if "method" in msg else "result" if "result" in msg else None
     match = _LOC.search(text)
-    if part is None:
-        return ""
-    if match is None or not match.group(1) or match.group(1) == "<root>":
+    if part is None or match is None:
+        return ""  # the frame itself (not JSON-RPC, a method this side may not call)
+    if not match.group(1) or match.group(1) == "<root>":
         return "/" + part
     node: Any = msg.get(part)
     steps: list[str | int] = [part]

@@ -87,9 +87,25 @@ class WireLog:
         return method, [{"pointer": problem_pointer(msg, t), "message": t} for t in texts]
 
 
-def revision_facts(rev: Any) -> dict[str, Any]:
+def _value_tag(models: Any, rev: Any) -> str | None:
+    """The `type` a select option's value carries in session/set_config_option (v2: "id"),
+    None where the revision's request takes the bare value: asked of its model."""
+    entry = rev.side("agent").get("session/set_config_option")
+    cls = getattr(models, entry.params, None) if entry is not None and entry.params else None
+    if cls is None:
+        return None
+    bare = {"sessionId": "s", "configId": "c", "value": "v"}
+    try:
+        cls.model_validate(bare)
+    except Exception:  # noqa: BLE001 - pydantic's ValidationError: a tag is required
+        return "id"
+    return None
+
+
+def revision_facts(rev: Any, models: Any = None) -> dict[str, Any]:
     """What the page needs to know of the negotiated revision's wire names."""
     return {
+        "configValueType": _value_tag(models, rev),
         "protocolVersion": rev.protocol_version,
         "agentMethods": sorted(rev.side("agent")),
         "clientMethods": sorted(rev.side("client")),
@@ -408,7 +424,8 @@ class Bridge:
                 )
                 rev = self.client.revision
                 self.wire.check = self.rt.wire_check(self.client, rev)
-                self.emit("initialized", result=init, facts=revision_facts(rev))
+                facts = revision_facts(rev, self.rt.models_of(rev.package))
+                self.emit("initialized", result=init, facts=facts)
                 closed = asyncio.ensure_future(self.agent.connection.closed.wait())
                 stop = asyncio.ensure_future(self.stopped.wait())
                 await asyncio.wait({closed, stop}, return_when=asyncio.FIRST_COMPLETED)

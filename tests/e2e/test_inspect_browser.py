@@ -287,6 +287,18 @@ def test_a_v2_coder_turn_renders(page: Any, tmp_path: Path, shared_acp: Path, ca
         assert page.locator(".plan li.completed").count() == 3
         assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+        # v2 modes are a config option (category mode): a live select on the page
+        select = page.locator("#config-options select")
+        assert select.locator("option").all_inner_texts() == ["Code", "Ask"]
+        select.select_option("ask")
+        expect = pytest.importorskip("playwright.sync_api").expect
+        expect(page.locator("#wire")).to_contain_text("session/set_config_option")
+        expect(page.locator("#wire")).to_contain_text("(session/set_config_option)")
+        page.evaluate("document.getElementById('transcript').replaceChildren()")
+        _prompt(page, "replace `'hi'` with `'hey'` in app.py")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        assert "nothing written" in page.inner_text("#transcript")
+        assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
         _wire_is_valid(page)
 
 

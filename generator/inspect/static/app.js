@@ -186,7 +186,7 @@ function showConfig(options) {
         input.append(opt);
       }
       input.value = o[f.configCurrent];
-      input.onchange = () => set({ value: input.value });
+      input.onchange = () => set(f.configValueType ? { type: f.configValueType, value: input.value } : { value: input.value });
     }
     input.dataset.configId = id;
     row.append(input);

@@ -135,8 +135,9 @@ def inspector(
             proc.wait(5)
 
 
-# A deliberately broken agent: valid initialize and session/new, then one session/update
-# whose text block carries a number where the schema wants a string.
+# A deliberately broken agent: valid initialize (one auth method), authenticate and
+# session/new, then one session/update whose text block carries a number where the schema
+# wants a string.
 BROKEN_AGENT = r"""
 import json, sys
 
@@ -150,8 +151,11 @@ for line in sys.stdin:
     method, rid = msg.get("method"), msg.get("id")
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {}, "authMethods": [],
+              "agentCapabilities": {},
+              "authMethods": [{"id": "login", "name": "Log in", "description": "a test"}],
               "agentInfo": {"name": "broken", "version": "0.0.1"}}})
+    elif method == "authenticate":
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s1"}})
     elif method == "session/prompt":

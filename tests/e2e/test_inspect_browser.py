@@ -246,7 +246,14 @@ def test_the_wire_view_marks_an_invalid_frame_at_its_pointer(
     with inspector(
         "--schema", str(schema_path(shared_acp)), "--", PY, str(agent), cwd=tmp_path, cache=cache
     ) as running:
-        _open_session(page, running.url)
+        page.goto(running.url)
+        page.wait_for_selector("#status.ok", timeout=TIMEOUT)
+        # the agent's auth method, and `authenticate` from its button
+        assert page.inner_text("#auth-methods .row span") == "Log in — a test"
+        page.click("#auth-methods button")
+        page.wait_for_selector("text=authenticated with login", timeout=TIMEOUT)
+        page.click("#new-session")
+        page.wait_for_selector("#session-current:not(.muted)", timeout=TIMEOUT)
         _prompt(page, "anything")
         page.wait_for_selector("#wire tr.invalid", timeout=TIMEOUT)
         row = page.locator("#wire tr.invalid")
@@ -259,7 +266,7 @@ def test_the_wire_view_marks_an_invalid_frame_at_its_pointer(
         assert "Input should be a valid string" in detail
         page.check("#wire-invalid")
         assert page.locator("#wire tr.frame:not([hidden])").count() == 1
-        assert page.inner_text("#wire-count") == "7 frames, 1 invalid"
+        assert page.inner_text("#wire-count") == "9 frames, 1 invalid"
         # the agent's stderr
         assert "broken agent: up" in page.inner_text("#stderr")
 

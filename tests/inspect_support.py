@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,22 @@ class Inspector:
         self.port = int(m.group(1))
         self.token = m.group(2)
         self.base = f"http://127.0.0.1:{self.port}"
+        self.stderr: list[str] = []  # its lines, as they come
+
+    def read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def wait_stderr(self, text: str, timeout: float = 20) -> str:
+        """The first stderr line holding `text` (a poll: another process writes it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in list(self.stderr):
+                if text in line:
+                    return line
+            assert time.monotonic() < deadline, f"no {text!r} on stderr: {self.stderr}"
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -123,9 +140,10 @@ def inspector(
         if m is None:
             err = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
             raise AssertionError(f"first stdout line of agentgen inspect: {line!r} {err}")
-        for stream in (proc.stdout, proc.stderr):
-            threading.Thread(target=stream.read, daemon=True).start()
-        yield Inspector(proc, m.group(1))
+        found = Inspector(proc, m.group(1))
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        threading.Thread(target=found.read_stderr, daemon=True).start()
+        yield found
     finally:
         proc.terminate()
         try:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -405,7 +406,8 @@ class Bridge:
             await conn.close()
 
     async def run(self) -> None:
-        """Connect, initialize, and serve until `stopped` is set or the agent goes away."""
+        """Connect, initialize, and serve until the agent goes away (or this is cancelled:
+        the agent is ended then)."""
         target = self.url or " ".join(self.command)
         self.emit(
             "connecting", target=target, transport="stdio" if self.command else "http", cwd=self.cwd
@@ -426,16 +428,17 @@ class Bridge:
                 self.wire.check = self.rt.wire_check(self.client, rev)
                 facts = revision_facts(rev, self.rt.models_of(rev.package))
                 self.emit("initialized", result=init, facts=facts)
-                closed = asyncio.ensure_future(self.agent.connection.closed.wait())
-                stop = asyncio.ensure_future(self.stopped.wait())
-                await asyncio.wait({closed, stop}, return_when=asyncio.FIRST_COMPLETED)
-                closed.cancel()
-                stop.cancel()
+                await self.agent.connection.closed.wait()
                 reason = self.agent.connection.close_reason
-                if reason is not None and not self.stopped.is_set():
+                if reason is not None:
                     self.emit("closed", reason=str(reason))
+                    print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - shown on the page and the terminal
-            self.emit("closed", reason=f"{type(exc).__name__}: {exc}")
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, OSError) and self.command:
+                reason = f"cannot start the agent `{' '.join(self.command)}`: {exc.strerror or exc}"
+            self.emit("closed", reason=reason)
+            print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
         finally:
             for fut in self.questions.values():
                 if not fut.done():

@@ -146,3 +146,40 @@ def test_the_browser_named_by_BROWSER_gets_the_url(
             assert time.monotonic() < deadline, "the browser was not opened"
             time.sleep(0.05)
         assert opened.read_text().strip() == running.url
+
+
+def test_sigterm_ends_the_inspector_and_its_agent(
+    tmp_path: Path, shared_acp: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pid_file = tmp_path / "agent.pid"
+    agent = tmp_path / "stubborn_agent.py"  # ignores the end of its stdin
+    agent.write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    cache = tmp_path_factory.getbasetemp() / "inspect-cache"
+    with inspector(
+        "--schema", str(schema_path(shared_acp)), "--", PY, str(agent), cwd=tmp_path, cache=cache
+    ) as running:
+        deadline = time.monotonic() + 20
+        while not (pid_file.exists() and pid_file.read_text()):  # a poll: another process
+            assert time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        running.proc.terminate()
+        assert running.proc.wait(20) == 0, "".join(running.stderr)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_an_agent_that_cannot_start_is_named_on_stderr(
+    tmp_path: Path, shared_acp: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cache = tmp_path_factory.getbasetemp() / "inspect-cache"
+    missing = str(tmp_path / "no-such-agent")
+    with inspector(
+        "--schema", str(schema_path(shared_acp)), "--", missing, cwd=tmp_path, cache=cache
+    ) as running:
+        line = running.wait_stderr("agentgen inspect: cannot start the agent")
+    assert (
+        line == f"agentgen inspect: cannot start the agent `{missing}`: No such file or directory\n"
+    )

@@ -120,6 +120,7 @@ def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) 
     assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
     assert page.locator(".diff .del").first.inner_text() == "-     return 'hello'"
     assert page.locator(".tool pre.term").count() == 1
+    assert page.inner_text(".tool pre.term") == "(no output)\n[exit 0]"  # py_compile: quiet
     assert "py_compile" in transcript
     statuses = page.locator(".tool .status").all_inner_texts()
     assert statuses and set(statuses) == {"completed"}, statuses
@@ -342,4 +343,36 @@ def test_sessions_are_listed_loaded_and_deleted_from_the_page(
         other.locator("button", has_text="delete").click()
         expect(page.locator("#transcript")).to_contain_text(f"session deleted: {second}")
         expect(page.locator("#session-list li", has_text=second)).to_have_count(0, timeout=TIMEOUT)
+        _wire_is_valid(page)
+
+
+def test_a_terminal_shows_its_output_and_exit_status(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    """The coder's check fails on the file it broke: py_compile's error in the terminal."""
+    schema = schema_path(shared_acp)
+    env = build_coder(tmp_path, load_schema_file(schema), "coder_terminal")
+    work = _work(tmp_path)
+    with inspector(
+        "--schema",
+        str(schema),
+        "--auto-approve",
+        "--",
+        PY,
+        "-m",
+        "coder_terminal",
+        cwd=work,
+        cache=cache,
+        env=env,
+    ) as running:
+        _open_session(page, running.url)
+        _prompt(page, "replace `'hello'` with `'hi` in app.py")
+        page.wait_for_selector("dialog[open]", timeout=TIMEOUT)
+        page.click("dialog button[data-kind=allow_once]")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        term = page.inner_text(".tool pre.term")
+        assert "SyntaxError" in term and term.endswith("[exit 1]"), term
+        assert page.locator(".tool .status").last.inner_text() == "failed"
+        assert "py_compile failed with exit code 1" in page.inner_text("#transcript")
+        assert "(auto-approved)" in page.inner_text("#transcript")
         _wire_is_valid(page)

@@ -155,7 +155,7 @@ def inspector(
 
 # A deliberately broken agent: valid initialize (one auth method), authenticate and
 # session/new, then one session/update whose text block carries a number where the schema
-# wants a string.
+# wants a string; a prompt "wait" is answered (cancelled) only once the client cancels it.
 BROKEN_AGENT = r"""
 import json, sys
 
@@ -176,6 +176,10 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt" and msg["params"]["prompt"][0].get("text") == "wait":
+        waiting = rid  # answered when the client cancels the turn
+    elif method == "session/cancel":
+        send({"jsonrpc": "2.0", "id": waiting, "result": {"stopReason": "cancelled"}})
     elif method == "session/prompt":
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
               "update": {"sessionUpdate": "agent_message_chunk",

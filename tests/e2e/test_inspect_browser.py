@@ -376,3 +376,32 @@ def test_a_terminal_shows_its_output_and_exit_status(
         assert "py_compile failed with exit code 1" in page.inner_text("#transcript")
         assert "(auto-approved)" in page.inner_text("#transcript")
         _wire_is_valid(page)
+
+
+def test_cancel_ends_a_running_turn_and_attachments_are_sent(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    agent = write_broken_agent(tmp_path)
+    (tmp_path / "notes.txt").write_text("some notes\n")
+    (tmp_path / "dot.png").write_bytes(bytes.fromhex("89504e470d0a1a0a"))
+    with inspector(
+        "--schema", str(schema_path(shared_acp)), "--", PY, str(agent), cwd=tmp_path, cache=cache
+    ) as running:
+        _open_session(page, running.url)
+        page.set_input_files("#prompt-file", str(tmp_path / "notes.txt"))
+        page.set_input_files("#prompt-image", str(tmp_path / "dot.png"))
+        _prompt(page, "wait")
+        page.wait_for_selector("#cancel:not([disabled])", timeout=TIMEOUT)
+        page.click("#cancel")
+        page.wait_for_selector("text=turn ended: cancelled", timeout=TIMEOUT)
+        with page.expect_download() as download:
+            page.click("#wire-export")
+        rows = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+        (prompt,) = [r["frame"] for r in rows if r["frame"].get("method") == "session/prompt"]
+        blocks = prompt["params"]["prompt"]
+        assert [b["type"] for b in blocks] == ["text", "resource", "image"]
+        assert blocks[1]["resource"]["text"] == "some notes\n"
+        assert blocks[1]["resource"]["uri"].endswith("/notes.txt")
+        assert blocks[2]["mimeType"] == "image/png" and blocks[2]["data"] == "iVBORw0KGgo="
+        assert any(r["frame"].get("method") == "session/cancel" for r in rows)
+        assert all(r["valid"] for r in rows), [r for r in rows if not r["valid"]]

@@ -405,3 +405,35 @@ def test_cancel_ends_a_running_turn_and_attachments_are_sent(
         assert blocks[2]["mimeType"] == "image/png" and blocks[2]["data"] == "iVBORw0KGgo="
         assert any(r["frame"].get("method") == "session/cancel" for r in rows)
         assert all(r["valid"] for r in rows), [r for r in rows if not r["valid"]]
+
+
+def test_config_options_and_an_elicitation_with_the_mail_composer(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    """A choice config option set from the page (the draft's tone changes), and the
+    approval interrupt asked as an elicitation, answered in its dialog."""
+    schema = schema_path(shared_acp)
+    env = build_example(tmp_path, load_schema_file(schema), "mail-composer", "mail_inspect")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    with inspector(
+        "--schema", str(schema), "--", PY, "-m", "mail_inspect", cwd=tmp_path, cache=cache, env=env
+    ) as running:
+        _open_session(page, running.url)
+        tone = page.locator("#config-options select[data-config-id=tone]")
+        assert tone.locator("option").all_inner_texts() == ["formal", "friendly", "terse"]
+        tone.select_option("formal")
+        expect(page.locator("#wire")).to_contain_text("result #3 (session/set_config_option)")
+        brief = {"brief": "The meeting moves to Friday.", "recipients": ["ann.lee@example.org"]}
+        _prompt(page, json.dumps(brief))
+        page.wait_for_selector("dialog[open] textarea", timeout=TIMEOUT)
+        assert page.inner_text("#dialog-title") == (
+            "The agent asks: Approve the draft before it is final."
+        )
+        assert "The meeting moves to Friday." in page.inner_text("#dialog-body")  # the payload
+        page.fill("dialog textarea", '{"approved": true, "comment": "fine"}')
+        page.click("dialog button[data-kind=accept]")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        transcript = page.inner_text("#transcript")
+        assert "Dear Ann Lee," in transcript and "Kind regards," in transcript
+        assert '"approved":true' in transcript.replace(" ", "")
+        _wire_is_valid(page)

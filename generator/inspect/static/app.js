@@ -489,7 +489,9 @@ function question(ev) {
   } else {
     const p = ev.params || {};
     $("dialog-title").textContent = "The agent asks: " + (p.message || "");
-    body.append(el("pre", "muted", JSON.stringify(p.requestedSchema || {}, null, 2)));
+    const payload = p._meta && p._meta.payload;
+    if (payload !== undefined) body.append(el("h3", null, "payload"), el("pre", null, JSON.stringify(payload, null, 2)));
+    body.append(el("h3", null, "requested schema"), el("pre", "muted", JSON.stringify(p.requestedSchema || {}, null, 2)), el("h3", null, "your answer (JSON)"));
     const area = el("textarea");
     area.rows = 6;
     area.value = "{}";

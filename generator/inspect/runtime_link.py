@@ -91,8 +91,9 @@ def _runtime_digest() -> str:
     from ..packaged import data_dir
 
     digest = hashlib.sha256()
-    for path in sorted((data_dir("templates") / "runtime").glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    root = data_dir("templates") / "runtime"
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

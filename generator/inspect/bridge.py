@@ -410,7 +410,10 @@ class Bridge:
         the agent is ended then)."""
         target = self.url or " ".join(self.command)
         self.emit(
-            "connecting", target=target, transport="stdio" if self.command else "http", cwd=self.cwd
+            "connecting",
+            target=target,
+            transport="stdio" if self.command else "websocket" if self.websocket else "http",
+            cwd=self.cwd,
         )
         try:
             async with contextlib.AsyncExitStack() as stack:

@@ -206,19 +206,21 @@ def test_the_coder_turn_renders_over_http_with_auto_approve(
         _wire_is_valid(page)
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("transport", ["stdio", "http", "websocket"])
 def test_the_echo_agent_answers_in_the_page(
     page: Any, tmp_path: Path, shared_acp: Path, cache: Path, transport: str
 ) -> None:
     schema = schema_path(shared_acp)
     package = f"echo_inspect_{transport}"
-    env = build_example(tmp_path, load_schema_file(schema), "echo", package, transport)
+    served = "stdio" if transport == "stdio" else "http"
+    env = build_example(tmp_path, load_schema_file(schema), "echo", package, served)
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(_agent_args(transport, env, package, tmp_path))
         r = stack.enter_context(
             inspector("--schema", str(schema), *target, cwd=tmp_path, cache=cache, env=env)
         )
         _open_session(page, r.url)
+        assert page.inner_text("#target").startswith(f"{transport}: ")
         _prompt(page, "hello from the page")
         page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
         assert page.locator("#transcript .msg-agent").first.inner_text() == "hello from the page"
@@ -227,14 +229,15 @@ def test_the_echo_agent_answers_in_the_page(
 
 
 def _agent_args(transport: str, env: dict[str, str], package: str, tmp: Path) -> Any:
-    """The inspector's agent arguments: `-- python -m PKG` (stdio) or `--url` (HTTP)."""
+    """The inspector's agent arguments: `-- python -m PKG` (stdio) or `--url` (HTTP, and
+    one WebSocket with `--websocket`)."""
     if transport == "stdio":
         return contextlib.nullcontext(["--", PY, "-m", package])
 
     @contextlib.contextmanager
     def remote() -> Iterator[list[str]]:
         with http_agent(env, package, tmp) as url:
-            yield ["--url", url]
+            yield ["--url", url, *(["--websocket"] if transport == "websocket" else [])]
 
     return remote()
 

@@ -36,7 +36,8 @@ class Runtime:
     agent_process: ModuleType  # runtime.agent_process: StdoutGuard, end_agent, exit_status
     http_client: ModuleType  # runtime.http_client: HttpTransport, WebSocketTransport
     wirecheck: ModuleType  # runtime.wirecheck: WireCheck
-    errors: ModuleType  # runtime.errors: RpcError, ConnectionClosed
+    errors: ModuleType  # runtime.errors: RpcError, AgentExited
+    routes: ModuleType  # runtime.routes: session_scoped
     schema_origin: str
 
     @property
@@ -68,7 +69,7 @@ class Runtime:
 
     def session_scoped(self, client: Any) -> Any:
         """Which agent requests carry the HTTP session header (as connect_http decides)."""
-        from_routes = importlib.import_module(f"{self.client.__package__}.routes")
+        from_routes = self.routes
 
         def scoped(method: str) -> bool:
             rev = client.revision
@@ -144,5 +145,6 @@ def load_runtime(schema: str | None, *, cache: Path | None = None) -> Runtime:
         http_client=importlib.import_module(f"{rt}.http_client"),
         wirecheck=importlib.import_module(f"{rt}.wirecheck"),
         errors=importlib.import_module(f"{rt}.errors"),
+        routes=importlib.import_module(f"{rt}.routes"),
         schema_origin=loaded.origin,
     )

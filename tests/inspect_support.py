@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,17 +87,45 @@ class Inspector:
         self.port = int(m.group(1))
         self.token = m.group(2)
         self.base = f"http://127.0.0.1:{self.port}"
+        self.stderr: list[str] = []  # its lines, as they come
+
+    def read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def wait_stderr(self, text: str, timeout: float = 20) -> str:
+        """The first stderr line holding `text` (a poll: another process writes it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in list(self.stderr):
+                if text in line:
+                    return line
+            assert time.monotonic() < deadline, f"no {text!r} on stderr: {self.stderr}"
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def inspector(
-    *args: str, cwd: Path, cache: Path, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    cache: Path,
+    env: dict[str, str] | None = None,
+    open_browser: bool = False,
 ) -> Iterator[Inspector]:
-    """`agentgen inspect --no-open --port 0 --cwd CWD ARGS...` until the block ends."""
-    full = {**(env or os.environ), "XDG_CACHE_HOME": str(cache), "BROWSER": "true"}
+    """`agentgen inspect [--no-open] --port 0 --cwd CWD ARGS...` until the block ends (the
+    browser `BROWSER` names is opened with `open_browser`)."""
+    full = {"BROWSER": "true", **(env or os.environ), "XDG_CACHE_HOME": str(cache)}
     full["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), full.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(
-        [PY, "-m", "generator", "inspect", "--no-open", "--port", "0", "--cwd", str(cwd), *args],
+        [
+            PY,
+            "-m",
+            "generator",
+            "inspect",
+            *([] if open_browser else ["--no-open"]),
+            *("--port", "0", "--cwd", str(cwd), *args),
+        ],
         env=full,
         cwd=cwd,
         stdin=subprocess.DEVNULL,
@@ -111,9 +140,10 @@ def inspector(
         if m is None:
             err = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
             raise AssertionError(f"first stdout line of agentgen inspect: {line!r} {err}")
-        for stream in (proc.stdout, proc.stderr):
-            threading.Thread(target=stream.read, daemon=True).start()
-        yield Inspector(proc, m.group(1))
+        found = Inspector(proc, m.group(1))
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        threading.Thread(target=found.read_stderr, daemon=True).start()
+        yield found
     finally:
         proc.terminate()
         try:
@@ -123,8 +153,9 @@ def inspector(
             proc.wait(5)
 
 
-# A deliberately broken agent: valid initialize and session/new, then one session/update
-# whose text block carries a number where the schema wants a string.
+# A deliberately broken agent: valid initialize (one auth method), authenticate and
+# session/new, then one session/update whose text block carries a number where the schema
+# wants a string; a prompt "wait" is answered (cancelled) only once the client cancels it.
 BROKEN_AGENT = r"""
 import json, sys
 
@@ -138,10 +169,17 @@ for line in sys.stdin:
     method, rid = msg.get("method"), msg.get("id")
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {}, "authMethods": [],
+              "agentCapabilities": {},
+              "authMethods": [{"id": "login", "name": "Log in", "description": "a test"}],
               "agentInfo": {"name": "broken", "version": "0.0.1"}}})
+    elif method == "authenticate":
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s1"}})
+    elif method == "session/prompt" and msg["params"]["prompt"][0].get("text") == "wait":
+        waiting = rid  # answered when the client cancels the turn
+    elif method == "session/cancel":
+        send({"jsonrpc": "2.0", "id": waiting, "result": {"stopReason": "cancelled"}})
     elif method == "session/prompt":
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
               "update": {"sessionUpdate": "agent_message_chunk",

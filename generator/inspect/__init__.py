@@ -72,7 +72,8 @@ def run_inspect(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-    sock.close()
+    with contextlib.suppress(OSError):  # Hypercorn closed the listening socket already
+        sock.close()
     return 0
 
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -41,9 +42,9 @@ def problem_pointer(msg: Any, text: str) -> str:
         return ""
     part = "params" if "method" in msg else "result" if "result" in msg else None
     match = _LOC.search(text)
-    if part is None:
-        return ""
-    if match is None or not match.group(1) or match.group(1) == "<root>":
+    if part is None or match is None:
+        return ""  # the frame itself (not JSON-RPC, a method this side may not call)
+    if not match.group(1) or match.group(1) == "<root>":
         return "/" + part
     node: Any = msg.get(part)
     steps: list[str | int] = [part]
@@ -87,9 +88,25 @@ class WireLog:
         return method, [{"pointer": problem_pointer(msg, t), "message": t} for t in texts]
 
 
-def revision_facts(rev: Any) -> dict[str, Any]:
+def _value_tag(models: Any, rev: Any) -> str | None:
+    """The `type` a select option's value carries in session/set_config_option (v2: "id"),
+    None where the revision's request takes the bare value: asked of its model."""
+    entry = rev.side("agent").get("session/set_config_option")
+    cls = getattr(models, entry.params, None) if entry is not None and entry.params else None
+    if cls is None:
+        return None
+    bare = {"sessionId": "s", "configId": "c", "value": "v"}
+    try:
+        cls.model_validate(bare)
+    except Exception:  # noqa: BLE001 - pydantic's ValidationError: a tag is required
+        return "id"
+    return None
+
+
+def revision_facts(rev: Any, models: Any = None) -> dict[str, Any]:
     """What the page needs to know of the negotiated revision's wire names."""
     return {
+        "configValueType": _value_tag(models, rev),
         "protocolVersion": rev.protocol_version,
         "agentMethods": sorted(rev.side("agent")),
         "clientMethods": sorted(rev.side("client")),
@@ -389,10 +406,14 @@ class Bridge:
             await conn.close()
 
     async def run(self) -> None:
-        """Connect, initialize, and serve until `stopped` is set or the agent goes away."""
+        """Connect, initialize, and serve until the agent goes away (or this is cancelled:
+        the agent is ended then)."""
         target = self.url or " ".join(self.command)
         self.emit(
-            "connecting", target=target, transport="stdio" if self.command else "http", cwd=self.cwd
+            "connecting",
+            target=target,
+            transport="stdio" if self.command else "websocket" if self.websocket else "http",
+            cwd=self.cwd,
         )
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -408,17 +429,19 @@ class Bridge:
                 )
                 rev = self.client.revision
                 self.wire.check = self.rt.wire_check(self.client, rev)
-                self.emit("initialized", result=init, facts=revision_facts(rev))
-                closed = asyncio.ensure_future(self.agent.connection.closed.wait())
-                stop = asyncio.ensure_future(self.stopped.wait())
-                await asyncio.wait({closed, stop}, return_when=asyncio.FIRST_COMPLETED)
-                closed.cancel()
-                stop.cancel()
+                facts = revision_facts(rev, self.rt.models_of(rev.package))
+                self.emit("initialized", result=init, facts=facts)
+                await self.agent.connection.closed.wait()
                 reason = self.agent.connection.close_reason
-                if reason is not None and not self.stopped.is_set():
+                if reason is not None:
                     self.emit("closed", reason=str(reason))
+                    print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - shown on the page and the terminal
-            self.emit("closed", reason=f"{type(exc).__name__}: {exc}")
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, OSError) and self.command:
+                reason = f"cannot start the agent `{' '.join(self.command)}`: {exc.strerror or exc}"
+            self.emit("closed", reason=reason)
+            print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
         finally:
             for fut in self.questions.values():
                 if not fut.done():

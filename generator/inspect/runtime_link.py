@@ -36,7 +36,8 @@ class Runtime:
     agent_process: ModuleType  # runtime.client.agent_process: StdoutGuard, end_agent, exit_status
     http_client: ModuleType  # runtime.client.http_client: HttpTransport, WebSocketTransport
     wirecheck: ModuleType  # runtime.wire.wirecheck: WireCheck
-    errors: ModuleType  # runtime.wire.errors: RpcError, ConnectionClosed
+    errors: ModuleType  # runtime.wire.errors: RpcError, AgentExited
+    routes: ModuleType  # runtime.wire.routes: session_scoped
     schema_origin: str
 
     @property
@@ -68,8 +69,7 @@ class Runtime:
 
     def session_scoped(self, client: Any) -> Any:
         """Which agent requests carry the HTTP session header (as connect_http decides)."""
-        runtime = str(self.client.__package__).rsplit(".", 1)[0]  # <pkg>._generated.runtime
-        from_routes = importlib.import_module(f"{runtime}.wire.routes")
+        from_routes = self.routes
 
         def scoped(method: str) -> bool:
             rev = client.revision
@@ -92,9 +92,9 @@ def _runtime_digest() -> str:
     from ..packaged import data_dir
 
     digest = hashlib.sha256()
-    runtime = data_dir("templates") / "runtime"
-    for path in sorted(runtime.rglob("*.py")):
-        digest.update(path.relative_to(runtime).as_posix().encode() + b"\0" + path.read_bytes())
+    root = data_dir("templates") / "runtime"
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -145,5 +145,6 @@ def load_runtime(schema: str | None, *, cache: Path | None = None) -> Runtime:
         http_client=importlib.import_module(f"{rt}.client.http_client"),
         wirecheck=importlib.import_module(f"{rt}.wire.wirecheck"),
         errors=importlib.import_module(f"{rt}.wire.errors"),
+        routes=importlib.import_module(f"{rt}.wire.routes"),
         schema_origin=loaded.origin,
     )

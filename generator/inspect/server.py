@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import signal
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
@@ -123,9 +124,11 @@ def create_app(bridge: Bridge, token: str, port: int) -> App:
             async with lock:
                 await ws.send_text(orjson.dumps(event).decode())
 
-        for event in list(bridge.events):
-            await send(event)
-        bridge.listeners.add(send)
+        async with lock:  # the history first; events emitted meanwhile wait for the lock
+            backlog = list(bridge.events)
+            bridge.listeners.add(send)
+            for event in backlog:
+                await ws.send_text(orjson.dumps(event).decode())
         try:
             while True:
                 text = await ws.receive_text()
@@ -201,9 +204,17 @@ async def serve(bridge: Bridge, sock: socket.socket, token: str) -> None:
     server = asyncio.ensure_future(
         hypercorn_serve(app, config, shutdown_trigger=shutdown.wait)  # type: ignore[arg-type]
     )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # stop cleanly: the agent is ended too
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, bridge.stopped.set)
+    runner = asyncio.ensure_future(bridge.run())
     try:
-        await bridge.run()
+        # the page stays up after the agent is gone (its history is worth reading) until
+        # Ctrl-C / SIGTERM; a stop while the agent still runs ends it
         await bridge.stopped.wait()
     finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
         shutdown.set()
         await asyncio.gather(server, return_exceptions=True)

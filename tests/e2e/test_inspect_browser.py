@@ -120,6 +120,7 @@ def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) 
     assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
     assert page.locator(".diff .del").first.inner_text() == "-     return 'hello'"
     assert page.locator(".tool pre.term").count() == 1
+    assert page.inner_text(".tool pre.term") == "(no output)\n[exit 0]"  # py_compile: quiet
     assert "py_compile" in transcript
     statuses = page.locator(".tool .status").all_inner_texts()
     assert statuses and set(statuses) == {"completed"}, statuses
@@ -205,19 +206,21 @@ def test_the_coder_turn_renders_over_http_with_auto_approve(
         _wire_is_valid(page)
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("transport", ["stdio", "http", "websocket"])
 def test_the_echo_agent_answers_in_the_page(
     page: Any, tmp_path: Path, shared_acp: Path, cache: Path, transport: str
 ) -> None:
     schema = schema_path(shared_acp)
     package = f"echo_inspect_{transport}"
-    env = build_example(tmp_path, load_schema_file(schema), "echo", package, transport)
+    served = "stdio" if transport == "stdio" else "http"
+    env = build_example(tmp_path, load_schema_file(schema), "echo", package, served)
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(_agent_args(transport, env, package, tmp_path))
         r = stack.enter_context(
             inspector("--schema", str(schema), *target, cwd=tmp_path, cache=cache, env=env)
         )
         _open_session(page, r.url)
+        assert page.inner_text("#target").startswith(f"{transport}: ")
         _prompt(page, "hello from the page")
         page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
         assert page.locator("#transcript .msg-agent").first.inner_text() == "hello from the page"
@@ -226,14 +229,15 @@ def test_the_echo_agent_answers_in_the_page(
 
 
 def _agent_args(transport: str, env: dict[str, str], package: str, tmp: Path) -> Any:
-    """The inspector's agent arguments: `-- python -m PKG` (stdio) or `--url` (HTTP)."""
+    """The inspector's agent arguments: `-- python -m PKG` (stdio) or `--url` (HTTP, and
+    one WebSocket with `--websocket`)."""
     if transport == "stdio":
         return contextlib.nullcontext(["--", PY, "-m", package])
 
     @contextlib.contextmanager
     def remote() -> Iterator[list[str]]:
         with http_agent(env, package, tmp) as url:
-            yield ["--url", url]
+            yield ["--url", url, *(["--websocket"] if transport == "websocket" else [])]
 
     return remote()
 
@@ -246,7 +250,14 @@ def test_the_wire_view_marks_an_invalid_frame_at_its_pointer(
     with inspector(
         "--schema", str(schema_path(shared_acp)), "--", PY, str(agent), cwd=tmp_path, cache=cache
     ) as running:
-        _open_session(page, running.url)
+        page.goto(running.url)
+        page.wait_for_selector("#status.ok", timeout=TIMEOUT)
+        # the agent's auth method, and `authenticate` from its button
+        assert page.inner_text("#auth-methods .row span") == "Log in — a test"
+        page.click("#auth-methods button")
+        page.wait_for_selector("text=authenticated with login", timeout=TIMEOUT)
+        page.click("#new-session")
+        page.wait_for_selector("#session-current:not(.muted)", timeout=TIMEOUT)
         _prompt(page, "anything")
         page.wait_for_selector("#wire tr.invalid", timeout=TIMEOUT)
         row = page.locator("#wire tr.invalid")
@@ -259,7 +270,7 @@ def test_the_wire_view_marks_an_invalid_frame_at_its_pointer(
         assert "Input should be a valid string" in detail
         page.check("#wire-invalid")
         assert page.locator("#wire tr.frame:not([hidden])").count() == 1
-        assert page.inner_text("#wire-count") == "7 frames, 1 invalid"
+        assert page.inner_text("#wire-count") == "9 frames, 1 invalid"
         # the agent's stderr
         assert "broken agent: up" in page.inner_text("#stderr")
 
@@ -286,6 +297,18 @@ def test_a_v2_coder_turn_renders(page: Any, tmp_path: Path, shared_acp: Path, ca
         assert "not compiled: the client has no terminal" in transcript
         assert page.locator(".plan li.completed").count() == 3
         assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
+        assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+        # v2 modes are a config option (category mode): a live select on the page
+        select = page.locator("#config-options select")
+        assert select.locator("option").all_inner_texts() == ["Code", "Ask"]
+        select.select_option("ask")
+        expect = pytest.importorskip("playwright.sync_api").expect
+        expect(page.locator("#wire")).to_contain_text("session/set_config_option")
+        expect(page.locator("#wire")).to_contain_text("(session/set_config_option)")
+        page.evaluate("document.getElementById('transcript').replaceChildren()")
+        _prompt(page, "replace `'hi'` with `'hey'` in app.py")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        assert "nothing written" in page.inner_text("#transcript")
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
         _wire_is_valid(page)
 
@@ -323,4 +346,97 @@ def test_sessions_are_listed_loaded_and_deleted_from_the_page(
         other.locator("button", has_text="delete").click()
         expect(page.locator("#transcript")).to_contain_text(f"session deleted: {second}")
         expect(page.locator("#session-list li", has_text=second)).to_have_count(0, timeout=TIMEOUT)
+        _wire_is_valid(page)
+
+
+def test_a_terminal_shows_its_output_and_exit_status(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    """The coder's check fails on the file it broke: py_compile's error in the terminal."""
+    schema = schema_path(shared_acp)
+    env = build_coder(tmp_path, load_schema_file(schema), "coder_terminal")
+    work = _work(tmp_path)
+    with inspector(
+        "--schema",
+        str(schema),
+        "--auto-approve",
+        "--",
+        PY,
+        "-m",
+        "coder_terminal",
+        cwd=work,
+        cache=cache,
+        env=env,
+    ) as running:
+        _open_session(page, running.url)
+        _prompt(page, "replace `'hello'` with `'hi` in app.py")
+        page.wait_for_selector("dialog[open]", timeout=TIMEOUT)
+        page.click("dialog button[data-kind=allow_once]")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        term = page.inner_text(".tool pre.term")
+        assert "SyntaxError" in term and term.endswith("[exit 1]"), term
+        assert page.locator(".tool .status").last.inner_text() == "failed"
+        assert "py_compile failed with exit code 1" in page.inner_text("#transcript")
+        assert "(auto-approved)" in page.inner_text("#transcript")
+        _wire_is_valid(page)
+
+
+def test_cancel_ends_a_running_turn_and_attachments_are_sent(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    agent = write_broken_agent(tmp_path)
+    (tmp_path / "notes.txt").write_text("some notes\n")
+    (tmp_path / "dot.png").write_bytes(bytes.fromhex("89504e470d0a1a0a"))
+    with inspector(
+        "--schema", str(schema_path(shared_acp)), "--", PY, str(agent), cwd=tmp_path, cache=cache
+    ) as running:
+        _open_session(page, running.url)
+        page.set_input_files("#prompt-file", str(tmp_path / "notes.txt"))
+        page.set_input_files("#prompt-image", str(tmp_path / "dot.png"))
+        _prompt(page, "wait")
+        page.wait_for_selector("#cancel:not([disabled])", timeout=TIMEOUT)
+        page.click("#cancel")
+        page.wait_for_selector("text=turn ended: cancelled", timeout=TIMEOUT)
+        with page.expect_download() as download:
+            page.click("#wire-export")
+        rows = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+        (prompt,) = [r["frame"] for r in rows if r["frame"].get("method") == "session/prompt"]
+        blocks = prompt["params"]["prompt"]
+        assert [b["type"] for b in blocks] == ["text", "resource", "image"]
+        assert blocks[1]["resource"]["text"] == "some notes\n"
+        assert blocks[1]["resource"]["uri"].endswith("/notes.txt")
+        assert blocks[2]["mimeType"] == "image/png" and blocks[2]["data"] == "iVBORw0KGgo="
+        assert any(r["frame"].get("method") == "session/cancel" for r in rows)
+        assert all(r["valid"] for r in rows), [r for r in rows if not r["valid"]]
+
+
+def test_config_options_and_an_elicitation_with_the_mail_composer(
+    page: Any, tmp_path: Path, shared_acp: Path, cache: Path
+) -> None:
+    """A choice config option set from the page (the draft's tone changes), and the
+    approval interrupt asked as an elicitation, answered in its dialog."""
+    schema = schema_path(shared_acp)
+    env = build_example(tmp_path, load_schema_file(schema), "mail-composer", "mail_inspect")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    with inspector(
+        "--schema", str(schema), "--", PY, "-m", "mail_inspect", cwd=tmp_path, cache=cache, env=env
+    ) as running:
+        _open_session(page, running.url)
+        tone = page.locator("#config-options select[data-config-id=tone]")
+        assert tone.locator("option").all_inner_texts() == ["formal", "friendly", "terse"]
+        tone.select_option("formal")
+        expect(page.locator("#wire")).to_contain_text("result #3 (session/set_config_option)")
+        brief = {"brief": "The meeting moves to Friday.", "recipients": ["ann.lee@example.org"]}
+        _prompt(page, json.dumps(brief))
+        page.wait_for_selector("dialog[open] textarea", timeout=TIMEOUT)
+        assert page.inner_text("#dialog-title") == (
+            "The agent asks: Approve the draft before it is final."
+        )
+        assert "The meeting moves to Friday." in page.inner_text("#dialog-body")  # the payload
+        page.fill("dialog textarea", '{"approved": true, "comment": "fine"}')
+        page.click("dialog button[data-kind=accept]")
+        page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
+        transcript = page.inner_text("#transcript")
+        assert "Dear Ann Lee," in transcript and "Kind regards," in transcript
+        assert '"approved":true' in transcript.replace(" ", "")
         _wire_is_valid(page)

@@ -186,7 +186,7 @@ function showConfig(options) {
         input.append(opt);
       }
       input.value = o[f.configCurrent];
-      input.onchange = () => set({ value: input.value });
+      input.onchange = () => set(f.configValueType ? { type: f.configValueType, value: input.value } : { value: input.value });
     }
     input.dataset.configId = id;
     row.append(input);
@@ -320,6 +320,7 @@ function sessionUpdate(params) {
     else if (u.state === "idle") turnEnded(u.stopReason || "idle", u.usage);
     else transcriptNote(`state: ${u.state}`);
   } else if (tag === "terminal_output_chunk") terminalOutput(u.terminalId, ((state.terminals.get(u.terminalId) || {}).text || "") + (u.data || u.output || ""));
+  else if (tag === "terminal_update" && u.exitStatus) terminalOutput(u.terminalId, (state.terminals.get(u.terminalId) || {}).text || "", u.exitStatus.exitCode ?? u.exitStatus.signal);
   else transcriptNote(`update ${tag}`);
   scrollDown();
 }
@@ -374,7 +375,7 @@ function toolContent(item) {
   if (item.type === "diff" && item.patch && typeof item.patch.text === "string") return patchView(item);
   if (item.type === "diff") return diffView(item.path, item.oldText, item.newText, item);
   if (item.type === "terminal") {
-    const pre = el("pre", "term", (state.terminals.get(item.terminalId) || {}).text || "");
+    const pre = el("pre", "term", terminalText(state.terminals.get(item.terminalId)));
     pre.dataset.terminalId = item.terminalId;
     return pre;
   }
@@ -382,9 +383,17 @@ function toolContent(item) {
   return el("pre", "muted", JSON.stringify(item, null, 2));
 }
 
-function terminalOutput(id, text) {
-  state.terminals.set(id, { text });
-  for (const pre of document.querySelectorAll(`pre.term[data-terminal-id="${CSS.escape(id)}"]`)) pre.textContent = text;
+function terminalOutput(id, text, exit) {
+  const known = state.terminals.get(id) || {};
+  const t = { text, exit: exit === undefined ? known.exit : exit };
+  state.terminals.set(id, t);
+  for (const pre of document.querySelectorAll(`pre.term[data-terminal-id="${CSS.escape(id)}"]`)) pre.textContent = terminalText(t);
+}
+
+function terminalText(t) {
+  if (!t) return "(no output yet)";
+  const ended = t.exit === undefined || t.exit === null ? "" : `[exit ${t.exit}]`;
+  return (t.text || (ended ? "(no output)" : "(no output yet)")) + (ended ? (t.text && !t.text.endsWith("\n") ? "\n" : t.text ? "" : "\n") + ended : "");
 }
 
 // a line diff (longest common subsequence; large files fall back to old/new in full)
@@ -480,7 +489,9 @@ function question(ev) {
   } else {
     const p = ev.params || {};
     $("dialog-title").textContent = "The agent asks: " + (p.message || "");
-    body.append(el("pre", "muted", JSON.stringify(p.requestedSchema || {}, null, 2)));
+    const payload = p._meta && p._meta.payload;
+    if (payload !== undefined) body.append(el("h3", null, "payload"), el("pre", null, JSON.stringify(payload, null, 2)));
+    body.append(el("h3", null, "requested schema"), el("pre", "muted", JSON.stringify(p.requestedSchema || {}, null, 2)), el("h3", null, "your answer (JSON)"));
     const area = el("textarea");
     area.rows = 6;
     area.value = "{}";
@@ -514,9 +525,17 @@ function summary(msg) {
   return `result #${msg.id}`;
 }
 
+const waits = new Map(); // terminal/wait_for_exit request id -> terminal id
+
 function frame(ev) {
   state.frames.push(ev);
   const msg = ev.msg;
+  if (ev.dir === "in" && msg && msg.method === "terminal/wait_for_exit" && msg.params) waits.set(msg.id, msg.params.terminalId);
+  if (ev.dir === "out" && msg && waits.has(msg.id)) {
+    const tid = waits.get(msg.id);
+    waits.delete(msg.id);
+    if (msg.result) terminalOutput(tid, (state.terminals.get(tid) || {}).text || "", msg.result.exitCode ?? msg.result.signal);
+  }
   if (ev.dir === "in" && msg && msg.method === "session/update") sessionUpdate(msg.params);
   addWireRow(ev);
   $("wire-count").textContent = `${state.frames.length} frames, ${state.frames.filter((f) => f.problems.length).length} invalid`;

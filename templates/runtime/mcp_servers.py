@@ -25,6 +25,7 @@ import asyncio
 import functools
 import importlib
 import importlib.util
+import logging
 import os
 import re
 import uuid
@@ -33,7 +34,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .authoring import McpServer, TextContent, ToolContent, mcp_servers
 from .errors import invalid_params
-from .logsafe import SecretLimit, redact, register_secrets
+from .logsafe import RedactingFilter, SecretLimit, redact, register_secrets
+from .masking import url_secrets
 from .mcp_link import (
     FAILED,
     READY,
@@ -52,6 +54,27 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 10.0
 ALLOW_STDIO_ENV = "ACP_ALLOW_STDIO_MCP"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# the loggers of the mcp SDK's clients and their HTTP library that write a server's URL
+# (its query may hold a token): registered secrets are redacted out of their records
+SDK_LOGGERS = (
+    "httpx2",
+    "httpcore2",
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+    "mcp.client.stdio",
+    "mcp.client.session",
+    "mcp.client.client",
+)
+_REDACTING = RedactingFilter()
+log = logging.getLogger("acp.runtime.mcp")
+
+
+def guard_sdk_logs() -> None:
+    """Redact registered secrets out of what the SDK's loggers write (once)."""
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _REDACTING not in logger.filters:
+            logger.addFilter(_REDACTING)
 
 
 def mcp_installed() -> bool:
@@ -107,8 +130,9 @@ class McpSession:
         self._pending: list[str] = []
         self._announced = False
         self._stopping: set[asyncio.Task[None]] = set()
-        # header and env values: never in a message (nor a log line: registered)
+        # header and env values, URL credentials: never in a message (nor a log line)
         self.secrets = [v for s in servers for v in (*s.env.values(), *s.headers.values()) if v]
+        self.secrets += [v for s in servers if s.url for v in url_secrets(s.url)]
         self._refused: list[str] = []
         if not installed:
             names = ", ".join(repr(s.name) for s in servers)
@@ -166,10 +190,9 @@ class McpSession:
             return
         self._reported.add(id(link))
         verb = "stopped" if link.stopped else "could not start"
-        reason = link.error or "unknown error"
-        self._tell(
-            f"MCP server {link.server.name!r} {verb}: {reason}. The session goes on without it."
-        )
+        text = self._clean(f"MCP server {link.server.name!r} {verb}: {link.error or 'unknown'}")
+        log.info("session %s: %s", self.sid, text)
+        self._tell(text + ". The session goes on without it.")
 
     async def ready(self) -> list[McpLink]:
         """The links that are ready, once every link is ready or failed (waiting at most
@@ -263,7 +286,10 @@ class McpHub:
         servers = mcp_servers(raw)
         if not servers:
             return
-        session = McpSession(sid, servers, cwd, self._message, installed=mcp_installed())
+        installed = mcp_installed()
+        if installed:
+            guard_sdk_logs()
+        session = McpSession(sid, servers, cwd, self._message, installed=installed)
         try:
             register_secrets(session.secrets, self._ctx.connection)
         except SecretLimit:

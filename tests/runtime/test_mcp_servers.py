@@ -510,3 +510,57 @@ def test_python_sdk_client_passes_an_mcp_server_and_sees_the_tool_result(
     texts = [u["content"]["text"] for u in dumped if u["sessionUpdate"] == "agent_message_chunk"]
     assert "result 42 error=False" in texts
     assert ENV_SECRET not in json.dumps(dumped)
+
+
+def test_no_header_env_or_url_secret_in_any_log_line_or_message(
+    built: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process, every logger at DEBUG (the runtime's, the mcp SDK's, httpx's): servers
+    that work and servers that fail (an HTTP 404, a command that exits) carry header, env
+    and URL secrets; none of them is in a log record or in what the client gets."""
+    import logging
+
+    env, package = built["v1"]
+    tmp = Path(env["PYTHONPATH"])
+    handlers = hs.load(tmp, package)
+    sessions = hs.runtime_of(package, "sessions")
+    store = hs.runtime_of(package, "store").MemorySessionStore()
+    url_secret = "urlkey-5e8b1d"
+    caplog.set_level(logging.DEBUG)
+
+    with ms.running_http_mcp() as (url, recorder):
+
+        async def main() -> hs.Core:
+            c = hs.Core(sessions.SessionCore(handlers.Agent, store))
+            await c.call("initialize", _init(False))
+            auth = {"Authorization": "Bearer " + HEADER_SECRET}
+            servers = [
+                ms.http_server(f"{url}?token={url_secret}", headers=auth),
+                ms.http_server(url.replace("/mcp", "/nowhere"), "lost", auth),
+                {
+                    "name": "exits",
+                    "command": "/bin/false",
+                    "args": [],
+                    "env": [{"name": "MCP_SECRET", "value": ENV_SECRET}],
+                },
+            ]
+            new = await c.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            sid = new["result"]["sessionId"]
+            done = await c.call(
+                "session/prompt", hs.text_prompt(sid, 'call web_mul {"a": 2, "b": 2}')
+            )
+            assert done["result"]["stopReason"] == "end_turn"
+            await c.conn.close()
+            return c
+
+        c = asyncio.run(main())
+    told = json.dumps(c.msgs)
+    assert "result 4 error=False" in told
+    assert "MCP server 'lost' could not start: MCPError: Not Found" in told
+    assert "MCP server 'exits' could not start" in told
+    assert any(h.get("authorization") == "Bearer " + HEADER_SECRET for h in recorder.headers)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert logged  # the loggers did write at DEBUG
+    for secret in (HEADER_SECRET, ENV_SECRET, url_secret):
+        assert secret not in told, secret
+        assert secret not in logged, secret

@@ -113,6 +113,10 @@ class McpLink:
         return self.state == READY
 
     async def _run(self) -> None:
+        if self._closing.is_set():  # closed before it began: nothing to start
+            self.state = CLOSED
+            self._ready.set()
+            return
         import anyio
 
         try:
@@ -147,7 +151,6 @@ class McpLink:
             self.error = reason
             self.stopped = self.state == READY
         self.state = FAILED
-        log.info("MCP server %r failed: %s", self.server.name, reason)
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import Client

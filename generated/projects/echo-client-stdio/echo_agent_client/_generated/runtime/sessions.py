@@ -545,6 +545,9 @@ class SessionConnection(Connection):
             s = self.rt.sessions.get(sid)
             if s is not None and s.task is not None and not s.task.done() and self.v2:
                 s.task.cancel()  # v2 turns run outside the request tasks close() cancels
+        # no MCP server outlives its connection; closed while the connection's secrets are
+        # still registered (the SDK's shutdown logs are redacted with them)
+        await self.rt.mcp_hub.aclose()
         await super().close()
         pending = [
             t for t in self.turns.values() if not t.done() and t is not asyncio.current_task()
@@ -561,4 +564,3 @@ class SessionConnection(Connection):
             with contextlib.suppress(Exception):
                 await self.core.store.release(sid, self.owner)
         self.held.clear()
-        await self.rt.mcp_hub.aclose()  # no MCP server outlives its connection

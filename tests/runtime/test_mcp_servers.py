@@ -564,3 +564,66 @@ def test_no_header_env_or_url_secret_in_any_log_line_or_message(
     for secret in (HEADER_SECRET, ENV_SECRET, url_secret):
         assert secret not in told, secret
         assert secret not in logged, secret
+
+
+def test_without_the_mcp_package_nothing_is_advertised_and_the_servers_are_told_once(
+    built: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project installed without its `mcp` extra: `mcpCapabilities` advertises no
+    transport, a session's servers are reported (once) as not connected, the session goes
+    on, and `turn.mcp` lists nothing."""
+    env, package = built["v1"]
+    tmp = Path(env["PYTHONPATH"])
+    handlers = hs.load(tmp, package)
+    hub = hs.runtime_of(package, "mcp_servers")
+    monkeypatch.setattr(hub, "mcp_installed", lambda: False)
+    sessions = hs.runtime_of(package, "sessions")
+    store = hs.runtime_of(package, "store").MemorySessionStore()
+
+    async def main() -> tuple[dict[str, Any], hs.Core]:
+        c = hs.Core(sessions.SessionCore(handlers.Agent, store))
+        init = await c.call("initialize", _init(False))
+        servers = [ms.stdio_server(tmp_path), ms.http_server("http://127.0.0.1:9/mcp")]
+        new = await c.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+        sid = new["result"]["sessionId"]
+        await c.call("session/prompt", hs.text_prompt(sid, "tools"))
+        await c.conn.close()
+        return init, c
+
+    init, c = asyncio.run(main())
+    mcp_caps = init["result"]["agentCapabilities"]["mcpCapabilities"]
+    assert mcp_caps["http"] is False and mcp_caps["sse"] is False
+    texts = [
+        m["params"]["update"]["content"]["text"]
+        for m in c.msgs
+        if m.get("method") == "session/update"
+    ]
+    told = _said(texts, "MCP servers 'tools', 'web' were not connected: the `mcp` package")
+    assert len(told) == 1
+    assert "tools " in texts
+
+
+def test_session_load_reconnects_the_servers_it_names(built: Any, tmp_path: Path) -> None:
+    """v1 `session/load` of a session this connection holds: the servers of the load
+    request replace the earlier ones (the earlier process stopped, a new one started)."""
+    env, package = built["v1"]
+
+    async def main() -> None:
+        p = Peer(await hs.StdioPeer.start(env, package), False)
+        await p.call("initialize", _init(False))
+        servers = [ms.stdio_server(tmp_path)]
+        sid = (await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers}))[
+            "result"
+        ]["sessionId"]
+        await p.turn(sid, "call tools_pid")
+        first = int(_said(p.texts(), "result ")[-1].split()[1])
+        load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": servers}
+        assert "result" in await p.call("session/load", load)
+        assert ms.gone(first, timeout=10), "session/load kept the earlier MCP server"
+        await p.turn(sid, "call tools_pid")
+        second = int(_said(p.texts(), "result ")[-1].split()[1])
+        assert second != first and ms.alive(second)
+        rc, _ = await p.peer.close()
+        assert rc == 0 and ms.gone(second)
+
+    asyncio.run(main())

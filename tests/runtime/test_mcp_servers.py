@@ -384,9 +384,23 @@ def test_http_agent_refuses_stdio_servers_unless_allowed(
                 peer.frames += other.frames
                 other.close()  # its connection ends: its sessions' servers are closed
                 assert ms.gone(pids[1], timeout=10), "an MCP server outlived its connection"
+                # a connection still open when the agent shuts down (SIGTERM)
+                last = WsPeer(port)
+                last.call(1, "initialize", _init(True))
+                new, _ = last.call(2, "session/new", {"cwd": "/tmp", "mcpServers": servers[:1]})
+                updates = _ws_turn(last, 3, new["result"]["sessionId"], "call tools_pid")
+                texts = [
+                    u["content"]["text"]
+                    for u in updates
+                    if u["sessionUpdate"] == "agent_message_chunk"
+                ]
+                pids.append(int(next(t for t in texts if t.startswith("result ")).split()[1]))
+                assert ms.alive(pids[2])
             peer.close()
         finally:
             err = _stop(proc)
+        if allowed:
+            assert ms.gone(pids[2]), "an MCP server outlived the agent's shutdown"
     frames = "".join(peer.frames)
     assert "result 12 error=False" in frames
     if allowed:

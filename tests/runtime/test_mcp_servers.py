@@ -641,3 +641,31 @@ def test_session_load_reconnects_the_servers_it_names(built: Any, tmp_path: Path
         assert rc == 0 and ms.gone(second)
 
     asyncio.run(main())
+
+
+def test_a_server_that_never_answers_is_given_up_and_stopped(built: Any, tmp_path: Path) -> None:
+    """A command that starts but never answers `initialize`: the first use waits for it
+    at most ACP_MCP_CONNECT_TIMEOUT seconds, then it is told once as not started, and its
+    process is stopped (no orphan)."""
+    env, package = built["v1"]
+    pidfile = tmp_path / "mute.pid"
+    mute = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+
+    async def main() -> Peer:
+        p = Peer(await hs.StdioPeer.start({**env, "ACP_MCP_CONNECT_TIMEOUT": "1"}, package), False)
+        await p.call("initialize", _init(False))
+        server = {"name": "mute", "command": hs.PY, "args": ["-c", mute, str(pidfile)], "env": []}
+        new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
+        sid = new["result"]["sessionId"]
+        await p.turn(sid, "tools")
+        pid = int(pidfile.read_text())
+        assert ms.gone(pid, timeout=10), "the mute MCP server was not stopped"
+        await p.turn(sid, "tools")
+        await p.peer.close()
+        return p
+
+    texts = asyncio.run(main()).texts()
+    assert _said(texts, "MCP server 'mute' could not start: no answer within 1 s") == [
+        "MCP server 'mute' could not start: no answer within 1 s. The session goes on without it.\n"
+    ]
+    assert _said(texts, "tools ") == ["tools ", "tools "]

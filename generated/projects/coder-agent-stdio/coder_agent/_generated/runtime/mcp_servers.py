@@ -77,8 +77,9 @@ def guard_sdk_logs() -> None:
             logger.addFilter(_REDACTING)
 
 
+@functools.cache
 def mcp_installed() -> bool:
-    """Whether the `mcp` package can be imported (checked without importing it)."""
+    """Whether the `mcp` package can be imported (checked once, without importing it)."""
     return importlib.util.find_spec("mcp") is not None
 
 

@@ -146,7 +146,10 @@ class McpSession:
         for server in servers:
             problem = _problem(server)
             if problem is not None:
-                self._refused.append(f"MCP server {server.name!r} could not start: {problem}")
+                self._refused.append(
+                    f"MCP server {server.name!r} could not start: {problem}. "
+                    "The session goes on without it."
+                )
                 continue
             prefix = _UNSAFE.sub("_", server.name) or "mcp"
             n, base = 2, prefix

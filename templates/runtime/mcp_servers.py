@@ -80,7 +80,10 @@ def guard_sdk_logs() -> None:
 @functools.cache
 def mcp_installed() -> bool:
     """Whether the `mcp` package can be imported (checked once, without importing it)."""
-    return importlib.util.find_spec("mcp") is not None
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a finder that refuses it: not available
+        return False
 
 
 def connect_timeout() -> float:

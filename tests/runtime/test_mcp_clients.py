@@ -273,3 +273,49 @@ def test_python_sdk_client_passes_an_mcp_server_and_sees_the_tool_result(
     texts = [u["content"]["text"] for u in dumped if u["sessionUpdate"] == "agent_message_chunk"]
     assert "result 42 error=False" in texts
     assert ms.ENV_SECRET not in json.dumps(dumped)
+
+
+# ---- a project installed without the `mcp` package ----------------------------------------
+
+NO_MCP = """
+import sys
+
+
+class NoMcp:
+    # `mcp` is not installed here: any import of it fails as a missing package does
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp" or name.startswith("mcp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoMcp())
+"""
+
+
+def test_an_agent_without_the_mcp_package_runs_and_says_so(built: Any, tmp_path: Path) -> None:
+    """A real agent process in which `mcp` cannot be imported: it starts, advertises no
+    MCP transport, tells the client once that the session's servers were not connected,
+    and serves the session."""
+    env, package = built["v1"]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_MCP)
+    env = {**env, "PYTHONPATH": f"{site}:{env['PYTHONPATH']}"}
+
+    async def main() -> ms.Peer:
+        p = ms.Peer(await hs.StdioPeer.start(env, package), False)
+        init = await p.call("initialize", ms.init_params(False))
+        caps = init["result"]["agentCapabilities"]["mcpCapabilities"]
+        assert caps["http"] is False and caps["sse"] is False
+        servers = [ms.stdio_server(tmp_path)]
+        new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+        await p.turn(new["result"]["sessionId"], "tools")
+        await p.turn(new["result"]["sessionId"], "hello")
+        rc, err = await p.peer.close()
+        assert rc == 0, err
+        return p
+
+    texts = asyncio.run(main()).texts()
+    assert len(ms.said(texts, "MCP servers 'tools' were not connected: the `mcp` package")) == 1
+    assert "tools " in texts and "echo hello" in texts

@@ -1,6 +1,8 @@
 """MCP servers for the tests, made with the `mcp` package's own server API (MCPServer):
-one run as a stdio command (a script), one served over streamable HTTP by uvicorn on
-127.0.0.1 (port 0) in a thread, recording the headers of every request it gets."""
+one run as a stdio command (a script), one served over streamable HTTP or SSE by uvicorn
+on 127.0.0.1 (port 0) in a thread, recording the headers of every request it gets; and
+the generated agent the MCP tests drive (a handler calling `turn.mcp`), with a stdio peer
+that runs its turns."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 import uvicorn
 from wait_support import ListeningServer
 
@@ -146,3 +149,124 @@ def gone(pid: int, timeout: float = 0.0) -> bool:
 
 def alive(pid: int) -> bool:
     return not gone(pid) and os.path.exists(f"/proc/{pid}")
+
+
+# ---- the agent under test ------------------------------------------------------------
+
+HEADER_SECRET = "hdr-4f1c9b2e-secret"
+ENV_SECRET = "env-7d2a6c0f-secret"
+
+HANDLERS = """
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._generated.acp import AgentBase, McpToolError, Turn
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> None:
+        text = "".join(b.get("text", "") for b in input if b.get("type") == "text")
+        word, _, rest = text.partition(" ")
+        if word == "tools":
+            names = sorted(t.name for t in await turn.mcp.list_tools())
+            await turn.send_text("tools " + ",".join(names))
+        elif word == "call":
+            name, _, args = rest.partition(" ")
+            try:
+                r = await turn.mcp.call(name, json.loads(args or "{}"))
+            except McpToolError as exc:
+                await turn.send_text(f"failed {exc}")
+                return
+            await turn.send_text(f"result {r.text()} error={r.is_error}")
+        else:
+            await turn.send_text("echo " + text)
+"""
+
+MANIFEST: dict[str, Any] = {"name": "mcp-agent", "version": "0.1.0"}
+
+
+def build_agents(tmp: Path, shared_acp: Path, prefix: str) -> dict[str, tuple[dict[str, str], str]]:
+    """The agent above, generated for v1 (unstable) and v2 as `<prefix>_<rev>`:
+    rev -> (env, package)."""
+    out: dict[str, tuple[dict[str, str], str]] = {}
+    for rev, unstable in (("v1", True), ("v2", False)):
+        package = f"{prefix}_{rev}"
+        env = hs.build(
+            tmp,
+            shared_acp,
+            package,
+            rev=rev,
+            unstable=unstable,
+            manifest=MANIFEST,
+            handlers=HANDLERS,
+        )
+        out[rev] = (env, package)
+    return out
+
+
+def init_params(v2: bool) -> dict[str, Any]:
+    if v2:
+        return {"protocolVersion": 2, "info": {"name": "t", "version": "1"}, "capabilities": {}}
+    return {
+        "protocolVersion": 1,
+        "clientInfo": {"name": "t", "version": "1"},
+        "clientCapabilities": {},
+    }
+
+
+class Peer:
+    """A stdio agent subprocess and the turns of its sessions."""
+
+    def __init__(self, peer: hs.StdioPeer, v2: bool) -> None:
+        self.peer = peer
+        self.v2 = v2
+        self.seen: list[dict[str, Any]] = []
+        self.n = 100
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        self.n += 1
+        answer, seen = (
+            await self.peer.until_id(self.n, 30) if await self._send(method, params) else ({}, [])
+        )
+        self.seen += seen
+        return answer
+
+    async def _send(self, method: str, params: Any) -> bool:
+        await self.peer.send({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
+        return True
+
+    async def turn(self, sid: str, text: str) -> list[dict[str, Any]]:
+        """One prompt; the updates of its turn (until the answer, v1, or idle, v2)."""
+        start = len(self.seen)
+        answer = await self.call("session/prompt", hs.text_prompt(sid, text))
+        assert "result" in answer, answer
+        if self.v2:
+            while not any(
+                u.get("params", {}).get("update", {}).get("state") == "idle"
+                for u in self.seen[start:]
+            ):
+                self.seen.append(await self.peer.recv(30))
+        return [
+            m["params"]["update"] for m in self.seen[start:] if m.get("method") == "session/update"
+        ]
+
+    async def settle(self, seconds: float = 0.3) -> None:
+        """Read what arrives within `seconds` (messages sent outside a turn)."""
+        with contextlib.suppress(TimeoutError):
+            while True:
+                self.seen.append(await self.peer.recv(seconds))
+
+    def texts(self) -> list[str]:
+        return [
+            u["content"]["text"]
+            for m in self.seen
+            if m.get("method") == "session/update"
+            and (u := m["params"]["update"])["sessionUpdate"] == "agent_message_chunk"
+            and u["content"].get("type") == "text"
+        ]
+
+
+def said(texts: list[str], prefix: str) -> list[str]:
+    return [t for t in texts if t.startswith(prefix)]

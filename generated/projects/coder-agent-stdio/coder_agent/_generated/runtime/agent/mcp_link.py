@@ -151,7 +151,6 @@ class McpLink:
             self.error = reason
             self.stopped = self.state == READY
         self.state = FAILED
-        log.info("MCP server %r failed: %s", self.server.name, reason)
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import Client

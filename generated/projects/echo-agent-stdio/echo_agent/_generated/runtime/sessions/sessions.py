@@ -374,7 +374,6 @@ class SessionConnection(Connection):
             frames = [*history, *self.core.unsaved.get(sid, ())]
             for frame in primed(frames, sid, self.rt.revision.sessions.replay_primers):
                 self.send_raw(frame, sid)
-        return self.rt.session_setup.opened(s, params, None, loaded=True)  # commands before it
         result = self.rt.session_setup.opened(s, params, None, loaded=True)  # commands before it
         self.rt.mcp_hub.open(sid, params, s.cwd, ctx)  # its MCP servers, from this request
         return result
@@ -551,6 +550,9 @@ class SessionConnection(Connection):
             s = self.rt.sessions.get(sid)
             if s is not None and s.task is not None and not s.task.done() and self.v2:
                 s.task.cancel()  # v2 turns run outside the request tasks close() cancels
+        # no MCP server outlives its connection; closed while the connection's secrets are
+        # still registered (the SDK's shutdown logs are redacted with them)
+        await self.rt.mcp_hub.aclose()
         await super().close()
         pending = [
             t for t in self.turns.values() if not t.done() and t is not asyncio.current_task()
@@ -567,4 +569,3 @@ class SessionConnection(Connection):
             with contextlib.suppress(Exception):
                 await self.core.store.release(sid, self.owner)
         self.held.clear()
-        await self.rt.mcp_hub.aclose()  # no MCP server outlives its connection

@@ -25,6 +25,7 @@ import asyncio
 import functools
 import importlib
 import importlib.util
+import logging
 import os
 import re
 import uuid
@@ -32,7 +33,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..wire.errors import invalid_params
-from ..wire.logsafe import SecretLimit, redact, register_secrets
+from ..wire.logsafe import RedactingFilter, SecretLimit, redact, register_secrets
+from ..wire.masking import url_secrets
 from .authoring import McpServer, TextContent, ToolContent, mcp_servers
 from .mcp_link import (
     FAILED,
@@ -53,11 +55,36 @@ CONNECT_TIMEOUT = 10.0
 ALLOW_STDIO_ENV = "ACP_ALLOW_STDIO_MCP"
 MIN_REDACTED = 4  # a shorter secret value is not cut out of text: it would blank words
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+# the loggers of the mcp SDK's clients and their HTTP library that write a server's URL
+# (its query may hold a token): registered secrets are redacted out of their records
+SDK_LOGGERS = (
+    "httpx2",
+    "httpcore2",
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+    "mcp.client.stdio",
+    "mcp.client.session",
+    "mcp.client.client",
+)
+_REDACTING = RedactingFilter()
+log = logging.getLogger("acp.runtime.mcp")
 
 
+def guard_sdk_logs() -> None:
+    """Redact registered secrets out of what the SDK's loggers write (once)."""
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _REDACTING not in logger.filters:
+            logger.addFilter(_REDACTING)
+
+
+@functools.cache
 def mcp_installed() -> bool:
-    """Whether the `mcp` package can be imported (checked without importing it)."""
-    return importlib.util.find_spec("mcp") is not None
+    """Whether the `mcp` package can be imported (checked once, without importing it)."""
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a finder that refuses it: not available
+        return False
 
 
 def connect_timeout() -> float:
@@ -108,8 +135,9 @@ class McpSession:
         self._pending: list[str] = []
         self._announced = False
         self._stopping: set[asyncio.Task[None]] = set()
-        # header and env values: never in a message (nor a log line: registered)
+        # header and env values, URL credentials: never in a message (nor a log line)
         self.secrets = [v for s in servers for v in (*s.env.values(), *s.headers.values()) if v]
+        self.secrets += [v for s in servers if s.url for v in url_secrets(s.url)]
         self._refused: list[str] = []
         if not installed:
             names = ", ".join(repr(s.name) for s in servers)
@@ -122,7 +150,10 @@ class McpSession:
         for server in servers:
             problem = _problem(server)
             if problem is not None:
-                self._refused.append(f"MCP server {server.name!r} could not start: {problem}")
+                self._refused.append(
+                    f"MCP server {server.name!r} could not start: {problem}. "
+                    "The session goes on without it."
+                )
                 continue
             prefix = _UNSAFE.sub("_", server.name) or "mcp"
             n, base = 2, prefix
@@ -167,10 +198,9 @@ class McpSession:
             return
         self._reported.add(id(link))
         verb = "stopped" if link.stopped else "could not start"
-        reason = link.error or "unknown error"
-        self._tell(
-            f"MCP server {link.server.name!r} {verb}: {reason}. The session goes on without it."
-        )
+        text = self._clean(f"MCP server {link.server.name!r} {verb}: {link.error or 'unknown'}")
+        log.info("session %s: %s", self.sid, text)
+        self._tell(text + ". The session goes on without it.")
 
     async def ready(self) -> list[McpLink]:
         """The links that are ready, once every link is ready or failed (waiting at most
@@ -264,7 +294,10 @@ class McpHub:
         servers = mcp_servers(raw)
         if not servers:
             return
-        session = McpSession(sid, servers, cwd, self._message, installed=mcp_installed())
+        installed = mcp_installed()
+        if installed:
+            guard_sdk_logs()
+        session = McpSession(sid, servers, cwd, self._message, installed=installed)
         try:
             register_secrets(session.secrets, self._ctx.connection)
         except SecretLimit:

@@ -260,6 +260,7 @@ def describe(
         current_value=next(iter(d.props("SessionConfigBoolean")), "currentValue"),
         select_options=d.field_to("SessionConfigSelect", "SessionConfigSelectOptions") or "options",
         kinds=d.consts("SessionConfigOption", "type") or ("select",),
+        value_tags=d.consts(cls("agent", "session/set_config_option", "params"), "type"),
     )
 
     prompt_resp = cls("agent", "session/prompt", "result") or "PromptResponse"

@@ -445,3 +445,25 @@ def test_fs_and_terminal_are_declared_only_where_the_revision_has_them(
     assert "fs" not in caps and "terminal" not in caps
     v1.serve_fs = v1.serve_terminal = False
     assert v1.declared_capabilities(V1.REVISIONS[-1]) == {"elicitation": {"form": {}}}
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_set_sends_the_value_shape_of_the_revision(rev: str, shared_acp: Path) -> None:
+    """`--set` / `--mode`: each value as the revision's session/set_config_option request
+    takes it (v2 tags a select's value `"type": "id"`; v1 sends it bare), checked against
+    the schema itself (the tags come from it: `ConfigOptionShape.value_tags`)."""
+    import jsonschema
+    from runtime.console.console import _set_value
+
+    from generator.protocol.revision import describe
+
+    schema = json.loads((shared_acp / rev / "schema.json").read_text())
+    described = describe(schema)
+    request = {**schema["$defs"]["SetSessionConfigOptionRequest"], "$defs": schema["$defs"]}
+    select = {"type": "select", "id": "model"}
+    boolean = {"type": "boolean", "id": "verbose"}
+    for option, value in ((select, "large"), (boolean, "yes")):
+        params = _set_value("sess_1", option["id"], value, option, described)
+        jsonschema.validate(params, request)  # raises with the schema's reason
+    tagged = _set_value("sess_1", "model", "large", select, described)
+    assert ("type" in tagged) == (rev == "v2"), tagged

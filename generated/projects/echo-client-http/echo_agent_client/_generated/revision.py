@@ -494,7 +494,11 @@ REVISION = Revision(
         client_terminal="terminal",
     ),
     config_option=ConfigOptionShape(
-        id="id", current_value="currentValue", select_options="options", kinds=("select", "boolean")
+        id="id",
+        current_value="currentValue",
+        select_options="options",
+        kinds=("select", "boolean"),
+        value_tags=("boolean",),
     ),
     turn=TurnShape(
         lifecycle="v1",

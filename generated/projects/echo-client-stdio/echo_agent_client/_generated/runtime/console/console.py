@@ -214,6 +214,8 @@ def _set_value(sid: str, key: str, value: str, option: dict[str, Any], rev: Any)
     params: dict[str, Any] = {"sessionId": sid, "configId": key}
     if option.get("type") == "boolean" and "boolean" in rev.config_option.kinds:
         params.update(type="boolean", value=value.strip().lower() in ("1", "true", "yes", "on"))
+    elif "id" in rev.config_option.value_tags:  # v2: a select's value is tagged
+        params.update(type="id", value=value)
     else:
         params["value"] = value
     return params

@@ -110,6 +110,9 @@ class ConfigOptionShape(NamedTuple):
     # the option kinds SessionConfigOption has ("select", "boolean"); a boolean option on
     # a revision without "boolean" is served as a select of "true" / "false"
     kinds: tuple[str, ...] = ("select", "boolean")
+    # the `type` tags session/set_config_option's value takes ("id" for a select's value
+    # on v2, "boolean"); a revision whose request takes a select's value bare has no "id"
+    value_tags: tuple[str, ...] = ()
 
 
 class TurnShape(NamedTuple):

@@ -15,6 +15,29 @@ class ManifestFormatAuthor(RootModel[str]):
     root: Annotated[str, Field(min_length=1)]
 
 
+class ManifestFormatLlm(BaseModel):
+    """
+    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (a config option `model` whose values are model ids), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    default_model: Annotated[str, Field(min_length=1)]
+    """
+    pydantic-ai's `provider:model` id, e.g. `openai:gpt-4.1-mini`.
+    """
+    provider: Annotated[str | None, Field(min_length=1)] = None
+    """
+    The id of a manifest provider whose route (`providers/set`) the model uses.
+    """
+    instructions: str | None = None
+    """
+    The model's instructions (its system prompt).
+    """
+
+
 class JsonSchema(BaseModel):
     """
     A JSON Schema (2020-12), written inline.
@@ -361,6 +384,10 @@ class ManifestFormat(BaseModel):
     providers: list[Provider] | None = None
     """
     Configurable LLM providers; ids are unique.
+    """
+    llm: ManifestFormatLlm | None = None
+    """
+    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (a config option `model` whose values are model ids), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables.
     """
     auth: list[AuthScheme] | None = None
     """

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["render_generated", "runtime_files", "uses_callbacks"]
+__all__ = ["render_generated", "runtime_files", "uses_callbacks", "uses_model"]
 
 
 # the transport module a project's console script loads by name (serve._transport_module)
@@ -49,7 +49,11 @@ _TRANSPORT_MODULES = {
 
 
 def runtime_files(
-    transport: str | None = None, role: str = "agent", *, callbacks: bool = False
+    transport: str | None = None,
+    role: str = "agent",
+    *,
+    callbacks: bool = False,
+    model: bool = False,
 ) -> dict[str, str]:
     """The runtime package, copied verbatim (sorted, .py only), rooms as subpackages.
 
@@ -75,6 +79,8 @@ def runtime_files(
         todo += _TRANSPORT_MODULES.get((role, transport), ())
         if callbacks:
             todo.append("sessions/callbacks")
+        if model:  # the manifest's `llm`: the model room (acp.py exports run_model)
+            todo.append("model/adapter")
         wanted = set()
         while todo:
             name = todo.pop()
@@ -107,6 +113,11 @@ def _imported(package: list[str], node: Any, sources: dict[str, str]) -> list[st
 def _method_rows(rev: Revision) -> list[dict[str, Any]]:
     """The revision's method table as template rows."""
     return [m._asdict() for m in rev.methods]
+
+
+def uses_model(manifest: dict[str, Any], role: str) -> bool:
+    """An agent whose manifest has `llm`: its runtime carries the model room."""
+    return role == "agent" and bool(manifest.get("llm"))
 
 
 def uses_callbacks(manifest: dict[str, Any]) -> bool:
@@ -268,6 +279,7 @@ def render_generated(
         "interrupts": interrupts,
         "init_type": init_type,
         "role": role,
+        "model": uses_model(manifest, role),
     }
     files["dispatcher.py"] = ruff_format(
         env.get_template("dispatcher.py.jinja").render(**ctx), "dispatcher.py"
@@ -279,7 +291,9 @@ def render_generated(
     # in the author's order: an interrupt form asks its fields in the order written
     files["manifest.json"] = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
     callbacks = role == "agent" and uses_callbacks(manifest)
-    files.update(runtime_files(transport, role, callbacks=callbacks))
+    files.update(
+        runtime_files(transport, role, callbacks=callbacks, model=uses_model(manifest, role))
+    )
     if source is not None:
         files["SOURCE.json"] = json.dumps(source, indent=2, sort_keys=True) + "\n"
     return dict(sorted(files.items()))

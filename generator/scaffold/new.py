@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import AgentgenError
 from ..names import summary
-from ..render import uses_callbacks
+from ..render import uses_callbacks, uses_model
 from . import inputs, project, template_store
 
 
@@ -137,6 +137,7 @@ def copier_answers(
         "summary": summary(manifest.get("description")),
         "transport": transport,
         "callbacks": role == "agent" and uses_callbacks(manifest),
+        "llm": uses_model(manifest, role),
         "manifest_file": manifest_file,
         # the stdio auth methods the handlers answer (hooks stubbed in handlers.py)
         "agent_login": role == "agent" and _declares(manifest, "agent"),

@@ -153,6 +153,7 @@ ROOM_MAY_IMPORT: dict[str, set[str]] = {
     "sessions": {"wire", "agent"},
     "console": {"wire", "client"},
     "http": {"wire", "agent", "sessions"},
+    "model": {"wire", "agent"},
 }
 MAX_ROOM_MODULES = 15
 

@@ -30,6 +30,7 @@ class Session:
         "id",
         "mcp_servers",
         "mode",
+        "model_history",
         "state",
         "task",
         "turns",
@@ -46,6 +47,9 @@ class Session:
         self.cwd: str | None = None
         self.mcp_servers: Any = None  # as the client sent them (Turn.mcp_servers types them)
         self.mode: str | None = None  # the current mode's id, when the manifest has modes
+        # a model's own message history (JSON, as model/history.py writes it), saved with
+        # the session's state so that a loaded session continues its conversation
+        self.model_history: list[Any] | None = None
 
 
 class StateMachine:

@@ -196,8 +196,9 @@ def _second(second: int) -> str:
 
 
 def stored_state(s: Session) -> dict[str, Any]:
-    """What the store keeps of a session besides its history."""
-    return {
+    """What the store keeps of a session besides its history (a model's own message
+    history among it, where the agent runs one: model/history.py)."""
+    state = {
         "config_raw": s.config_raw,
         "state": s.state,
         "turns": s.turns,
@@ -205,3 +206,6 @@ def stored_state(s: Session) -> dict[str, Any]:
         "cwd": s.cwd or "/",
         "updatedAt": now(),
     }
+    if s.model_history is not None:
+        state["model_history"] = s.model_history
+    return state

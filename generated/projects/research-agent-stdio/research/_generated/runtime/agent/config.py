@@ -192,6 +192,8 @@ class SessionSetup:
         s = Session(sid, config, raw, saved.get("state") or self._ctx.machine.initial)
         s.turns = int(saved.get("turns") or 0)
         s.mode = self._extras.saved_mode(saved.get("mode"))
+        history = saved.get("model_history")
+        s.model_history = history if type(history) is list else None
         return s
 
     def opened(

@@ -23,6 +23,7 @@ from ..agent.authoring import Location, ToolCall, ToolKind
 from ..agent.mcp_toolset import McpToolset
 from ..wire.errors import RpcError
 from . import history
+from .editor import EDITOR_TOOLS, editor_toolset
 from .route import model_for
 
 if TYPE_CHECKING:
@@ -87,17 +88,23 @@ async def run_model(
     default_model: str | None = None,
     provider: str | None = None,
     toolsets: Sequence[Any] = (),
+    editor: bool = True,
     **run_options: Any,
 ) -> Any:
     """Run `agent` (a pydantic-ai `Agent`) on `prompt` (text, or the prompt's content
     blocks: their text is joined) as this turn; returns the run's output.  The model:
     `model_for` (the session's pick, `$ACP_MODEL`, `default_model` or the agent's own;
-    through the route the client set for `provider`)."""
+    through the route the client set for `provider`).  `editor`: offer the editor's files
+    and terminal as tools where the client declared them (editor.py); the session's MCP
+    servers' tools are offered too."""
     text = prompt if isinstance(prompt, str) else _text_of(prompt)
     messages, problem = history.load(turn.session)
     if problem:
         await turn.send_text(f"({problem})\n")
     extra = list(toolsets)
+    own = editor_toolset(turn) if editor else None
+    if own is not None:
+        extra.append(own)
     if turn.mcp_servers:
         extra.append(McpToolset(turn.mcp, show=False))
     model = model_for(turn, provider, default_model)
@@ -111,7 +118,7 @@ async def run_model(
             **run_options,
         ) as events:
             async for event in events:
-                result = await _show(turn, event, calls)
+                result = await _show(turn, event, calls, EDITOR_TOOLS if own else frozenset())
                 if result is not None:
                     history.save(turn.session, list(result.all_messages()))
                     await _usage(turn, result)
@@ -127,8 +134,9 @@ async def run_model(
     return None
 
 
-async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall]) -> Any:
-    """Send what `event` shows; the run's result when it is the last one."""
+async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall], shown: frozenset[str]) -> Any:
+    """Send what `event` shows (not the calls of tools in `shown`: they show themselves);
+    the run's result when it is the last one."""
     from pydantic_ai.messages import (
         FunctionToolCallEvent,
         FunctionToolResultEvent,
@@ -154,7 +162,7 @@ async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall]) -> Any:
             await turn.send_text(delta.content_delta)
         elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
             await turn.send_thought(delta.content_delta)
-    elif isinstance(event, FunctionToolCallEvent):
+    elif isinstance(event, FunctionToolCallEvent) and event.part.tool_name not in shown:
         part = event.part
         args = _args(part.args)
         calls[part.tool_call_id] = await turn.start_tool_call(

@@ -1,0 +1,174 @@
+"""The editor's files and terminal as the model's tools (issue 33 item 2): a scripted
+model (pydantic-ai FunctionModel) reads a file, writes it (a diff, asked) and runs a
+command in the client's terminal, through a raw editor of the tests' own
+(tests/coder_support.Editor) that serves fs/* and terminal/* for real; the tools offered
+follow what the client declared (none / fs / fs + terminal; v2 has neither)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import hardening_support as hs
+import pytest
+from coder_support import Editor
+
+HANDLERS = """
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic_ai import Agent as Model
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+from ._generated.acp import AgentBase, Turn, run_model
+
+
+def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    prompts = [p.content for m in messages for p in m.parts if p.part_kind == "user-prompt"]
+    if prompts[-1] == "tools":
+        names = ",".join(sorted(t.name for t in info.function_tools))
+        return ModelResponse(parts=[TextPart("tools " + names)])
+    since: list[Any] = []  # the tool results of this run
+    for m in messages:
+        for p in m.parts:
+            if p.part_kind == "user-prompt":
+                since = []
+            elif p.part_kind == "tool-return":
+                since.append(p)
+    steps = [
+        ("read_file", {"path": "f.txt"}),
+        ("write_file", {"path": "f.txt", "content": "new text\\n"}),
+        ("run_command", {"command": "python", "args": ["-c", "print(40 + 2)"]}),
+    ]
+    if len(since) < len(steps):
+        name, args = steps[len(since)]
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id="c-" + name)])
+    return ModelResponse(parts=[TextPart(json.dumps([str(p.content) for p in since]))])
+
+
+async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+    for part in script(messages, info).parts:
+        if isinstance(part, TextPart):
+            yield part.content
+        else:
+            args = json.dumps(part.args)
+            yield {0: DeltaToolCall(name=part.tool_name, json_args=args, tool_call_id=part.tool_call_id)}
+
+
+MODEL = Model(FunctionModel(stream_function=stream))
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> None:
+        await run_model(turn, MODEL, input)
+"""
+
+MANIFEST: dict[str, Any] = {
+    "name": "editor-agent",
+    "version": "0.1.0",
+    "llm": {"default_model": "openai:unused"},
+    "modes": [{"id": "code", "name": "Code", "default": True}, {"id": "ask", "name": "Ask"}],
+}
+FS = {"readTextFile": True, "writeTextFile": True}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
+    tmp = tmp_path_factory.mktemp("editor_agent")
+    out = {}
+    for rev, unstable in (("v1", True), ("v2", False)):
+        package = f"editor_agent_{rev}"
+        env = hs.build(
+            tmp,
+            shared_acp,
+            package,
+            rev=rev,
+            unstable=unstable,
+            manifest=MANIFEST,
+            handlers=HANDLERS,
+        )
+        env.pop("ACP_MODEL", None)
+        out[rev] = (env, package)
+    return out
+
+
+async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> str:
+    await ed.initialize(2 if v2 else 1, caps)
+    new: dict[str, Any] = {"cwd": str(root)}
+    if not v2:
+        new["mcpServers"] = []
+    return str((await ed.call("session/new", new))["sessionId"])
+
+
+@pytest.mark.parametrize(
+    ("rev", "caps", "offered"),
+    [
+        ("v1", {}, ""),
+        ("v1", {"fs": FS}, "read_file,write_file"),
+        ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
+        ("v2", {}, ""),
+    ],
+)
+def test_the_tools_offered_follow_the_clients_capabilities(
+    built: Any, tmp_path: Path, rev: str, caps: dict[str, Any], offered: str
+) -> None:
+    env, package = built[rev]
+
+    async def main() -> list[str]:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, rev == "v2", caps)
+        await ed.prompt(sid, "tools", v2=rev == "v2")
+        await ed.stop()
+        return ed.texts()
+
+    assert "".join(asyncio.run(main())) == "tools " + offered
+
+
+@pytest.mark.parametrize("permit", ["allow_once", "reject_once"])
+def test_a_model_reads_writes_and_runs_through_the_editor(
+    built: Any, tmp_path: Path, permit: str
+) -> None:
+    env, package = built["v1"]
+    (tmp_path / "f.txt").write_text("old text\n")
+
+    async def main() -> Editor:
+        ed = await Editor.start(env, package, tmp_path)
+        ed.permit = permit
+        sid = await _session(ed, tmp_path, False, {"fs": FS, "terminal": True})
+        assert await ed.prompt(sid, "change f.txt and check", v2=False) == "end_turn"
+        await ed.stop()
+        return ed
+
+    ed = asyncio.run(main())
+    allowed = permit == "allow_once"
+    assert (tmp_path / "f.txt").read_text() == ("new text\n" if allowed else "old text\n")
+    calls = [u for u in ed.updates if u["sessionUpdate"] == "tool_call"]
+    assert [c["kind"] for c in calls] == ["read", "edit", "execute"]
+    diff = calls[1]["content"][0]
+    assert diff["type"] == "diff" and diff["oldText"] == "old text\n"
+    assert diff["newText"] == "new text\n" and diff["path"] == str(tmp_path / "f.txt")
+    asked = [r for r in ed.requests if r["method"] == "session/request_permission"]
+    assert len(asked) == 2  # the write and the command
+    methods = ed.methods()
+    assert ("fs/write_text_file" in methods) is allowed
+    assert ("terminal/create" in methods) is allowed
+    if allowed:
+        assert "terminal/release" in methods  # always released
+    said = json.loads(ed.texts()[-1])  # what each tool told the model
+    if allowed:
+        assert said[1] == "wrote f.txt" and said[2].startswith("exit code 0") and "42" in said[2]
+    else:
+        assert "did not allow writing f.txt" in said[1] and "did not allow running" in said[2]
+    finals = {
+        u["toolCallId"]: u["status"]
+        for u in ed.updates
+        if u["sessionUpdate"] == "tool_call_update" and u.get("status")
+    }
+    assert list(finals.values()) == (
+        ["completed", "completed", "completed"] if allowed else ["completed", "failed", "failed"]
+    )

@@ -24,9 +24,9 @@ class ManifestFormatLlm(BaseModel):
         extra="forbid",
         populate_by_name=True,
     )
-    default_model: Annotated[str, Field(min_length=1)]
+    default_model: Annotated[str | None, Field(min_length=1)] = None
     """
-    pydantic-ai's `provider:model` id, e.g. `openai:gpt-4.1-mini`.
+    pydantic-ai's `provider:model` id, e.g. `openai:gpt-4.1-mini` (without it: the model the handler's pydantic-ai agent has).
     """
     provider: Annotated[str | None, Field(min_length=1)] = None
     """

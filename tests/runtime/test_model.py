@@ -82,7 +82,7 @@ MANIFEST: dict[str, Any] = {
     "name": "model-agent",
     "version": "0.1.0",
     "providers": [{"id": "main", "supported": ["openai", "anthropic"], "required": False}],
-    "llm": {"default_model": "openai:gpt-test", "provider": "main"},
+    "llm": {"provider": "main", "instructions": "Be brief."},
 }
 
 
@@ -159,7 +159,9 @@ def test_a_scripted_model_streams_text_thinking_and_a_tool_call(built: Any, rev:
         new = {"cwd": "/work/proj"} if v2 else {"cwd": "/work/proj", "mcpServers": []}
         sid = (await p.call("session/new", new))["result"]["sessionId"]
         r, first = await p.turn(sid, "hello")
-        assert "result" in r, r
+        if "error" in r:
+            _, err = await p.peer.close()
+            raise AssertionError((r, err.decode()[-3000:]))
         assert _text(first, "agent_message_chunk") == "seen 1: hello"
         r, second = await p.turn(sid, "read notes.txt")
         assert "result" in r, r

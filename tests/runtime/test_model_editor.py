@@ -71,7 +71,7 @@ class Agent(AgentBase):
 MANIFEST: dict[str, Any] = {
     "name": "editor-agent",
     "version": "0.1.0",
-    "llm": {"default_model": "openai:unused"},
+    "llm": {"instructions": "You edit files."},
     "modes": [{"id": "code", "name": "Code", "default": True}, {"id": "ask", "name": "Ask"}],
 }
 FS = {"readTextFile": True, "writeTextFile": True}

@@ -169,6 +169,13 @@ class Turn(Authoring, ClientCalls):
     def provider(self, provider_id: str) -> ProviderRoute | None:
         return self._host.providers.route(provider_id)
 
+    @property
+    def llm(self) -> dict[str, Any]:
+        """The manifest's `llm` block ({} without one): the default model, the provider
+        whose route the model uses, its instructions (model/adapter.py reads it)."""
+        block = self._host.ctx.manifest.get("llm")
+        return dict(block) if type(block) is dict else {}
+
     async def send_text(self, text: str) -> None:
         """Stream a piece of text as an `agent_message_chunk`."""
         self._conn.send_raw(self._prefix + _dumps(text) + b"}}}}", self.session.id)

@@ -23,7 +23,7 @@ from ..agent.authoring import Location, ToolCall, ToolKind
 from ..agent.mcp_toolset import McpToolset
 from ..wire.errors import RpcError
 from . import history
-from .editor import EDITOR_TOOLS, editor_toolset
+from .editor import EDITOR_TOOLS, editor_toolset, tool_names
 from .route import model_for
 
 if TYPE_CHECKING:
@@ -94,15 +94,22 @@ async def run_model(
     """Run `agent` (a pydantic-ai `Agent`) on `prompt` (text, or the prompt's content
     blocks: their text is joined) as this turn; returns the run's output.  The model:
     `model_for` (the session's pick, `$ACP_MODEL`, `default_model` or the agent's own;
-    through the route the client set for `provider`).  `editor`: offer the editor's files
+    through the route the client set for `provider`); `default_model`, `provider` and the
+    instructions default to the manifest's `llm` block.  `editor`: offer the editor's files
     and terminal as tools where the client declared them (editor.py); the session's MCP
     servers' tools are offered too."""
+    llm = turn.llm
+    default_model = default_model or llm.get("default_model")
+    provider = provider or llm.get("provider")
+    if llm.get("instructions") and "instructions" not in run_options:
+        run_options["instructions"] = llm["instructions"]
     text = prompt if isinstance(prompt, str) else _text_of(prompt)
     messages, problem = history.load(turn.session)
     if problem:
         await turn.send_text(f"({problem})\n")
     extra = list(toolsets)
-    own = editor_toolset(turn) if editor else None
+    taken = tool_names(agent)
+    own = editor_toolset(turn, taken) if editor else None
     if own is not None:
         extra.append(own)
     if turn.mcp_servers:
@@ -118,7 +125,9 @@ async def run_model(
             **run_options,
         ) as events:
             async for event in events:
-                result = await _show(turn, event, calls, EDITOR_TOOLS if own else frozenset())
+                result = await _show(
+                    turn, event, calls, EDITOR_TOOLS - taken if own else frozenset()
+                )
                 if result is not None:
                     history.save(turn.session, list(result.all_messages()))
                     await _usage(turn, result)
@@ -186,7 +195,9 @@ async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall], shown: froze
 
 
 async def _usage(turn: Turn, result: Any) -> None:
-    usage = result.usage()
+    usage = result.usage  # a property in pydantic-ai 2 (a method before)
+    if callable(usage):
+        usage = usage()
     used = int(getattr(usage, "input_tokens", 0) or 0) + int(
         getattr(usage, "output_tokens", 0) or 0
     )

@@ -32,18 +32,32 @@ OPTIONS = (
 )
 
 
-def editor_toolset(turn: Turn) -> Any:
-    """A pydantic-ai `FunctionToolset` with the tools this client can serve (None: none)."""
+def editor_toolset(turn: Turn, taken: frozenset[str] = frozenset()) -> Any:
+    """A pydantic-ai `FunctionToolset` with the tools this client can serve (None: none);
+    a name in `taken` (a tool of the user's own agent) is left to that tool."""
     from pydantic_ai.toolsets import FunctionToolset
 
     tools: list[Any] = []
-    if turn.client_can("fs/read_text_file"):
-        tools.append(_reader(turn))
-    if turn.client_can("fs/write_text_file"):
-        tools.append(_writer(turn))
-    if turn.client_can("terminal/create"):
-        tools.append(_runner(turn))
+    for method, make in (
+        ("fs/read_text_file", _reader),
+        ("fs/write_text_file", _writer),
+        ("terminal/create", _runner),
+    ):
+        if turn.client_can(method):
+            tool = make(turn)
+            if tool.__name__ not in taken:
+                tools.append(tool)
     return FunctionToolset(tools, max_retries=1, id="acp-editor") if tools else None
+
+
+def tool_names(agent: Any) -> frozenset[str]:
+    """The names of the function tools a pydantic-ai agent has of its own."""
+    names: set[str] = set()
+    for toolset in getattr(agent, "toolsets", ()) or ():
+        tools = getattr(toolset, "tools", None)
+        if isinstance(tools, dict):
+            names.update(str(n) for n in tools)
+    return frozenset(names)
 
 
 def _reader(turn: Turn) -> Any:
@@ -151,4 +165,4 @@ def _runner(turn: Turn) -> Any:
     return run_command
 
 
-__all__ = ["EDITOR_TOOLS", "OUTPUT_LIMIT", "editor_toolset"]
+__all__ = ["EDITOR_TOOLS", "OUTPUT_LIMIT", "editor_toolset", "tool_names"]

@@ -120,6 +120,9 @@ _IMPORTS = {
     "redis": {"redis"},
     # the `mcp` extra: the MCP servers a client passes (runtime/agent/mcp_link.py)
     "mcp": {"mcp"},
+    # the `model` extra (a manifest with `llm`): pydantic-ai with the OpenAI and Anthropic
+    # clients (runtime/model/)
+    "pydantic-ai-slim": {"pydantic_ai", "openai", "anthropic"},
     "anyio": {"anyio"},
 }
 

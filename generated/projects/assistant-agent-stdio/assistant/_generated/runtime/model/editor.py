@@ -1,0 +1,168 @@
+"""The editor's files and terminal as the model's tools, offered only where the client
+declared them (v1 `fs.readTextFile`, `fs.writeTextFile`, `terminal`; v2 has none):
+
+- `read_file(path, line, limit)`: the file as the editor has it (unsaved edits included);
+- `write_file(path, content)`: shown as a diff, asked with `session/request_permission`
+  (in a session whose mode is `ask`, shown and never written);
+- `run_command(command, args)`: asked first, run in the client's terminal in the session's
+  folder, its output limited (`OUTPUT_LIMIT` bytes) and the terminal always released.
+
+Each shows its own tool call (the adapter does not show these a second time); a refusal,
+a cancelled question or a client error is the tool's answer to the model, not the turn's
+end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..agent.authoring import DiffContent, Location, TerminalContent
+from ..agent.clientcalls import PermissionOption
+from ..wire.errors import RpcError
+
+if TYPE_CHECKING:
+    from ..agent.turns import Turn
+
+OUTPUT_LIMIT = 64 * 1024  # bytes of a command's output the model gets
+ASK_MODE = "ask"  # a session mode in which writes are shown, never made
+EDITOR_TOOLS = frozenset({"read_file", "write_file", "run_command"})
+OPTIONS = (
+    PermissionOption("allow", "Allow", "allow_once"),
+    PermissionOption("reject", "Reject", "reject_once"),
+)
+
+
+def editor_toolset(turn: Turn, taken: frozenset[str] = frozenset()) -> Any:
+    """A pydantic-ai `FunctionToolset` with the tools this client can serve (None: none);
+    a name in `taken` (a tool of the user's own agent) is left to that tool."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    tools: list[Any] = []
+    for method, make in (
+        ("fs/read_text_file", _reader),
+        ("fs/write_text_file", _writer),
+        ("terminal/create", _runner),
+    ):
+        if turn.client_can(method):
+            tool = make(turn)
+            if tool.__name__ not in taken:
+                tools.append(tool)
+    return FunctionToolset(tools, max_retries=1, id="acp-editor") if tools else None
+
+
+def tool_names(agent: Any) -> frozenset[str]:
+    """The names of the function tools a pydantic-ai agent has of its own."""
+    names: set[str] = set()
+    for toolset in getattr(agent, "toolsets", ()) or ():
+        tools = getattr(toolset, "tools", None)
+        if isinstance(tools, dict):
+            names.update(str(n) for n in tools)
+    return frozenset(names)
+
+
+def _reader(turn: Turn) -> Any:
+    async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
+        """Read a text file of the project, as the editor has it.
+
+        Args:
+            path: the file, relative to the project folder or absolute.
+            line: the first line to read (1-based), to read part of a long file.
+            limit: how many lines to read from `line`.
+        """
+        full = turn.resolve(path)
+        async with turn.tool_call(
+            f"Read {path}", kind="read", locations=[Location(full, line)], raw_input={"path": path}
+        ) as call:
+            try:
+                text = await turn.read_text_file(full, line=line, limit=limit)
+            except RpcError as exc:
+                await call.fail(raw_output={"error": exc.message})
+                return f"cannot read {path}: {exc.message}"
+            await call.complete(raw_output={"lines": text.count("\n") + 1})
+        return text
+
+    return read_file
+
+
+def _writer(turn: Turn) -> Any:
+    async def write_file(path: str, content: str) -> str:
+        """Write a text file of the project (the whole new content). The user sees the
+        diff and is asked first.
+
+        Args:
+            path: the file, relative to the project folder or absolute.
+            content: the file's complete new text.
+        """
+        full = turn.resolve(path)
+        before: str | None = None
+        if turn.client_can("fs/read_text_file"):
+            try:
+                before = await turn.read_text_file(full)
+            except RpcError:
+                before = None  # a new file
+        call = await turn.start_tool_call(
+            f"Write {path}",
+            kind="edit",
+            status="pending",
+            content=[DiffContent(full, before, content)],
+            locations=[Location(full)],
+            raw_input={"path": path},
+        )
+        if turn.mode == ASK_MODE:
+            await call.complete(raw_output={"applied": False, "mode": ASK_MODE})
+            return f"not written: the session is in {ASK_MODE} mode (the user saw the diff)"
+        answer = await turn.request_permission(OPTIONS, tool_call=call)
+        if not answer.allowed:
+            await call.fail(raw_output={"applied": False})
+            return f"the user did not allow writing {path}: it is unchanged"
+        await call.update(status="in_progress")
+        try:
+            await turn.write_text_file(full, content)
+        except RpcError as exc:
+            await call.fail(raw_output={"applied": False, "error": exc.message})
+            return f"cannot write {path}: {exc.message}"
+        await call.complete(raw_output={"applied": True})
+        return f"wrote {path}"
+
+    return write_file
+
+
+def _runner(turn: Turn) -> Any:
+    async def run_command(command: str, args: list[str] | None = None) -> str:
+        """Run a program in the project folder, in the editor's terminal (the user is asked
+        first); returns its exit code and output.
+
+        Args:
+            command: the program, e.g. `pytest` or `python`.
+            args: its arguments.
+        """
+        argv = [str(a) for a in args or ()]
+        shown = " ".join([command, *argv])
+        call = await turn.start_tool_call(
+            shown, kind="execute", status="pending", raw_input={"command": command, "args": argv}
+        )
+        answer = await turn.request_permission(OPTIONS, tool_call=call)
+        if not answer.allowed:
+            await call.fail(raw_output={"ran": False})
+            return f"the user did not allow running `{shown}`"
+        try:
+            term = await turn.create_terminal(
+                command, argv, cwd=turn.cwd, output_byte_limit=OUTPUT_LIMIT
+            )
+        except RpcError as exc:
+            await call.fail(raw_output={"ran": False, "error": exc.message})
+            return f"cannot run `{shown}`: {exc.message}"
+        async with term:  # released at the end, killed first if the turn is cancelled
+            await call.update(status="in_progress", content=[TerminalContent(term.id)])
+            status = await term.wait_for_exit()
+            out = await term.output()
+        ok = status.exit_code == 0
+        result = {"exitCode": status.exit_code, "truncated": out.truncated}
+        await (call.complete(raw_output=result) if ok else call.fail(raw_output=result))
+        cut = " (cut)" if out.truncated else ""
+        return f"exit code {status.exit_code}{cut}\n{out.output}"
+
+    return run_command
+
+
+__all__ = ["EDITOR_TOOLS", "OUTPUT_LIMIT", "editor_toolset", "tool_names"]

@@ -1,0 +1,58 @@
+"""A model's message history, kept with its session (`Session.model_history`, saved in
+the session store's state with each turn): pydantic-ai's messages as JSON, bounded, and
+read back after a restart or on another replica."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..agent.context import Session
+
+log = logging.getLogger("acp.runtime.model")
+
+MAX_MESSAGES = 400  # messages kept per session (ACP_MODEL_HISTORY)
+
+
+def history_limit() -> int:
+    raw = os.environ.get("ACP_MODEL_HISTORY", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_MESSAGES
+
+
+def load(session: Session) -> tuple[list[Any], str | None]:
+    """The session's messages as pydantic-ai's `ModelMessage`s, and a problem to tell the
+    user when a stored history no longer parses (it is then dropped, the session goes on)."""
+    raw = session.model_history
+    if not raw:
+        return [], None
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    try:
+        return list(ModelMessagesTypeAdapter.validate_python(raw)), None
+    except ValueError as exc:  # written by a pydantic-ai this one cannot read
+        log.warning("session %s: the model history does not parse (%s)", session.id, exc)
+        session.model_history = None
+        return [], "the earlier conversation could not be read back; starting afresh"
+
+
+def save(session: Session, messages: list[Any]) -> None:
+    """Keep `messages` (a whole run's) with the session, at most `history_limit()` of them,
+    cut where a user's request starts (a tool call is never parted from its result)."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+    keep = messages
+    limit = history_limit()
+    if len(keep) > limit:
+        start = len(keep) - limit
+        while start < len(keep) and not (
+            isinstance(keep[start], ModelRequest)
+            and any(isinstance(p, UserPromptPart) for p in keep[start].parts)
+        ):
+            start += 1
+        keep = keep[start:]
+    session.model_history = ModelMessagesTypeAdapter.dump_python(keep, mode="json")
+
+
+__all__ = ["MAX_MESSAGES", "history_limit", "load", "save"]

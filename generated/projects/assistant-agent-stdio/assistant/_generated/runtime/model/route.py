@@ -1,0 +1,80 @@
+"""Which model a turn calls, and through which endpoint.
+
+The model id: the session's pick (the `model` config option, where the manifest offers
+one), else `$ACP_MODEL`, else the default given (pydantic-ai's `provider:model` ids, e.g.
+`openai:gpt-4.1-mini`).  The endpoint: the route the client set with `providers/set` for
+the provider id (`apiType` `openai`: the Chat Completions API, what every
+OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route's
+`baseUrl` and `headers`), else the provider's usual environment variables.  Header values
+are credentials: they go to the endpoint and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..wire.errors import RpcError
+
+if TYPE_CHECKING:
+    from ..agent.providers import ProviderRoute
+    from ..agent.turns import Turn
+
+SERVED = ("openai", "anthropic")  # the api types a model route may use
+MODEL_OPTION = "model"  # the config option holding the session's pick
+
+
+def model_id(turn: Turn, default: str | None) -> str | None:
+    """The session's pick, else `$ACP_MODEL`, else `default`."""
+    picked = turn.session.config_raw.get(MODEL_OPTION) if turn.session.config_raw else None
+    if type(picked) is str and picked:
+        return picked
+    return os.environ.get("ACP_MODEL", "").strip() or default
+
+
+def model_for(turn: Turn, provider_id: str | None, default: str | None) -> Any:
+    """What to hand pydantic-ai as `model=`: a model bound to the client's route when it
+    set one for `provider_id`, else the id (pydantic-ai reads the environment)."""
+    name = model_id(turn, default)
+    route = turn.provider(provider_id) if provider_id else None
+    if route is None:
+        if name and name.startswith("openai:") and os.environ.get("OPENAI_BASE_URL"):
+            return "openai-chat:" + name.split(":", 1)[1]  # a gateway: Chat Completions
+        return name
+    if not name:
+        raise RpcError(-32602, f"provider {route.provider_id!r} is routed but no model is set")
+    return routed_model(route, name.split(":", 1)[1] if ":" in name else name)
+
+
+def routed_model(route: ProviderRoute, name: str) -> Any:
+    """A pydantic-ai model speaking `route.api_type` to `route.base_url` with its headers."""
+    headers = dict(route.headers)
+    if route.api_type == "openai":
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        auth = _header(headers, "authorization")
+        key = auth[7:] if auth and auth.lower().startswith("bearer ") else "unused"
+        client = AsyncOpenAI(base_url=route.base_url, api_key=key, default_headers=headers)
+        return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client))
+    if route.api_type == "anthropic":
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        key = _header(headers, "x-api-key") or "unused"
+        aclient = AsyncAnthropic(base_url=route.base_url, api_key=key, default_headers=headers)
+        return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=aclient))
+    raise RpcError(
+        -32602,
+        f"provider {route.provider_id!r} is routed to API type {route.api_type!r}, which this "
+        f"agent's model cannot speak ({', '.join(SERVED)})",
+    )
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    return next((v for k, v in headers.items() if k.lower() == name), None)
+
+
+__all__ = ["MODEL_OPTION", "SERVED", "model_for", "model_id", "routed_model"]

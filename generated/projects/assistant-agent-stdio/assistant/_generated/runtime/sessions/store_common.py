@@ -1,0 +1,99 @@
+"""What every session store shares (store.py, store_sqlite.py, store_postgres.py): the
+``list_sessions`` cursor, history bounds read from the environment, the retention
+plan (which oldest turns a bound drops), and how the database stores write a small
+turn's messages as one history row (``joined``, ``unjoined``)."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("acp.runtime.store")
+
+_CURSOR_DIGITS = 18  # a cursor is a 64-bit sequence number
+
+
+def cursor_seq(cursor: str | None) -> int:
+    """The sequence number a ``list_sessions`` cursor stands for (every store's cursors are
+    decimal sequence numbers); ValueError for one no store hands out."""
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > _CURSOR_DIGITS:
+        raise ValueError("not a cursor this store handed out")
+    return int(cursor)
+
+
+class _FromEnv:
+    """A bound's default: the environment variable, else the documented default."""
+
+    def __repr__(self) -> str:
+        return "FROM_ENV"
+
+
+FROM_ENV = _FromEnv()
+Limit = int | None | _FromEnv
+
+DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
+DEFAULT_HISTORY_TURNS = 100_000
+
+
+def env_limit(value: Limit, name: str, default: int) -> int | None:
+    """``value``, or for FROM_ENV: ``$name`` (a count of bytes or turns; ``0`` or
+    ``none``: unbounded) else ``default``.  A value that is not a count is logged (it
+    names the variable) and the default used."""
+    if not isinstance(value, _FromEnv):
+        return value
+    import os
+
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("0", "none"):
+        return None
+    if not raw.isdigit():
+        log.warning(
+            "%s=%r is not a whole number (0 or 'none': no bound): using %d", name, raw, default
+        )
+        return default
+    return int(raw)
+
+
+JOIN_BELOW = 128 * 1024
+"""A turn of fewer bytes than this, of several messages none of which holds a newline, is
+one history row (SQLite's schema 5, PostgreSQL's 3): a turn of many updates writes one
+row and one index entry, not one of each a message."""
+
+
+def joined(messages: list[bytes], size: int) -> bytes | None:
+    """A turn's messages (``size`` bytes in all) as one history row, its ``parts`` being
+    ``len(messages)``: joined by newlines, which no stored frame holds; None when they
+    stay a row each (one message, a large turn, or a newline in one of them)."""
+    if len(messages) > 1 and size < JOIN_BELOW and not any(b"\n" in m for m in messages):
+        return b"\n".join(messages)
+    return None
+
+
+def unjoined(row: bytes, parts: int) -> list[bytes]:
+    """The messages of a history row of ``parts`` of them (see ``joined``)."""
+    return row.split(b"\n") if parts > 1 else [row]
+
+
+def trim_plan(
+    sizes: list[int], held: int, max_bytes: int | None, max_turns: int | None
+) -> tuple[int, int]:
+    """History retention, for every store: given a session's turns' sizes (oldest first)
+    and the bytes they hold, how many of the oldest turns to drop and their bytes.  Nothing
+    until a bound is passed; then whole turns go down to 3/4 of each bound passed (so the
+    next trims come later); the latest turn always stays, however large."""
+    if max_bytes is not None and held <= max_bytes:
+        max_bytes = None
+    if max_turns is not None and len(sizes) <= max_turns:
+        max_turns = None
+    if max_bytes is None and max_turns is None:
+        return 0, 0
+    goal_bytes = held if max_bytes is None else max_bytes * 3 // 4
+    goal_turns = len(sizes) if max_turns is None else max(1, max_turns * 3 // 4)
+    cut = dropped = 0
+    while cut < len(sizes) - 1 and (held - dropped > goal_bytes or len(sizes) - cut > goal_turns):
+        dropped += sizes[cut]
+        cut += 1
+    return cut, dropped

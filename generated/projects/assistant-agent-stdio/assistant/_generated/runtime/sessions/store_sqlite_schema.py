@@ -1,0 +1,117 @@
+"""The SQLite session store's file format: the tables (``SCHEMA``) and the steps that bring
+an older file up to date (``MIGRATIONS``, run by ``migrate`` once per step, each in one
+transaction, the version kept in ``PRAGMA user_version``), and the reads that know where
+schema 4 keeps a session's latest state and turn (``STATE``, ``last_turn``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS history (
+    session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, message BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
+"""
+
+# Schema versions (PRAGMA user_version); each step runs once, in one transaction, on a
+# database older than it.  1: leases, and the creation order session/list pages by.
+# 2: history retention (each row's turn and size, each session's kept bytes and turn
+# count) and large strings stored once per turn (``blobs``).  3: history's seq without
+# AUTOINCREMENT (a small commit wrote the ``sqlite_sequence`` page too: one WAL page of
+# four; a session's rows keep their order, new ones above every row left).  4: a turn's
+# state and the session's running byte count on its last history row (``state``,
+# ``total``), so a small turn writes no ``sessions`` row; ``sessions.hseq`` (the last
+# history row when ``save`` wrote the row's state) and ``hdropped`` (bytes trimmed);
+# ``hbytes``/``hturns`` are no longer kept up to date.  5: a small turn's messages in one
+# history row (``parts``: how many, joined by newlines, which no stored frame holds), so
+# a turn of many updates writes one row and one index entry, not one of each a message.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS session_order (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL UNIQUE);
+    INSERT OR IGNORE INTO session_order (session_id) SELECT id FROM sessions ORDER BY rowid;
+    """,
+    """
+    ALTER TABLE history ADD COLUMN turn INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE history ADD COLUMN blob INTEGER;
+    ALTER TABLE history ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+    UPDATE history SET size = length(message);
+    ALTER TABLE sessions ADD COLUMN hbytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hturns INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hfirst INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET hfirst = 0 WHERE id IN (SELECT session_id FROM history);
+    UPDATE sessions SET hbytes = coalesce(
+        (SELECT sum(size) FROM history WHERE history.session_id = sessions.id), 0);
+    CREATE TABLE IF NOT EXISTS blobs (
+        id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, turn INTEGER NOT NULL,
+        data BLOB NOT NULL);
+    CREATE INDEX IF NOT EXISTS blobs_by_session ON blobs (session_id, turn);
+    """,
+    """
+    CREATE TABLE history_v3 (
+        session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY, message BLOB NOT NULL,
+        turn INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL DEFAULT 0, blob INTEGER,
+        at INTEGER NOT NULL DEFAULT 0);
+    INSERT INTO history_v3 (session_id, seq, message, turn, size, blob, at)
+        SELECT session_id, seq, message, turn, size, blob, at FROM history;
+    DROP TABLE history;
+    ALTER TABLE history_v3 RENAME TO history;
+    CREATE INDEX history_by_session ON history (session_id, seq);
+    DELETE FROM sqlite_sequence WHERE name = 'history';
+    """,
+    """
+    ALTER TABLE history ADD COLUMN state BLOB;
+    ALTER TABLE history ADD COLUMN total INTEGER;
+    ALTER TABLE sessions ADD COLUMN hseq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN hdropped INTEGER NOT NULL DEFAULT 0;
+    UPDATE sessions SET hseq = coalesce(
+        (SELECT max(seq) FROM history WHERE history.session_id = sessions.id), 0);
+    UPDATE history SET total = (SELECT hbytes FROM sessions WHERE sessions.id = history.session_id)
+        WHERE seq IN (SELECT max(seq) FROM history GROUP BY session_id);
+    """,
+    """
+    ALTER TABLE history ADD COLUMN parts INTEGER NOT NULL DEFAULT 1;
+    """,
+)
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring an existing database up to ``len(MIGRATIONS)`` (another process may be
+    doing the same: the version is read again under the write lock)."""
+    while True:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version >= len(MIGRATIONS):
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            if version < len(MIGRATIONS):
+                for stmt in MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        db.execute(stmt)
+                db.execute(f"PRAGMA user_version = {version + 1}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
+STATE = (
+    "coalesce((SELECT h.state FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
+    "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), s.state)"
+)
+"""A session's latest state: its last turn's (on the turn's last history row), unless
+``save`` wrote the session's row since (``hseq``: the last history row at that save)."""
+
+
+def last_turn(db: sqlite3.Connection, sid: str) -> tuple[int, int]:
+    """The session's latest turn number and the bytes of history it ever wrote (kept or
+    trimmed: ``sessions.hdropped`` counts the trimmed ones); (0, 0) before any turn."""
+    row = db.execute(
+        "SELECT turn, total FROM history WHERE session_id = ? ORDER BY seq DESC LIMIT 1", (sid,)
+    ).fetchone()
+    return (int(row[0]), int(row[1] or 0)) if row else (0, 0)

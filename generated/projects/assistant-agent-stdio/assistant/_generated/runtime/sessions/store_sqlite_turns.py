@@ -1,0 +1,251 @@
+"""How the SQLite store writes finished turns (store_sqlite.py): a group of them, of any
+sessions, in one transaction, each turn's messages as history rows (the last one carrying
+the session's state and running byte count), a prompt's text shared with its echo stored
+once, history trimmed to its bounds; and what the event loop's connection keeps between
+its commits so that a small turn reads nothing (``TurnWriter._head``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from typing import Any
+
+from .shared_runs import shared_runs
+from .store_common import joined, trim_plan
+from .store_sqlite_schema import last_turn
+
+SHARED_STRING = 64 * 1024
+"""A run of at least this many bytes that two messages of one turn hold (a prompt's text
+and its echo) is stored once (table ``blobs``), each message keeping its place."""
+
+KNOWN_SESSIONS = 4096
+"""At most this many sessions' figures kept by the event loop's connection between
+commits of other connections (see ``_head``); past it, it forgets them all."""
+
+
+class Turn:
+    """A queued ``save_turn``: answered once the transaction that wrote it commits."""
+
+    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
+
+    def __init__(
+        self,
+        sid: str,
+        state: bytes,
+        messages: list[bytes],
+        owner: str | None,
+        future: asyncio.Future[bool],
+    ) -> None:
+        self.sid = sid
+        self.state = state
+        self.messages = messages
+        self.owner = owner
+        self.size = sum(map(len, messages))
+        self.future = future
+
+
+class TurnWriter:
+    """Writes groups of turns for one store: ``commit`` (a group, one transaction) and
+    ``commit_each`` (a failed group turn by turn).  ``fast``: the store's event loop
+    connection, the only one whose figures are kept (see ``_known_valid``)."""
+
+    def __init__(
+        self, fast: sqlite3.Connection, max_history_bytes: int | None, max_history_turns: int | None
+    ) -> None:
+        self.fast = fast
+        self.max_history_bytes = max_history_bytes
+        self.max_history_turns = max_history_turns
+        self._known: dict[str, list[int]] = {}  # see _head
+        self._owners: dict[str, str | None] = {}  # see _owner
+        self._known_version = -1
+
+    def _write_turn(
+        self, db: sqlite3.Connection, t: Turn, known: dict[str, list[int]] | None
+    ) -> None:
+        """One turn: its messages as one history row (a small turn: ``parts`` messages
+        joined by newlines) or a row each (a large turn, see ``_rows``), the last row
+        carrying the session's state after the turn and the session's running byte
+        count (``total``), so a small turn writes the history's pages alone (no
+        ``sessions`` row: a page of its own in the WAL, a third of a small commit's
+        cost).  A turn with no messages writes one empty row (``size`` 0, never
+        replayed) for its state.  ``known``: what the event loop's connection read and
+        wrote before (see ``_head``)."""
+        head = self._head(db, t.sid, known)
+        if head is None:  # a turn before any save(): the session's row and place in the list
+            db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))
+            db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
+            head = [1, 0, *last_turn(db, t.sid)]
+            if known is not None:
+                known[t.sid] = head
+        first, dropped, last, total = head
+        turn = last + 1
+        total += t.size
+        head[2], head[3] = turn, total
+        messages = t.messages or [b""]
+        shared = shared_runs(messages, SHARED_STRING) if t.size >= 2 * SHARED_STRING else None
+        run, where = shared if shared is not None else (b"", {})
+        blob = None
+        if run:
+            cur = db.execute(
+                "INSERT INTO blobs (session_id, turn, data) VALUES (?, ?, ?)", (t.sid, turn, run)
+            )
+            blob = cur.lastrowid
+        one = None if run else joined(messages, t.size)
+        if one is not None:  # a small turn: one row (``parts``), read back by ``unjoined``
+            db.execute(
+                "INSERT INTO history (session_id, message, turn, size, state, total, parts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (t.sid, one, turn, t.size, t.state, total, len(messages)),
+            )
+        else:
+            self._rows(db, t, messages, turn, total, run, blob, where)
+        kept = total - dropped
+        over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
+        # turns kept: the turn numbers from the first kept one (hfirst) to this one
+        over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
+        if over_bytes or over_turns:
+            self._trim(db, t.sid, kept, head)
+
+    @staticmethod
+    def _rows(
+        db: sqlite3.Connection,
+        t: Turn,
+        messages: list[bytes],
+        turn: int,
+        total: int,
+        run: bytes,
+        blob: int | None,
+        where: dict[int, int],
+    ) -> None:
+        """A row a message: a large turn (its shared run stored once, in ``blob``, cut out
+        of each message at ``where``), or one whose messages hold a newline."""
+        end = len(messages) - 1
+        rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
+        for k, m in enumerate(messages):
+            state = t.state if k == end else None
+            at = where.get(k)
+            if at is None:
+                rows.append((t.sid, m, turn, len(m), None, 0, state, total))
+            else:
+                cut = m[:at] + m[at + len(run) :]
+                rows.append((t.sid, cut, turn, len(m), blob, at, state, total))
+        db.executemany(
+            "INSERT INTO history (session_id, message, turn, size, blob, at, state, total) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def _head(
+        self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None
+    ) -> list[int] | None:
+        """The session's first kept turn, bytes trimmed, latest turn and bytes written
+        (``hfirst``, ``hdropped``, ``last_turn``), None before its row exists.  The event
+        loop's connection keeps what it read and wrote (``known``, true while no other
+        connection commits: see ``_known_valid``), so a turn of a session it wrote
+        before reads nothing."""
+        if known is not None:
+            head = known.get(sid)
+            if head is not None:
+                return head
+        row = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            return None
+        head = [int(row[0]), int(row[1]), *last_turn(db, sid)]
+        if known is not None:
+            known[sid] = head
+        return head
+
+    def _owner(
+        self, db: sqlite3.Connection, sid: str, known: dict[str, str | None] | None
+    ) -> str | None:
+        """Who holds the session's lease (None: nobody), kept like ``_head``'s figures."""
+        if known is not None and sid in known:
+            return known[sid]
+        row = db.execute("SELECT owner FROM leases WHERE session_id = ?", (sid,)).fetchone()
+        owner = None if row is None else str(row[0])
+        if known is not None:
+            known[sid] = owner
+        return owner
+
+    def _known_valid(self, db: sqlite3.Connection) -> bool:
+        """Under the write lock: may this commit use what the event loop's connection
+        kept?  ``PRAGMA data_version`` changes whenever another connection (the worker
+        thread's, another process's) committed since this one last looked: then it
+        forgets it all.  Never for the worker connection, whose own saves, leases and
+        deletes would not change its ``data_version``."""
+        if db is not self.fast:
+            return False
+        (version,) = db.execute("PRAGMA data_version").fetchone()
+        if (
+            version != self._known_version
+            or max(len(self._known), len(self._owners)) > KNOWN_SESSIONS
+        ):
+            self._forget()
+            self._known_version = version
+        return True
+
+    def _forget(self) -> None:
+        self._known.clear()
+        self._owners.clear()
+        self._known_version = -1
+
+    def _trim(self, db: sqlite3.Connection, sid: str, kept: int, head: list[int]) -> None:
+        turns = db.execute(
+            "SELECT sum(size), min(seq), turn FROM history WHERE session_id = ? "
+            "GROUP BY turn ORDER BY turn",
+            (sid,),
+        ).fetchall()
+        cut, dropped = trim_plan(
+            [t[0] for t in turns], kept, self.max_history_bytes, self.max_history_turns
+        )
+        if cut:
+            first_seq, first_turn = turns[cut][1], turns[cut][2]
+            db.execute("DELETE FROM history WHERE session_id = ? AND seq < ?", (sid, first_seq))
+            db.execute("DELETE FROM blobs WHERE session_id = ? AND turn < ?", (sid, first_turn))
+            db.execute(
+                "UPDATE sessions SET hdropped = hdropped + ?, hfirst = ? WHERE id = ?",
+                (dropped, first_turn, sid),
+            )
+            head[0], head[1] = first_turn, head[1] + dropped
+
+    def commit(self, db: sqlite3.Connection, group: list[Turn]) -> list[bool]:
+        """Every turn of the group in one transaction: True written, False refused (its
+        owner does not hold the lease).  IMMEDIATE: the write lock first, so no other
+        process moves a lease between the check and the write."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            valid = self._known_valid(db)
+            known = self._known if valid else None
+            owners = self._owners if valid else None
+            out = []
+            for t in group:
+                if t.owner is not None and self._owner(db, t.sid, owners) != t.owner:
+                    out.append(False)
+                    continue
+                self._write_turn(db, t, known)
+                out.append(True)
+            db.execute("COMMIT")
+        except BaseException:
+            if db is self.fast:
+                self._forget()  # it may hold what the rolled-back writes said
+            with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it
+                db.execute("ROLLBACK")
+            raise
+        return out
+
+    def commit_each(self, db: sqlite3.Connection, group: list[Turn]) -> list[Any]:
+        """The group in one transaction; if that fails, each turn in its own, so one bad
+        turn fails alone.  Per turn: True, False, or the exception it raised."""
+        try:
+            return list(self.commit(db, group))
+        except Exception as exc:  # noqa: BLE001 - answered to the callers
+            if len(group) == 1:
+                return [exc]
+        out: list[Any] = []
+        for t in group:
+            try:
+                out.append(self.commit(db, [t])[0])
+            except Exception as exc:  # noqa: BLE001 - answered to that turn's caller
+                out.append(exc)
+        return out

@@ -1,0 +1,53 @@
+"""Small helpers on wire values, shared by the runtime's modules: a required field of a
+request's params, a generated model (or any value) as a wire value, a manifest name as a
+class-name prefix."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import invalid_params
+
+
+def need(params: Any, key: str, typ: type | tuple[type, ...], where: str = "params") -> Any:
+    """`params[key]`, checked to be a `typ`; else an invalid-params error located at it."""
+    if type(params) is not dict:
+        raise invalid_params(
+            f"{where} must be an object", [{"loc": [where], "msg": "expected an object"}]
+        )
+    if key not in params:
+        raise invalid_params(
+            f"{where}.{key}: field required", [{"loc": [where, key], "msg": "field required"}]
+        )
+    val = params[key]
+    if not isinstance(val, typ) or (isinstance(val, bool) and typ is int):
+        name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
+        raise invalid_params(
+            f"{where}.{key}: expected {name}",
+            [{"loc": [where, key], "msg": f"expected {name}"}],
+        )
+    return val
+
+
+def model_dump(obj: Any) -> Any:
+    """A generated model as its wire value (aliases, no nulls); anything else as it is."""
+    dump = getattr(obj, "model_dump", None)
+    if dump is not None:
+        return dump(by_alias=True, exclude_none=True, mode="json")
+    return obj
+
+
+def camel(name: str) -> str:
+    """A manifest name (`needs-approval`, `needs_approval`) as the prefix of its generated
+    classes (`NeedsApproval`): the rule `generator.names.pascal` follows."""
+    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
+
+
+def env_option(name: str, default: Any, kind: type = int) -> Any:
+    """An option's default from the environment (``ACP_<OPTION>``), else ``default``."""
+    raw = os.environ.get(name)
+    try:
+        return kind(raw) if raw else default
+    except ValueError:
+        return default

@@ -1,0 +1,232 @@
+"""examples/assistant driven by a client nobody on the project wrote (the official Python
+SDK's), its model a real OpenAI Chat Completions endpoint served here on 127.0.0.1 that
+scripts the model's tool calls (issue 33's "Done when"): the client sees the streamed
+text, a file edit as a diff asked with its permission, a command run in its terminal, and
+the tool result of an MCP server it passed in session/new.  No network, no key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar, cast
+
+import mcp_support as ms
+from coder_support import PY, FsAndTerminal
+from project_support import write_project
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = 'print("hello")\n'
+STEPS: list[tuple[str, dict[str, Any]]] = [
+    ("read_file", {"path": "app.py"}),
+    ("write_file", {"path": "app.py", "content": 'print("bye")\n'}),
+    ("run_command", {"command": "python", "args": ["-m", "py_compile", "app.py"]}),
+    ("tools_add", {"a": 40, "b": 2}),
+]
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """The model: one tool call a request until STEPS are done, then two text deltas
+    quoting what the tools returned."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def _send(self, delta: dict[str, Any], finish: str | None, model: str) -> None:
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        model = body["model"]
+        if len(results) < len(STEPS):
+            name, args = STEPS[len(results)]
+            call = {
+                "index": 0,
+                "id": f"call_{len(results)}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            self._send({"role": "assistant", "tool_calls": [call]}, None, model)
+            self._send({}, "tool_calls", model)
+        else:
+            self._send({"role": "assistant", "content": "Done: "}, None, model)
+            said = " | ".join(str(m["content"])[:40] for m in results)
+            self._send({"content": said}, None, model)
+            self._send({}, "stop", model)
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@contextmanager
+def model_server() -> Iterator[str]:
+    Scripted.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_python_sdk_client_drives_the_assistant_through_a_whole_model_turn(
+    tmp_path: Path,
+) -> None:
+    import acp
+    from acp import schema as S
+
+    from generator.manifest.load import load_manifest
+    from generator.sources import load_schema
+
+    schema = dict(load_schema("npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json").data)
+    write_project(
+        tmp_path / "agent",
+        "py_assistant",
+        schema=schema,
+        manifest=load_manifest(REPO / "examples" / "assistant" / "agent.yaml").data,
+        handlers=(REPO / "examples" / "assistant" / "handlers.py").read_text(),
+        main="from ._generated import run_agent\nfrom .handlers import Agent\n\n"
+        "run_agent(Agent, None)\n",
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "app.py").write_text(SOURCE)
+    serves = FsAndTerminal(work)
+    server = ms.stdio_server(tmp_path)
+
+    class Editor:
+        def __init__(self) -> None:
+            self.updates: list[dict[str, Any]] = []
+            self.calls: list[str] = []
+            self.asked: list[str] = []
+
+        async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+            self.updates.append(update.model_dump(by_alias=True, mode="json"))
+
+        async def request_permission(
+            self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
+        ) -> Any:
+            self.asked.append(str(tool_call.title))
+            allow = next(o for o in options if o.kind == "allow_once")
+            return S.RequestPermissionResponse(
+                outcome=S.AllowedOutcome(outcome="selected", option_id=allow.option_id)
+            )
+
+        async def _serve(self, method: str, params: dict[str, Any]) -> Any:
+            self.calls.append(method)
+            return await serves.serve(method, params)
+
+        async def read_text_file(self, session_id: str, path: str, **kw: Any) -> Any:
+            r = await self._serve("fs/read_text_file", {"path": path})
+            return S.ReadTextFileResponse(content=r["content"])
+
+        async def write_text_file(self, session_id: str, path: str, content: str, **kw: Any) -> Any:
+            await self._serve("fs/write_text_file", {"path": path, "content": content})
+            return S.WriteTextFileResponse()
+
+        async def create_terminal(
+            self, session_id: str, command: str, args: list[str] | None = None, **kw: Any
+        ) -> Any:
+            params = {"command": command, "args": args or [], "cwd": kw.get("cwd")}
+            r = await self._serve("terminal/create", params)
+            return S.CreateTerminalResponse(terminal_id=r["terminalId"])
+
+        async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+            r = await self._serve("terminal/wait_for_exit", {"terminalId": terminal_id})
+            return S.WaitForTerminalExitResponse(exit_code=r["exitCode"])
+
+        async def terminal_output(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+            r = await self._serve("terminal/output", {"terminalId": terminal_id})
+            return S.TerminalOutputResponse(output=r["output"], truncated=r["truncated"])
+
+        async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+            await self._serve("terminal/kill", {"terminalId": terminal_id})
+            return S.KillTerminalResponse()
+
+        async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
+            await self._serve("terminal/release", {"terminalId": terminal_id})
+            return S.ReleaseTerminalResponse()
+
+    editor = Editor()
+
+    async def go(url: str) -> str:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tmp_path / "agent"),
+            "ACP_SESSION_DB": str(tmp_path / "sessions.db"),
+            "ACP_MODEL": "openai:gpt-test",
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "sk-test-not-a-key",
+        }
+        log = tmp_path / "agent.log"
+        with log.open("wb") as err:
+            async with acp.spawn_agent_process(
+                cast(Any, editor),
+                PY,
+                "-m",
+                "py_assistant",
+                env=env,
+                transport_kwargs={"stderr": err.fileno(), "shutdown_timeout": 10.0},
+            ) as (conn, proc):
+                caps = S.ClientCapabilities(
+                    fs=S.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=True,
+                )
+                await asyncio.wait_for(
+                    conn.initialize(protocol_version=1, client_capabilities=caps), 20
+                )
+                mcp = S.McpServerStdio(
+                    name=server["name"], command=server["command"], args=server["args"], env=[]
+                )
+                new = await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=[mcp]), 20)
+                prompt = [acp.text_block("Say bye instead of hello, then check it compiles.")]
+                answer = await asyncio.wait_for(
+                    conn.prompt(session_id=new.session_id, prompt=prompt), 60
+                )
+            assert proc.returncode == 0
+        assert "Traceback" not in log.read_text(), log.read_text()
+        return str(answer.stop_reason)
+
+    with model_server() as url:
+        assert asyncio.run(go(url)) == "end_turn"
+    assert (work / "app.py").read_text() == 'print("bye")\n'
+    # the model got the editor's tools, the MCP server's, and the manifest's instructions
+    first = Scripted.requests[0]
+    offered = {t["function"]["name"] for t in first["tools"]}
+    assert {"read_file", "write_file", "run_command", "tools_add"} <= offered, offered
+    assert "careful coding assistant" in first["messages"][0]["content"]
+    assert editor.calls[:2] == ["fs/read_text_file", "fs/read_text_file"]  # read, diff base
+    assert "fs/write_text_file" in editor.calls and "terminal/release" in editor.calls
+    assert editor.asked == ["Write app.py", "python -m py_compile app.py"]
+    starts = [u for u in editor.updates if u["sessionUpdate"] == "tool_call"]
+    assert [s["kind"] for s in starts] == ["read", "edit", "execute", "other"]
+    diff = starts[1]["content"][0]
+    assert diff["type"] == "diff" and diff["oldText"] == SOURCE
+    assert starts[2]["title"] == "python -m py_compile app.py"
+    assert starts[3]["title"] == "tools_add: 40" and starts[3]["rawInput"] == {"a": 40, "b": 2}
+    ends = [u for u in editor.updates if u["sessionUpdate"] == "tool_call_update"]
+    assert {u["toolCallId"] for u in ends if u.get("status") == "completed"} >= {
+        s["toolCallId"] for s in starts
+    }
+    text = "".join(
+        u["content"]["text"] for u in editor.updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert text.startswith("Done: ") and "wrote app.py" in text and "42" in text, text

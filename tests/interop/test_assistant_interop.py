@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import mcp_support as ms
+import pytest
 from coder_support import PY, FsAndTerminal
 from project_support import write_project
+
+pytestmark = pytest.mark.slow  # an SDK peer and an MCP server process
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = 'print("hello")\n'

@@ -177,6 +177,11 @@ def init(
     streaming: bool | None = typer.Option(
         None, "--streaming/--no-streaming", help="Stream output while working."
     ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="A pydantic-ai model id (openai:gpt-4.1-mini): the agent runs a model.",
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Defaults for every unanswered question."),
 ) -> None:
     """Write a commented starter agent.yaml, asking on a terminal (a flag for each question)."""
@@ -192,6 +197,7 @@ def init(
         input_kind=input_kind.value if input_kind else None,
         output_kind=output_kind.value if output_kind else None,
         streaming=streaming,
+        model=model,
         yes=yes,
         interactive=sys.stdin.isatty(),
     )

@@ -27,6 +27,7 @@ class Answers:
     input: str  # "text" | "json"
     output: str  # "text" | "json"
     streaming: bool
+    model: str = ""  # a pydantic-ai model id: the agent runs a model (the manifest's `llm`)
 
 
 def default_name(folder: Path) -> str:
@@ -86,7 +87,14 @@ def ask(given: dict[str, object], defaults: Answers) -> Answers:
     streaming = given.get("streaming")
     if streaming is None:
         streaming = click.confirm("Stream the output as it is produced", default=True)
-    return Answers(name, description, input_kind, output_kind, bool(streaming))
+    model = given.get("model")
+    if model is None:
+        model = click.prompt(
+            "A model for the agent (a pydantic-ai id such as openai:gpt-4.1-mini; empty: none)",
+            default="",
+            show_default=False,
+        )
+    return Answers(name, description, input_kind, output_kind, bool(streaming), str(model).strip())
 
 
 def render(answers: Answers, schema_url: str) -> str:
@@ -134,6 +142,23 @@ def render(answers: Answers, schema_url: str) -> str:
         "output_modes:",
         f"  streaming: {str(answers.streaming).lower()}  # send text while working",
         "",
+    ]
+    if answers.model:
+        lines += [
+            "# a model in the agent (pydantic-ai; the project's `model` extra): the editor may",
+            "# route it with providers/set on the provider `main`, else the provider's usual",
+            "# environment variables (OPENAI_API_KEY, ANTHROPIC_API_KEY); ACP_MODEL overrides",
+            "providers:",
+            "  - id: main",
+            "    supported: [openai, anthropic]",
+            "    required: false",
+            "llm:",
+            f"  default_model: {json.dumps(answers.model)}",
+            "  provider: main",
+            '  instructions: "You are a helpful assistant."',
+            "",
+        ]
+    lines += [
         "# More: config (options a client can set), interrupts (questions to the user),",
         '# errors, providers, auth, states: the README\'s "The manifest" section.',
     ]
@@ -148,6 +173,7 @@ def run_init(
     input_kind: str | None = None,
     output_kind: str | None = None,
     streaming: bool | None = None,
+    model: str | None = None,
     yes: bool = False,
     interactive: bool = False,
 ) -> int:
@@ -179,6 +205,7 @@ def run_init(
         "input": input_kind,
         "output": output_kind,
         "streaming": streaming,
+        "model": model,
     }
     if interactive and not yes:
         answers = ask(given, defaults)
@@ -189,6 +216,7 @@ def run_init(
             input=input_kind or defaults.input,
             output=output_kind or defaults.output,
             streaming=defaults.streaming if streaming is None else streaming,
+            model=(model or "").strip(),
         )
     write_output(target, render(answers, schema_location()), "the manifest")
     try:

@@ -493,3 +493,32 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     assert done.returncode == 1, done.stdout + done.stderr
     assert "frames that do not match the protocol schema" in done.stdout, done.stdout
     assert "session/new params (NewSessionRequest) /cwd" in done.stdout
+
+
+@pytest.mark.slow  # runs the project's own tests
+def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) -> None:
+    """`agentgen init --model ID`: the manifest's `llm` block and the provider `main`; `new`
+    gives a handler on run_model (pydantic-ai), the `model` extra, and tests that run it
+    with pydantic-ai's test model: pytest, mypy and ruff pass as generated."""
+    runner = CliRunner()
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    done = runner.invoke(app, ["init", str(folder), "--yes", "--model", "openai:gpt-4.1-mini"])
+    assert done.exit_code == 0, done.output
+    manifest = (folder / "agent.yaml").read_text()
+    assert 'default_model: "openai:gpt-4.1-mini"' in manifest and "provider: main" in manifest
+    project = tmp_path / "project"
+    done = runner.invoke(app, ["new", str(project), "-m", str(folder / "agent.yaml"), "--no-git"])
+    assert done.exit_code == 0, done.output
+    handlers = (project / "bot" / "handlers.py").read_text()
+    assert "await run_model(turn, MODEL, input)" in handlers
+    assert "model = [" in (project / "pyproject.toml").read_text()
+    env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("ACP_MODEL", None)
+    for cmd in (
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        [sys.executable, "-m", "mypy", "."],
+        [sys.executable, "-m", "ruff", "check", "."],
+    ):
+        run = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=False)
+        assert run.returncode == 0, (cmd, run.stdout[-2000:], run.stderr[-2000:])

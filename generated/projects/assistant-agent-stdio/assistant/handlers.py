@@ -11,28 +11,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._generated.acp import AgentBase, Turn
+from pydantic_ai import Agent as Model
+
+from ._generated.acp import AgentBase, Turn, run_model
 
 if TYPE_CHECKING:
     from ._generated.acp import Input, Output
+
+# The model's side: a pydantic-ai agent. `run_model` picks its model per turn (the
+# session's pick, ACP_MODEL, the manifest's llm.default_model) and endpoint (the route the
+# editor set, else the provider's environment variables), and gives it the editor's files
+# and terminal and the session's MCP servers as tools. Add your own with @MODEL.tool_plain.
+MODEL: Model[None, str] = Model()
 
 
 class Agent(AgentBase):
     """Assistant's handlers."""
 
     async def prompt(self, turn: Turn, input: Input) -> Output | None:
-        """One prompt. As generated it echoes: replace it with your agent's work.
-
-        `input` is the manifest's typed `Input` when the manifest has an input schema,
-        otherwise the prompt's ACP content blocks; `Output` is the manifest's output
-        model (any value when the manifest has no output schema). Stream with `turn.send_text(...)`,
-        ask the client with `turn.interrupt(name, payload)`, raise the manifest's
-        errors from `_generated.manifest_models`, return the output (or None).
-        """
-        if isinstance(input, list):
-            for block in input:
-                if block.get("type") == "text":
-                    await turn.send_text(block["text"])
-            return None
-        await turn.send_text(f"received {input!r}")
+        """One prompt: the model's turn (streamed text and thinking, its tool calls, its
+        conversation kept with the session)."""
+        await run_model(turn, MODEL, input)
         return None

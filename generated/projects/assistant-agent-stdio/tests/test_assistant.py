@@ -28,6 +28,9 @@ from assistant.handlers import Agent
 
 if TYPE_CHECKING:
     from assistant._generated import models
+# The model these tests run: pydantic-ai's built-in test model (no network, no key); set
+# ACP_MODEL to try a real one.
+os.environ.setdefault("ACP_MODEL", "test")
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
 # Its sessions stay in memory here (the installed agent keeps them in SQLite).

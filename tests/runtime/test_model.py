@@ -319,3 +319,31 @@ def test_model_errors_name_the_provider_and_hide_the_credentials(
         assert error["data"]["retry_after"] == 7.0, error
     for secret in (SECRET, TRACE):
         assert secret not in json.dumps(r) and secret.encode() not in err
+
+
+def test_a_history_that_no_longer_parses_is_dropped_with_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stored model history another pydantic-ai wrote and this one cannot read: dropped,
+    said once, the session goes on; a good one round-trips, bounded at a user's request."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from runtime.agent.context import Session
+    from runtime.model import history
+
+    s = Session("s1", None, {}, "idle")
+    s.model_history = [{"kind": "from-the-future", "parts": 3}]
+    messages, problem = history.load(s)
+    assert messages == [] and problem and "could not be read back" in problem
+    assert s.model_history is None
+    turns = []
+    for i in range(5):
+        turns += [
+            ModelRequest(parts=[UserPromptPart(f"q{i}")]),
+            ModelResponse(parts=[TextPart(f"a{i}")]),
+        ]
+    history.save(s, turns)
+    assert [m.parts[0].content for m in history.load(s)[0]][:2] == ["q0", "a0"]
+    monkeypatch.setenv("ACP_MODEL_HISTORY", "3")
+    history.save(s, turns)
+    kept = history.load(s)[0]
+    assert [m.parts[0].content for m in kept] == ["q4", "a4"]  # cut where a request starts

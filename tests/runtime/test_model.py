@@ -47,6 +47,13 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> Any:
     prompts = [p.content for m in messages for p in m.parts if p.part_kind == "user-prompt"]
     last = str(prompts[-1])
     answered = any(p.part_kind == "tool-return" for p in messages[-1].parts)
+    if last == "slow":  # streams until cancelled
+        yield "started "
+        import asyncio
+
+        await asyncio.sleep(60)
+        yield "never"
+        return
     if last.startswith("read ") and not answered:
         yield {0: DeltaThinkingPart(content="I should look at the file. ")}
         args = json.dumps({"path": last[5:]})
@@ -347,3 +354,55 @@ def test_a_history_that_no_longer_parses_is_dropped_with_a_message(
     history.save(s, turns)
     kept = history.load(s)[0]
     assert [m.parts[0].content for m in kept] == ["q4", "a4"]  # cut where a request starts
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_cancel_stops_the_model_stream_promptly(built: Any, rev: str) -> None:
+    env, package = built[rev]
+    v2 = rev == "v2"
+
+    async def main() -> tuple[str, float]:
+        import time
+
+        p = Peer(await hs.StdioPeer.start(env, package), v2)
+        await p.call("initialize", _init(v2))
+        new = {"cwd": "/w"} if v2 else {"cwd": "/w", "mcpServers": []}
+        sid = (await p.call("session/new", new))["result"]["sessionId"]
+        p.rid += 1
+        rid = p.rid
+        await p.peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "session/prompt",
+                "params": hs.text_prompt(sid, "slow"),
+            }
+        )
+        while True:  # the stream has begun
+            msg = await p.peer.recv(timeout=30)
+            update = msg.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                break
+        started = time.monotonic()
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        await p.peer.send(cancel)
+        while True:
+            msg = await p.peer.recv(timeout=30)
+            if not v2 and msg.get("id") == rid and "method" not in msg:
+                stop = msg["result"]["stopReason"]
+                break
+            update = msg.get("params", {}).get("update", {})
+            if (
+                v2
+                and update.get("sessionUpdate") == "state_update"
+                and update.get("state") == "idle"
+            ):
+                stop = update["stopReason"]
+                break
+        took = time.monotonic() - started
+        await p.peer.close()
+        return stop, took
+
+    stop, took = asyncio.run(main())
+    assert stop == "cancelled"
+    assert took < 10  # the model's 60 s stream did not run out

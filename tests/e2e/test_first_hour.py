@@ -493,3 +493,42 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     assert done.returncode == 1, done.stdout + done.stderr
     assert "frames that do not match the protocol schema" in done.stdout, done.stdout
     assert "session/new params (NewSessionRequest) /cwd" in done.stdout
+
+
+def _path_without_npm(tmp: Path) -> str:
+    """One folder holding every command on PATH but npm and Node (a pip or uv user's machine)."""
+    bin_dir = tmp / "no-npm-bin"
+    bin_dir.mkdir()
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not folder or not Path(folder).is_dir():
+            continue
+        for entry in Path(folder).iterdir():
+            if entry.name in {"npm", "npx", "node", "nodejs", "corepack"}:
+                continue
+            if not (bin_dir / entry.name).exists() and os.access(entry, os.X_OK):
+                (bin_dir / entry.name).symlink_to(entry)
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize("schema", [None, "v2"])
+def test_new_needs_no_npm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: str | None
+) -> None:
+    """With npm absent, `new` with the default schema and with `--schema v2` (a short name for
+    the locked package's v2 schema) makes a project (before: `npm is not installed`, and `v2`
+    was a missing file)."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("name: no-npm-agent\nversion: 0.1.0\n", encoding="utf-8")
+    monkeypatch.setenv("PATH", _path_without_npm(tmp_path))
+    import shutil
+
+    assert shutil.which("npm") is None
+    target = tmp_path / "proj"
+    assert run_new(target, manifest=manifest, schema=schema, git=True) == 0
+    generated = target / "no_npm_agent" / "_generated"
+    assert (generated / "models.py").is_file()
+    lock = json.loads((REPO / "schema" / "upstream.lock.json").read_text(encoding="utf-8"))
+    recorded = json.loads((generated / "SOURCE.json").read_text(encoding="utf-8"))["schema"]
+    wanted = "schema/v2/schema.json" if schema == "v2" else lock["path"]
+    assert recorded["origin"] == f"npm:{lock['package']}@{lock['version']}#{wanted}"
+    assert recorded["revision"]["lifecycle"] == ("v2" if schema == "v2" else "v1")

@@ -532,3 +532,30 @@ def test_new_needs_no_npm(
     wanted = "schema/v2/schema.json" if schema == "v2" else lock["path"]
     assert recorded["origin"] == f"npm:{lock['package']}@{lock['version']}#{wanted}"
     assert recorded["revision"]["lifecycle"] == ("v2" if schema == "v2" else "v1")
+
+
+@pytest.mark.slow
+def test_regen_keeps_a_fresh_project_green(tmp_path: Path) -> None:
+    """A fresh project regenerated to v2, then to v1 + v2, still passes its own pytest,
+    `mypy .` and `ruff check .` (before: the generated test named v1's
+    `models.SessionNotification`, which v2 calls `UpdateSessionNotification`, and the ruff
+    ignores covered `_generated/models.py` only, not `_generated/v1/models.py`)."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("name: my-agent\nversion: 0.1.0\n", encoding="utf-8")
+    target = tmp_path / "proj"
+    assert run_new(target, manifest=manifest) == 0
+    tools = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    for schemas in (["v2"], ["v1", "v2"]):
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = invoke("regen", *args, "--project", str(target))
+        assert code == 0, out
+        for cmd in (
+            [str(tools / "mypy"), "."],
+            [str(tools / "ruff"), "check", "."],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        ):
+            done = subprocess.run(
+                cmd, cwd=target, env=env, capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0, f"{schemas} {cmd[-1]}: {done.stdout}{done.stderr}"

@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from echo_agent._generated import manifest_models
 from echo_agent._generated.dispatcher import (
@@ -27,9 +27,6 @@ from echo_agent._generated.runtime.agent import Turn
 from echo_agent._generated.runtime.client import prompt_turn, spawn_agent
 from echo_agent._generated.runtime.errors import RpcError
 from echo_agent.handlers import Agent
-
-if TYPE_CHECKING:
-    from echo_agent._generated import models
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
 # Its sessions stay in memory here (the installed agent keeps them in SQLite).
@@ -261,7 +258,7 @@ class Recorder(ClientBase):
         self.texts: list[str] = []
         self.asked: list[tuple[str, Any]] = []
 
-    async def session_update(self, params: models.SessionNotification) -> None:
+    async def session_update(self, params: Any) -> None:  # any revision's notification
         update = params.model_dump(by_alias=True, exclude_none=True, mode="json")["update"]
         text = (update.get("content") or {}).get("text") if isinstance(update, dict) else None
         if isinstance(text, str):

@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from research._generated import manifest_models
 from research._generated.dispatcher import (
@@ -27,9 +27,6 @@ from research._generated.runtime.agent import Turn
 from research._generated.runtime.client import prompt_turn, spawn_agent
 from research._generated.runtime.errors import RpcError
 from research.handlers import Agent
-
-if TYPE_CHECKING:
-    from research._generated import models
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.
 # Its sessions stay in memory here (the installed agent keeps them in SQLite).
@@ -261,7 +258,7 @@ class Recorder(ClientBase):
         self.texts: list[str] = []
         self.asked: list[tuple[str, Any]] = []
 
-    async def session_update(self, params: models.SessionNotification) -> None:
+    async def session_update(self, params: Any) -> None:  # any revision's notification
         update = params.model_dump(by_alias=True, exclude_none=True, mode="json")["update"]
         text = (update.get("content") or {}).get("text") if isinstance(update, dict) else None
         if isinstance(text, str):

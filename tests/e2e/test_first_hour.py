@@ -175,7 +175,7 @@ def _validate(tmp: Path, text: str, *args: str) -> subprocess.CompletedProcess[s
     path = tmp / "agent.yaml"
     path.write_text(text, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "generator", "validate", *args, path.name],
+        [sys.executable, "-m", "agentgen", "validate", *args, path.name],
         cwd=tmp,
         capture_output=True,
         text=True,
@@ -292,7 +292,7 @@ def test_manifest_json_keeps_the_authors_key_order(tmp_path: Path, shared_acp: P
 
 def _agentgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "generator", *args],
+        [sys.executable, "-m", "agentgen", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -349,7 +349,7 @@ def _on_a_terminal(args: list[str], answers: str, cwd: Path) -> tuple[int, str]:
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "generator", *args],
+        [sys.executable, "-m", "agentgen", *args],
         cwd=cwd,
         stdin=slave,
         stdout=slave,

@@ -71,7 +71,7 @@ def test_models_manifest_refuses_a_dangling_ref_instead_of_any(tmp_path: Path) -
 def test_a_syntax_error_is_a_finding_not_a_usage_error() -> None:
     """validate: 1 for a manifest that does not parse (a finding), 2 for a missing file."""
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "validate", str(_manifest(CASES / "yaml-tab-indent"))],
+        [sys.executable, "-m", "agentgen", "validate", str(_manifest(CASES / "yaml-tab-indent"))],
         capture_output=True,
         text=True,
         check=False,
@@ -79,7 +79,7 @@ def test_a_syntax_error_is_a_finding_not_a_usage_error() -> None:
     )
     assert proc.returncode == 1, proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "validate", "no/such/agent.yaml"],
+        [sys.executable, "-m", "agentgen", "validate", "no/such/agent.yaml"],
         capture_output=True,
         text=True,
         check=False,
@@ -171,7 +171,7 @@ def _start_new(parent: Path, name: str) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "generator",
+            "agentgen",
             "new",
             str(parent / name),
             "--manifest",

@@ -2,7 +2,8 @@
 
 `templates/` (copier templates and the runtime) and `schema/` stay where they are in
 the repository; a built wheel (or any non-editable install, which pre-commit and pipx
-make) gets a copy of each under `generator/_data/`, read with importlib.resources by
+make) gets a copy of each under `agentgen/_data/` (the repository's generator/ folder
+installs as the package `agentgen`), read with importlib.resources by
 generator/packaged.py. Everything else is configured in pyproject.toml.
 """
 
@@ -24,7 +25,7 @@ class BuildPyWithData(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install reads the checkout's folders directly
-        target = Path(self.build_lib) / "generator" / "_data"
+        target = Path(self.build_lib) / "agentgen" / "_data"
         for name in PACKAGED:
             dest = target / name
             if dest.exists():

@@ -33,8 +33,8 @@ RENDER = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from generator.render import render_generated
-from generator.scaffold.project import write_generated
+from agentgen.render import render_generated
+from agentgen.scaffold.project import write_generated
 inputs = json.loads(Path(sys.argv[3]).read_text())
 pkg = Path(sys.argv[2])
 write_generated(pkg / "_generated", render_generated(

@@ -35,8 +35,8 @@ def _ours_app() -> Any:
     from runtime.http.http_server import app_for
 
     sys.path.insert(0, str(ROOT))
-    from generator.protocol.revision import describe
-    from generator.sources import load_schema
+    from agentgen.protocol.revision import describe
+    from agentgen.sources import load_schema
 
     revision = describe(load_schema(None).data)
 

@@ -59,7 +59,7 @@ def _peer(schema: dict[str, Any], *, formatted: bool) -> str:
 
 
 def _ours(schema: dict[str, Any]) -> str:
-    from generator.protocol.models import generate_models
+    from agentgen.protocol.models import generate_models
 
     return generate_models(schema, source_label="bench")
 
@@ -90,8 +90,7 @@ def parse_bench(schema: dict[str, Any], n: int) -> None:
     import tempfile
 
     from acp import schema as sdk
-
-    from generator.protocol.models import generate_models
+    from agentgen.protocol.models import generate_models
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench_acp_models.py"

@@ -110,7 +110,7 @@ def echo_manifest() -> dict:
     path = REPO / "examples" / "echo" / "agent.yaml"
     if path.is_file():
         sys.path.insert(0, str(REPO))
-        from generator.manifest.load import load_manifest
+        from agentgen.manifest.load import load_manifest
 
         return load_manifest(path).data
     return {"name": "echo", "version": "0.1.0", "title": "Echo"}
@@ -118,8 +118,8 @@ def echo_manifest() -> dict:
 
 def build(dest: Path, package: str = "echo_bench", store_py: Path | None = None) -> Path:
     sys.path.insert(0, str(REPO))
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
+    from agentgen.render import render_generated
+    from agentgen.scaffold.project import write_generated
 
     files = render_generated(
         schema=json.loads(SCHEMA.read_text()),

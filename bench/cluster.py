@@ -123,9 +123,9 @@ def _agent_dir(base: Path) -> Path:
     from conftest import upstream_schemas
 
     sys.path.insert(0, str(ROOT))
-    from generator.manifest.load import load_manifest
-    from generator.render import render_generated
-    from generator.scaffold.project import write_generated
+    from agentgen.manifest.load import load_manifest
+    from agentgen.render import render_generated
+    from agentgen.scaffold.project import write_generated
 
     pkg = base / "agent" / "echo_agent"
     shutil.copytree(GOLDEN, pkg, ignore=shutil.ignore_patterns("__pycache__"))

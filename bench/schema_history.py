@@ -23,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from generator.errors import AgentgenError  # noqa: E402
-from generator.protocol.models import generate_models  # noqa: E402
-from generator.protocol.normalize import TAGGED_UNION, normalize  # noqa: E402
+from agentgen.errors import AgentgenError  # noqa: E402
+from agentgen.protocol.models import generate_models  # noqa: E402
+from agentgen.protocol.normalize import TAGGED_UNION, normalize  # noqa: E402
+
 from tests.numbered import numbered_classes  # noqa: E402
 
 _SCHEMA_FILE = re.compile(r"(^|/)schema(\.[a-z]+)?\.json$")
@@ -59,7 +60,7 @@ def revisions(repo: Path) -> list[tuple[str, str, str]]:
 def open_unions(schema: dict) -> list[str]:
     """Definitions that look like tagged unions (members with a string const on one
     property) but got no catch-all from normalize."""
-    from generator.protocol.normalize import _member_tag, union_key
+    from agentgen.protocol.normalize import _member_tag, union_key
 
     norm = normalize(schema)
     defs = norm.get("$defs", {})

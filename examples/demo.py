@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-AGENTGEN = [sys.executable, "-m", "generator"]
+AGENTGEN = [sys.executable, "-m", "agentgen"]
 PROMPTS = ["Hello from the generated client!", "Typed models, one dispatcher, any transport."]
 
 

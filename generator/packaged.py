@@ -1,8 +1,8 @@
 """Where agentgen's own data is: the role templates, the runtime and the schema files.
 
 The repository keeps them at its top level (`templates/`, `schema/`). A built wheel
-carries them inside the package, as `generator/_data/templates/` and
-`generator/_data/schema/`: setup.py's build step copies them there, so nothing is
+carries them inside the package (the repository's generator/ folder, installed as
+`agentgen`), as `agentgen/_data/templates/` and `agentgen/_data/schema/`: setup.py's build step copies them there, so nothing is
 committed twice. They are found with `importlib.resources` in an installed agentgen,
 and in the checkout's top-level folders for a source checkout or an editable install.
 """
@@ -14,13 +14,13 @@ from pathlib import Path
 
 from .errors import AgentgenError
 
-DATA = "_data"  # generator/_data/ in a built wheel
+DATA = "_data"  # agentgen/_data/ in a built wheel
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def data_dir(name: str) -> Path:
     """The directory `templates` or `schema`, wherever this agentgen is installed."""
-    packaged = files(__package__ or "generator").joinpath(DATA, name)
+    packaged = files(__package__ or "agentgen").joinpath(DATA, name)
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged
     checkout = CHECKOUT / name
@@ -29,5 +29,5 @@ def data_dir(name: str) -> Path:
     raise AgentgenError(
         f"agentgen's {name}/ folder is missing from this installation",
         source=str(packaged),
-        hint="reinstall acp-agentgen (an installed copy carries it in generator/_data/)",
+        hint="reinstall acp-agentgen (an installed copy carries it in agentgen/_data/)",
     )

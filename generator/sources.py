@@ -5,12 +5,15 @@ Specs:
 - a local path: `../shared/acp/v1/schema.json`;
 - an http(s) URL, fetched with a timeout;
 - `npm:PACKAGE@VERSION#PATH`, e.g. `npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json`:
-  the package is fetched with the `npm pack` command (so the user's npm configuration
-  picks the registry), the one file is read out of the tarball, and it is cached under
+  the package is fetched from the npm registry's HTTP interface (no npm needed; the
+  registry is `$AGENTGEN_NPM_REGISTRY`, else `$npm_config_registry`, else
+  registry.npmjs.org): its metadata, then the tarball, checked against the metadata's
+  integrity, the one file is read out of the tarball, and it is cached under
   the user cache dir (`$AGENTGEN_CACHE_DIR`, else `$XDG_CACHE_HOME/agentgen`, else
   `~/.cache/agentgen`) with its sha256, which is checked again on every reuse;
 - `None`: the default revision named by `schema/upstream.lock.json`
-  (package, version, path, sha256), whose sha256 must match.
+  (package, version, path, sha256), whose sha256 must match;
+- `v1`, `v2`, `v1-unstable`, `v2-unstable`: that schema of the locked package.
 
 Every failure is an `AgentgenError` naming the source; credentials in URLs are never
 echoed.
@@ -24,8 +27,6 @@ import http.client
 import json
 import os
 import re
-import shutil
-import subprocess
 import tarfile
 import tempfile
 import urllib.error
@@ -53,7 +54,7 @@ __all__ = [
 
 LOCK_NAME = "upstream.lock.json"  # in schema/, shipped like agentgen's other schema files
 URL_TIMEOUT = 30.0
-NPM_TIMEOUT = 300.0
+DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 MAX_BYTES = 64 * 1024 * 1024
 
 _NPM = re.compile(
@@ -145,12 +146,12 @@ def _split_credentials(spec: str) -> tuple[str, dict[str, str]]:
     return bare, {"Authorization": "Basic " + base64.b64encode(token.encode()).decode()}
 
 
-def _read_url(spec: str) -> bytes:
-    shown = redact(spec)
+def _read_url(spec: str, *, accept: str = "application/json", what: str | None = None) -> bytes:
+    shown = redact(spec) if what is None else f"{what} ({redact(spec)})"
     try:
         url, auth = _split_credentials(spec)
         req = urllib.request.Request(
-            url, headers={"User-Agent": "agentgen", "Accept": "application/json", **auth}
+            url, headers={"User-Agent": "agentgen", "Accept": accept, **auth}
         )
         with urllib.request.urlopen(req, timeout=URL_TIMEOUT) as resp:
             raw: bytes = resp.read(MAX_BYTES + 1)
@@ -256,59 +257,83 @@ def _write_cached(entry: Path, raw: bytes) -> None:
         pass
 
 
-def _npm_pack(npm: NpmSpec, shown: str) -> tuple[bytes, str]:
-    """Run `npm pack` into a temp dir; return the file's bytes and the resolved version."""
-    exe = shutil.which("npm")
-    if exe is None:
-        raise AgentgenError(
-            "npm is not installed (needed to fetch npm: specs)",
-            source=shown,
-            hint="install Node.js/npm, or pass a local path or an http(s) URL",
-        )
-    with tempfile.TemporaryDirectory(prefix="agentgen-npm-") as tmp:
-        cmd = [exe, "pack", f"{npm.package}@{npm.version}", "--json", "--pack-destination", tmp]
-        from . import console
+def npm_registry() -> str:
+    """The npm registry's base URL: `$AGENTGEN_NPM_REGISTRY`, else npm's own
+    `$npm_config_registry`, else the public registry."""
+    for key in ("AGENTGEN_NPM_REGISTRY", "npm_config_registry", "NPM_CONFIG_REGISTRY"):
+        value = os.environ.get(key, "").strip()
+        if value:
+            return value.rstrip("/") + "/"
+    return DEFAULT_REGISTRY
 
+
+def _npm_fetch(npm: NpmSpec, shown: str) -> tuple[bytes, str]:
+    """Fetch the package from the registry's HTTP interface (no npm needed): its metadata,
+    then the tarball, checked against the metadata's integrity (sha512) or shasum (sha1).
+    Returns the file's bytes and the resolved version."""
+    registry = npm_registry()
+    name = npm.package.replace("/", "%2f")  # a scoped name is one path segment
+    meta_url = registry + name
+    from . import console
+
+    with console.status(f"fetching {shown} (npm registry)"):  # a spinner on a terminal
+        raw_meta = _read_url(meta_url, accept="application/vnd.npm.install-v1+json", what=shown)
         try:
-            with console.status(f"fetching {shown} (npm pack)"):  # a spinner on a terminal
-                done = subprocess.run(
-                    cmd,
-                    check=False,
-                    cwd=tmp,
-                    capture_output=True,
-                    text=True,
-                    timeout=NPM_TIMEOUT,
-                    stdin=subprocess.DEVNULL,
-                )
-        except subprocess.TimeoutExpired:
+            meta = json.loads(raw_meta)
+            versions = meta["versions"]
+            tags = meta.get("dist-tags") or {}
+            if not isinstance(versions, dict) or not isinstance(tags, dict):
+                raise TypeError
+        except (ValueError, LookupError, TypeError):
             raise AgentgenError(
-                f"npm pack timed out after {NPM_TIMEOUT:.0f}s", source=shown
+                "the npm registry answered no package metadata", source=redact(meta_url)
             ) from None
-        except OSError as err:
-            raise AgentgenError(f"cannot run npm: {err.strerror or err}", source=shown) from None
-        if done.returncode != 0:
-            raise AgentgenError(f"npm pack failed: {_npm_reason(done.stderr)}", source=shown)
-        tarballs = sorted(Path(tmp).glob("*.tgz"))
-        if len(tarballs) != 1:
-            raise AgentgenError("npm pack produced no tarball", source=shown)
-        version = npm.version
-        try:
-            info = json.loads(done.stdout)
-            version = str(info[0].get("version") or version)
-        except (ValueError, LookupError, TypeError, AttributeError):
-            pass
-        return _read_member(tarballs[0], npm.path, shown), version
+        version = npm.version if npm.version in versions else tags.get(npm.version)
+        if not isinstance(version, str) or version not in versions:
+            known = ", ".join(sorted(str(t) for t in tags)[:5])
+            raise AgentgenError(
+                f"no version {npm.version} of {npm.package} in the npm registry",
+                source=shown,
+                hint=f"name an exact version or a dist-tag ({known})" if known else None,
+            )
+        dist = versions[version].get("dist") if isinstance(versions[version], dict) else None
+        if not isinstance(dist, dict):
+            dist = {}
+        tarball_url = dist.get("tarball")
+        if not isinstance(tarball_url, str) or not re.match(
+            r"^https?://", tarball_url, re.IGNORECASE
+        ):
+            raise AgentgenError(f"the npm registry names no tarball for {version}", source=shown)
+        tgz = _read_url(tarball_url, accept="application/octet-stream", what=shown)
+        _check_dist(tgz, dist, shown)
+    with tempfile.TemporaryDirectory(prefix="agentgen-npm-") as tmp:
+        path = Path(tmp) / "package.tgz"
+        path.write_bytes(tgz)
+        return _read_member(path, npm.path, shown), version
 
 
-def _npm_reason(stderr: str) -> str:
-    lines = [
-        ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("npm warn")
-    ]
-    errors = [ln for ln in lines if ln.startswith(("npm error", "npm ERR!"))]
-    picked = (errors or lines or ["exit status non-zero"])[:2]
-    text = "; ".join(re.sub(r"^npm (error|ERR!)\s*", "", ln) for ln in picked)
-    text = re.sub(r"//[^/\s@]*@", "//***@", text)  # credentials in registry URLs
-    return text[:300]
+def _check_dist(tgz: bytes, dist: dict[str, Any], shown: str) -> None:
+    """The tarball must match what the registry's metadata records for it."""
+    integrity = dist.get("integrity")
+    if isinstance(integrity, str):
+        for item in integrity.split():
+            algo, _, digest = item.partition("-")
+            if algo in ("sha512", "sha384", "sha256"):
+                actual = base64.b64encode(hashlib.new(algo, tgz).digest()).decode()
+                if actual != digest:
+                    raise AgentgenError(
+                        f"the tarball's {algo} does not match the registry's integrity",
+                        source=shown,
+                    )
+                return
+    shasum = dist.get("shasum")
+    if isinstance(shasum, str):
+        if hashlib.sha1(tgz).hexdigest() != shasum.lower():  # npm's own checksum
+            raise AgentgenError(
+                "the tarball's sha1 does not match the registry's shasum", source=shown
+            )
+        return
+    raise AgentgenError("the npm registry gives no checksum for the tarball", source=shown)
 
 
 def _read_member(tarball: Path, path: str, shown: str) -> bytes:
@@ -358,7 +383,7 @@ def fetch_npm(npm: NpmSpec, *, expected_sha256: str | None = None) -> tuple[byte
     if _EXACT_VERSION.match(version):
         raw = _read_cached(_cache_entry(npm), shown)
     if raw is None:
-        raw, version = _npm_pack(npm, shown)
+        raw, version = _npm_fetch(npm, shown)
         resolved = NpmSpec(npm.package, version, npm.path)
         if expected_sha256 is None or _sha256(raw) == expected_sha256:
             _write_cached(_cache_entry(resolved), raw)
@@ -472,10 +497,28 @@ def default_schema_line() -> str:
     return f"{revision}{unstable} (npm:{lock.get('package')}@{lock.get('version')}#{path})"
 
 
+_SHORT = re.compile(r"^(?P<rev>v\d+)(?P<unstable>-unstable)?$")
+
+
+def expand_short(spec: str) -> str:
+    """`v1`, `v2`, `v1-unstable`, `v2-unstable`: the schemas of the locked package
+    (`npm:PACKAGE@VERSION#schema/v2/schema.json`); any other spec unchanged. A local
+    file of that name wins (write `./v2` to be explicit)."""
+    m = _SHORT.match(spec)
+    if m is None or Path(spec).exists():
+        return spec
+    lock = read_lock()
+    name = "schema.unstable.json" if m.group("unstable") else "schema.json"
+    return f"npm:{lock['package']}@{lock['version']}#schema/{m.group('rev')}/{name}"
+
+
 def load_schema(spec: str | None) -> Source:
-    """A checked protocol schema (`None`: the locked default revision)."""
+    """A checked protocol schema (`None`: the locked default revision; `v1`, `v2`,
+    `v1-unstable`, `v2-unstable`: the locked package's schemas)."""
     from .protocol.schema import check_schema
 
+    if spec is not None:
+        spec = expand_short(spec)
     if spec is None:
         lock = read_lock()
         npm = NpmSpec(lock["package"], lock["version"], _safe_relpath(lock["path"], LOCK_NAME))

@@ -110,6 +110,7 @@ class Editor:
         self.proc = proc
         self.serves = FsAndTerminal(root)
         self.permit = "allow_once"
+        self.refuse_writes: int | None = None  # an error code answering fs/write_text_file
         self.requests: list[dict[str, Any]] = []  # every request the agent sent
         self.updates: list[dict[str, Any]] = []
         self.updated = Arrivals()
@@ -141,6 +142,8 @@ class Editor:
         if method == "session/request_permission":
             chosen = next(o for o in params["options"] if o["kind"] == self.permit)
             reply["result"] = {"outcome": {"outcome": "selected", "optionId": chosen["optionId"]}}
+        elif method == "fs/write_text_file" and self.refuse_writes is not None:
+            reply["error"] = {"code": self.refuse_writes, "message": "refused: the user said no"}
         else:
             try:
                 reply["result"] = await self.serves.serve(method, params)

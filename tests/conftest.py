@@ -19,7 +19,7 @@ SHARED = (REPO / ".." / "shared").resolve()
 SCHEMAS_LOCK = REPO / "tests" / "schemas.lock.json"
 
 # One schema cache for the whole run (all xdist workers, tests that move HOME): every
-# locked schema is fetched with `npm pack` at most once per checkout.
+# locked schema is fetched from the npm registry at most once per checkout.
 os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
 # Agents the tests start keep their sessions in a throwaway file (one per worker), not in
 # the user's ~/.local/state; a test that restarts an agent on its own store sets its own.

@@ -154,7 +154,13 @@ class Agent(AgentBase):
             await turn.send_text(f"Edit of {path} rejected: the file is untouched.")
             return
         await edit.update(status="in_progress")
-        await self.write(turn, full, after)
+        try:
+            await self.write(turn, full, after)
+        except (RpcError, OSError) as exc:  # the client refused the write, or the disk did
+            reason = exc.message if isinstance(exc, RpcError) else (exc.strerror or str(exc))
+            await edit.fail(raw_output={"applied": False, "error": reason})
+            await turn.send_text(f"Edit of {path} not written ({reason}): the file is untouched.")
+            return
         await edit.complete(raw_output={"applied": True})
         self.last_edit[turn.session_id] = Edit(full, before, after)
         await turn.update_plan_entry(1, status="completed")

@@ -19,7 +19,10 @@ _REMOTE = re.compile(r"^(https?://|npm:)")
 
 
 def is_local(spec: str) -> bool:
-    return not _REMOTE.match(spec)
+    """A path (not a URL, an npm spec or a short name such as `v2`)."""
+    from .. import sources
+
+    return not _REMOTE.match(spec) and sources.expand_short(spec) == spec
 
 
 def specs(value: str | Sequence[str] | None) -> list[str]:

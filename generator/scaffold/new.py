@@ -178,6 +178,16 @@ def _abs(spec: str | None) -> str | None:
     return spec
 
 
+def _pause_point(name: str) -> None:
+    """Tests only: with `AGENTGEN_PAUSE_AT=name`, say so on stderr and wait there (so a
+    test can interrupt `new` at exactly this point)."""
+    if os.environ.get("AGENTGEN_PAUSE_AT") == name:
+        import sys
+
+        print(f"agentgen: paused at {name}", file=sys.stderr, flush=True)
+        time.sleep(60)
+
+
 def run_new(
     directory: Path,
     *,
@@ -205,13 +215,23 @@ def run_new(
     (schema_spec, meta_spec), more = pairs[0], tuple(pairs[1:])
 
     sweep_stale(target.parent)
+    commit = f"agentgen new: {data['name']} ({role}, {transport})" if git else None
     with _cleanup_on_signals():
-        _build(target, data, manifest_path, role, transport, package, schema_spec, meta_spec, more)
+        said = _build(
+            target,
+            data,
+            manifest_path,
+            role,
+            transport,
+            package,
+            schema_spec,
+            meta_spec,
+            more,
+            commit=commit,
+        )
     print(f"created {role} project {data['name']} ({transport}) in {directory}")
-    if git:
-        from .git_init import first_commit
-
-        print(first_commit(target, f"agentgen new: {data['name']} ({role}, {transport})"))
+    if said is not None:
+        print(said)
     print(next_steps(directory, data["name"], role, transport))
     return 0
 
@@ -264,7 +284,12 @@ def _build(
     schema_spec: str | None,
     meta_spec: str | None,
     more: tuple[tuple[str | None, str | None], ...] = (),
-) -> None:
+    *,
+    commit: str | None = None,
+) -> str | None:
+    """Build the project in a staging directory beside `target`; with `commit`, make it a
+    repository with that first commit there too; then rename it into place. An interrupt
+    (Ctrl-C, SIGTERM) at any point before the rename leaves nothing. Returns git's line."""
     suffix = manifest_path.suffix.lower()
     manifest_file = "agent.json" if suffix == ".json" else "agent.yaml"
     staging: Path | None = None
@@ -300,9 +325,16 @@ def _build(
             from ..registry.entry import write_entry
 
             write_entry(build, data, distribution=answers["project_name"])
+        said = None
+        if commit is not None:
+            from .git_init import first_commit
+
+            _pause_point("new:first-commit")
+            said = first_commit(build, commit)
         if target.exists():
             target.rmdir()  # empty, checked above
         build.rename(target)
+        return said
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

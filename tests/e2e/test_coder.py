@@ -157,6 +157,34 @@ def test_coder_rejected_edit_leaves_the_file_untouched(
     assert "rejected" in ed.texts()[-1]
 
 
+def test_a_refused_write_fails_the_tool_call_and_the_turn_goes_on(
+    coder: Any, tmp_path: Path
+) -> None:
+    """The edit allowed, then the write refused by the client (the interactive client's
+    answer `n`, with its code): the agent's turn ends normally, the edit tool call fails,
+    the file is untouched (before: the refusal was -32000, ACP's auth_required, and the
+    coder let it end the turn as an error)."""
+    from runtime.client_tools import REFUSED
+    from runtime.errors import AUTH_REQUIRED
+
+    assert REFUSED != AUTH_REQUIRED and not -32768 <= REFUSED <= -32000
+    target = tmp_path / "app.py"
+    target.write_text(SOURCE)
+
+    async def body(ed: Editor, sid: str) -> Editor:
+        ed.refuse_writes = REFUSED
+        reason = await ed.prompt(sid, "replace `hello` with `bye` in app.py", v2=False)
+        assert reason == "end_turn"
+        return ed
+
+    ed = _run(coder, "v1", CAPS["fs"], tmp_path, body)
+    assert target.read_text() == SOURCE
+    assert "fs/write_text_file" in ed.methods()
+    calls = [u for u in ed.updates if u["sessionUpdate"] in ("tool_call", "tool_call_update")]
+    assert calls[-1]["status"] == "failed"
+    assert "not written (refused: the user said no)" in ed.texts()[-1]
+
+
 def test_coder_old_text_not_found_makes_no_edit(coder: Any, tmp_path: Path) -> None:
     target = tmp_path / "app.py"
     target.write_text(SOURCE)

@@ -48,7 +48,7 @@ def test_example_is_valid_against_the_format_schema(name: str) -> None:
 def test_examples_pass_agentgen_validate(tmp_path: Path) -> None:
     """The real command: schema plus the semantic checks (codes, states, refs...)."""
     files = [f"examples/{name}/agent.yaml" for name in EXAMPLES]
-    agentgen = [sys.executable, "-m", "generator", "validate"]
+    agentgen = [sys.executable, "-m", "agentgen", "validate"]
     ok = subprocess.run(
         [*agentgen, "--format", "json", *files],
         cwd=REPO,

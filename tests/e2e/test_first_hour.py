@@ -175,7 +175,7 @@ def _validate(tmp: Path, text: str, *args: str) -> subprocess.CompletedProcess[s
     path = tmp / "agent.yaml"
     path.write_text(text, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "generator", "validate", *args, path.name],
+        [sys.executable, "-m", "agentgen", "validate", *args, path.name],
         cwd=tmp,
         capture_output=True,
         text=True,
@@ -292,7 +292,7 @@ def test_manifest_json_keeps_the_authors_key_order(tmp_path: Path, shared_acp: P
 
 def _agentgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "generator", *args],
+        [sys.executable, "-m", "agentgen", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -343,13 +343,13 @@ def test_diff_fail_on_breaking_is_exit_1(tmp_path: Path, shared_acp: Path) -> No
 
 
 def _on_a_terminal(args: list[str], answers: str, cwd: Path) -> tuple[int, str]:
-    """Run `python -m generator ARGS` with a pseudo-terminal as stdin and stdout, the
+    """Run `python -m agentgen ARGS` with a pseudo-terminal as stdin and stdout, the
     answers typed ahead (the terminal holds them until each prompt reads its line)."""
     import pty
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "generator", *args],
+        [sys.executable, "-m", "agentgen", *args],
         cwd=cwd,
         stdin=slave,
         stdout=slave,
@@ -522,3 +522,69 @@ def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) 
     ):
         run = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=False)
         assert run.returncode == 0, (cmd, run.stdout[-2000:], run.stderr[-2000:])
+
+
+def _path_without_npm(tmp: Path) -> str:
+    """One folder holding every command on PATH but npm and Node (a pip or uv user's machine)."""
+    bin_dir = tmp / "no-npm-bin"
+    bin_dir.mkdir()
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not folder or not Path(folder).is_dir():
+            continue
+        for entry in Path(folder).iterdir():
+            if entry.name in {"npm", "npx", "node", "nodejs", "corepack"}:
+                continue
+            if not (bin_dir / entry.name).exists() and os.access(entry, os.X_OK):
+                (bin_dir / entry.name).symlink_to(entry)
+    return str(bin_dir)
+
+
+@pytest.mark.parametrize("schema", [None, "v2"])
+def test_new_needs_no_npm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: str | None
+) -> None:
+    """With npm absent, `new` with the default schema and with `--schema v2` (a short name for
+    the locked package's v2 schema) makes a project (before: `npm is not installed`, and `v2`
+    was a missing file)."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("name: no-npm-agent\nversion: 0.1.0\n", encoding="utf-8")
+    monkeypatch.setenv("PATH", _path_without_npm(tmp_path))
+    import shutil
+
+    assert shutil.which("npm") is None
+    target = tmp_path / "proj"
+    assert run_new(target, manifest=manifest, schema=schema, git=True) == 0
+    generated = target / "no_npm_agent" / "_generated"
+    assert (generated / "models.py").is_file()
+    lock = json.loads((REPO / "schema" / "upstream.lock.json").read_text(encoding="utf-8"))
+    recorded = json.loads((generated / "SOURCE.json").read_text(encoding="utf-8"))["schema"]
+    wanted = "schema/v2/schema.json" if schema == "v2" else lock["path"]
+    assert recorded["origin"] == f"npm:{lock['package']}@{lock['version']}#{wanted}"
+    assert recorded["revision"]["lifecycle"] == ("v2" if schema == "v2" else "v1")
+
+
+@pytest.mark.slow
+def test_regen_keeps_a_fresh_project_green(tmp_path: Path) -> None:
+    """A fresh project regenerated to v2, then to v1 + v2, still passes its own pytest,
+    `mypy .` and `ruff check .` (before: the generated test named v1's
+    `models.SessionNotification`, which v2 calls `UpdateSessionNotification`, and the ruff
+    ignores covered `_generated/models.py` only, not `_generated/v1/models.py`)."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("name: my-agent\nversion: 0.1.0\n", encoding="utf-8")
+    target = tmp_path / "proj"
+    assert run_new(target, manifest=manifest) == 0
+    tools = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    for schemas in (["v2"], ["v1", "v2"]):
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = invoke("regen", *args, "--project", str(target))
+        assert code == 0, out
+        for cmd in (
+            [str(tools / "mypy"), "."],
+            [str(tools / "ruff"), "check", "."],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        ):
+            done = subprocess.run(
+                cmd, cwd=target, env=env, capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0, f"{schemas} {cmd[-1]}: {done.stdout}{done.stderr}"

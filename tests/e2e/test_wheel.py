@@ -106,15 +106,15 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
 
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     for rel in (
-        "generator/_data/templates/agent/copier.yml",
-        "generator/_data/templates/client/copier.yml",
-        "generator/_data/templates/runtime/wire/jsonrpc.py",
-        "generator/_data/schema/manifest.schema.json",
-        "generator/_data/schema/upstream.lock.json",
+        "agentgen/_data/templates/agent/copier.yml",
+        "agentgen/_data/templates/client/copier.yml",
+        "agentgen/_data/templates/runtime/wire/jsonrpc.py",
+        "agentgen/_data/schema/manifest.schema.json",
+        "agentgen/_data/schema/upstream.lock.json",
         # agentgen inspect's page, package data beside its code
-        "generator/inspect/static/index.html",
-        "generator/inspect/static/app.js",
-        "generator/inspect/static/style.css",
+        "agentgen/inspect/static/index.html",
+        "agentgen/inspect/static/app.js",
+        "agentgen/inspect/static/style.css",
     ):
         assert rel in names, rel
     # the runtime is complete: every module of the checkout's runtime is in the wheel
@@ -123,17 +123,27 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
     # the generator's typed import of the runtime's revision module (a symlink in the
     # checkout) is a real file in the wheel, the same bytes as the runtime's copy
     wheel = zipfile.ZipFile(installed["wheel"])
-    assert wheel.read("generator/protocol/runtime_revision.py") == wheel.read(
-        "generator/_data/templates/runtime/wire/revision.py"
+    assert wheel.read("agentgen/protocol/runtime_revision.py") == wheel.read(
+        "agentgen/_data/templates/runtime/wire/revision.py"
     )
+    # the import package is `agentgen`: the repository's generator/ folder installs under
+    # that name, and no top-level `generator` (a name that collides easily) is installed
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"agentgen"}, tops
     # the installed package is the one agentgen runs (not a checkout on the path)
     where = _run(
-        [str(installed["bin"] / "python"), "-c", "import generator; print(generator.__file__)"],
+        [str(installed["bin"] / "python"), "-c", "import agentgen; print(agentgen.__file__)"],
         installed["work"],
         _clean_env(installed["tmp"]),
     )
     assert str(installed["tmp"] / "venv") in where.stdout, where.stdout + where.stderr
     assert str(REPO) not in where.stdout
+    gone = _run(
+        [str(installed["bin"] / "python"), "-c", "import generator"],
+        installed["work"],
+        _clean_env(installed["tmp"]),
+    )
+    assert gone.returncode != 0 and "No module named 'generator'" in gone.stderr
 
 
 def test_validate_new_check_regen_update_from_the_wheel(installed: dict[str, Any]) -> None:

@@ -64,7 +64,7 @@ def test_completion_is_offered() -> None:
 def test_validate_says_so_on_success_and_on_failure() -> None:
     good = str(CASES / "valid-minimal" / "agent.yaml")
     bad = str(CASES / "bad-name" / "agent.yaml")
-    cmd = [sys.executable, "-m", "generator", "validate"]
+    cmd = [sys.executable, "-m", "agentgen", "validate"]
     ok = subprocess.run([*cmd, good, good], capture_output=True, text=True, check=False)
     assert ok.returncode == 0 and ok.stdout == "" and ok.stderr == "2 manifests valid\n"
     no = subprocess.run([*cmd, good, bad], capture_output=True, text=True, check=False)
@@ -168,7 +168,7 @@ def test_help_stays_fast_to_import() -> None:
     """`agentgen --help` must not import rich (about 0.1 s of start-up)."""
     code = (
         "import sys; sys.argv = ['agentgen', '--help']\n"
-        "from generator.entry import main\n"
+        "from agentgen.entry import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "assert 'rich' not in sys.modules, 'rich imported'\n"
     )

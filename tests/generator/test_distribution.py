@@ -15,7 +15,17 @@ FOREIGN = re.compile(r"\b(?:pip|pipx|uv tool|uv pip) install (?:-[-\w]+ )*agentg
 def test_distribution_name_and_command() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["name"] == "acp-agentgen"
-    assert project["scripts"] == {"agentgen": "generator.entry:main"}
+    assert project["scripts"] == {"agentgen": "agentgen.entry:main"}
+    # the repository's generator/ folder installs as `agentgen`, nothing as `generator`
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    assert setuptools["package-dir"] == {"agentgen": "generator"}
+    on_disk = {
+        ".".join(("agentgen", *p.parent.relative_to(REPO / "generator").parts))
+        for p in (REPO / "generator").rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == on_disk  # every subpackage is installed
     assert all(
         "agentgen[" not in d or d.startswith("acp-agentgen[")
         for d in project["optional-dependencies"]["dev"]

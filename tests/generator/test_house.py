@@ -41,7 +41,7 @@ def test_a_test_not_marked_slow_cannot_start_a_slow_program(argv: list[str]) -> 
 
 def test_short_lived_tools_need_no_slow_mark() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "generator", "--version"], capture_output=True, check=False
+        [sys.executable, "-m", "agentgen", "--version"], capture_output=True, check=False
     )
     assert done.returncode == 0, done.stderr
 

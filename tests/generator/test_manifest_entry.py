@@ -55,7 +55,7 @@ TYPER = "import sys; from generator.cli import main; sys.argv[0] = 'agentgen'; m
 )
 def test_fast_path_matches_typer(args: list[str]) -> None:
     fast = subprocess.run(
-        [sys.executable, "-m", "generator", "validate", *args],
+        [sys.executable, "-m", "agentgen", "validate", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -71,7 +71,7 @@ def test_models_manifest_refuses_a_dangling_ref_instead_of_any(tmp_path: Path) -
 def test_a_syntax_error_is_a_finding_not_a_usage_error() -> None:
     """validate: 1 for a manifest that does not parse (a finding), 2 for a missing file."""
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "validate", str(_manifest(CASES / "yaml-tab-indent"))],
+        [sys.executable, "-m", "agentgen", "validate", str(_manifest(CASES / "yaml-tab-indent"))],
         capture_output=True,
         text=True,
         check=False,
@@ -79,7 +79,7 @@ def test_a_syntax_error_is_a_finding_not_a_usage_error() -> None:
     )
     assert proc.returncode == 1, proc.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "validate", "no/such/agent.yaml"],
+        [sys.executable, "-m", "agentgen", "validate", "no/such/agent.yaml"],
         capture_output=True,
         text=True,
         check=False,
@@ -166,12 +166,12 @@ def test_an_internal_error_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch) -
 # ---- an interrupted `new` leaves nothing behind ---------------------------------------
 
 
-def _start_new(parent: Path, name: str) -> subprocess.Popen[str]:
+def _start_new(parent: Path, name: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "generator",
+            "agentgen",
             "new",
             str(parent / name),
             "--manifest",
@@ -180,6 +180,7 @@ def _start_new(parent: Path, name: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -203,6 +204,35 @@ def test_sigterm_during_new_cleans_up(tmp_path: Path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_the_first_commit_leaves_nothing(tmp_path: Path) -> None:
+    """SIGINT between "created agent project" and the first commit (before: the whole tree
+    was left with a `.git` and no commit, and the next `new` into it refused)."""
+    env = {**os.environ, "AGENTGEN_PAUSE_AT": "new:first-commit"}
+    proc = _start_new(tmp_path, "proj", env=env)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # the build is done; git is next
+    assert line.strip() == "agentgen: paused at new:first-commit", line
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+    # and the same `new` without the interrupt makes the project, committed
+    done = _start_new(tmp_path, "proj")
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err
+    assert "first commit" in out
+    log = subprocess.run(
+        ["git", "log", "--oneline"],
+        cwd=tmp_path / "proj",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert log.returncode == 0 and "agentgen new: echo" in log.stdout
 
 
 @pytest.mark.slow

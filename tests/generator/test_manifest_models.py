@@ -359,7 +359,7 @@ def test_bad_manifests_are_located_errors(mutate: Any, pointer: str, fragment: s
 
 def test_cli_writes_the_module_and_locates_errors(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "mm.py"
-    agentgen = [sys.executable, "-m", "generator"]
+    agentgen = [sys.executable, "-m", "agentgen"]
     ok = subprocess.run(
         [*agentgen, "models", "--manifest", "examples/mail-composer/agent.yaml", "-o", str(out)],
         cwd=REPO,

@@ -107,7 +107,7 @@ def test_cli_exit_codes_and_no_traceback(tmp_path: Path) -> None:
     good = CASES / "valid-minimal" / "agent.yaml"
     bad = CASES / "states-unreachable" / "agent.yaml"
     broken = CASES / "yaml-tab-indent" / "agent.yaml"
-    cmd = [sys.executable, "-m", "generator", "validate"]
+    cmd = [sys.executable, "-m", "agentgen", "validate"]
 
     def run(args: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(cmd + args, check=False, capture_output=True, text=True, timeout=60)

@@ -504,7 +504,7 @@ def test_same_bytes_under_another_hash_seed(
 ) -> None:
     code = (
         "import json, sys\n"
-        "from generator.protocol.models import generate_models\n"
+        "from agentgen.protocol.models import generate_models\n"
         f"s = json.load(open({str(shared_acp / REVISIONS['v2'])!r}))\n"
         "sys.stdout.write(generate_models(s, source_label='acp/v2/schema.json'))\n"
     )

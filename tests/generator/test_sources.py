@@ -1,4 +1,5 @@
-"""Schema sources: local paths, http(s) URLs, npm specs (real `npm pack` once per session),
+"""Schema sources: local paths, http(s) URLs, npm specs (the registry's HTTP interface: the
+real registry once per session, and a local one),
 the verified cache, the lock, and the errors of each."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import json
 import os
 import shutil
 import socket
-import stat
 import tarfile
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,7 @@ LOCK = sources.read_lock()
 
 @pytest.fixture(scope="session")
 def npm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir holding the locked default, fetched with the real `npm pack` once."""
-    if shutil.which("npm") is None:
-        pytest.fail("npm is needed for the npm source tests")
+    """A cache dir holding the locked default, fetched from the real registry once."""
     root = tmp_path_factory.mktemp("agentgen-cache")
     saved = os.environ.get("AGENTGEN_CACHE_DIR")
     os.environ["AGENTGEN_CACHE_DIR"] = str(root)
@@ -313,13 +312,25 @@ def test_bad_lock(tmp_path: Path, content: str, pointer: str) -> None:
     assert err.value.pointer == pointer
 
 
-def test_npm_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(tmp_path / "cache"))
+def test_npm_spec_needs_no_npm(
+    registry: _Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exact-version npm spec is fetched over the registry's HTTP interface with npm off
+    the PATH (before: `npm is not installed`)."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    with pytest.raises(AgentgenError) as err:
-        sources.load_schema("npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json")
-    assert "npm is not installed" in str(err.value)
-    assert err.value.hint and "local path" in err.value.hint
+    assert shutil.which("npm") is None
+    raw = registry.publish("acme-schemas", "1.2.3", {"schema/s.json": b'{"$defs": {}}'})
+    got, revision = sources.fetch_bytes("npm:acme-schemas@1.2.3#schema/s.json")
+    assert got == raw
+    assert revision == {"package": "acme-schemas", "version": "1.2.3", "path": "schema/s.json"}
+    assert registry.paths == ["/acme-schemas", "/-/acme-schemas-1.2.3.tgz"]
+    # the second time comes from the cache (its sha256 recorded), with no request
+    assert sources.fetch_bytes("npm:acme-schemas@1.2.3#schema/s.json")[0] == raw
+    assert len(registry.paths) == 2
+    cached = tmp_path / "cache/npm/acme-schemas@1.2.3/schema/s.json"
+    assert cached.read_bytes() == raw
+    digest = hashlib.sha256(raw).hexdigest()
+    assert cached.with_name("s.json.sha256").read_text().strip() == digest
 
 
 @pytest.mark.parametrize(
@@ -336,20 +347,85 @@ def test_bad_npm_specs(spec: str, message: str) -> None:
         sources.load_schema(spec)
 
 
-def _fake_npm(bin_dir: Path, tarball: Path | None, *, fail: str | None = None) -> None:
-    """An `npm` on PATH that copies `tarball` into --pack-destination (or fails)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    script = bin_dir / "npm"
-    if fail is not None:
-        body = f"echo 'npm error {fail}' >&2\nexit 1\n"
-    else:
-        body = (
-            'dest=""\nwhile [ $# -gt 0 ]; do\n  if [ "$1" = "--pack-destination" ]; then dest="$2"; fi\n'
-            f'  shift\ndone\n{shutil.which("cp")} "{tarball}" "$dest/pkg-9.9.9.tgz"\n'
-            'echo \'[{"version": "9.9.9"}]\'\n'
-        )
-    script.write_text("#!/bin/sh\n" + body)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+class _Registry:
+    """A real npm registry on 127.0.0.1: package metadata at /NAME (a scoped name as one
+    segment, @scope%2fname) and tarballs at /-/NAME-VERSION.tgz, integrity as npm writes it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.packages: dict[str, dict[str, Any]] = {}
+        self.tarballs: dict[str, bytes] = {}
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.paths.append(self.path)
+                name = urllib.parse.unquote(self.path[1:])
+                if name in outer.packages:
+                    body, kind = json.dumps(outer.packages[name]).encode(), "application/json"
+                elif self.path in outer.tarballs:
+                    body, kind = outer.tarballs[self.path], "application/octet-stream"
+                else:
+                    self.send_error(404, "Not Found")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # quiet
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(
+        self,
+        package: str,
+        version: str,
+        files: dict[str, bytes],
+        *,
+        tarball: Path | None = None,
+        integrity: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> bytes:
+        """Publish a package version; returns the first file's bytes."""
+        if tarball is None:
+            tarball = _tarball(
+                self.tmp / f"{package.replace('/', '+')}-{version}.tgz",
+                [(_file(f"package/{rel}"), data) for rel, data in files.items()],
+            )
+        tgz = tarball.read_bytes()
+        path = f"/-/{package.rsplit('/', maxsplit=1)[-1]}-{version}.tgz"
+        self.tarballs[path] = tgz
+        sha512 = base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+        meta = self.packages.setdefault(package, {"name": package, "versions": {}})
+        meta["versions"][version] = {
+            "version": version,
+            "dist": {
+                "tarball": self.url.rstrip("/") + path,
+                "integrity": integrity or f"sha512-{sha512}",
+                "shasum": hashlib.sha1(tgz).hexdigest(),
+            },
+        }
+        meta["dist-tags"] = tags or {"latest": version}
+        return next(iter(files.values()), b"")
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Registry]:
+    """A local npm registry that agentgen is pointed at, and a private cache."""
+    reg = _Registry(tmp_path)
+    monkeypatch.setenv("AGENTGEN_NPM_REGISTRY", reg.url)
+    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        yield reg
+    finally:
+        reg.server.shutdown()
+        reg.server.server_close()
 
 
 def _tarball(path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
@@ -364,9 +440,7 @@ def _file(name: str) -> tarfile.TarInfo:
     return tarfile.TarInfo(name)
 
 
-def test_npm_pack_flow_with_a_fake_registry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_acp: Path
-) -> None:
+def test_npm_registry_flow(registry: _Registry, tmp_path: Path, shared_acp: Path) -> None:
     raw = (shared_acp / "v2" / "schema.json").read_bytes()
     link = tarfile.TarInfo("package/link.json")
     link.type = tarfile.SYMTYPE
@@ -379,32 +453,54 @@ def test_npm_pack_flow_with_a_fake_registry(
             (link, b""),
         ],
     )
-    _fake_npm(tmp_path / "bin", tgz)
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(tmp_path / "cache"))
-    src = sources.load_schema("npm:acme-schemas@latest#schema/s.json")
+    registry.publish("@acme/schemas", "9.9.9", {}, tarball=tgz, tags={"latest": "9.9.9"})
+    src = sources.load_schema("npm:@acme/schemas@latest#schema/s.json")
     assert src.raw == raw
-    assert src.revision["version"] == "9.9.9"  # the version npm resolved
-    assert (tmp_path / "cache/npm/acme-schemas@9.9.9/schema/s.json").read_bytes() == raw
+    assert src.revision["version"] == "9.9.9"  # the version the dist-tag resolved to
+    assert registry.paths[0] == "/@acme%2fschemas"  # a scoped name is one segment
+    assert (tmp_path / "cache/npm/@acme+schemas@9.9.9/schema/s.json").read_bytes() == raw
     assert (
         not (tmp_path / "escape.json").exists() and not (tmp_path.parent / "escape.json").exists()
     )
     with pytest.raises(AgentgenError, match="not a regular file"):
-        sources.load_schema("npm:acme-schemas@latest#link.json")
+        sources.load_schema("npm:@acme/schemas@latest#link.json")
     with pytest.raises(AgentgenError, match=r"no file schema/missing\.json in the package") as err:
-        sources.load_schema("npm:acme-schemas@latest#schema/missing.json")
+        sources.load_schema("npm:@acme/schemas@latest#schema/missing.json")
     assert "the package's JSON files: schema/s.json" in str(err.value)  # what to write
+    with pytest.raises(AgentgenError, match=r"no version 7\.0\.0 of @acme/schemas") as err:
+        sources.load_schema("npm:@acme/schemas@7.0.0#schema/s.json")
+    assert err.value.hint and "latest" in err.value.hint
 
 
-def test_npm_pack_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_npm(tmp_path / "bin", None, fail="code E404 https://tok:secret@registry.example/x")
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(tmp_path / "cache"))
+def test_npm_tarball_must_match_its_integrity(registry: _Registry) -> None:
+    wrong = "sha512-" + base64.b64encode(hashlib.sha512(b"other").digest()).decode()
+    registry.publish("acme-bad", "1.0.0", {"s.json": b"{}"}, integrity=wrong)
+    with pytest.raises(AgentgenError, match="does not match the registry's integrity"):
+        sources.fetch_bytes("npm:acme-bad@1.0.0#s.json")
+    assert not (Path(os.environ["AGENTGEN_CACHE_DIR"]) / "npm").exists()  # nothing cached
+
+
+def test_npm_registry_failure_is_one_line(
+    registry: _Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = registry.url.split("//", 1)[1]
+    monkeypatch.setenv("AGENTGEN_NPM_REGISTRY", f"http://tok:secret@{host}")
     with pytest.raises(AgentgenError) as err:
         sources.load_schema("npm:acme-missing@1.0.0#schema.json")
     text = str(err.value)
-    assert "npm pack failed" in text and "E404" in text
+    assert "HTTP 404" in text and "acme-missing" in text
     assert "secret" not in text and "\n" not in text
+
+
+def test_short_names_are_the_locked_packages_schemas(tmp_path: Path) -> None:
+    base = f"npm:{LOCK['package']}@{LOCK['version']}#schema"
+    assert sources.expand_short("v1") == f"{base}/v1/schema.json"
+    assert sources.expand_short("v2") == f"{base}/v2/schema.json"
+    assert sources.expand_short("v1-unstable") == f"{base}/v1/schema.unstable.json"
+    assert sources.expand_short("v2-unstable") == f"{base}/v2/schema.unstable.json"
+    assert sources.expand_short("v2-stable") == "v2-stable"  # not a short name: a path
+    with pytest.raises(AgentgenError, match="file not found"):
+        sources.load_schema("v2-stable")
 
 
 def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -439,12 +535,10 @@ def test_lock_ships_and_the_fetched_schema_is_not_committed(repo: Path) -> None:
 
 
 def test_unwritable_cache_only_costs_a_fetch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_acp: Path
+    registry: _Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_acp: Path
 ) -> None:
     raw = (shared_acp / "v1" / "schema.json").read_bytes()
-    tgz = _tarball(tmp_path / "pkg.tgz", [(_file("package/s.json"), raw)])
-    _fake_npm(tmp_path / "bin", tgz)
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    registry.publish("acme", "1.0.0", {"s.json": raw})
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the cache dir should be")
     monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(blocker))

@@ -416,7 +416,7 @@ PY_BREAK = "\"\"\"; __import__('os').system('touch {flag}') #'''\\"
 
 def _agentgen(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "generator", *args],
+        [sys.executable, "-m", "agentgen", *args],
         check=False,
         cwd=cwd,
         capture_output=True,

@@ -23,7 +23,9 @@ from typing import Any, TextIO
 from ..wire.errors import RpcError, invalid_params
 
 RESOURCE_NOT_FOUND = -32002
-REFUSED = -32000  # the user (or this client's rules) said no
+# the user (or this client's rules) said no: an application code, outside JSON-RPC's
+# reserved -32768..-32000 (ACP's -32000 is auth_required), which the agent handles
+REFUSED = -31000
 OUTPUT_LIMIT = 1 << 20  # a terminal's output kept when the agent gives no outputByteLimit
 _RELEASED_KEPT = 16  # released terminals whose output is kept for display
 _UTF8_TOP, _UTF8_CONTINUATION = 0xC0, 0x80  # a kept output never starts mid-character

@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mail_composer._generated import manifest_models
 from mail_composer._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
@@ -257,7 +257,7 @@ class Recorder(ClientBase):
         self.texts: list[str] = []
         self.asked: list[tuple[str, Any]] = []
 
-    async def session_update(self, params: models.SessionNotification) -> None:
+    async def session_update(self, params: Any) -> None:  # any revision's notification
         update = params.model_dump(by_alias=True, exclude_none=True, mode="json")["update"]
         text = (update.get("content") or {}).get("text") if isinstance(update, dict) else None
         if isinstance(text, str):

@@ -121,7 +121,7 @@ def inspector(
         [
             PY,
             "-m",
-            "generator",
+            "agentgen",
             "inspect",
             *([] if open_browser else ["--no-open"]),
             *("--port", "0", "--cwd", str(cwd), *args),

@@ -157,6 +157,38 @@ def commands_and_modes(data: dict[str, Any]) -> Iterator[Problem]:
                 )
 
 
+def llm(data: dict[str, Any]) -> Iterator[Problem]:
+    """`llm.provider` names a provider of the manifest, one the model can speak to
+    (openai, anthropic); a `model` config option lists `llm.default_model`."""
+    block = data.get("llm")
+    if not isinstance(block, dict):
+        return
+    provider = block.get("provider")
+    if isinstance(provider, str):
+        providers = {p.get("id"): p for _, p in _items(data, "providers")}
+        if provider not in providers:
+            have = ", ".join(sorted(str(k) for k in providers)) or "none"
+            yield "/llm/provider", f"no provider {provider!r} in `providers` ({have})", False
+        else:
+            spoken = [s for s in providers[provider].get("supported") or () if s in MODEL_APIS]
+            if not spoken:
+                apis = ", ".join(MODEL_APIS)
+                message = (
+                    f"provider {provider!r} supports none of the API types a model speaks ({apis})"
+                )
+                yield "/llm/provider", message, False
+    default = block.get("default_model")
+    config = data.get("config")
+    if isinstance(default, str) and isinstance(config, dict):
+        for pointer, opt in _items(config, "options", "/config"):
+            values = opt.get("values")
+            if opt.get("id") == "model" and isinstance(values, list) and default not in values:
+                yield f"{pointer}/values", f"the model picker does not list {default!r}", False
+
+
+MODEL_APIS = ("openai", "anthropic")
+
+
 def _state_messages(
     table: dict[str, Any], name: str, messages: list[Any], edges: dict[str, set[str]]
 ) -> Iterator[Problem]:
@@ -739,6 +771,7 @@ CHECKS: tuple[Callable[[dict[str, Any]], Iterator[Problem]], ...] = (
     errors,
     names,
     commands_and_modes,
+    llm,
     states,
     config_defaults,
     schema_validity,

@@ -25,9 +25,11 @@ MODEL_OPTION = "model"  # the config option holding the session's pick
 
 
 def model_id(turn: Turn, default: str | None) -> str | None:
-    """The session's pick, else `$ACP_MODEL`, else `default`."""
+    """The session's pick, else `$ACP_MODEL`, else `default`.  A pick equal to the
+    picker's own default is no pick (a client that sends every option's default would
+    otherwise hide `$ACP_MODEL`)."""
     picked = turn.session.config_raw.get(MODEL_OPTION) if turn.session.config_raw else None
-    if type(picked) is str and picked:
+    if type(picked) is str and picked and picked != turn.option_default(MODEL_OPTION):
         return picked
     return os.environ.get("ACP_MODEL", "").strip() or default
 

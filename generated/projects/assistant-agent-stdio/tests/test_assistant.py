@@ -26,8 +26,6 @@ from assistant._generated.dispatcher import (
 )
 from assistant.handlers import Agent
 
-if TYPE_CHECKING:
-    from assistant._generated import models
 # The model these tests run: pydantic-ai's built-in test model (no network, no key); set
 # ACP_MODEL to try a real one.
 os.environ.setdefault("ACP_MODEL", "test")

@@ -26,8 +26,7 @@ from coder_agent._generated.dispatcher import (
 )
 from coder_agent.handlers import Agent
 
-if TYPE_CHECKING:
-    from coder_agent._generated import models# The agent over stdio, whatever the project's transport: one dispatcher serves both.
+# The agent over stdio, whatever the project's transport: one dispatcher serves both.
 # Its sessions stay in memory here (the installed agent keeps them in SQLite).
 SERVE = (
     "import asyncio\n"

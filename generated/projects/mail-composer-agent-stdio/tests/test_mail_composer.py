@@ -26,8 +26,7 @@ from mail_composer._generated.dispatcher import (
 )
 from mail_composer.handlers import Agent
 
-if TYPE_CHECKING:
-    from mail_composer._generated import models# The agent over stdio, whatever the project's transport: one dispatcher serves both.
+# The agent over stdio, whatever the project's transport: one dispatcher serves both.
 # Its sessions stay in memory here (the installed agent keeps them in SQLite).
 SERVE = (
     "import asyncio\n"

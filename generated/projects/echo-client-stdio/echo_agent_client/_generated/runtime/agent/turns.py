@@ -176,6 +176,14 @@ class Turn(Authoring, ClientCalls):
         block = self._host.ctx.manifest.get("llm")
         return dict(block) if type(block) is dict else {}
 
+    def option_default(self, option_id: str) -> Any:
+        """The default of the manifest's config option `option_id` (None: none)."""
+        config = self._host.ctx.manifest.get("config") or {}
+        for opt in config.get("options") or () if type(config) is dict else ():
+            if type(opt) is dict and opt.get("id") == option_id:
+                return opt.get("default")
+        return None
+
     async def send_text(self, text: str) -> None:
         """Stream a piece of text as an `agent_message_chunk`."""
         self._conn.send_raw(self._prefix + _dumps(text) + b"}}}}", self.session.id)

@@ -164,8 +164,8 @@ def test_a_refused_write_fails_the_tool_call_and_the_turn_goes_on(
     answer `n`, with its code): the agent's turn ends normally, the edit tool call fails,
     the file is untouched (before: the refusal was -32000, ACP's auth_required, and the
     coder let it end the turn as an error)."""
-    from runtime.client_tools import REFUSED
-    from runtime.errors import AUTH_REQUIRED
+    from runtime.client.client_tools import REFUSED
+    from runtime.wire.errors import AUTH_REQUIRED
 
     assert REFUSED != AUTH_REQUIRED and not -32768 <= REFUSED <= -32000
     target = tmp_path / "app.py"

@@ -374,9 +374,9 @@ def _on_a_terminal(args: list[str], answers: str, cwd: Path) -> tuple[int, str]:
 def test_init_asks_on_a_terminal_and_writes_a_valid_commented_manifest(tmp_path: Path) -> None:
     folder = tmp_path / "Paper Scout"
     folder.mkdir()
-    # name (re-asked after a bad one), description, input, output, streaming
+    # name (re-asked after a bad one), description, input, output, streaming, no model
     code, out = _on_a_terminal(
-        ["init"], "Bad_Name\npaper-scout\nFinds papers.\njson\n\nn\n", folder
+        ["init"], "Bad_Name\npaper-scout\nFinds papers.\njson\n\nn\n\n", folder
     )
     assert code == 0, out
     assert "Agent name [paper-scout]" in out and "is not a manifest name" in out
@@ -390,6 +390,7 @@ def test_init_asks_on_a_terminal_and_writes_a_valid_commented_manifest(tmp_path:
     assert data["name"] == "paper-scout" and data["description"] == "Finds papers."
     assert data["input"]["type"] == "object" and data["output"] == {"type": "string"}
     assert data["output_modes"] == {"streaming": False}
+    assert "llm" not in data and "A model for the agent" in out
     done = _agentgen("validate", "agent.yaml", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
 

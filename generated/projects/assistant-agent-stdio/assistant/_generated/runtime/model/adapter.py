@@ -19,6 +19,18 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolReturnPart,
+)
+
 from ..agent.authoring import Location, ToolCall, ToolKind
 from ..agent.mcp_toolset import McpToolset
 from ..wire.errors import RpcError
@@ -146,18 +158,6 @@ async def run_model(
 async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall], shown: frozenset[str]) -> Any:
     """Send what `event` shows (not the calls of tools in `shown`: they show themselves);
     the run's result when it is the last one."""
-    from pydantic_ai.messages import (
-        FunctionToolCallEvent,
-        FunctionToolResultEvent,
-        PartDeltaEvent,
-        PartStartEvent,
-        TextPart,
-        TextPartDelta,
-        ThinkingPart,
-        ThinkingPartDelta,
-        ToolReturnPart,
-    )
-
     kind = type(event).__name__
     if isinstance(event, PartStartEvent):
         part = event.part

@@ -118,6 +118,24 @@ def _method_rows(rev: Revision) -> list[dict[str, Any]]:
 def uses_model(manifest: dict[str, Any], role: str) -> bool:
     """An agent whose manifest has `llm`: its runtime carries the model room."""
     return role == "agent" and bool(manifest.get("llm"))
+def text_input(manifest: dict[str, Any]) -> bool:
+    """The manifest's input is plain text (`type: string`, no enum, const or format): the
+    handler gets it as `str` (the runtime's agent/turns.py `_text_input` unwraps the
+    validated model; the two say the same)."""
+    schema = manifest.get("input")
+    return (
+        type(schema) is dict
+        and schema.get("type") == "string"
+        and not {"enum", "const", "format"} & schema.keys()
+    )
+
+
+def input_kind(manifest: dict[str, Any]) -> str:
+    """What `prompt` receives: "blocks" (no input schema: the ACP content blocks), "text"
+    (a `str`, `text_input`) or "typed" (the manifest's `Input` model)."""
+    if not manifest.get("input"):
+        return "blocks"
+    return "text" if text_input(manifest) else "typed"
 
 
 def uses_callbacks(manifest: dict[str, Any]) -> bool:
@@ -250,7 +268,9 @@ def render_generated(
     client_methods = [m for m in table if m["side"] == "client"]
     has_mm = bool(mm_names)
     input_type = (
-        "manifest_models.Input"
+        "str"
+        if text_input(manifest) and "Input" in mm_names
+        else "manifest_models.Input"
         if manifest.get("input") and "Input" in mm_names
         else ("Any" if manifest.get("input") else "list[dict[str, Any]]")
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import AgentgenError
 from ..names import summary
-from ..render import uses_callbacks, uses_model
+from ..render import input_kind, uses_callbacks, uses_model
 from . import inputs, project, template_store
 
 
@@ -138,6 +138,9 @@ def copier_answers(
         "transport": transport,
         "callbacks": role == "agent" and uses_callbacks(manifest),
         "llm": uses_model(manifest, role),
+        # what the stub `prompt` receives: "blocks", "text" (a str) or "typed" (Input)
+        "input_kind": input_kind(manifest),
+        "commands": role == "agent" and bool(manifest.get("commands")),
         "manifest_file": manifest_file,
         # the stdio auth methods the handlers answer (hooks stubbed in handlers.py)
         "agent_login": role == "agent" and _declares(manifest, "agent"),

@@ -119,6 +119,67 @@ def test_an_untouched_fresh_project_regenerates_to_any_revision(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+# a client that prints the agent's text, run against `python -m my_agent`
+_SAY_TEXT = """
+import asyncio, os, sys
+from my_agent._generated.acp import prompt_turn, spawn_agent
+from my_agent._generated.dispatcher import AgentConnection, ClientBase
+from my_agent._generated.runtime.client import content
+from my_agent._generated.runtime.client.client import negotiate
+
+
+class Printer(ClientBase):
+    async def session_update(self, params):
+        update = params.model_dump(by_alias=True, mode="json")["update"]
+        text = (update.get("content") or {}).get("text")
+        if isinstance(text, str):
+            sys.stdout.write(text)
+
+
+async def main():
+    client = Printer()
+    async with spawn_agent(client, AgentConnection, sys.executable, "-m", "my_agent") as agent:
+        await negotiate(agent, client)
+        sid = (await agent.call("session/new", {"cwd": os.getcwd(), "mcpServers": []}))["sessionId"]
+        await prompt_turn(agent, client, sid, content.text(sys.argv[1]))
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.usefixtures("store")
+def test_the_init_stub_gets_a_text_input_as_str(tmp_path: Path, shared_acp: Path) -> None:
+    """Issue 29 item 6: the `init --yes` manifest takes text; `prompt` gets it as `str`
+    (`Input` is `str`), so the stub says the text, not a pydantic repr; the stub has no
+    content-block branch for a manifest with an input schema."""
+    code, out = invoke("init", str(tmp_path), "--yes", "--name", "my-agent")
+    assert code == 0, out
+    project = tmp_path / "p"
+    schema = str(shared_acp / "v1" / "schema.json")
+    code, out = invoke(
+        "new", str(project), "-m", str(tmp_path / "agent.yaml"), "--no-git", "--schema", schema
+    )
+    assert code == 0, out
+    stub = (project / "my_agent" / "handlers.py").read_text(encoding="utf-8")
+    assert "isinstance(input, list)" not in stub and "for block in input" not in stub
+    dispatcher = project / "my_agent" / "_generated" / "dispatcher.py"
+    assert "    Input: TypeAlias = str\n" in dispatcher.read_text(encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    env["ACP_SESSION_DB"] = str(tmp_path / "sessions.db")
+    done = subprocess.run(
+        [sys.executable, "-c", _SAY_TEXT, "hello there world"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "received hello there world", done.stdout + done.stderr
+
+
 @pytest.mark.usefixtures("store")
 def test_regen_names_user_code_building_a_message_that_gained_a_required_field(
     tmp_path: Path, shared_acp: Path

@@ -27,7 +27,10 @@ from ._generated.runtime.agent.agent import Turn
 
 class Agent(AgentBase):
     async def prompt(self, turn: Turn, input: Any) -> Any:
-        q = input.question if hasattr(input, "question") else str(input.root)
+        # a text input arrives as `str` (issue 29 item 6), an object input as its model
+        q = input.question if hasattr(input, "question") else input
+        if type(q) is not str:
+            q = f"not a str: {input!r}"
         if q == "confirm":
             r = await turn.interrupt("confirm", {"what": "delete"})
             await turn.send_text(f"approved={r.approved}")

@@ -467,3 +467,65 @@ def test_set_sends_the_value_shape_of_the_revision(rev: str, shared_acp: Path) -
         jsonschema.validate(params, request)  # raises with the schema's reason
     tagged = _set_value("sess_1", "model", "large", select, described)
     assert ("type" in tagged) == (rev == "v2"), tagged
+
+
+def test_on_a_terminal_a_turn_error_is_said_and_the_session_goes_on(
+    built: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the console outlives a prompt the agent answers with an error (said in
+    one line; exit status 1 at the end); piped, the first error ends it (the tests above)."""
+    import_from(built, "cclient")
+    from cclient._generated.dispatcher import AgentConnection
+    from cclient._generated.runtime.client.client import spawn_agent
+    from cclient._generated.runtime.client.prompts import Terminal
+    from cclient._generated.runtime.console.console import console
+    from cclient.handlers import Client
+
+    monkeypatch.setenv("PYTHONPATH", str(built))
+    client = Client()
+
+    async def main() -> int:
+        return await console(
+            client,
+            lambda: spawn_agent(client, AgentConnection, PY, "-m", "cagent", grace=3.0),
+            terminal=Terminal(_Tty("plain", "hello again")),  # type: ignore[arg-type]
+            retries=0,
+        )
+
+    status = asyncio.run(main())
+    out, err = capsys.readouterr()
+    assert status == 1, err
+    assert "something broke" in err
+    assert "hello again" in out
+    # issue 29 item 7: a banner naming the agent, then a marker before each prompt line
+    assert err.startswith("connected to console-agent 0.1.0 (ACP protocol 1), session "), err
+    assert "Ctrl-D quits" in err.splitlines()[1]
+    assert err.count("> ") == 3, err  # two prompts and the end of input
+
+
+def test_piped_the_console_prints_no_banner_and_no_marker(
+    built: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    import_from(built, "cclient")
+    from cclient._generated.dispatcher import AgentConnection
+    from cclient._generated.runtime.client.client import spawn_agent
+    from cclient._generated.runtime.client.prompts import Terminal
+    from cclient._generated.runtime.console.console import console
+    from cclient.handlers import Client
+
+    monkeypatch.setenv("PYTHONPATH", str(built))
+    client = Client()
+
+    async def main() -> int:
+        return await console(
+            client,
+            lambda: spawn_agent(client, AgentConnection, PY, "-m", "cagent", grace=3.0),
+            terminal=Terminal(io.StringIO("hello\n")),
+            retries=0,
+        )
+
+    assert asyncio.run(main()) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("hello") and err == "[turn: end_turn]\n", err

@@ -529,3 +529,48 @@ def test_piped_the_console_prints_no_banner_and_no_marker(
     assert asyncio.run(main()) == 0
     out, err = capsys.readouterr()
     assert out.startswith("hello") and err == "[turn: end_turn]\n", err
+
+
+def test_a_command_that_serves_http_is_named_at_once(
+    built: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29 item 7: `-- COMMAND` that starts an HTTP agent (it says `listening on URL`
+    on stderr and never answers on stdout): the client says so and which --url to use
+    within seconds, not after the whole connect timeout; the agent's stderr still shows."""
+    import io
+
+    import_from(built, "cclient")
+    from cclient._generated.dispatcher import AgentConnection
+    from cclient._generated.runtime.client.client import spawn_agent
+    from cclient._generated.runtime.client.prompts import Terminal
+    from cclient._generated.runtime.console.console import console
+    from cclient.handlers import Client
+
+    server = (
+        "import sys, time\n"
+        "sys.stderr.write('starting\\n'); sys.stderr.flush(); time.sleep(0.3)\n"
+        "sys.stderr.write('listening on http://127.0.0.1:8123/acp (h2c, HTTP/1.1)\\n')\n"
+        "sys.stderr.flush(); time.sleep(60)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(built))
+    client = Client()
+
+    async def main() -> int:
+        return await console(
+            client,
+            lambda: spawn_agent(client, AgentConnection, PY, "-c", server, grace=0.5),
+            terminal=Terminal(io.StringIO("hello\n")),
+            retries=0,
+            connect_timeout=30,
+        )
+
+    start = time.monotonic()
+    assert asyncio.run(main()) == 1
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert took < 10, took
+    assert "starting\n" in err and "listening on http://127.0.0.1:8123/acp" in err
+    assert (
+        "serves HTTP, not stdio (it says \"listening on http://127.0.0.1:8123/acp\"): "
+        "connect to it with --url http://127.0.0.1:8123/acp"
+    ) in err, err

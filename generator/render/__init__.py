@@ -118,6 +118,8 @@ def _method_rows(rev: Revision) -> list[dict[str, Any]]:
 def uses_model(manifest: dict[str, Any], role: str) -> bool:
     """An agent whose manifest has `llm`: its runtime carries the model room."""
     return role == "agent" and bool(manifest.get("llm"))
+
+
 def text_input(manifest: dict[str, Any]) -> bool:
     """The manifest's input is plain text (`type: string`, no enum, const or format): the
     handler gets it as `str` (the runtime's agent/turns.py `_text_input` unwraps the

@@ -571,6 +571,6 @@ def test_a_command_that_serves_http_is_named_at_once(
     assert took < 10, took
     assert "starting\n" in err and "listening on http://127.0.0.1:8123/acp" in err
     assert (
-        "serves HTTP, not stdio (it says \"listening on http://127.0.0.1:8123/acp\"): "
+        'serves HTTP, not stdio (it says "listening on http://127.0.0.1:8123/acp"): '
         "connect to it with --url http://127.0.0.1:8123/acp"
     ) in err, err

@@ -23,16 +23,14 @@ class Agent(AgentBase):
     async def prompt(self, turn: Turn, input: Input) -> Output | None:
         """One prompt. As generated it echoes: replace it with your agent's work.
 
-        `input` is the manifest's typed `Input` when the manifest has an input schema,
-        otherwise the prompt's ACP content blocks; `Output` is the manifest's output
-        model (any value when the manifest has no output schema). Stream with `turn.send_text(...)`,
-        ask the client with `turn.interrupt(name, payload)`, raise the manifest's
-        errors from `_generated.manifest_models`, return the output (or None).
+        `input` is the manifest's typed `Input` when the manifest has an input schema (a
+        `str` for a text input), otherwise the prompt's ACP content blocks; `Output` is the
+        manifest's output model (any value when the manifest has no output schema). Stream
+        with `turn.send_text(...)`, ask the client with `turn.interrupt(name, payload)`,
+        raise the manifest's errors from `_generated.manifest_models`, return the output
+        (or None).
         """
-        if isinstance(input, list):
-            for block in input:
-                if block.get("type") == "text":
-                    await turn.send_text(block["text"])
-            return None
-        await turn.send_text(f"received {input!r}")
+        for block in input:
+            if block.get("type") == "text":
+                await turn.send_text(block["text"])
         return None

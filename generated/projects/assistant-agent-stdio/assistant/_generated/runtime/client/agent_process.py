@@ -1,13 +1,17 @@
 """The agent as a subprocess of the client (``client.spawn_agent``): started in a process
 group of its own, its stdout guarded (a line that is not JSON ends the connection, named),
-and ended (SIGTERM, then SIGKILL, to the whole group)."""
+its stderr relayed onto ours (an HTTP server started by mistake is named at once), and
+ended (SIGTERM, then SIGKILL, to the whole group)."""
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
+import re
 import signal
+import sys
 from typing import Any
 
 from ..wire.errors import ConnectionClosed
@@ -48,24 +52,66 @@ class StdoutGuard:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.tripped = False
+        self.framed = False  # a JSON frame has come: the agent speaks over stdio
 
     def feed(self, frame: bytes) -> None:
         if self.tripped:
             return
         if frame[:1] in _JSON_START or frame.lstrip()[:1] in _JSON_START or not frame.strip():
+            self.framed = self.framed or bool(frame.strip())
             self.conn.feed(frame)
             return
-        self.tripped = True
         shown = " ".join(frame.decode("utf-8", "replace").split())
         shown = shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
-        reason = ConnectionClosed(
-            f'the agent wrote something that is not ACP on stdout: "{shown}" '
-            "(agents must log to stderr)"
+        self.trip(
+            ConnectionClosed(
+                f'the agent wrote something that is not ACP on stdout: "{shown}" '
+                "(agents must log to stderr)"
+            )
         )
+
+    def trip(self, reason: ConnectionClosed) -> None:
+        """End the connection with `reason` (once)."""
+        if self.tripped:
+            return
+        self.tripped = True
         asyncio.get_running_loop().create_task(self.conn.close_with(reason))
 
     def too_large(self, size: int) -> None:
         self.conn.too_large(size)
+
+
+# what an HTTP agent says on start-up (runtime/serve.py: "listening on URL (...)")
+_LISTENING = re.compile(r"listening on (https?://[^\s()]+)")
+_KEPT = 4096  # characters of the agent's early stderr searched for it
+
+
+async def relay_stderr(
+    stream: asyncio.StreamReader, guard: StdoutGuard, command: tuple[str, ...]
+) -> None:
+    """The agent's stderr onto ours as it comes (its logs stay visible).  Before its first
+    frame on stdout, a `listening on http://...` line means the command serves HTTP, not
+    stdio: the connection ends at once, naming the URL to use, instead of waiting for an
+    `initialize` answer that never comes."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    early = ""
+    while chunk := await stream.read(1 << 16):
+        text = decode(chunk)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        if guard.framed or guard.tripped:
+            continue
+        early = (early + text)[-_KEPT:]
+        found = _LISTENING.search(early)
+        if found:
+            url = found.group(1)
+            guard.trip(
+                ConnectionClosed(
+                    f"the agent `{command_line(command)}` serves HTTP, not stdio (it says "
+                    f'"listening on {url}"): connect to it with --url {url}'
+                )
+            )
 
 
 def command_line(command: tuple[str, ...] | list[str]) -> str:
@@ -85,6 +131,7 @@ async def start_agent(
             *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env=env,
             start_new_session=hasattr(os, "killpg"),
         )

@@ -540,10 +540,10 @@ async def spawn_agent(
     leaving, its stdin is closed; an agent still running `grace` seconds later gets
     SIGTERM, then SIGKILL, with everything it started (a child holding the agent's
     stdout open is ended too: it would keep the pipe, and this client, waiting)."""
-    from .agent_process import StdoutGuard, end_agent, exit_status, start_agent
+    from .agent_process import StdoutGuard, end_agent, exit_status, relay_stderr, start_agent
 
     proc = await start_agent(command, env)
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdin, stdout = proc.stdin, proc.stdout
     loop = asyncio.get_running_loop()
 
@@ -560,7 +560,9 @@ async def spawn_agent(
         sink, client.handle_request, client.handle_notification, max_message_size=max_message_size
     )
     client.connection = conn
-    reader = loop.create_task(read_frames(stdout, StdoutGuard(conn), max_message_size))
+    guard = StdoutGuard(conn)
+    reader = loop.create_task(read_frames(stdout, guard, max_message_size))
+    relay = loop.create_task(relay_stderr(proc.stderr, guard, command))
 
     async def watch() -> None:
         exited = loop.create_task(exit_status(proc, None))
@@ -583,9 +585,11 @@ async def spawn_agent(
         with contextlib.suppress(Exception):
             stdin.close()
         await end_agent(proc, reader, grace)
-        for task in (reader, watcher):
+        if not relay.done():  # what the agent logged last is still relayed, briefly
+            await asyncio.wait({relay}, timeout=0.5)
+        for task in (reader, watcher, relay):
             task.cancel()
-        await asyncio.gather(reader, watcher, return_exceptions=True)
+        await asyncio.gather(reader, watcher, relay, return_exceptions=True)
         await conn.close()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(proc.wait(), 1.0)

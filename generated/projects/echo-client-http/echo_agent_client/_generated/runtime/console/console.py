@@ -7,7 +7,8 @@ status: 0 when stdin ends; 1 on an agent error (`error 1001 QuotaExceeded (trans
 status 3)`), when it cannot be reached or started (`error: cannot connect to URL:
 connection refused`) or does not answer within the connect timeout; 3 when a turn ended
 `cancelled` after the agent asked something nobody could answer here (stdin is not a
-terminal); 130 on Ctrl-C (2: a usage error, from the argument parser).  Transient errors
+terminal); on a terminal (a banner, then `> ` before each prompt line) a turn's error is
+said and the session goes on (exit status 1 at the end); 130 on Ctrl-C (2: a usage error, from the argument parser).  Transient errors
 are retried first (`with_retries`).
 """
 
@@ -127,6 +128,7 @@ async def console(
             if input_file is not None:
                 text = sys.stdin.read() if input_file == "-" else _read_input(input_file)
                 return await one_turn(agent, sid, text)
+            _greet(term, _banner(init, client, target, sid))
             while (text := await _next_prompt(term, agent)) is not None:
                 status = await one_turn(agent, sid, text) or status
             return status
@@ -137,6 +139,19 @@ async def console(
         return 1
     except OSError as err:  # the agent could not be reached, the input file read
         say(f"error: {one_line(str(err)) or type(err).__name__}\n")
+        return 1
+
+
+async def _on_terminal(term: Terminal, turn: Awaitable[int]) -> int:
+    """`turn`'s status; on a terminal the session outlives a turn the agent answered with
+    an error: said, and the next prompt is read (status 1).  Piped, or a lost connection:
+    raised (the console ends)."""
+    try:
+        return await turn
+    except RpcError as err:
+        if isinstance(err, ConnectionClosed) or not term.interactive():
+            raise
+        say(describe_error(err) + "\n")
         return 1
 
 
@@ -154,14 +169,45 @@ async def _authenticate(agent: AgentProxy, client: ClientRuntime, method_id: str
     await agent.call("authenticate", {"methodId": method_id})
 
 
+PROMPT_MARK = "> "  # on a terminal, before each prompt line
+MORE_MARK = ". "  # on a terminal, before each line that continues a prompt
+
+
+def _banner(init: dict[str, Any], client: ClientRuntime, target: str, sid: str) -> str:
+    """What a person at a terminal reads once the session is open: the agent (its name
+    and version from `initialize`, else `target`), the protocol version, how to type."""
+    rev = client.revision
+    info = init.get(rev.init.response_info) if rev is not None else None
+    who = target
+    if type(info) is dict and type(info.get("name")) is str:
+        who = f"{info.get('title') or info['name']} {info.get('version') or ''}".strip()
+    return (
+        f"connected to {who} (ACP protocol {init.get('protocolVersion')}), session {sid}\n"
+        "type a prompt and press Enter (end a line with \\ to go on); Ctrl-D quits\n"
+    )
+
+
+def _greet(term: Terminal, banner: str) -> None:
+    """The banner, on a terminal only (piped output stays the agent's answer alone)."""
+    if term.interactive():
+        say(banner)
+
+
 async def _next_prompt(term: Terminal, agent: AgentProxy) -> str | None:
     """The next prompt from stdin (None at its end): a line, or on a terminal several
-    lines joined where each but the last ends with a backslash."""
+    lines joined where each but the last ends with a backslash.  On a terminal each line
+    is asked for with a marker on stderr (`PROMPT_MARK`, `MORE_MARK`)."""
+    tty = term.interactive()
+    if tty:
+        say(PROMPT_MARK)
     line = await _next_line(term, agent.connection)
     if not line:
+        if tty:
+            say("\n")
         return None
     text = line.rstrip("\n")
-    while text.endswith("\\") and term.interactive():  # a multi-line prompt
+    while text.endswith("\\") and tty:  # a multi-line prompt
+        say(MORE_MARK)
         more = await _next_line(term, agent.connection)
         text = text[:-1] + "\n" + more.rstrip("\n")
         if not more:

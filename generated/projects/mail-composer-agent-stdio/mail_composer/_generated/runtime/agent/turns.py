@@ -51,6 +51,17 @@ class InputMismatch(Exception):
         )
 
 
+def _text_input(schema: Any) -> bool:
+    """A plain-text input schema (`type: string`, no enum, const or format): the handler
+    gets the validated text as `str`, not its model (generator/render `text_input` says
+    the same, typing `Input` as `str`)."""
+    return (
+        type(schema) is dict
+        and schema.get("type") == "string"
+        and not {"enum", "const", "format"} & schema.keys()
+    )
+
+
 def _single_string(schema: Any, text: str) -> Any:
     """The input a plain text makes for a single-string input schema: the text itself for
     ``{"type": "string"}``, ``{key: text}`` for an object whose one property is a string
@@ -344,12 +355,16 @@ class TurnRunner:
         if cls is None:
             return data
         try:
-            return cls.model_validate(data)
+            obj = cls.model_validate(data)
         except Exception as exc:
             if hasattr(exc, "errors"):
                 err = from_validation_error(exc, ("input",))
                 raise InputMismatch(err.message.removeprefix("invalid params: "), None) from None
             raise
+        root = getattr(obj, "root", None)
+        if _text_input(self.ctx.manifest.get("input")) and isinstance(root, str):
+            return root  # a text input reaches the handler as `str`
+        return obj
 
     def dump_output(self, output: Any) -> Any:
         cls = self.ctx.mclass("Output") if self.ctx.manifest.get("output") else None

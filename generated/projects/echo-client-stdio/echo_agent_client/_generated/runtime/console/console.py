@@ -130,7 +130,7 @@ async def console(
                 return await one_turn(agent, sid, text)
             _greet(term, _banner(init, client, target, sid))
             while (text := await _next_prompt(term, agent)) is not None:
-                status = await one_turn(agent, sid, text) or status
+                status = await _on_terminal(term, one_turn(agent, sid, text)) or status
             return status
     except RpcError as err:
         say(describe_error(err) + "\n")

@@ -233,3 +233,93 @@ def test_python_sdk_client_drives_the_assistant_through_a_whole_model_turn(
         u["content"]["text"] for u in editor.updates if u["sessionUpdate"] == "agent_message_chunk"
     )
     assert text.startswith("Done: ") and "wrote app.py" in text and "42" in text, text
+
+
+def test_ts_sdk_client_sees_a_whole_model_turn(tmp_path: Path) -> None:
+    """The same turn driven by the official TypeScript SDK 2.4.0's client (v1, fs and
+    terminal served from a temp folder, an MCP server passed in session/new): it sees the
+    streamed text, the edit with its diff and permission, the terminal run and the MCP
+    tool's result."""
+    import ts_peer
+    from ts_peer import TsClient
+
+    from generator.manifest.load import load_manifest
+
+    sdk_root = ts_peer.install()
+    schema = json.loads(ts_peer.schema_file(sdk_root, "v1").read_text())
+    write_project(
+        tmp_path / "agent",
+        "ts_assistant",
+        schema=schema,
+        manifest=load_manifest(REPO / "examples" / "assistant" / "agent.yaml").data,
+        handlers=(REPO / "examples" / "assistant" / "handlers.py").read_text(),
+        main="from ._generated import run_agent\nfrom .handlers import Agent\n\n"
+        "run_agent(Agent, None)\n",
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "app.py").write_text(SOURCE)
+    serves = FsAndTerminal(work)
+    server = ms.stdio_server(tmp_path)
+    served = (
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/output",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    )
+
+    async def go(url: str) -> tuple[TsClient, dict[str, Any]]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(tmp_path / "agent"),
+            "ACP_SESSION_DB": str(tmp_path / "sessions.db"),
+            "ACP_MODEL": "openai:gpt-test",
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "sk-test-not-a-key",
+            "ACP_TS_FORWARD": ",".join(served),
+        }
+        api = ts_peer.REVISIONS["v1"][0]
+        client = await TsClient.start(sdk_root, api, [PY, "-m", "ts_assistant"], env)
+        client.serve = serves.serve
+        try:
+            allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            await client.call("answer", method="session/request_permission", result=allow)
+            caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+            init = {"protocolVersion": 1, "clientInfo": {"name": "ts", "version": "1"}}
+            await client.request("initialize", {**init, "clientCapabilities": caps})
+            mcp = {
+                "name": server["name"],
+                "command": server["command"],
+                "args": server["args"],
+                "env": [],
+            }
+            request = {"cwd": str(work), "mcpServers": [mcp]}
+            started = await client.call("session", 30, request=request)
+            prompt = "Say bye instead of hello, then check it compiles."
+            sid = started["sessionId"]
+            got = await client.call("session_prompt", 60, session=sid, text=prompt)
+            return client, dict(got)
+        finally:
+            code, err = await client.close()
+            assert code == 0 and "Traceback" not in err, err
+
+    with model_server() as url:
+        client, got = asyncio.run(go(url))
+    assert client.sdk_errors == []
+    assert (work / "app.py").read_text() == 'print("bye")\n'
+    assert got["text"].startswith("Done: ") and "wrote app.py" in got["text"], got
+    assert "42" in got["text"], got  # the MCP server's tools_add result reached the model
+    updates = [u["update"] for u in client.updates]
+    starts = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+    assert [s["kind"] for s in starts] == ["read", "edit", "execute", "other"]
+    assert starts[1]["content"][0]["type"] == "diff"
+    assert starts[1]["content"][0]["oldText"] == SOURCE
+    (perm, run) = [r for r in client.requests if r["method"] == "session/request_permission"]
+    assert perm["params"]["toolCall"]["toolCallId"] == starts[1]["toolCallId"]
+    assert run["params"]["toolCall"]["toolCallId"] == starts[2]["toolCallId"]
+    methods = [f["method"] for f in client.forwarded]
+    assert methods[:2] == ["fs/read_text_file", "fs/read_text_file"]
+    assert "fs/write_text_file" in methods and methods[-1] == "terminal/release"

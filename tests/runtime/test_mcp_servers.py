@@ -305,3 +305,82 @@ def test_a_server_that_never_answers_is_given_up_and_stopped(built: Any, tmp_pat
         "MCP server 'mute' could not start: no answer within 1 s. The session goes on without it.\n"
     ]
     assert ms.said(texts, "tools ") == ["tools ", "tools "]
+
+
+def test_an_acp_kind_server_is_reached_over_the_acp_connection(built: Any, tmp_path: Path) -> None:
+    """v1's unstable `acp` kind: the client provides the MCP server itself (here it runs an
+    MCPServer of the `mcp` package as its own child process and relays) and the agent
+    reaches it with `mcp/message` requests on the ACP connection (serverId, requestId, the
+    inner MCP method and params); the tool list and a call go through it.  Every frame,
+    the `mcp/message` requests and their answers included, is schema-checked."""
+    env, package = built["v1"]
+    forwarded: list[dict[str, Any]] = []
+    spec = ms.stdio_server(tmp_path)
+
+    class Provider(ms.Peer):
+        """A client that serves `mcp/message` from an MCP server process of its own."""
+
+        def __init__(self, peer: hs.StdioPeer, server: asyncio.subprocess.Process) -> None:
+            super().__init__(peer, False)
+            self.server = server
+
+        async def call(self, method: str, params: Any) -> dict[str, Any]:
+            self.n += 1
+            await self.peer.send(
+                {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}
+            )
+            while True:
+                msg = await self.peer.recv(30)
+                if msg.get("method") == "mcp/message" and "id" in msg:
+                    await self._serve(msg)
+                elif msg.get("id") == self.n and "method" not in msg:
+                    return msg
+                else:
+                    self.seen.append(msg)
+
+        async def _serve(self, msg: dict[str, Any]) -> None:
+            params = msg["params"]
+            forwarded.append(params)
+            inner = {"jsonrpc": "2.0", "id": params["requestId"], "method": params["method"]}
+            if params.get("params") is not None:
+                inner["params"] = params["params"]
+            assert self.server.stdin is not None and self.server.stdout is not None
+            self.server.stdin.write(json.dumps(inner).encode() + b"\n")
+            while True:  # the inner answer (the server's own notifications are skipped)
+                out = json.loads(await asyncio.wait_for(self.server.stdout.readline(), 30))
+                if out.get("id") == params["requestId"] and "method" not in out:
+                    break
+            result = {"result": out["result"]} if "result" in out else {"error": out["error"]}
+            await self.peer.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+
+    async def main() -> Provider:
+        server = await asyncio.create_subprocess_exec(
+            spec["command"],
+            *spec["args"],
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            p = Provider(await hs.StdioPeer.start(env, package), server)
+            init = await p.call("initialize", ms.init_params(False))
+            assert init["result"]["agentCapabilities"]["mcpCapabilities"]["acp"] is True
+            acp = {"type": "acp", "name": "provided", "serverId": "srv-1"}
+            new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": [acp]})
+            sid = new["result"]["sessionId"]
+            await p.turn(sid, "tools")
+            await p.turn(sid, 'call provided_add {"a": 40, "b": 2}')
+            rc, _ = await p.peer.close()
+            assert rc == 0
+            return p
+        finally:
+            server.kill()
+            await server.wait()
+
+    texts = asyncio.run(main()).texts()
+    assert ms.said(texts, "tools provided_add,"), texts
+    assert "result 42 error=False" in texts, texts
+    assert not ms.said(texts, "MCP server")  # nothing failed
+    assert {f["serverId"] for f in forwarded} == {"srv-1"}
+    methods = [f["method"] for f in forwarded]
+    assert "tools/list" in methods and methods[-1] == "tools/call", methods
+    assert forwarded[-1]["params"]["arguments"] == {"a": 40, "b": 2}

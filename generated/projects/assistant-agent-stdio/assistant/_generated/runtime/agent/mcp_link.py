@@ -1,5 +1,8 @@
 """One MCP server a client passed, connected with the official `mcp` SDK: stdio (the
-command with its env, in the session's folder), streamable HTTP or SSE (with the headers).
+command with its env, in the session's folder), streamable HTTP or SSE (with the headers),
+or, where the revision has it (v1's unstable `acp` kind), a server the client provides on
+the ACP connection itself: each MCP request goes out as an `mcp/message` request naming
+the server's `serverId` (`acp_channel`).
 
 A link lives in one task of its own (the SDK's transports are anyio context managers that
 must be left in the task that entered them): it connects, lists the tools, is ready, and
@@ -15,6 +18,7 @@ import contextlib
 import logging
 import math
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -82,11 +86,79 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+Channel = Callable[[str, Any], Awaitable[Any]]  # (method, params): a request to the client
+
+
+@contextlib.asynccontextmanager
+async def acp_channel(channel: Channel, server_id: str) -> AsyncIterator[Any]:
+    """An `mcp` SDK transport over the ACP connection: every MCP request the SDK writes
+    is sent to the client as `mcp/message` (`serverId`, `requestId`, `method`, `params`)
+    and its answer (`result`, or an MCP `error`) read back as the MCP response; an ACP
+    error of the outer request becomes the MCP request's error.  The revision carries no
+    MCP notification from this side (the SDK's `notifications/initialized` and
+    cancellations are not sent) and none from the server is read."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp.types import ErrorData, JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+    from ..wire.errors import RpcError
+
+    sdk_write, outgoing = anyio.create_memory_object_stream[SessionMessage](16)
+    incoming, sdk_read = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+
+    async def forward(req: JSONRPCRequest) -> None:
+        params: dict[str, Any] = {"serverId": server_id, "requestId": str(req.id)}
+        params["method"] = req.method  # the revision types requestId as a string
+        if req.params is not None:
+            params["params"] = req.params
+        reply: JSONRPCResponse | JSONRPCError
+        try:
+            answer = await channel("mcp/message", params)
+            if type(answer) is dict and "result" in answer:
+                result = answer["result"]
+                reply = JSONRPCResponse(
+                    jsonrpc="2.0", id=req.id, result=result if type(result) is dict else {}
+                )
+            else:
+                err = answer.get("error") if type(answer) is dict else None
+                err = err if type(err) is dict else {}
+                code = err["code"] if type(err.get("code")) is int else -32603
+                text = str(err.get("message") or "the MCP server answered no result")
+                error = ErrorData(code=code, message=text, data=err.get("data"))
+                reply = JSONRPCError(jsonrpc="2.0", id=req.id, error=error)
+        except RpcError as exc:
+            error = ErrorData(code=exc.code, message=exc.message)
+            reply = JSONRPCError(jsonrpc="2.0", id=req.id, error=error)
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await incoming.send(SessionMessage(reply))
+
+    async def pump() -> None:
+        async with anyio.create_task_group() as calls:
+            async for sent in outgoing:
+                if isinstance(sent.message, JSONRPCRequest):
+                    calls.start_soon(forward, sent.message)
+
+    async with anyio.create_task_group() as tg, incoming, sdk_read, sdk_write, outgoing:
+        tg.start_soon(pump)
+        try:
+            yield sdk_read, sdk_write
+        finally:
+            tg.cancel_scope.cancel()
+
+
 class McpLink:
     """One server of one session: its connection task, its tools, its state."""
 
-    def __init__(self, server: McpServer, prefix: str, cwd: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        prefix: str,
+        cwd: str | None,
+        timeout: float,
+        channel: Channel | None = None,
+    ) -> None:
         self.server = server
+        self.channel = channel  # the ACP connection's requests, for an `acp` server
         self.prefix = prefix  # the tools' name prefix: the server's name, made a safe name
         self.cwd = cwd
         self.timeout = timeout
@@ -170,6 +242,10 @@ class McpLink:
             from mcp.client.sse import sse_client
 
             transport = sse_client(server.url or "", headers=dict(server.headers))
+        elif server.transport == "acp":
+            if self.channel is None or not server.server_id:
+                raise McpLinkError("no ACP channel to reach it")
+            transport = acp_channel(self.channel, server.server_id)
         else:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -233,4 +309,13 @@ class McpLink:
                 await asyncio.wait({task}, timeout=1.0)
 
 
-__all__ = ["McpLink", "McpLinkError", "McpTool", "McpToolError", "McpToolResult", "describe"]
+__all__ = [
+    "Channel",
+    "McpLink",
+    "McpLinkError",
+    "McpTool",
+    "McpToolError",
+    "McpToolResult",
+    "acp_channel",
+    "describe",
+]

@@ -78,7 +78,8 @@ class PlanEntry:
 
 
 class McpServer(NamedTuple):
-    """One MCP server the client passed at session/new (stdio: command; http/sse: url)."""
+    """One MCP server the client passed at session/new (stdio: command; http/sse: url;
+    acp, where the revision has it: a server of the client's, reached over ACP itself)."""
 
     name: str
     transport: str  # "stdio" | "http" | "sse" | another the revision knows
@@ -87,6 +88,7 @@ class McpServer(NamedTuple):
     env: dict[str, str]
     url: str | None
     headers: dict[str, str]
+    server_id: str | None = None  # "acp": the client component's id, for `mcp/message`
 
 
 _UNSET: Any = object()
@@ -451,6 +453,7 @@ def mcp_servers(raw: Any) -> list[McpServer]:
                 env=named if transport == "stdio" else {},
                 url=s.get("url") if type(s.get("url")) is str else None,
                 headers=named if transport != "stdio" else {},
+                server_id=s.get("serverId") if type(s.get("serverId")) is str else None,
             )
         )
     return out

@@ -39,6 +39,7 @@ from .authoring import McpServer, TextContent, ToolContent, mcp_servers
 from .mcp_link import (
     FAILED,
     READY,
+    Channel,
     McpLink,
     McpLinkError,
     McpTool,
@@ -125,6 +126,7 @@ class McpSession:
         send: Callable[[str, str], None],
         *,
         installed: bool = True,
+        channel: Channel | None = None,
     ) -> None:
         self.sid = sid
         self._send = send  # (session id, text): one agent message to the client
@@ -148,7 +150,7 @@ class McpSession:
             servers = []
         taken: set[str] = set()
         for server in servers:
-            problem = _problem(server)
+            problem = _problem(server, channel is not None)
             if problem is not None:
                 self._refused.append(
                     f"MCP server {server.name!r} could not start: {problem}. "
@@ -160,7 +162,7 @@ class McpSession:
             while prefix in taken:
                 prefix, n = f"{base}_{n}", n + 1
             taken.add(prefix)
-            self.links.append(McpLink(server, prefix, cwd, self._timeout))
+            self.links.append(McpLink(server, prefix, cwd, self._timeout, channel))
 
     def start(self) -> None:
         self._deadline = asyncio.get_running_loop().time() + self._timeout
@@ -236,14 +238,17 @@ class McpSession:
         await asyncio.gather(*(link.aclose() for link in self.links))
 
 
-def _problem(server: McpServer) -> str | None:
-    """Why a server cannot be started at all, or None."""
+def _problem(server: McpServer, channel: bool = False) -> str | None:
+    """Why a server cannot be started at all, or None (`channel`: the revision carries
+    `mcp/message`, so an `acp` server can be reached)."""
     if server.transport == "stdio":
         if not server.command or not os.path.isabs(server.command):
             return "its command must be an absolute path"
         return None
     if server.transport in ("http", "sse"):
         return None if server.url else "it has no url"
+    if server.transport == "acp" and channel:
+        return None if server.server_id else "it has no serverId"
     return f"its transport {server.transport!r} is not one this agent serves"
 
 
@@ -260,7 +265,23 @@ class McpHub:
         """The transports this agent connects (stdio is listed when it runs commands)."""
         if not mcp_installed():
             return set()
-        return {"http", "sse"} | ({"stdio"} if self.policy.runs_stdio() else set())
+        served = {"http", "sse"} | ({"stdio"} if self.policy.runs_stdio() else set())
+        return served | ({"acp"} if self._channel() is not None else set())
+
+    def _channel(self) -> Channel | None:
+        """Requests to the client, where the revision has `mcp/message` (the `acp` kind)."""
+        rev = self._ctx.revision
+        if rev is None or "mcp/message" not in rev.side("client"):
+            return None
+        ctx = self._ctx
+
+        async def channel(method: str, params: Any) -> Any:
+            conn = ctx.connection
+            if conn is None:
+                raise McpLinkError("the connection has ended")
+            return await conn.request(method, params)
+
+        return channel
 
     def advertise(self, names: AgentCapabilityNames, caps: dict[str, Any]) -> None:
         """`mcpCapabilities` (v1) / `session.mcp` (v2) in `caps`: what is served."""
@@ -297,7 +318,9 @@ class McpHub:
         installed = mcp_installed()
         if installed:
             guard_sdk_logs()
-        session = McpSession(sid, servers, cwd, self._message, installed=installed)
+        session = McpSession(
+            sid, servers, cwd, self._message, installed=installed, channel=self._channel()
+        )
         try:
             register_secrets(session.secrets, self._ctx.connection)
         except SecretLimit:

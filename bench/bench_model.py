@@ -52,6 +52,8 @@ MANIFEST = {"name": "model-bench", "version": "0.1.0", "llm": {"instructions": "
 
 
 def build(dest: Path) -> Path:
+    if str(REPO) not in sys.path:  # run as `.venv/bin/python bench/bench_model.py`
+        sys.path.insert(0, str(REPO))
     from generator.render import render_generated
     from generator.scaffold.project import write_generated
 

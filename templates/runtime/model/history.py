@@ -5,8 +5,9 @@ read back after a restart or on another replica."""
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
+
+from ..wire.fields import env_option
 
 if TYPE_CHECKING:
     from ..agent.context import Session
@@ -17,8 +18,8 @@ MAX_MESSAGES = 400  # messages kept per session (ACP_MODEL_HISTORY)
 
 
 def history_limit() -> int:
-    raw = os.environ.get("ACP_MODEL_HISTORY", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_MESSAGES
+    """``$ACP_MODEL_HISTORY`` when it is a whole number >= 1, else the default."""
+    return int(env_option("ACP_MODEL_HISTORY", MAX_MESSAGES, minimum=1))
 
 
 def load(session: Session) -> tuple[list[Any], str | None]:

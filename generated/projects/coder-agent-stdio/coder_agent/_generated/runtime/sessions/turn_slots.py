@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections import deque
 from typing import Any
 
 from ..wire.errors import RpcError
+from ..wire.fields import env_option
 
 SESSION_BUSY = -32003  # implementation-defined (JSON-RPC server error range)
 MAX_QUEUED_PROMPTS = 256  # prompts waiting on one session (ACP_MAX_QUEUED_PROMPTS)
@@ -24,8 +24,7 @@ BUSY_RETRY_AFTER = 1.0  # seconds a refused client is told to wait
 
 def queue_limit() -> int:
     """``$ACP_MAX_QUEUED_PROMPTS`` when it is a whole number >= 0, else the default."""
-    raw = os.environ.get("ACP_MAX_QUEUED_PROMPTS", "").strip()
-    return int(raw) if raw.isdigit() else MAX_QUEUED_PROMPTS
+    return int(env_option("ACP_MAX_QUEUED_PROMPTS", MAX_QUEUED_PROMPTS))
 
 
 def session_busy(sid: str, limit: int) -> RpcError:

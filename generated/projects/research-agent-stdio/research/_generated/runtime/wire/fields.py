@@ -4,6 +4,7 @@ class-name prefix."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -44,10 +45,17 @@ def camel(name: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
 
 
-def env_option(name: str, default: Any, kind: type = int) -> Any:
-    """An option's default from the environment (``ACP_<OPTION>``), else ``default``."""
-    raw = os.environ.get(name)
+def env_option(name: str, default: Any, kind: type = int, minimum: float = 0) -> Any:
+    """An option's default from the environment (``ACP_<OPTION>``), else ``default``: a
+    count, size or number of seconds, so a value that does not parse as `kind`, is below
+    `minimum` or is not finite (``nan``, ``inf``) is ignored for the default."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
     try:
-        return kind(raw) if raw else default
+        value = kind(raw)
     except ValueError:
         return default
+    if not math.isfinite(value) or value < minimum:
+        return default
+    return value

@@ -44,6 +44,18 @@ def build_coder(
     return {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
 
 
+# the client methods FsAndTerminal serves (what a TS client forwards: ACP_TS_FORWARD)
+SERVED = (
+    "fs/read_text_file",
+    "fs/write_text_file",
+    "terminal/create",
+    "terminal/output",
+    "terminal/wait_for_exit",
+    "terminal/kill",
+    "terminal/release",
+)
+
+
 class FsAndTerminal:
     """What an editor serves an agent: files inside `root`, commands run as subprocesses."""
 

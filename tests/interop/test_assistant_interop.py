@@ -18,7 +18,7 @@ from typing import Any, ClassVar, cast
 
 import mcp_support as ms
 import pytest
-from coder_support import PY, FsAndTerminal
+from coder_support import PY, SERVED, FsAndTerminal
 from project_support import write_project
 
 pytestmark = pytest.mark.slow  # an SDK peer and an MCP server process
@@ -90,25 +90,31 @@ def model_server() -> Iterator[str]:
         server.server_close()
 
 
-def test_python_sdk_client_drives_the_assistant_through_a_whole_model_turn(
-    tmp_path: Path,
-) -> None:
-    import acp
-    from acp import schema as S
-
+def write_assistant(dest: Path, package: str, schema: dict[str, Any]) -> None:
+    """examples/assistant generated for `schema` as `package` in `dest`."""
     from generator.manifest.load import load_manifest
-    from generator.sources import load_schema
 
-    schema = dict(load_schema("npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json").data)
     write_project(
-        tmp_path / "agent",
-        "py_assistant",
+        dest,
+        package,
         schema=schema,
         manifest=load_manifest(REPO / "examples" / "assistant" / "agent.yaml").data,
         handlers=(REPO / "examples" / "assistant" / "handlers.py").read_text(),
         main="from ._generated import run_agent\nfrom .handlers import Agent\n\n"
         "run_agent(Agent, None)\n",
     )
+
+
+def test_python_sdk_client_drives_the_assistant_through_a_whole_model_turn(
+    tmp_path: Path,
+) -> None:
+    import acp
+    from acp import schema as S
+
+    from generator.sources import load_schema
+
+    schema = dict(load_schema("npm:@agentclientprotocol/sdk@2.4.0#schema/v1/schema.json").data)
+    write_assistant(tmp_path / "agent", "py_assistant", schema)
     work = tmp_path / "work"
     work.mkdir()
     (work / "app.py").write_text(SOURCE)
@@ -243,33 +249,14 @@ def test_ts_sdk_client_sees_a_whole_model_turn(tmp_path: Path) -> None:
     import ts_peer
     from ts_peer import TsClient
 
-    from generator.manifest.load import load_manifest
-
     sdk_root = ts_peer.install()
     schema = json.loads(ts_peer.schema_file(sdk_root, "v1").read_text())
-    write_project(
-        tmp_path / "agent",
-        "ts_assistant",
-        schema=schema,
-        manifest=load_manifest(REPO / "examples" / "assistant" / "agent.yaml").data,
-        handlers=(REPO / "examples" / "assistant" / "handlers.py").read_text(),
-        main="from ._generated import run_agent\nfrom .handlers import Agent\n\n"
-        "run_agent(Agent, None)\n",
-    )
+    write_assistant(tmp_path / "agent", "ts_assistant", schema)
     work = tmp_path / "work"
     work.mkdir()
     (work / "app.py").write_text(SOURCE)
     serves = FsAndTerminal(work)
     server = ms.stdio_server(tmp_path)
-    served = (
-        "fs/read_text_file",
-        "fs/write_text_file",
-        "terminal/create",
-        "terminal/output",
-        "terminal/wait_for_exit",
-        "terminal/kill",
-        "terminal/release",
-    )
 
     async def go(url: str) -> tuple[TsClient, dict[str, Any]]:
         env = {
@@ -279,7 +266,7 @@ def test_ts_sdk_client_sees_a_whole_model_turn(tmp_path: Path) -> None:
             "ACP_MODEL": "openai:gpt-test",
             "OPENAI_BASE_URL": url,
             "OPENAI_API_KEY": "sk-test-not-a-key",
-            "ACP_TS_FORWARD": ",".join(served),
+            "ACP_TS_FORWARD": ",".join(SERVED),
         }
         api = ts_peer.REVISIONS["v1"][0]
         client = await TsClient.start(sdk_root, api, [PY, "-m", "ts_assistant"], env)

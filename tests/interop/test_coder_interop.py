@@ -16,22 +16,13 @@ from typing import Any, cast
 
 import pytest
 import ts_peer
-from coder_support import PY, FsAndTerminal, build_coder
+from coder_support import PY, SERVED, FsAndTerminal, build_coder
 from ts_peer import TsClient
 
 pytestmark = pytest.mark.slow
 
 SOURCE = "def greet():\n    return 'hello'\n"
 PROMPT = "replace `hello` with `bye` in app.py"
-SERVED = (  # what the TS client forwards to the test (ACP_TS_FORWARD)
-    "fs/read_text_file",
-    "fs/write_text_file",
-    "terminal/create",
-    "terminal/output",
-    "terminal/wait_for_exit",
-    "terminal/kill",
-    "terminal/release",
-)
 FS_TERMINAL = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 
 

@@ -469,11 +469,8 @@ def test_set_sends_the_value_shape_of_the_revision(rev: str, shared_acp: Path) -
     assert ("type" in tagged) == (rev == "v2"), tagged
 
 
-def test_on_a_terminal_a_turn_error_is_said_and_the_session_goes_on(
-    built: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On a terminal the console outlives a prompt the agent answers with an error (said in
-    one line; exit status 1 at the end); piped, the first error ends it (the tests above)."""
+def _console_on(built: Path, monkeypatch: pytest.MonkeyPatch, stream: Any) -> int:
+    """The generated client's console on `stream` (a `_Tty` or a pipe) against `cagent`."""
     import_from(built, "cclient")
     from cclient._generated.dispatcher import AgentConnection
     from cclient._generated.runtime.client.client import spawn_agent
@@ -488,11 +485,19 @@ def test_on_a_terminal_a_turn_error_is_said_and_the_session_goes_on(
         return await console(
             client,
             lambda: spawn_agent(client, AgentConnection, PY, "-m", "cagent", grace=3.0),
-            terminal=Terminal(_Tty("plain", "hello again")),  # type: ignore[arg-type]
+            terminal=Terminal(stream),
             retries=0,
         )
 
-    status = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_on_a_terminal_a_turn_error_is_said_and_the_session_goes_on(
+    built: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the console outlives a prompt the agent answers with an error (said in
+    one line; exit status 1 at the end); piped, the first error ends it (the tests above)."""
+    status = _console_on(built, monkeypatch, _Tty("plain", "hello again"))
     out, err = capsys.readouterr()
     assert status == 1, err
     assert "something broke" in err
@@ -508,25 +513,7 @@ def test_piped_the_console_prints_no_banner_and_no_marker(
 ) -> None:
     import io
 
-    import_from(built, "cclient")
-    from cclient._generated.dispatcher import AgentConnection
-    from cclient._generated.runtime.client.client import spawn_agent
-    from cclient._generated.runtime.client.prompts import Terminal
-    from cclient._generated.runtime.console.console import console
-    from cclient.handlers import Client
-
-    monkeypatch.setenv("PYTHONPATH", str(built))
-    client = Client()
-
-    async def main() -> int:
-        return await console(
-            client,
-            lambda: spawn_agent(client, AgentConnection, PY, "-m", "cagent", grace=3.0),
-            terminal=Terminal(io.StringIO("hello\n")),
-            retries=0,
-        )
-
-    assert asyncio.run(main()) == 0
+    assert _console_on(built, monkeypatch, io.StringIO("hello\n")) == 0
     out, err = capsys.readouterr()
     assert out.startswith("hello") and err == "[turn: end_turn]\n", err
 

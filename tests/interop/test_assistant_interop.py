@@ -20,6 +20,7 @@ import mcp_support as ms
 import pytest
 from coder_support import PY, SERVED, FsAndTerminal
 from project_support import write_project
+from sdk_editor import SdkEditor
 
 pytestmark = pytest.mark.slow  # an SDK peer and an MCP server process
 
@@ -121,60 +122,7 @@ def test_python_sdk_client_drives_the_assistant_through_a_whole_model_turn(
     serves = FsAndTerminal(work)
     server = ms.stdio_server(tmp_path)
 
-    class Editor:
-        def __init__(self) -> None:
-            self.updates: list[dict[str, Any]] = []
-            self.calls: list[str] = []
-            self.asked: list[str] = []
-
-        async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
-            self.updates.append(update.model_dump(by_alias=True, mode="json"))
-
-        async def request_permission(
-            self, session_id: str, tool_call: Any, options: list[Any], **kw: Any
-        ) -> Any:
-            self.asked.append(str(tool_call.title))
-            allow = next(o for o in options if o.kind == "allow_once")
-            return S.RequestPermissionResponse(
-                outcome=S.AllowedOutcome(outcome="selected", option_id=allow.option_id)
-            )
-
-        async def _serve(self, method: str, params: dict[str, Any]) -> Any:
-            self.calls.append(method)
-            return await serves.serve(method, params)
-
-        async def read_text_file(self, session_id: str, path: str, **kw: Any) -> Any:
-            r = await self._serve("fs/read_text_file", {"path": path})
-            return S.ReadTextFileResponse(content=r["content"])
-
-        async def write_text_file(self, session_id: str, path: str, content: str, **kw: Any) -> Any:
-            await self._serve("fs/write_text_file", {"path": path, "content": content})
-            return S.WriteTextFileResponse()
-
-        async def create_terminal(
-            self, session_id: str, command: str, args: list[str] | None = None, **kw: Any
-        ) -> Any:
-            params = {"command": command, "args": args or [], "cwd": kw.get("cwd")}
-            r = await self._serve("terminal/create", params)
-            return S.CreateTerminalResponse(terminal_id=r["terminalId"])
-
-        async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
-            r = await self._serve("terminal/wait_for_exit", {"terminalId": terminal_id})
-            return S.WaitForTerminalExitResponse(exit_code=r["exitCode"])
-
-        async def terminal_output(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
-            r = await self._serve("terminal/output", {"terminalId": terminal_id})
-            return S.TerminalOutputResponse(output=r["output"], truncated=r["truncated"])
-
-        async def kill_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
-            await self._serve("terminal/kill", {"terminalId": terminal_id})
-            return S.KillTerminalResponse()
-
-        async def release_terminal(self, session_id: str, terminal_id: str, **kw: Any) -> Any:
-            await self._serve("terminal/release", {"terminalId": terminal_id})
-            return S.ReleaseTerminalResponse()
-
-    editor = Editor()
+    editor = SdkEditor(serves)
 
     async def go(url: str) -> str:
         env = {

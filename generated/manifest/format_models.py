@@ -36,6 +36,10 @@ class ManifestFormatLlm(BaseModel):
     """
     The model's instructions (its system prompt).
     """
+    on_disk: bool | None = None
+    """
+    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). Default false: such a client gets no file tools.
+    """
 
 
 class JsonSchema(BaseModel):

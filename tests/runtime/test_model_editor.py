@@ -45,6 +45,8 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         ("write_file", {"path": "f.txt", "content": "new text\\n"}),
         ("run_command", {"command": "python", "args": ["-c", "print(40 + 2)"]}),
     ]
+    if prompts[-1] == "disk":  # no terminal; a path that leaves the session's folder
+        steps = [*steps[:2], ("read_file", {"path": "../outside.txt"})]
     if len(since) < len(steps):
         name, args = steps[len(since)]
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id="c-" + name)])
@@ -75,6 +77,7 @@ MANIFEST: dict[str, Any] = {
     "modes": [{"id": "code", "name": "Code", "default": True}, {"id": "ask", "name": "Ask"}],
 }
 FS = {"readTextFile": True, "writeTextFile": True}
+ON_DISK: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": True}}
 
 
 @pytest.fixture(scope="module")
@@ -82,18 +85,19 @@ def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("editor_agent")
     out = {}
     for rev, unstable in (("v1", True), ("v2", False)):
-        package = f"editor_agent_{rev}"
-        env = hs.build(
-            tmp,
-            shared_acp,
-            package,
-            rev=rev,
-            unstable=unstable,
-            manifest=MANIFEST,
-            handlers=HANDLERS,
-        )
-        env.pop("ACP_MODEL", None)
-        out[rev] = (env, package)
+        for name, manifest in (("", MANIFEST), ("disk_", ON_DISK)):
+            package = f"editor_agent_{name}{rev}"
+            env = hs.build(
+                tmp,
+                shared_acp,
+                package,
+                rev=rev,
+                unstable=unstable,
+                manifest=manifest,
+                handlers=HANDLERS,
+            )
+            env.pop("ACP_MODEL", None)
+            out[name + rev] = (env, package)
     return out
 
 
@@ -172,3 +176,66 @@ def test_a_model_reads_writes_and_runs_through_the_editor(
     assert list(finals.values()) == (
         ["completed", "completed", "completed"] if allowed else ["completed", "failed", "failed"]
     )
+
+
+@pytest.mark.parametrize(
+    ("rev", "caps", "offered"),
+    [
+        ("v1", {}, "read_file,write_file"),
+        ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
+        ("v2", {}, "read_file,write_file"),
+    ],
+)
+def test_on_disk_the_file_tools_are_offered_without_a_clients_fs(
+    built: Any, tmp_path: Path, rev: str, caps: dict[str, Any], offered: str
+) -> None:
+    env, package = built["disk_" + rev]
+
+    async def main() -> list[str]:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, rev == "v2", caps)
+        await ed.prompt(sid, "tools", v2=rev == "v2")
+        await ed.stop()
+        return ed.texts()
+
+    assert "".join(asyncio.run(main())) == "tools " + offered
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_on_disk_a_model_reads_and_writes_inside_the_session_folder_only(
+    built: Any, tmp_path: Path, rev: str
+) -> None:
+    """`llm.on_disk`, a client with no fs (v2 has none): the file is read and written on
+    disk, the write shown as a diff and asked; a path outside the session's folder is
+    refused (the tool's answer, the turn goes on); the client gets no fs request."""
+    env, package = built["disk_" + rev]
+    v2 = rev == "v2"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_text("old text\n")
+    (tmp_path / "outside.txt").write_text("a secret next door\n")
+
+    async def main() -> Editor:
+        ed = await Editor.start(env, package, work)
+        sid = await _session(ed, work, v2, {})
+        assert await ed.prompt(sid, "disk", v2=v2) == "end_turn"
+        await ed.stop()
+        return ed
+
+    ed = asyncio.run(main())
+    assert (work / "f.txt").read_text() == "new text\n"
+    assert not [m for m in ed.methods() if m.startswith(("fs/", "terminal/"))]
+    asked = [r for r in ed.requests if r["method"] == "session/request_permission"]
+    assert len(asked) == 1  # the write
+    calls: dict[str, dict[str, Any]] = {}  # the first update of each (v2: tool_call_update)
+    for u in ed.updates:
+        if u["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            calls.setdefault(u["toolCallId"], u)
+    assert [c["kind"] for c in calls.values()] == ["read", "edit", "read"]
+    diff = list(calls.values())[1]["content"][0]
+    assert diff["type"] == "diff"
+    assert "old text" in json.dumps(diff) and "new text" in json.dumps(diff)
+    said = json.loads(ed.texts()[-1])
+    assert said[0] == "old text\n" and said[1] == "wrote f.txt"
+    assert said[2] == "cannot read ../outside.txt: ../outside.txt is outside the session's folder"
+    assert "secret" not in json.dumps(ed.updates)

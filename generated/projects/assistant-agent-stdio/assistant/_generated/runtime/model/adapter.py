@@ -121,7 +121,7 @@ async def run_model(
         await turn.send_text(f"({problem})\n")
     extra = list(toolsets)
     taken = tool_names(agent)
-    own = editor_toolset(turn, taken) if editor else None
+    own = editor_toolset(turn, taken, on_disk=llm.get("on_disk") is True) if editor else None
     if own is not None:
         extra.append(own)
     if turn.mcp_servers:

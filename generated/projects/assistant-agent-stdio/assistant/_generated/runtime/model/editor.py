@@ -7,6 +7,11 @@ declared them (v1 `fs.readTextFile`, `fs.writeTextFile`, `terminal`; v2 has none
 - `run_command(command, args)`: asked first, run in the client's terminal in the session's
   folder, its output limited (`OUTPUT_LIMIT` bytes) and the terminal always released.
 
+Where the client serves no files (v2 has no `fs`; a v1 client may not declare it) and the
+manifest says `llm.on_disk: true`, `read_file` and `write_file` work on disk instead,
+inside the session's folder only (a path that leaves it, symbolic links included, is
+refused); a write is still shown as a diff and asked first.
+
 Each shows its own tool call (the adapter does not show these a second time); a refusal,
 a cancelled question or a client error is the tool's answer to the model, not the turn's
 end.
@@ -14,6 +19,8 @@ end.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..agent.authoring import DiffContent, Location, TerminalContent
@@ -32,21 +39,22 @@ OPTIONS = (
 )
 
 
-def editor_toolset(turn: Turn, taken: frozenset[str] = frozenset()) -> Any:
+def editor_toolset(
+    turn: Turn, taken: frozenset[str] = frozenset(), *, on_disk: bool = False
+) -> Any:
     """A pydantic-ai `FunctionToolset` with the tools this client can serve (None: none);
-    a name in `taken` (a tool of the user's own agent) is left to that tool."""
+    a name in `taken` (a tool of the user's own agent) is left to that tool.  `on_disk`:
+    the file tools the client does not serve work on disk, in the session's folder."""
     from pydantic_ai.toolsets import FunctionToolset
 
     tools: list[Any] = []
-    for method, make in (
-        ("fs/read_text_file", _reader),
-        ("fs/write_text_file", _writer),
-        ("terminal/create", _runner),
-    ):
-        if turn.client_can(method):
-            tool = make(turn)
-            if tool.__name__ not in taken:
-                tools.append(tool)
+    for method, make in (("fs/read_text_file", _reader), ("fs/write_text_file", _writer)):
+        served = turn.client_can(method)
+        if served or on_disk:
+            tools.append(make(turn, disk=not served))
+    if turn.client_can("terminal/create"):
+        tools.append(_runner(turn))
+    tools = [t for t in tools if t.__name__ not in taken]
     return FunctionToolset(tools, max_retries=1, id="acp-editor") if tools else None
 
 
@@ -60,7 +68,37 @@ def tool_names(agent: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-def _reader(turn: Turn) -> Any:
+class OutsideFolder(Exception):
+    """A path on disk that is not inside the session's folder."""
+
+
+def _inside(turn: Turn, path: str) -> str:
+    """`path` (relative to the session's folder, or absolute) on disk, once it is known to
+    stay inside that folder (symbolic links followed); else `OutsideFolder`."""
+    root = os.path.realpath(turn.cwd)
+    full = os.path.realpath(turn.resolve(path))
+    if os.path.commonpath([root, full]) != root or root == os.path.sep:
+        raise OutsideFolder(f"{path} is outside the session's folder")
+    return full
+
+
+def _read_disk(full: str, line: int | None = None, limit: int | None = None) -> str:
+    with open(full, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if line is None and limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    first = max((line or 1) - 1, 0)
+    return "".join(lines[first : first + limit if limit is not None else None])
+
+
+def _write_disk(full: str, content: str) -> None:
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as f:
+        f.write(content)
+
+
+def _reader(turn: Turn, disk: bool = False) -> Any:
     async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
         """Read a text file of the project, as the editor has it.
 
@@ -74,17 +112,28 @@ def _reader(turn: Turn) -> Any:
             f"Read {path}", kind="read", locations=[Location(full, line)], raw_input={"path": path}
         ) as call:
             try:
-                text = await turn.read_text_file(full, line=line, limit=limit)
-            except RpcError as exc:
-                await call.fail(raw_output={"error": exc.message})
-                return f"cannot read {path}: {exc.message}"
+                if disk:
+                    full = _inside(turn, path)
+                    text = await asyncio.to_thread(_read_disk, full, line, limit)
+                else:
+                    text = await turn.read_text_file(full, line=line, limit=limit)
+            except (RpcError, OSError, OutsideFolder) as exc:
+                reason = exc.message if isinstance(exc, RpcError) else _reason(exc)
+                await call.fail(raw_output={"error": reason})
+                return f"cannot read {path}: {reason}"
             await call.complete(raw_output={"lines": text.count("\n") + 1})
         return text
 
     return read_file
 
 
-def _writer(turn: Turn) -> Any:
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    return str(exc)
+
+
+def _writer(turn: Turn, disk: bool = False) -> Any:
     async def write_file(path: str, content: str) -> str:
         """Write a text file of the project (the whole new content). The user sees the
         diff and is asked first.
@@ -95,7 +144,17 @@ def _writer(turn: Turn) -> Any:
         """
         full = turn.resolve(path)
         before: str | None = None
-        if turn.client_can("fs/read_text_file"):
+        if disk:
+            try:
+                full = _inside(turn, path)
+            except OutsideFolder as exc:
+                return f"cannot write {path}: {exc}"
+            if os.path.isfile(full):
+                try:
+                    before = await asyncio.to_thread(_read_disk, full)
+                except OSError:
+                    before = None
+        elif turn.client_can("fs/read_text_file"):
             try:
                 before = await turn.read_text_file(full)
             except RpcError:
@@ -117,10 +176,14 @@ def _writer(turn: Turn) -> Any:
             return f"the user did not allow writing {path}: it is unchanged"
         await call.update(status="in_progress")
         try:
-            await turn.write_text_file(full, content)
-        except RpcError as exc:
-            await call.fail(raw_output={"applied": False, "error": exc.message})
-            return f"cannot write {path}: {exc.message}"
+            if disk:
+                await asyncio.to_thread(_write_disk, full, content)
+            else:
+                await turn.write_text_file(full, content)
+        except (RpcError, OSError) as exc:
+            reason = exc.message if isinstance(exc, RpcError) else _reason(exc)
+            await call.fail(raw_output={"applied": False, "error": reason})
+            return f"cannot write {path}: {reason}"
         await call.complete(raw_output={"applied": True})
         return f"wrote {path}"
 

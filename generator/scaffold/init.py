@@ -38,11 +38,14 @@ def default_name(folder: Path) -> str:
 
 
 def schema_location() -> str:
-    """Where the editor finds the manifest schema: the copy this agentgen carries, by its
-    absolute path (what the YAML language server reads in a modeline)."""
-    from ..schema_files import schema_path
+    """Where the editor finds the manifest schema: its published URL, the file in this
+    agentgen's release tag of the repository. The same on every machine, so the manifest
+    can be committed (a local path would name this machine's site-packages)."""
+    from .. import REPOSITORY
+    from .project import agentgen_version
 
-    return str(schema_path("manifest.schema.json").resolve())
+    raw = REPOSITORY.replace("https://github.com/", "https://raw.githubusercontent.com/", 1)
+    return f"{raw}/v{agentgen_version()}/schema/manifest.schema.json"
 
 
 def _check_name(name: str) -> str:

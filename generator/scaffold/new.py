@@ -232,7 +232,8 @@ def run_new(
             more,
             commit=commit,
         )
-    print(f"created {role} project {data['name']} ({transport}) in {directory}")
+    named = data["name"] + ("-client" if role == "client" else "")
+    print(f"created {role} project {named} ({transport}) in {directory}")
     if said is not None:
         print(said)
     print(next_steps(directory, data["name"], role, transport))
@@ -260,11 +261,18 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
         else "-- " + (script if role == "agent" else "AGENT_COMMAND...")
     )
     watch = f"  agentgen inspect {target}   # drive it in a browser, every frame checked"
+    install = '  python -m pip install -e ".[test]"'
+    if Path(directory).name != script:  # the names come from the manifest, not the folder
+        package = script.replace("-", "_")
+        install += (
+            f"   # installs {script} (command {script}, package {package}: the manifest's name)"
+        )
     return "\n".join(
         [
             "next:",
             f"  cd {directory}",
-            '  python -m pip install -e ".[test]"',
+            "  python -m venv .venv && . .venv/bin/activate   # an environment of its own",
+            install,
             f"  {run}",
             watch,
             "  python -m pytest",

@@ -432,6 +432,19 @@ def _on_a_terminal(args: list[str], answers: str, cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=60), out.decode(errors="replace")
 
 
+def _published_schema_url() -> str:
+    """The manifest schema in the repository pyproject names, at this version's tag: a
+    file this checkout has at that path."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    repo = project["urls"]["Repository"]
+    assert repo.startswith("https://github.com/"), repo
+    raw = repo.replace("https://github.com/", "https://raw.githubusercontent.com/", 1)
+    assert (REPO / "schema" / "manifest.schema.json").is_file()
+    return f"{raw}/v{project['version']}/schema/manifest.schema.json"
+
+
 def test_init_asks_on_a_terminal_and_writes_a_valid_commented_manifest(tmp_path: Path) -> None:
     folder = tmp_path / "Paper Scout"
     folder.mkdir()
@@ -443,8 +456,12 @@ def test_init_asks_on_a_terminal_and_writes_a_valid_commented_manifest(tmp_path:
     assert "Agent name [paper-scout]" in out and "is not a manifest name" in out
     text = (folder / "agent.yaml").read_text(encoding="utf-8")
     first = text.splitlines()[0]
-    assert first.startswith("# yaml-language-server: $schema=/")
-    assert Path(first.split("=", 1)[1]).is_file()  # the schema agentgen carries
+    assert first == f"# yaml-language-server: $schema={_published_schema_url()}"
+    # a file meant to be committed names nothing of this machine (issue 29 item 9: it
+    # named the schema in this machine's site-packages)
+    for local in (str(REPO), sys.prefix, "site-packages", str(tmp_path), str(Path.home())):
+        assert local not in text, local
+    assert not re.search(r"\$schema=(/|file:)", text)
     from ruamel.yaml import YAML
 
     data = YAML(typ="safe").load(text)

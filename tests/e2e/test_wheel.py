@@ -465,14 +465,19 @@ def test_init_writes_a_manifest_that_validates_and_makes_a_project(
     installed: dict[str, Any],
 ) -> None:
     """From the wheel: `agentgen init --yes` in a new folder; the schema line names the
-    manifest schema inside the installed package; the manifest validates and `new` uses it."""
+    manifest schema's published URL (this version's tag of the repository), nothing of the
+    installed package's path; the manifest validates and `new` uses it."""
     folder = installed["work"] / "init-here"
     folder.mkdir()
     code, out = _agentgen(installed, "init", "--yes", "--name", "wheel-agent", cwd=folder)
     assert code == 0, out
     first = (folder / "agent.yaml").read_text(encoding="utf-8").splitlines()[0]
-    schema = Path(first.removeprefix("# yaml-language-server: $schema="))
-    assert schema.is_file() and str(installed["tmp"] / "venv") in str(schema), first
+    url = first.removeprefix("# yaml-language-server: $schema=")
+    assert re.fullmatch(
+        r"https://raw\.githubusercontent\.com/agentgen/agentgen/v[\w.]+/schema/manifest\.schema\.json",
+        url,
+    ), first
+    assert str(installed["tmp"]) not in (folder / "agent.yaml").read_text(encoding="utf-8")
     code, out = _agentgen(installed, "validate", "agent.yaml", cwd=folder)
     assert code == 0, out
     code, out = _agentgen(installed, "new", "proj", "-m", "agent.yaml", "--no-git", cwd=folder)

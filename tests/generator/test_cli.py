@@ -92,6 +92,33 @@ def test_new_prints_next_steps(tmp_path: Path) -> None:
     assert any(line.startswith("  agentgen inspect -- research-agent ") for line in lines)
 
 
+@pytest.mark.usefixtures("fake_pipeline", "store")
+def test_new_says_what_a_client_folder_installs_as(tmp_path: Path) -> None:
+    """Issue 29 item 9: a client made in `http-client` from the `http-agent` manifest
+    installs as `http-agent-client`; the output names that, and says to make a venv first."""
+    manifest = tmp_path / "agent.yaml"
+    manifest.write_text("name: http-agent\nversion: 0.1.0\n", encoding="utf-8")
+    schema = write_fake_schema(tmp_path / "s.json", {"initialize": ["A", "B"]}, {})
+    target = tmp_path / "http-client"
+    res = CliRunner().invoke(
+        app,
+        ["new", str(target), "-m", str(manifest), "--schema", str(schema), "--role", "client"],
+        catch_exceptions=False,
+    )
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"created client project http-agent-client (stdio) in {target}"
+    venv = lines.index(
+        "  python -m venv .venv && . .venv/bin/activate   # an environment of its own"
+    )
+    assert lines[venv + 1].startswith('  python -m pip install -e ".[test]"')
+    assert "installs http-agent-client" in lines[venv + 1]
+    assert "package http_agent_client" in lines[venv + 1]
+    project = (target / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'name = "http-agent-client"' in project
+    assert (target / "http_agent_client" / "handlers.py").is_file()
+
+
 def test_new_says_what_is_wrong_with_the_manifest_path(tmp_path: Path) -> None:
     """Issue 18 item 13: a directory, a symlink loop, an unreadable file (EIO here, what
     root gets too), a missing file: one line each, naming the path and the problem."""

@@ -55,3 +55,26 @@ def test_generated_precommit_config_names_our_distribution() -> None:
     for role in ("agent", "client"):
         text = (REPO / "templates" / role / "project" / ".pre-commit-config.yaml.jinja").read_text()
         assert "pip install acp-agentgen" in text
+
+
+def test_one_repository_url_everywhere() -> None:
+    """Issue 29 item 9: pyproject names the project's URLs, and the README's pre-commit
+    snippet and install line, and `agentgen init`'s `$schema` URL, use its Repository."""
+    from ruamel.yaml import YAML
+
+    import generator
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    urls = project["urls"]
+    repo = urls["Repository"]
+    assert repo == urls["Homepage"] and urls["Issues"] == f"{repo}/issues"
+    assert generator.REPOSITORY == repo
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    (snippet,) = [b for b in blocks if "agentgen-check" in b and "rev:" in b]
+    (entry,) = YAML(typ="safe").load(snippet)["repos"]
+    assert entry["repo"] == repo
+    assert f"`pipx install git+{repo}@v{project['version']}`" in readme
+    assert "example.invalid" not in readme
+    # every mention of a github.com repository in the README is this one
+    assert set(re.findall(r"https://github\.com/agentgen/[\w.-]+", readme)) == {repo}

@@ -202,10 +202,13 @@ def _agent_parser(
         "line); an ACP client such as an editor starts it. Logs go to stderr."
     )
     about = manifest.get("description") or manifest.get("title") or ""
+    epilog = _environment(name, transport)
+    if logins:
+        epilog = "interactive login:\n  " + "\n  ".join(logins) + "\n\n" + epilog
     ap = argparse.ArgumentParser(
         prog=name,
         description=f"{about.strip()}\n\n{how}".strip(),
-        epilog="interactive login:\n  " + "\n  ".join(logins) if logins else None,
+        epilog=epilog,
         formatter_class=Help,
     )
     ap.add_argument(
@@ -218,3 +221,29 @@ def _agent_parser(
     if transport == "http":
         _http_options(ap)
     return ap
+
+
+def _environment(name: str, transport: str) -> str:
+    """The help's environment section: where sessions are kept (session_store.py's
+    ``open_default_store``; PostgreSQL ships with HTTP agents only) and, over HTTP, what
+    joins replicas (http_server.py's ``app_for``)."""
+    if transport == "http":
+        urls = "sqlite:///path.db, memory: or postgresql://user@host/db (extra: postgres)"
+        default = f"{name}-sessions.db in the working directory"
+    else:
+        urls = "sqlite:///path.db or memory:"
+        default = f"~/.local/state/{name}/sessions.db, under $XDG_STATE_HOME when set"
+    lines = [
+        "session store (environment):",
+        f"  ACP_SESSION_STORE  {urls}",
+        "  ACP_SESSION_DB     the SQLite file when ACP_SESSION_STORE is unset",
+        f"                     (default: {default})",
+    ]
+    if transport == "http":
+        lines += [
+            "",
+            "several replicas (environment; extra: redis):",
+            "  ACP_REDIS_URL      redis://host:6379/0: replicas relay each other's connections",
+            "  ACP_REPLICA_ID     this replica's id, the value of the acp-replica affinity cookie",
+        ]
+    return "\n".join(lines)

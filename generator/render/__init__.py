@@ -37,7 +37,7 @@ __all__ = ["render_generated", "runtime_files", "uses_callbacks", "uses_model"]
 # console.
 _ROLE_MODULES = {
     "agent": ("serve", "agent/agent", "client/client", "client/content"),
-    "client": ("agent/agent", "client/client", "client/content", "console/main"),
+    "client": ("client/client", "client/content", "console/main"),
 }
 _TRANSPORT_MODULES = {
     ("agent", "http"): ("http/http_server", "sessions/store_postgres", "http/redis_router"),

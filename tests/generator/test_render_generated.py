@@ -140,6 +140,7 @@ def test_callbacks_module_ships_only_with_async_callbacks() -> None:
             # a stdio agent carries no console; a client no session store
             assert ("runtime/console/main.py" in shipped) == (role == "client")
             assert ("runtime/sessions/store.py" in shipped) == (role == "agent")
+            assert ("runtime/agent/agent.py" in shipped) == (role == "agent")
             assert ("runtime/wire/http_wire.py" in shipped) == (server or role == "client")
             # a client speaks both transports, whichever it was made with
             assert ("runtime/client/http_client.py" in shipped) == (role == "client")

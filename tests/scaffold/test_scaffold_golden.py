@@ -162,10 +162,12 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
                 assert top in allowed, f"{path.relative_to(root)} imports {name}"
     runtime = {p.name for p in (root / pkg / "_generated" / "runtime").rglob("*.py")}
     rooms = {p.name for p in (root / pkg / "_generated" / "runtime").iterdir() if p.is_dir()}
-    # a stdio agent carries no HTTP server and no console; a client no session store
+    # a stdio agent carries no HTTP server and no console; a client no session store, no
+    # agent side (no handler surface, no MCP, no model)
     assert ("http" in rooms) == (case.role == "agent" and case.transport == "http"), rooms
     assert ("console" in rooms) == (case.role == "client"), rooms
     assert ("sessions" in rooms) == (case.role == "agent"), rooms
+    assert ("agent" in rooms) == (case.role == "agent"), rooms
     if case.transport == "stdio":
         # a client speaks both transports (`-- CMD` and `--url`): it ships the HTTP client
         client = case.role == "client"

@@ -3,16 +3,7 @@
 What a handler uses is in `acp.py` (`from ._generated.acp import ...`): the public face."""
 
 from __future__ import annotations
-
-from .dispatcher import (
-    AGENT_METHODS,
-    CLIENT_METHODS,
-    METHODS,
-    AgentBase,
-    AgentConnection,
-    ClientBase,
-)
-from .runtime.agent.agent import InterruptDeclined, ProviderRoute, Turn
+from .dispatcher import AGENT_METHODS, CLIENT_METHODS, METHODS, AgentConnection, ClientBase
 from .runtime.console.main import run_client as _run_client
 from .runtime.wire.errors import AgentError, RpcError
 
@@ -28,13 +19,9 @@ __all__ = [
     "AGENT_METHODS",
     "CLIENT_METHODS",
     "METHODS",
-    "AgentBase",
     "AgentConnection",
     "AgentError",
     "ClientBase",
-    "InterruptDeclined",
-    "ProviderRoute",
     "RpcError",
-    "Turn",
     "run_client",
 ]

@@ -3,7 +3,6 @@
 What a handler uses is in `acp.py` (`from ._generated.acp import ...`): the public face."""
 
 from __future__ import annotations
-
 from .dispatcher import (
     AGENT_METHODS,
     CLIENT_METHODS,

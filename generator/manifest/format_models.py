@@ -9,36 +9,29 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
+from typing_extensions import TypeAliasType
 
 
 class ManifestFormatAuthor(RootModel[str]):
     root: Annotated[str, Field(min_length=1)]
 
 
-class ManifestFormatLlm(BaseModel):
-    """
-    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (a config option `model` whose values are model ids), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables.
-    """
+class ManifestFormatLlmModels(RootModel[str]):
+    root: Annotated[str, Field(min_length=1)]
 
+
+class ManifestFormatLlmModels1(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
     )
-    default_model: Annotated[str | None, Field(min_length=1)] = None
+    id: Annotated[str, Field(min_length=1)]
     """
-    pydantic-ai's `provider:model` id, e.g. `openai:gpt-4.1-mini` (without it: the model the handler's pydantic-ai agent has).
+    pydantic-ai's `provider:model` id.
     """
-    provider: Annotated[str | None, Field(min_length=1)] = None
+    name: Annotated[str | None, Field(min_length=1)] = None
     """
-    The id of a manifest provider whose route (`providers/set`) the model uses.
-    """
-    instructions: str | None = None
-    """
-    The model's instructions (its system prompt).
-    """
-    on_disk: bool | None = None
-    """
-    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). Default false: such a client gets no file tools.
+    The name the picker shows.
     """
 
 
@@ -81,6 +74,11 @@ class Links(BaseModel):
     repository: Annotated[str | None, Field(min_length=1)] = None
 
 
+ConfigOptionValueNamesAdditionalProperty = TypeAliasType(
+    "ConfigOptionValueNamesAdditionalProperty", Annotated[str, Field(min_length=1)]
+)
+
+
 class ConfigOption(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -100,6 +98,23 @@ class ConfigOption(BaseModel):
     values: Annotated[list[str | int | float | bool] | None, Field(min_length=1)] = None
     """
     Allowed values (required for choice).
+    """
+    value_names: dict[str, ConfigOptionValueNamesAdditionalProperty] | None = None
+    """
+    The name a picker shows for a value (keyed by the value as text; a value without one shows as itself).
+    """
+    default_env: Annotated[str | None, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$")] = None
+    """
+    An environment variable of the agent whose value, when it is one of `values`, is the default instead of `default` (read when the agent starts).
+    """
+
+
+class ReasoningLevel(
+    RootModel[Literal["off", "on", "minimal", "low", "medium", "high", "xhigh", "max"]]
+):
+    root: Literal["off", "on", "minimal", "low", "medium", "high", "xhigh", "max"]
+    """
+    A reasoning level: pydantic-ai's `thinking` setting (`off`: false, `on`: the provider's default effort, else that effort).
     """
 
 
@@ -304,6 +319,48 @@ class Mode(BaseModel):
     default: bool | None = None
 
 
+class ManifestFormatLlm(BaseModel):
+    """
+    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+    )
+    default_model: Annotated[str | None, Field(min_length=1)] = None
+    """
+    pydantic-ai's `provider:model` id, e.g. `openai:gpt-4.1-mini` (without it: the model the handler's pydantic-ai agent has).
+    """
+    provider: Annotated[str | None, Field(min_length=1)] = None
+    """
+    The id of a manifest provider whose route (`providers/set`) the model uses.
+    """
+    instructions: str | None = None
+    """
+    The model's instructions (its system prompt).
+    """
+    on_disk: bool | None = None
+    """
+    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). Default false: such a client gets no file tools.
+    """
+    models: Annotated[
+        list[ManifestFormatLlmModels | ManifestFormatLlmModels1] | None,
+        Field(min_length=1),
+    ] = None
+    """
+    The models a user may pick: the session config option `model` (category `model`, an editor's model picker), its default `$ACP_MODEL` when listed, else `default_model`, else the first. Each a pydantic-ai `provider:model` id, or {id, name} to show the model under a name.
+    """
+    reasoning_levels: Annotated[list[ReasoningLevel] | None, Field(min_length=1)] = None
+    """
+    The reasoning levels a user may pick: the session config option `thought_level` (category `thought_level`), passed to the model as pydantic-ai's `thinking` setting (`off`: no thinking, or the least the model allows; a model without a thinking setting keeps its own).
+    """
+    default_reasoning_level: ReasoningLevel | None = None
+    """
+    The reasoning level of a session before the user picks (one of `reasoning_levels`; without it: the first).
+    """
+
+
 class Config(BaseModel):
     """
     The agent's configuration: a JSON Schema for the whole of it, and the scalar/choice options exposed as ACP session config options.
@@ -391,7 +448,7 @@ class ManifestFormat(BaseModel):
     """
     llm: ManifestFormatLlm | None = None
     """
-    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (a config option `model` whose values are model ids), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables.
+    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
     """
     auth: list[AuthScheme] | None = None
     """

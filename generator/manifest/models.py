@@ -384,8 +384,13 @@ def generate_manifest_models(
     """The source of `manifest_models.py` for `manifest` (contract 3's dict).
 
     `source_label` names the manifest in the module's docstring; `source` (default: the
-    label) locates errors."""
+    label) locates errors.  The options the `llm` block makes (llm.py) are part of
+    `Config`, as the agent serves them."""
+    from .llm import with_llm_options
+
     where = source or source_label
+    if isinstance(manifest, dict):
+        manifest = with_llm_options(manifest)
     try:
         return _generate(manifest, source_label, where)
     except RecursionError:

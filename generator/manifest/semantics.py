@@ -159,31 +159,94 @@ def commands_and_modes(data: dict[str, Any]) -> Iterator[Problem]:
 
 def llm(data: dict[str, Any]) -> Iterator[Problem]:
     """`llm.provider` names a provider of the manifest, one the model can speak to
-    (openai, anthropic); a `model` config option lists `llm.default_model`."""
+    (openai, anthropic); `llm.models` lists each model once, `llm.default_model` among
+    them, and `llm.default_reasoning_level` is among `llm.reasoning_levels`; a `model`
+    config option declared by hand lists `llm.default_model`, and none is declared beside
+    the `llm` key that makes it (`models`: the option `model`, `reasoning_levels`:
+    `thought_level`)."""
     block = data.get("llm")
     if not isinstance(block, dict):
         return
-    provider = block.get("provider")
-    if isinstance(provider, str):
-        providers = {p.get("id"): p for _, p in _items(data, "providers")}
-        if provider not in providers:
-            have = ", ".join(sorted(str(k) for k in providers)) or "none"
-            yield "/llm/provider", f"no provider {provider!r} in `providers` ({have})", False
-        else:
-            spoken = [s for s in providers[provider].get("supported") or () if s in MODEL_APIS]
-            if not spoken:
-                apis = ", ".join(MODEL_APIS)
-                message = (
-                    f"provider {provider!r} supports none of the API types a model speaks ({apis})"
-                )
-                yield "/llm/provider", message, False
+    yield from _llm_provider(data, block.get("provider"))
+    yield from _llm_models(block)
+    yield from _llm_reasoning(block)
     default = block.get("default_model")
     config = data.get("config")
-    if isinstance(default, str) and isinstance(config, dict):
-        for pointer, opt in _items(config, "options", "/config"):
-            values = opt.get("values")
-            if opt.get("id") == "model" and isinstance(values, list) and default not in values:
-                yield f"{pointer}/values", f"the model picker does not list {default!r}", False
+    if not isinstance(config, dict):
+        return
+    made = {"model": "models", "thought_level": "reasoning_levels"}
+    for pointer, opt in _items(config, "options", "/config"):
+        key = made.get(str(opt.get("id")))
+        if key is not None and block.get(key):
+            message = f"the config option {opt['id']!r} is the one `llm.{key}` makes"
+            yield f"{pointer}/id", message + ": declare one or the other", False
+            continue
+        values = opt.get("values")
+        if opt.get("id") != "model" or not isinstance(values, list):
+            continue
+        if isinstance(default, str) and default not in values:
+            yield f"{pointer}/values", f"the model picker does not list {default!r}", False
+
+
+def _llm_provider(data: dict[str, Any], provider: Any) -> Iterator[Problem]:
+    if not isinstance(provider, str):
+        return
+    providers = {p.get("id"): p for _, p in _items(data, "providers")}
+    if provider not in providers:
+        have = ", ".join(sorted(str(k) for k in providers)) or "none"
+        yield "/llm/provider", f"no provider {provider!r} in `providers` ({have})", False
+        return
+    spoken = [s for s in providers[provider].get("supported") or () if s in MODEL_APIS]
+    if not spoken:
+        apis = ", ".join(MODEL_APIS)
+        message = f"provider {provider!r} supports none of the API types a model speaks ({apis})"
+        yield "/llm/provider", message, False
+
+
+def _llm_models(block: dict[str, Any]) -> Iterator[Problem]:
+    models = block.get("models")
+    if not isinstance(models, list):
+        return
+    seen: dict[str, str] = {}
+    for i, item in enumerate(models):
+        where = f"/llm/models/{i}"
+        model = item.get("id") if isinstance(item, dict) else item
+        if isinstance(item, dict):
+            where += "/id"
+        if not isinstance(model, str):
+            continue
+        if model in seen:
+            yield where, f"duplicate model {model!r} (also at {seen[model]})", False
+        else:
+            seen[model] = where
+    default = block.get("default_model")
+    if seen and isinstance(default, str) and default not in seen:
+        listed = ", ".join(seen)
+        yield (
+            "/llm/default_model",
+            f"{default!r} is not among `llm.models` ({listed}): add it there or pick one of them",
+            False,
+        )
+
+
+def _llm_reasoning(block: dict[str, Any]) -> Iterator[Problem]:
+    default = block.get("default_reasoning_level")
+    levels = block.get("reasoning_levels")
+    if not isinstance(default, str):
+        return
+    if not isinstance(levels, list):
+        yield (
+            "/llm/default_reasoning_level",
+            "no `llm.reasoning_levels` to pick it from: list the levels a user may pick",
+            False,
+        )
+    elif default not in levels:
+        listed = ", ".join(map(str, levels))
+        yield (
+            "/llm/default_reasoning_level",
+            f"{default!r} is not among `llm.reasoning_levels` ({listed})",
+            False,
+        )
 
 
 MODEL_APIS = ("openai", "anthropic")
@@ -637,6 +700,16 @@ def _config_option(
         )
     if "default" in opt:
         yield from _option_default(pointer, opt, validator, props)
+    names = opt.get("value_names")
+    if isinstance(names, dict):
+        listed = [str(v) for v in values] if isinstance(values, list) else []
+        for key in names:
+            if key not in listed:
+                yield (
+                    f"{pointer}/value_names/{key}",
+                    f"{key!r} names no value of the option ({', '.join(listed) or 'none'})",
+                    True,
+                )
 
 
 def config_defaults(data: dict[str, Any]) -> Iterator[Problem]:

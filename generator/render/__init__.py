@@ -222,6 +222,11 @@ def render_generated(
         raise AgentgenError(f"unknown role {role!r} (agent or client)")
     if transport not in ("stdio", "http"):
         raise AgentgenError(f"unknown transport {transport!r} (stdio or http)")
+    from ..manifest.llm import with_llm_options
+
+    # the manifest as the agent serves it: the config options `llm` makes (the model
+    # picker, the reasoning level) are its own, in manifest.json and the Config model
+    manifest = with_llm_options(manifest)
     label = source_label or "the ACP schema"
     from ..protocol.revision import describe, doc_text, revision_source
 

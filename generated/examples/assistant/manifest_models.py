@@ -22,7 +22,11 @@ class Config(BaseModel):
         Literal["openai:gpt-4.1-mini", "openai:gpt-4.1", "anthropic:claude-sonnet-4-5"] | None
     ) = "openai:gpt-4.1-mini"
     """
-    The model the assistant runs
+    The model the agent runs
+    """
+    thought_level: Literal["low", "medium", "high"] | None = "medium"
+    """
+    How much the model thinks before it answers
     """
 
 

@@ -16,7 +16,7 @@ gave one; no credential in any of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import (
@@ -36,7 +36,7 @@ from ..agent.mcp_toolset import McpToolset
 from ..wire.errors import RpcError
 from . import history
 from .editor import EDITOR_TOOLS, editor_toolset, tool_names
-from .route import model_for
+from .route import model_for, thinking
 
 if TYPE_CHECKING:
     from ..agent.turns import Turn
@@ -101,20 +101,30 @@ async def run_model(
     provider: str | None = None,
     toolsets: Sequence[Any] = (),
     editor: bool = True,
+    models: Mapping[str, Any] | None = None,
     **run_options: Any,
 ) -> Any:
     """Run `agent` (a pydantic-ai `Agent`) on `prompt` (text, or the prompt's content
     blocks: their text is joined) as this turn; returns the run's output.  The model:
     `model_for` (the session's pick, `$ACP_MODEL`, `default_model` or the agent's own;
     through the route the client set for `provider`); `default_model`, `provider` and the
-    instructions default to the manifest's `llm` block.  `editor`: offer the editor's files
-    and terminal as tools where the client declared them (editor.py); the session's MCP
-    servers' tools are offered too."""
+    instructions default to the manifest's `llm` block; `models`: model objects by id (a
+    pick, `$ACP_MODEL` or the default found there runs that object).  The session's
+    reasoning level (the `thought_level` option) is the run's `thinking` setting, unless
+    `model_settings` names one.  `editor`: offer the editor's files and terminal as tools
+    where the client declared them (editor.py); the session's MCP servers' tools are
+    offered too."""
     llm = turn.llm
     default_model = default_model or llm.get("default_model")
     provider = provider or llm.get("provider")
     if llm.get("instructions") and "instructions" not in run_options:
         run_options["instructions"] = llm["instructions"]
+    think = thinking(turn)
+    if think is not None:
+        run_options["model_settings"] = {
+            "thinking": think,
+            **(run_options.get("model_settings") or {}),
+        }
     text = prompt if isinstance(prompt, str) else _text_of(prompt)
     messages, problem = history.load(turn.session)
     if problem:
@@ -126,7 +136,7 @@ async def run_model(
         extra.append(own)
     if turn.mcp_servers:
         extra.append(McpToolset(turn.mcp, show=False))
-    model = model_for(turn, provider, default_model)
+    model = model_for(turn, provider, default_model, models)
     calls: dict[str, ToolCall] = {}
     try:
         async with agent.run_stream_events(

@@ -106,12 +106,15 @@ class SessionConfig:
                 out.append({**base, "type": "_" + opt["type"], shape.current_value: cur})
             elif opt.get("values"):
                 vals = [str(v) for v in opt["values"]]
+                names = opt.get("value_names") or {}
                 out.append(
                     {
                         **base,
                         "type": "select",
                         shape.current_value: str(cur) if cur is not None else vals[0],
-                        shape.select_options: [{"value": v, "name": v} for v in vals],
+                        shape.select_options: [
+                            {"value": v, "name": str(names.get(v) or v)} for v in vals
+                        ],
                     }
                 )
         return out

@@ -1,8 +1,10 @@
-"""Which model a turn calls, and through which endpoint.
+"""Which model a turn calls, how much it thinks, and through which endpoint.
 
-The model id: the session's pick (the `model` config option, where the manifest offers
-one), else `$ACP_MODEL`, else the default given (pydantic-ai's `provider:model` ids, e.g.
-`openai:gpt-4.1-mini`).  The endpoint: the route the client set with `providers/set` for
+The model id: the session's pick (the `model` config option, which the manifest's
+`llm.models` makes), else `$ACP_MODEL`, else the default given (pydantic-ai's
+`provider:model` ids, e.g. `openai:gpt-4.1-mini`); a model object the handler gave for
+that id runs as it is.  The thinking: the session's `thought_level` option (which
+`llm.reasoning_levels` makes), as pydantic-ai's `thinking` setting.  The endpoint: the route the client set with `providers/set` for
 the provider id (`apiType` `openai`: the Chat Completions API, what every
 OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route's
 `baseUrl` and `headers`), else the provider's usual environment variables.  Header values
@@ -12,6 +14,7 @@ are credentials: they go to the endpoint and nowhere else.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import RpcError
@@ -22,6 +25,13 @@ if TYPE_CHECKING:
 
 SERVED = ("openai", "anthropic")  # the api types a model route may use
 MODEL_OPTION = "model"  # the config option holding the session's pick
+THOUGHT_OPTION = "thought_level"  # the config option holding the session's reasoning level
+# a reasoning level (the manifest's `llm.reasoning_levels`) -> pydantic-ai's `thinking`
+THINKING: dict[str, bool | str] = {
+    "off": False,
+    "on": True,
+    **{e: e for e in ("minimal", "low", "medium", "high", "xhigh", "max")},
+}
 
 
 def model_id(turn: Turn, default: str | None) -> str | None:
@@ -34,10 +44,26 @@ def model_id(turn: Turn, default: str | None) -> str | None:
     return os.environ.get("ACP_MODEL", "").strip() or default
 
 
-def model_for(turn: Turn, provider_id: str | None, default: str | None) -> Any:
-    """What to hand pydantic-ai as `model=`: a model bound to the client's route when it
-    set one for `provider_id`, else the id (pydantic-ai reads the environment)."""
+def thinking(turn: Turn) -> bool | str | None:
+    """pydantic-ai's `thinking` setting for the session's reasoning level (the
+    `thought_level` option, its default until the user picks; None: no such option)."""
+    raw = turn.session.config_raw or {}
+    level = raw.get(THOUGHT_OPTION, turn.option_default(THOUGHT_OPTION))
+    return THINKING.get(level) if type(level) is str else None
+
+
+def model_for(
+    turn: Turn,
+    provider_id: str | None,
+    default: str | None,
+    models: Mapping[str, Any] | None = None,
+) -> Any:
+    """What to hand pydantic-ai as `model=`: the object `models` has for the id (a model
+    the handler built itself), else a model bound to the client's route when it set one
+    for `provider_id`, else the id (pydantic-ai reads the environment)."""
     name = model_id(turn, default)
+    if models and name and name in models:
+        return models[name]
     route = turn.provider(provider_id) if provider_id else None
     if route is None:
         if name and name.startswith("openai:") and os.environ.get("OPENAI_BASE_URL"):
@@ -79,4 +105,13 @@ def _header(headers: dict[str, str], name: str) -> str | None:
     return next((v for k, v in headers.items() if k.lower() == name), None)
 
 
-__all__ = ["MODEL_OPTION", "SERVED", "model_for", "model_id", "routed_model"]
+__all__ = [
+    "MODEL_OPTION",
+    "SERVED",
+    "THINKING",
+    "THOUGHT_OPTION",
+    "model_for",
+    "model_id",
+    "routed_model",
+    "thinking",
+]

@@ -7,6 +7,7 @@ commands.py, config.py) each take the context; none knows `AgentRuntime`."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,25 @@ if TYPE_CHECKING:
     from ..wire.revision import Revision
 
 STATE_ERROR = -32002
+
+
+def with_env_defaults(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` with the default of each config option that has a `default_env` taken
+    from that environment variable, when it is set to one of the option's values (the
+    model picker's default is `$ACP_MODEL` when it lists it); a new dict when one changed."""
+    config = manifest.get("config")
+    if type(config) is not dict:
+        return manifest
+    options = config.get("options")
+    if not options or not any(type(o) is dict and o.get("default_env") for o in options):
+        return manifest
+    out = []
+    for opt in options:
+        env = opt.get("default_env") if type(opt) is dict else None
+        value = os.environ.get(env, "").strip() if type(env) is str else ""
+        match = [v for v in opt.get("values") or () if str(v) == value] if value else []
+        out.append({**opt, "default": match[0]} if match else opt)
+    return {**manifest, "config": {**config, "options": out}}
 
 
 class Session:
@@ -112,7 +132,7 @@ class AgentContext:
         load_models: Callable[[], Any],
         turn_timeout: float | None,
     ) -> None:
-        self.manifest = manifest
+        self.manifest = with_env_defaults(manifest)
         self.machine = StateMachine(manifest.get("states"))
         self.turn_timeout = turn_timeout
         self.connection: Connection | None = None

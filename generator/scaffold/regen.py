@@ -169,10 +169,16 @@ def _report_revisions(
     for new in served:
         old_rec = _counterpart(recorded, served, new)
         label = f" ({_lifecycle(new.revision)})" if several else ""
-        if old_rec is None:  # a revision the project did not serve: nothing to compare
+        if old_rec is None:  # a revision the project did not serve: no diff to report
             out.headers.append(f"protocol schema{label}: added {new.origin}")
             out.summaries.append(f"{_lifecycle(new.revision)} added")
             out.reports.append("")
+            # what the user's code builds and the tests write, checked all the same
+            # (against the first recorded revision, the one the code was written for)
+            first, _ = _old_schema(proj, recorded[0])
+            if first is not None:
+                entries = inputs.revision_report(first, new).entries
+                _check_user_code(out, proj, role, first, new, entries)
             continue
         if old_rec.get("sha256") == new.sha256:
             continue
@@ -189,12 +195,25 @@ def _report_revisions(
         out.headers.append(f"{header}: {note}{counts}" if note else f"{header}: {counts}")
         out.summaries.append(f"{step}: {_summary_counts(report.entries)}")
         out.reports.append(report.text)
-        required = compat.required_to_send(report.entries, new.data, role)
-        out.findings += _send_findings(proj, role, required, out.runtime_sends)
-        out.findings += compat.check_tests(
-            sorted((proj.root / "tests").rglob("*.py")), proj.root, old_schema.data, new.data
-        )
+        _check_user_code(out, proj, role, old_schema, new, report.entries)
     return out
+
+
+def _check_user_code(
+    out: _Revisions,
+    proj: project.Project,
+    role: str,
+    old: inputs.Loaded,
+    new: inputs.Loaded,
+    entries: Sequence[Any],
+) -> None:
+    """The user's code building a message that gained a required field, and the tests
+    writing one the new revision refuses, into `out` (with the runtime-only fields)."""
+    required = compat.required_to_send(list(entries), new.data, role)
+    out.findings += _send_findings(proj, role, required, out.runtime_sends)
+    out.findings += compat.check_tests(
+        sorted((proj.root / "tests").rglob("*.py")), proj.root, old.data, new.data
+    )
 
 
 def _step(old_rec: dict[str, Any], new: inputs.Loaded) -> str:
@@ -202,7 +221,7 @@ def _step(old_rec: dict[str, Any], new: inputs.Loaded) -> str:
     was, now = _lifecycle(old_rec.get("revision") or {}), _lifecycle(new.revision)
     if was != now:
         return f"{was} -> {now}"
-    return f"{now} ({new.origin})" if now != "?" else f"schema {new.origin}"
+    return f"{now} (a new schema)" if now != "?" else "a new schema"
 
 
 def _counts(entries: Sequence[Any]) -> str:

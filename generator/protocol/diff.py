@@ -143,13 +143,22 @@ class _Shapes:
             # consts; oneOf and anyOf are both "one of these variants" here
             if "const" in out:
                 out.pop("type", None)
+            # a type list is a set (`[integer, null]` is `[null, integer]`), and alone it is
+            # the union of its types (`anyOf: [{type: integer}, {type: null}]`)
+            types = out.get("type")
+            if isinstance(types, list):
+                kinds = sorted({str(t) for t in types})
+                out["type"] = kinds[0] if len(kinds) == 1 else kinds
+                if len(kinds) > 1 and set(out) == {"type"}:
+                    out = {"anyOf": [{"type": t} for t in kinds]}
             members = _union(out)
             if members is not None:
                 out.pop("oneOf", None)
                 if "enum" in out:
                     out.pop("enum")
                     out.pop("type", None)
-                out["anyOf"] = members  # already canonical
+                # the members are canonical already; their order is no meaning of theirs
+                out["anyOf"] = sorted(members, key=lambda m: json.dumps(m, sort_keys=True))
             return out
         if isinstance(node, list):
             return [self._canon(v) for v in node]

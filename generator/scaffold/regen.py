@@ -10,10 +10,11 @@ same revision (else one no longer served; none: the revision is added, no report
 `--dry-run` writes nothing.
 
 Output, most useful first: what the user must change (`file:line: what`), the notes that
-need nothing, one line per revision (`protocol schema (v2): OLD -> NEW: 263 changes, 132
-breaking`), and last a one-line result on stderr (`regen: v1 -> v2: 132 breaking, 60
-added, 71 changed; nothing of yours to change`). The full per-type revision report and
-the list of rewritten files: `--verbose`, or `--report FILE` for the report.
+need nothing, one line per revision (`protocol schema (v2): OLD -> NEW: 255 changes, 130
+breaking`), the files rewritten (one line when many), and last a one-line result on
+stderr (`regen: v1 -> v2: 130 breaking, 110 added, 15 changed; nothing of yours to
+change`). The full per-type revision report and each rewritten file: `--verbose`, or
+`--report FILE` for the report.
 """
 
 from __future__ import annotations

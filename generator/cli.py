@@ -267,11 +267,31 @@ def regen(
         None, "--meta", metavar="FILE", help="meta.json for the new schema (one per --schema)"
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only, touch nothing"),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Also print the full revision report, type by type, and each rewritten file",
+    ),
+    report: Path | None = typer.Option(
+        None, "--report", metavar="FILE", help="Write the full revision report to FILE"
+    ),
 ) -> None:
-    """Regenerate a project's _generated/ package; user code is never touched."""
+    """Regenerate a project's _generated/ package; user code is never touched.
+
+    Prints what of yours must change (file:line) first, then one line per protocol
+    revision, and ends with a one-line result."""
     from .scaffold.regen import run_regen
 
-    _run(run_regen, project, schema=schema, meta=meta, dry_run=dry_run)
+    _run(
+        run_regen,
+        project,
+        schema=schema,
+        meta=meta,
+        dry_run=dry_run,
+        verbose=verbose,
+        report=report,
+    )
 
 
 @app.command()

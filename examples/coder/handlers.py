@@ -10,8 +10,9 @@ examples/coder/agent.yaml` creates.  A prompt ``replace `OLD` with `NEW` in PATH
    `session/request_permission` with allow_once / reject_once;
 4. allowed: PATH written through the client (`fs.writeTextFile`) or to disk; rejected:
    the tool call fails, the file is untouched;
-5. with the client's `terminal`: `python -m py_compile PATH` in a client terminal, shown
-   as an `execute` tool call with the terminal embedded;
+5. with the client's `terminal`: PATH compiled by `python` in a client terminal (as
+   `python -m py_compile` does, but writing no `__pycache__` into the user's folder),
+   shown as an `execute` tool call with the terminal embedded;
 6. a one-line summary.
 
 `/help` and `/undo` are the manifest's slash commands; in the `ask` mode it shows the
@@ -37,6 +38,9 @@ from ._generated.acp import (
     Turn,
 )
 
+# `python -m py_compile PATH` without the .pyc it writes into `__pycache__` beside PATH
+# (the user's folder): compile() checks the same syntax and writes nothing
+COMPILE = "import sys; compile(open(sys.argv[1], 'rb').read(), sys.argv[1], 'exec')"
 REQUEST = re.compile(r"replace `(?P<old>[^`]+)` with `(?P<new>[^`]*)` in (?P<path>\S+)")
 HELP = (
     "Say: replace `OLD` with `NEW` in PATH (PATH relative to the session's folder). "
@@ -172,23 +176,23 @@ class Agent(AgentBase):
         )
 
     async def check(self, turn: Turn, path: str) -> str:
-        """`python -m py_compile PATH` in the client's terminal, when it has one."""
+        """PATH compiled in the client's terminal, when it has one (nothing written)."""
         if not turn.can_use_terminal:
             return "not compiled: the client has no terminal"
         await turn.update_plan_entry(2, status="in_progress")
-        term = await turn.create_terminal("python", ["-m", "py_compile", path], cwd=turn.cwd)
+        term = await turn.create_terminal("python", ["-c", COMPILE, path], cwd=turn.cwd)
         shown = [TerminalContent(term.id)]
         async with (
             term,  # released when the block ends (killed first if it raises or is cancelled)
             turn.tool_call(
-                f"python -m py_compile {path}", kind="execute", content=shown, locations=[path]
+                f"python: compile {path}", kind="execute", content=shown, locations=[path]
             ) as call,
         ):
             status = await term.wait_for_exit()
             if status.exit_code != 0:
                 await call.fail(raw_output={"exitCode": status.exit_code})
-                return f"py_compile failed with exit code {status.exit_code}"
-        return "py_compile ok"
+                return f"compile failed with exit code {status.exit_code}"
+        return "compiles"
 
     async def undo(self, turn: Turn) -> None:
         edit = self.last_edit.pop(turn.session_id, None)

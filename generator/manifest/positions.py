@@ -224,9 +224,8 @@ def _parse_yaml(text: str, source: str) -> Parsed:
     try:
         node = yaml.compose(text)
     except MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        message = plain_yaml_error(err.context, err.problem)
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        line, col, note = _yaml_error_pos(text, err)
+        message = plain_yaml_error(err.context, err.problem) + note
         raise InvalidInput(message, source=source, line=line, col=col) from None
     except RecursionError:
         line, col = _too_deep(text)
@@ -240,6 +239,31 @@ def _parse_yaml(text: str, source: str) -> Parsed:
     builder = _YamlBuilder(source, yaml.constructor)
     value = builder.build(node, "", 0)
     return Parsed(value, builder.positions, builder.key_positions)
+
+
+def _yaml_error_pos(text: str, err: Any) -> tuple[int | None, int | None, str]:
+    """Where a YAML syntax error is, and a note to add to its message. An unclosed `[`
+    or `{` is shown at itself (the parser only notices it lines later, at the end of
+    the file perhaps), with where the parser stopped; any other error at its problem
+    mark, the end of the file being its last line, not a line past it."""
+    mark, context = err.problem_mark, err.context_mark
+    lines = text.splitlines() or [""]
+
+    def pos(m: Any) -> tuple[int, int]:
+        if m.line >= len(lines):  # the end of a file whose last line ends in a newline
+            return len(lines), len(lines[-1]) + 1
+        return m.line + 1, m.column + 1
+
+    if context is not None and "flow" in str(err.context or ""):
+        note = ""
+        if mark is None or mark.index >= len(text.rstrip()):
+            note = "; the file ends inside it"
+        elif mark.line != context.line:
+            note = "; the parser stopped at {}:{}".format(*pos(mark))
+        return *pos(context), note
+    if mark is None:
+        return None, None, ""
+    return *pos(mark), ""
 
 
 def _too_deep(text: str) -> Pos:

@@ -143,13 +143,22 @@ class _Shapes:
             # consts; oneOf and anyOf are both "one of these variants" here
             if "const" in out:
                 out.pop("type", None)
+            # a type list is a set (`[integer, null]` is `[null, integer]`), and alone it is
+            # the union of its types (`anyOf: [{type: integer}, {type: null}]`)
+            types = out.get("type")
+            if isinstance(types, list):
+                kinds = sorted({str(t) for t in types})
+                out["type"] = kinds[0] if len(kinds) == 1 else kinds
+                if len(kinds) > 1 and set(out) == {"type"}:
+                    out = {"anyOf": [{"type": t} for t in kinds]}
             members = _union(out)
             if members is not None:
                 out.pop("oneOf", None)
                 if "enum" in out:
                     out.pop("enum")
                     out.pop("type", None)
-                out["anyOf"] = members  # already canonical
+                # the members are canonical already; their order is no meaning of theirs
+                out["anyOf"] = sorted(members, key=lambda m: json.dumps(m, sort_keys=True))
             return out
         if isinstance(node, list):
             return [self._canon(v) for v in node]
@@ -189,20 +198,21 @@ def _type_str(node: Any) -> str:
     return " | ".join(parts) if parts else "any"
 
 
-def _alternatives(node: Any, shapes: _Shapes) -> set[str]:
-    """The shapes a value may take (union members and type-list entries, split)."""
-    node = _unwrap(node)
+def _alternatives(node: Any, shapes: _Shapes) -> set[tuple[str, str | None]]:
+    """The shapes a value may take (union members and type-list entries, split), each
+    with the definition it names, if it is a reference."""
+    node = _top(node)
     if isinstance(node, dict):
         members = _union(node)
         if members is not None and _meaningful(node) <= {"anyOf", "oneOf", "enum", "type"}:
-            out: set[str] = set()
+            out: set[tuple[str, str | None]] = set()
             for m in members:
                 out |= _alternatives(m, shapes)
             return out
         t = node.get("type")
         if isinstance(t, list) and _meaningful(node) <= {"type"}:
-            return {shapes.of({"type": one}) for one in t}
-    return {shapes.of(node)}
+            return {(shapes.of({"type": one}), None) for one in t}
+    return {(shapes.of(node), _ref_name(node))}
 
 
 def _align_refs(a: Any, b: Any) -> tuple[Any, Any]:
@@ -476,12 +486,13 @@ class _Diff:
     def _retyped(self, a: Any, b: Any, path: str, where: str) -> None:
         widened = _widens(a, b, self)
         note = "widened, old values still valid" if widened else "old values may not fit"
-        self.add(
-            "field-retyped",
-            path,
-            f"type {_type_str(a)} -> {_type_str(b)}: {note}{where}",
-            not widened,
-        )
+        was, now = _type_str(a), _type_str(b)
+        # the same type spelled twice says nothing: name what differs (its constraints)
+        what = f"type {was} -> {now}"
+        if was == now:
+            changes = _constraint_changes(a, b)
+            what = f"type {was}, " + (", ".join(_say(c) for c in changes) or "shape differs")
+        self.add("field-retyped", path, f"{what}: {note}{where}", not widened)
 
     def _compare_props(self, a: dict[str, Any], b: dict[str, Any], path: str, where: str) -> None:
         pa, pb = a.get("properties"), b.get("properties")
@@ -590,8 +601,100 @@ def _match_aliases(a: dict[str, Any], b: dict[str, Any], renamed: dict[str, str]
 
 
 def _widens(a: Any, b: Any, d: _Diff) -> bool:
-    """Every value `a` accepts, `b` accepts (judged on union members and type lists)."""
-    return _alternatives(a, d.old_shapes) <= _alternatives(b, d.new_shapes)
+    """Every value `a` accepts, `b` accepts (judged on union members and type lists, on
+    the value constraints beside them, and on definitions by name: a definition's own
+    changes are entries of their own)."""
+    if not all(_constraint_widens(*c) for c in _constraint_changes(a, b)):
+        return False
+    old = _alternatives(_unconstrained(a), d.old_shapes)
+    new = _alternatives(_unconstrained(b), d.new_shapes)
+    new_shapes = {shape for shape, _ in new}
+    new_refs = {ref for _, ref in new if ref is not None}
+    return all(
+        shape in new_shapes or (ref is not None and d.renamed.get(ref, ref) in new_refs)
+        for shape, ref in old
+    )
+
+
+# -- value constraints: what narrows or widens the values of one type ---------------------
+
+_CONSTRAINTS = (
+    "format",
+    "minimum",
+    "exclusiveMinimum",
+    "minLength",
+    "minItems",
+    "maximum",
+    "exclusiveMaximum",
+    "maxLength",
+    "maxItems",
+    "pattern",
+    "multipleOf",
+)
+_LOWER = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems"})
+_UPPER = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems"})
+# an annotation that changes no accepted value (a definition's default)
+_VALUE_NEUTRAL = frozenset({"default", "readOnly", "writeOnly", "deprecated"})
+_INT_RANGES = {
+    f"{sign}int{bits}": ((0, 2**bits - 1) if sign else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
+    for sign in ("", "u")
+    for bits in (8, 16, 32, 64)
+}
+_ABSENT = object()
+
+
+def _top(node: Any) -> Any:
+    """`node` without its value-neutral keys, then unwrapped (`allOf: [X]` is X)."""
+    if isinstance(node, dict):
+        node = {k: v for k, v in node.items() if k not in _VALUE_NEUTRAL}
+    return _unwrap(node)
+
+
+def _unconstrained(node: Any) -> Any:
+    node = _top(node)
+    if isinstance(node, dict):
+        return _unwrap({k: v for k, v in node.items() if k not in _CONSTRAINTS})
+    return node
+
+
+def _constraint_changes(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    """(keyword, old, new) for each value constraint that differs at the top of a and b
+    (`_ABSENT` for a side without it)."""
+    a, b = _top(a), _top(b)
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return []
+    out = []
+    for key in _CONSTRAINTS:
+        was, now = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if was != now:
+            out.append((key, was, now))
+    return out
+
+
+def _constraint_widens(key: str, was: Any, now: Any) -> bool:
+    """Every value the old constraint admits, the new one admits."""
+    if now is _ABSENT:
+        return True
+    if was is _ABSENT:
+        return False
+    if key == "format" and was in _INT_RANGES and now in _INT_RANGES:
+        (lo, hi), (new_lo, new_hi) = _INT_RANGES[was], _INT_RANGES[now]
+        return new_lo <= lo and hi <= new_hi
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (was, now))
+    if numbers and key in _LOWER:
+        return bool(now <= was)
+    if numbers and key in _UPPER:
+        return bool(now >= was)
+    return False
+
+
+def _say(change: tuple[str, Any, Any]) -> str:
+    key, was, now = change
+    if was is _ABSENT:
+        return f"{key} {json.dumps(now)} added"
+    if now is _ABSENT:
+        return f"{key} {json.dumps(was)} removed"
+    return f"{key} {json.dumps(was)} -> {json.dumps(now)}"
 
 
 def _reachable(defs: dict[str, Any], root: str | None) -> Iterator[str]:

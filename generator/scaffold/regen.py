@@ -6,15 +6,26 @@ handlers must change; code of theirs builds a message that gained a required fie
 project's tests write a message the new revision no longer accepts; a dependency is
 missing. A field newly required in a message only the runtime builds is information.
 Several `--schema`s: a revision report per revision, against the recorded schema of the
-same revision (else the first recorded). `--dry-run` writes nothing.
+same revision (else one no longer served; none: the revision is added, no report).
+`--dry-run` writes nothing.
+
+Output, most useful first: what the user must change (`file:line: what`), the notes that
+need nothing, one line per revision (`protocol schema (v2): OLD -> NEW: 255 changes, 130
+breaking`), the files rewritten (one line when many), and last a one-line result on
+stderr (`regen: v1 -> v2: 130 breaking, 110 added, 15 changed; nothing of yours to
+change`). The full per-type revision report and each rewritten file: `--verbose`, or
+`--report FILE` for the report.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import console
 from ..errors import AgentgenError
 from . import compat, inputs, project
 from .private import private_imports
@@ -36,12 +47,29 @@ def _pairs(
     return pairs
 
 
+_FEW_FILES = 5  # more rewritten files than this: one line (each with --verbose)
+
+
+@dataclass
+class _Revisions:
+    """What the served schemas change: the user's findings, the runtime-only required
+    fields, one header line and one summary per changed revision, the full reports."""
+
+    findings: list[compat.Finding] = field(default_factory=list)
+    runtime_sends: list[compat.Required] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    reports: list[str] = field(default_factory=list)
+
+
 def run_regen(
     project_dir: Path,
     *,
     schema: str | Sequence[str] | None = None,
     meta: str | Sequence[str] | None = None,
     dry_run: bool = False,
+    verbose: bool = False,
+    report: Path | None = None,
 ) -> int:
     proj = project.find_project(project_dir)
     gen = proj.generated_dir
@@ -59,27 +87,73 @@ def run_regen(
     role = str(proj.source.get("role") or "agent")
     recorded = _recorded(proj.source)
     served = [rendered.schema, *rendered.more]
-    findings, runtime_sends = _report_revisions(proj, role, recorded, served)
+    revs = _report_revisions(proj, role, recorded, served)
+    findings = revs.findings
+    unserved: list[str] = []
     if new_schema:
-        _report_unserved(recorded, served)
+        unserved = _unserved(recorded, served)
         findings = sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
 
     handler_findings = _handler_findings(proj, old_files, rendered.files)
 
-    prefix = _report_files(proj, rendered.files, dry_run)
+    prefix = f"{proj.package}/{project.GENERATED}/"
+    file_lines = _file_lines(proj, rendered.files, dry_run)
     if not dry_run:
         project.write_generated(gen, rendered.files)
     deps = compat.missing_dependencies(
         proj.root / "pyproject.toml", rendered.files, proj.package, prefix
     )
 
-    _print_findings(handler_findings, runtime_sends, findings, deps)
+    # what the user must change first, then what needs nothing, then the details
+    _print_findings(handler_findings, findings, deps)
     _print_group(
         "\nwarning: code of yours imports a private module of the generated package "
         "(it may move at any regen):",
         private_imports(proj),
     )
-    return 1 if handler_findings or findings or deps else 0
+    _print_runtime_sends(revs.runtime_sends, verbose)
+    for line in unserved:
+        print(line)
+    _print_revisions(revs, verbose, report)
+    few = verbose or len(file_lines) <= _FEW_FILES
+    print(*(file_lines if few else [_files_line(file_lines)]), sep="\n")
+    to_change = len(handler_findings) + len(findings) + len(deps)
+    sys.stdout.flush()  # the result line comes last, stderr or not
+    console.summary(
+        _summary(revs.summaries, unserved, file_lines, to_change, dry_run), ok=not to_change
+    )
+    return 1 if to_change else 0
+
+
+def _print_revisions(revs: _Revisions, verbose: bool, report: Path | None) -> None:
+    """One line per changed revision; the full reports when verbose, else in `report`."""
+    if revs.headers:
+        print()
+    for header, text in zip(revs.headers, revs.reports, strict=True):
+        print(header)
+        if verbose and text:
+            console.lines(text.rstrip() + "\n", sys.stdout, marks=("BREAKING",))
+    if report is not None:
+        texts = [f"{h}\n{t}" for h, t in zip(revs.headers, revs.reports, strict=True)]
+        report.write_text("\n".join(texts) or "no revision changed\n", encoding="utf-8")
+        print(f"the full revision report: {report}")
+    elif any(revs.reports) and not verbose:
+        print("(the full revision report, type by type: --verbose, or --report FILE)")
+
+
+def _summary(
+    revisions: list[str], unserved: list[str], file_lines: list[str], to_change: int, dry_run: bool
+) -> str:
+    """The closing line: what changed, and how many lines of the user's to change."""
+    what = revisions + [line.split(" (", 1)[0] for line in unserved]
+    if not what:
+        what = [_files_line(file_lines)]
+    yours = (
+        "nothing of yours to change"
+        if not to_change
+        else f"{to_change} line{'s' if to_change > 1 else ''} of your code to change"
+    )
+    return f"regen{' (dry run)' if dry_run else ''}: {'; '.join(what)}; {yours}"
 
 
 def _report_revisions(
@@ -87,29 +161,80 @@ def _report_revisions(
     role: str,
     recorded: list[dict[str, Any]],
     served: list[inputs.Loaded],
-) -> tuple[list[compat.Finding], list[compat.Required]]:
-    """Print a revision report for each served schema that changed; return the findings
-    in the user's code and tests, and the newly required fields only the runtime sends."""
-    findings: list[compat.Finding] = []
-    runtime_sends: list[compat.Required] = []
+) -> _Revisions:
+    """A header and a summary for each served schema that changed or was added; the
+    findings in the user's code and tests, and the newly required fields only the
+    runtime sends."""
+    out = _Revisions()
     several = len(served) > 1 or len(recorded) > 1
     for new in served:
-        old_rec = _counterpart(recorded, new)
+        old_rec = _counterpart(recorded, served, new)
+        label = f" ({_lifecycle(new.revision)})" if several else ""
+        if old_rec is None:  # a revision the project did not serve: no diff to report
+            out.headers.append(f"protocol schema{label}: added {new.origin}")
+            out.summaries.append(f"{_lifecycle(new.revision)} added")
+            out.reports.append("")
+            # what the user's code builds and the tests write, checked all the same
+            # (against the first recorded revision, the one the code was written for)
+            first, _ = _old_schema(proj, recorded[0])
+            if first is not None:
+                entries = inputs.revision_report(first, new).entries
+                _check_user_code(out, proj, role, first, new, entries)
+            continue
         if old_rec.get("sha256") == new.sha256:
             continue
-        label = f" ({_lifecycle(new.revision)})" if several else ""
-        print(f"protocol schema{label}: {old_rec.get('origin')} -> {new.origin}")
-        old_schema = _old_schema(proj, old_rec)
+        header = f"protocol schema{label}: {old_rec.get('origin')} -> {new.origin}"
+        step = _step(old_rec, new)
+        old_schema, note = _old_schema(proj, old_rec)
         if old_schema is None:
+            out.headers.append(f"{header}\n{note}")
+            out.summaries.append(step)
+            out.reports.append("")
             continue
         report = inputs.revision_report(old_schema, new)
-        print(report.text.rstrip())
-        required = compat.required_to_send(report.entries, new.data, role)
-        findings += _send_findings(proj, role, required, runtime_sends)
-        findings += compat.check_tests(
-            sorted((proj.root / "tests").rglob("*.py")), proj.root, old_schema.data, new.data
-        )
-    return findings, runtime_sends
+        counts = _counts(report.entries)
+        out.headers.append(f"{header}: {note}{counts}" if note else f"{header}: {counts}")
+        out.summaries.append(f"{step}: {_summary_counts(report.entries)}")
+        out.reports.append(report.text)
+        _check_user_code(out, proj, role, old_schema, new, report.entries)
+    return out
+
+
+def _check_user_code(
+    out: _Revisions,
+    proj: project.Project,
+    role: str,
+    old: inputs.Loaded,
+    new: inputs.Loaded,
+    entries: Sequence[Any],
+) -> None:
+    """The user's code building a message that gained a required field, and the tests
+    writing one the new revision refuses, into `out` (with the runtime-only fields)."""
+    required = compat.required_to_send(list(entries), new.data, role)
+    out.findings += _send_findings(proj, role, required, out.runtime_sends)
+    out.findings += compat.check_tests(
+        sorted((proj.root / "tests").rglob("*.py")), proj.root, old.data, new.data
+    )
+
+
+def _step(old_rec: dict[str, Any], new: inputs.Loaded) -> str:
+    """`v1 -> v2`; the same revision from elsewhere: `v1 (ORIGIN)`."""
+    was, now = _lifecycle(old_rec.get("revision") or {}), _lifecycle(new.revision)
+    if was != now:
+        return f"{was} -> {now}"
+    return f"{now} (a new schema)" if now != "?" else "a new schema"
+
+
+def _counts(entries: Sequence[Any]) -> str:
+    breaking = sum(1 for e in entries if e.breaking)
+    return f"{len(entries)} changes, {breaking} breaking"
+
+
+def _summary_counts(entries: Sequence[Any]) -> str:
+    breaking = sum(1 for e in entries if e.breaking)
+    added = sum(1 for e in entries if not e.breaking and e.kind.endswith("-added"))
+    changed = len(entries) - breaking - added
+    return f"{breaking} breaking, {added} added, {changed} changed"
 
 
 def _send_findings(
@@ -137,16 +262,15 @@ def _send_findings(
     return findings
 
 
-def _report_unserved(recorded: list[dict[str, Any]], served: list[inputs.Loaded]) -> None:
-    """Print each recorded revision that the new schemas no longer serve."""
+def _unserved(recorded: list[dict[str, Any]], served: list[inputs.Loaded]) -> list[str]:
+    """A line for each recorded revision that the new schemas no longer serve."""
     kept = {_lifecycle(s.revision) for s in served}
-    for rec in recorded:
-        gone = _lifecycle(rec.get("revision") or {})
-        if gone not in kept:
-            print(
-                f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
-                "Serve both: repeat --schema, one per revision"
-            )
+    return [
+        f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
+        "Serve both: repeat --schema, one per revision"
+        for rec in recorded
+        if (gone := _lifecycle(rec.get("revision") or {})) not in kept
+    ]
 
 
 def _handler_findings(
@@ -181,18 +305,30 @@ def _handler_findings(
         ) from None
 
 
-def _report_files(proj: project.Project, new_files: dict[str, str], dry_run: bool) -> str:
-    """Print what regenerating adds, updates and removes in `_generated/`; return the
-    folder's prefix (`<package>/_generated/`)."""
+def _file_lines(proj: project.Project, new_files: dict[str, str], dry_run: bool) -> list[str]:
+    """What regenerating adds, updates and removes in `_generated/`, a line each."""
     added, modified, removed = project.changed_files(proj.generated_dir, new_files)
     prefix = f"{proj.package}/{project.GENERATED}/"
     verb = "would " if dry_run else ""
-    for label, names in (("add", added), ("update", modified), ("remove", removed)):
-        for name in names:
-            print(f"{verb}{label} {prefix}{name}")
-    if not (added or modified or removed):
-        print(f"{prefix} is up to date")
-    return prefix
+    out = [
+        f"{verb}{label} {prefix}{name}"
+        for label, names in (("add", added), ("update", modified), ("remove", removed))
+        for name in names
+    ]
+    return out or [f"{prefix} is up to date"]
+
+
+def _files_line(file_lines: list[str]) -> str:
+    """The file lines in one: `update pkg/_generated/: 2 add, 9 update (--verbose: each)`."""
+    if len(file_lines) == 1:
+        return file_lines[0]
+    counts: dict[str, int] = {}
+    for line in file_lines:
+        verb = line.rsplit(" ", 1)[0]
+        counts[verb] = counts.get(verb, 0) + 1
+    where = file_lines[0].rsplit(" ", 1)[1].split(f"/{project.GENERATED}/")[0]
+    each = ", ".join(f"{verb} {n}" for verb, n in counts.items())
+    return f"{where}/{project.GENERATED}/: {each} file(s)"
 
 
 def _print_group(heading: str, findings: Sequence[compat.Finding]) -> None:
@@ -205,22 +341,14 @@ def _print_group(heading: str, findings: Sequence[compat.Finding]) -> None:
 
 def _print_findings(
     handler_findings: list[compat.Finding],
-    runtime_sends: list[compat.Required],
     findings: list[compat.Finding],
     deps: Sequence[compat.Finding],
 ) -> None:
-    """Print what the user must change, grouped, and the runtime's new required fields."""
+    """Print what the user must change, grouped."""
     _print_group(
         f"\n{len(handler_findings)} place(s) in your code must change for the new dispatcher:",
         handler_findings,
     )
-    if runtime_sends:
-        print(
-            f"\n{len(runtime_sends)} field(s) newly required in what this project sends, "
-            "all in messages the runtime builds (nothing to do):"
-        )
-        for req in runtime_sends:
-            print(f"  {req.subject} ({req.where})")
     sends = [f for f in findings if f.message.startswith("builds ")]
     _print_group(
         f"\n{len(sends)} place(s) in your code build a message that gained a required field:",
@@ -229,6 +357,23 @@ def _print_findings(
     tests = [f for f in findings if not f.message.startswith("builds ")]
     _print_group(f"\n{len(tests)} place(s) in your tests must change for the new revision:", tests)
     _print_group(f"\n{len(deps)} dependency(ies) missing from your pyproject.toml:", deps)
+
+
+def _print_runtime_sends(runtime_sends: list[compat.Required], verbose: bool) -> None:
+    """The fields newly required in messages only the runtime builds: information, one
+    line (each field with --verbose)."""
+    if not runtime_sends:
+        return
+    head = (
+        f"\n{len(runtime_sends)} field(s) newly required in what this project sends, "
+        "all in messages the runtime builds (nothing to do"
+    )
+    if not verbose:
+        print(f"{head}; --verbose lists them)")
+        return
+    print(f"{head}):")
+    for req in runtime_sends:
+        print(f"  {req.subject} ({req.where})")
 
 
 def _recorded(source: dict[str, Any]) -> list[dict[str, Any]]:
@@ -240,23 +385,30 @@ def _lifecycle(revision: dict[str, Any]) -> str:
     return str(revision.get("lifecycle") or "?")
 
 
-def _counterpart(recorded: list[dict[str, Any]], new: inputs.Loaded) -> dict[str, Any]:
-    """The recorded schema `new` replaces: the one of the same revision, else the first."""
+def _counterpart(
+    recorded: list[dict[str, Any]], served: list[inputs.Loaded], new: inputs.Loaded
+) -> dict[str, Any] | None:
+    """The recorded schema `new` replaces: the one of the same revision, else the first
+    recorded revision no longer served; None when `new` is a revision added beside the
+    recorded ones (no report: a diff between two revisions served side by side says
+    nothing about what changed)."""
     for rec in recorded:
         if _lifecycle(rec.get("revision") or {}) == _lifecycle(new.revision):
             return rec
-    return recorded[0]
+    kept = {_lifecycle(s.revision) for s in served}
+    for rec in recorded:
+        if _lifecycle(rec.get("revision") or {}) not in kept:
+            return rec
+    return None
 
 
-def _old_schema(proj: project.Project, rec: dict[str, Any]) -> inputs.Loaded | None:
+def _old_schema(proj: project.Project, rec: dict[str, Any]) -> tuple[inputs.Loaded | None, str]:
+    """The recorded schema as it is now, and a note when it is missing or changed."""
     origin = rec.get("origin")
     try:
         old = inputs.load_schema(project.resolve_origin(origin, proj.root) if origin else None)
     except AgentgenError as err:
-        print(f"(no revision report: the recorded schema is not available: {err})")
-        return None
+        return None, f"(no revision report: the recorded schema is not available: {err})"
     if old.sha256 != rec.get("sha256"):
-        print(
-            "(note: the recorded schema changed since generation; comparing with it as it is now)"
-        )
-    return old
+        return old, "(note: the recorded schema changed since generation; compared as it is now) "
+    return old, ""

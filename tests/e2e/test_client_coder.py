@@ -1,7 +1,7 @@
 """The generated client against examples/coder, as a user runs them (issue 16): the
 client's installed console script (the golden `echo-client-stdio`), started in a scratch
 folder with `--yes`, drives the coder agent over stdio and over HTTP (`--url`); the agent
-reads and writes the file through the client's fs and checks it with py_compile in a
+reads and writes the file through the client's fs and checks that it compiles in a
 client terminal, and the file is left edited.  Every frame is schema-checked (ACP_WIRE_CHECK=1)."""
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ def test_the_generated_client_edits_a_file_with_the_coder_agent(
     assert "-    return 'hello'" in err and "+    return 'hi'" in err
     assert "(allow_once, --yes)" in err
     assert f"the agent writes {path}" in err
-    assert "(execute)" in err and "py_compile" in err
+    assert "(execute)" in err and f"python: compile {path}" in err
+    # compiled without a .pyc: nothing of the check is left in the user's folder
+    assert sorted(p.name for p in work.iterdir()) == ["app.py"]
     assert "\x1b[" not in err  # piped: plain lines
     assert done.stdout.strip(), "the turn's one-line summary"
 
@@ -130,7 +132,7 @@ def test_the_generated_client_edits_a_file_with_the_coder_agent_over_http(
         assert done.returncode == 0, done.stderr
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
         assert "(allow_once, --yes)" in done.stderr
-        assert "(execute)" in done.stderr and "py_compile" in done.stderr
+        assert "(execute)" in done.stderr and "python: compile" in done.stderr
     finally:
         proc.terminate()
         proc.wait(15)

@@ -74,7 +74,7 @@ def test_coder_turn_takes_the_path_the_client_allows(
 ) -> None:
     """The capability matrix: the edit reaches the file on every revision and capability
     set; fs/* only when declared (never on v2), terminal/* only when declared (never on
-    v2), and the py_compile tool call exactly when the terminal is used."""
+    v2), and the compile tool call exactly when the terminal is used."""
     target = tmp_path / "app.py"
     target.write_text(SOURCE)
     v2 = revision == "v2"
@@ -132,7 +132,7 @@ def test_coder_turn_takes_the_path_the_client_allows(
         assert done[-1]["status"] == "completed"
     summary = ed.texts()[-1]
     assert summary.startswith("Replaced 1 occurrence of `hello` in app.py")
-    assert ("py_compile ok" in summary) is terminal
+    assert ("(compiles)" in summary) is terminal
 
 
 @pytest.mark.parametrize("revision", ["v1", "v2"])

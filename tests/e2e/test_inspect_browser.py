@@ -90,7 +90,7 @@ def _wire_is_valid(page: Any) -> list[str]:
 
 def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) -> None:
     """One coder turn: plan, thought, the edit's diff, permission allowed, the write and
-    the terminal command allowed (`asked`), py_compile in a terminal, the summary."""
+    the terminal command allowed (`asked`), the compile check in a terminal, the summary."""
     _prompt(page, "replace `'hello'` with `'hi'` in app.py")
     dialog = page.wait_for_selector("dialog[open]", timeout=TIMEOUT)
     assert "Permission: Edit app.py" in page.inner_text("#dialog-title")
@@ -109,7 +109,8 @@ def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) 
         # the check's command runs only once allowed
         page.wait_for_selector("dialog[open] pre.term", timeout=TIMEOUT)
         assert "The agent runs a command" in page.inner_text("#dialog-title")
-        assert page.inner_text("dialog pre.term").endswith(f"-m py_compile {work / 'app.py'}")
+        shown = page.inner_text("dialog pre.term")
+        assert "compile(" in shown and shown.endswith(f" {work / 'app.py'}"), shown
         page.click("dialog button[data-kind=allow]")
     page.wait_for_selector("#transcript .stop", timeout=TIMEOUT)
     transcript = page.inner_text("#transcript")
@@ -120,8 +121,8 @@ def _coder_turn(page: Any, work: Path, *, asked: bool, shot: str | None = None) 
     assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
     assert page.locator(".diff .del").first.inner_text() == "-     return 'hello'"
     assert page.locator(".tool pre.term").count() == 1
-    assert page.inner_text(".tool pre.term") == "(no output)\n[exit 0]"  # py_compile: quiet
-    assert "py_compile" in transcript
+    assert page.inner_text(".tool pre.term") == "(no output)\n[exit 0]"  # compile: quiet
+    assert "python: compile" in transcript
     statuses = page.locator(".tool .status").all_inner_texts()
     assert statuses and set(statuses) == {"completed"}, statuses
     assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
@@ -352,7 +353,7 @@ def test_sessions_are_listed_loaded_and_deleted_from_the_page(
 def test_a_terminal_shows_its_output_and_exit_status(
     page: Any, tmp_path: Path, shared_acp: Path, cache: Path
 ) -> None:
-    """The coder's check fails on the file it broke: py_compile's error in the terminal."""
+    """The coder's check fails on the file it broke: compile()'s error in the terminal."""
     schema = schema_path(shared_acp)
     env = build_coder(tmp_path, load_schema_file(schema), "coder_terminal")
     work = _work(tmp_path)
@@ -376,7 +377,7 @@ def test_a_terminal_shows_its_output_and_exit_status(
         term = page.inner_text(".tool pre.term")
         assert "SyntaxError" in term and term.endswith("[exit 1]"), term
         assert page.locator(".tool .status").last.inner_text() == "failed"
-        assert "py_compile failed with exit code 1" in page.inner_text("#transcript")
+        assert "compile failed with exit code 1" in page.inner_text("#transcript")
         assert "(auto-approved)" in page.inner_text("#transcript")
         _wire_is_valid(page)
 

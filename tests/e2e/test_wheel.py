@@ -84,6 +84,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         env=env,
     )
     assert built.returncode == 0, built.stdout + built.stderr
+    # no deprecation of pyproject's own (the license as a table was one, on every build)
+    assert "project.license" not in built.stderr, built.stderr
     (wheel,) = sorted((tmp / "dist").glob("acp_agentgen-*.whl"))
     venv = tmp / "venv"
     made = _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp, env=env)
@@ -105,6 +107,10 @@ def test_the_wheel_carries_templates_runtime_and_schemas(installed: dict[str, An
     import zipfile
 
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    meta = zipfile.ZipFile(installed["wheel"]).read(metadata).decode()
+    assert "License-Expression: Apache-2.0" in meta.splitlines()
+    assert [n for n in names if n.endswith(".dist-info/licenses/LICENSE")], names
     for rel in (
         "agentgen/_data/templates/agent/copier.yml",
         "agentgen/_data/templates/client/copier.yml",

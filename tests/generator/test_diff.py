@@ -313,3 +313,54 @@ def test_same_meaning_spelled_differently_is_no_change() -> None:
         ("value-removed", 'value "user" removed', True),
         ("value-added", 'value "system" added', False),
     }
+
+
+@pytest.mark.parametrize("pair", [*PAIRS, ("v1/schema.json", "v2-2.4.0/schema.json")])
+def test_no_retype_reads_the_same_type_on_both_sides(
+    shared_acp: Path, reports: dict[Any, Any], pair: tuple[str, str]
+) -> None:
+    """`TerminalExitStatus.exitCode: type integer | null -> integer | null` was marked
+    BREAKING (v1 -> v2 of npm 2.4.0): a retype names what differs, and one that only
+    widens a value constraint (uint32 -> int64, minimum 0 dropped) is not breaking."""
+    if pair in reports:
+        _, _, report = reports[pair]
+    else:
+        report = diff_schemas(_load(shared_acp, pair[0]), _load(shared_acp, pair[1]))
+    for c in report.entries:
+        if c.kind == "field-retyped" and " -> " in c.detail.split(":")[0]:
+            was, now = c.detail.split(":")[0].removeprefix("type ").split(" -> ", 1)
+            assert was != now, c
+    if pair == ("v1/schema.json", "v2-2.4.0/schema.json"):
+        exit_code = _entries(report, "field-retyped")["TerminalExitStatus.exitCode"]
+        assert not exit_code.breaking, exit_code
+        assert 'format "uint32" -> "int64", minimum 0 removed' in exit_code.detail
+        size = _entries(report, "field-retyped")["ResourceLink.size"]  # int64 -> uint64
+        assert size.breaking and 'format "int64" -> "uint64", minimum 0 added' in size.detail
+
+
+def test_a_reference_made_nullable_widens_though_its_definition_changed() -> None:
+    """`auth: AgentAuthCapabilities` (with a default) -> `AgentAuthCapabilities | null`: the
+    definition's own changes are entries of their own; the field only widened."""
+    caps = {"type": "object", "properties": {"a": {"type": "string"}}}
+    old = _schema(
+        {
+            "Caps": caps,
+            "Init": {
+                "type": "object",
+                "properties": {"auth": {"default": {}, "allOf": [{"$ref": "#/$defs/Caps"}]}},
+            },
+        }
+    )
+    new_caps = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    new = _schema(
+        {
+            "Caps": new_caps,
+            "Init": {
+                "type": "object",
+                "properties": {"auth": {"anyOf": [{"$ref": "#/$defs/Caps"}, {"type": "null"}]}},
+            },
+        }
+    )
+    got = {c.subject: c for c in diff_schemas(old, new).entries}
+    assert not got["Init.auth"].breaking, got
+    assert got["Init.auth"].detail.startswith("type Caps -> Caps | null: widened")

@@ -78,3 +78,18 @@ def test_one_repository_url_everywhere() -> None:
     assert "example.invalid" not in readme
     # every mention of a github.com repository in the README is this one
     assert set(re.findall(r"https://github\.com/agentgen/[\w.-]+", readme)) == {repo}
+
+
+def test_license_is_an_spdx_expression_with_its_file() -> None:
+    """Issue 29, item 11: `license = { text = ... }` made setuptools print its
+    `project.license` deprecation on every build (`make demo` included). The license is
+    an SPDX expression, its text ships as `license-files`, and the build requires a
+    setuptools that reads both (77)."""
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    project = data["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").lstrip().startswith("Apache License")
+    (setuptools,) = [r for r in data["build-system"]["requires"] if r.startswith("setuptools")]
+    assert re.fullmatch(r"setuptools>=(\d+)", setuptools)
+    assert int(setuptools.split(">=")[1]) >= 77

@@ -561,3 +561,90 @@ def test_a_command_that_serves_http_is_named_at_once(
         'serves HTTP, not stdio (it says "listening on http://127.0.0.1:8123/acp"): '
         "connect to it with --url http://127.0.0.1:8123/acp"
     ) in err, err
+
+
+class _Piped:
+    """A text stream that is not a terminal (a pipe, a file), collecting what is written."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _plan(*statuses: str) -> dict[str, Any]:
+    names = ("Read app.py", "Edit app.py", "Check app.py")
+    entries = [
+        {"content": n, "priority": "medium", "status": s}
+        for n, s in zip(names, statuses, strict=True)
+    ]
+    return {"sessionUpdate": "plan", "entries": entries}
+
+
+def test_piped_plan_updates_show_what_changed() -> None:
+    """Issue 29, item 11: piped, each plan update reprinted the whole checklist (three
+    updates of a three-entry plan: twelve lines). The first plan is shown whole; an update
+    of the same entries shows the entries whose status changed; a new plan, whole."""
+    from runtime.client.client_tools import Renderer
+
+    info = _Piped()
+    r = Renderer(out=_Piped(), info=info)
+    r.render(_plan("pending", "pending", "pending"))
+    r.render(_plan("completed", "in_progress", "pending"))
+    r.render(_plan("completed", "completed", "completed"))
+    r.render({"sessionUpdate": "plan", "entries": [{"content": "Undo", "status": "pending"}]})
+    assert info.text().splitlines() == [
+        "plan",
+        "  [ ] Read app.py",
+        "  [ ] Edit app.py",
+        "  [ ] Check app.py",
+        "plan 1/3: [x] Read app.py",
+        "plan 2/3: [~] Edit app.py",
+        "plan 2/3: [x] Edit app.py",
+        "plan 3/3: [x] Check app.py",
+        "plan",
+        "  [ ] Undo",
+    ]
+
+
+def test_an_info_line_after_unfinished_message_text_starts_its_own_line() -> None:
+    """Issue 29, item 11: on one screen (stdout and stderr the same terminal or file) the
+    session title was glued to the message text (`...pydantic-acptitle: ...`)."""
+    from runtime.client.client_tools import Renderer
+
+    screen = _Piped()
+    r = Renderer(out=screen, info=screen)
+    message = {"type": "text", "text": "built with pydantic-acp"}
+    r.render({"sessionUpdate": "agent_message_chunk", "content": message})
+    r.render({"sessionUpdate": "session_info_update", "title": "Greeting"})
+    assert screen.text() == "built with pydantic-acp\ntitle: Greeting\n"
+    # two streams that go to different places: stdout keeps the agent's text as sent
+    out, info = _Piped(), _Piped()
+    r = Renderer(out=out, info=info)
+    r.render({"sessionUpdate": "agent_message_chunk", "content": message})
+    r.render({"sessionUpdate": "session_info_update", "title": "Greeting"})
+    assert out.text() == "built with pydantic-acp" and info.text() == "title: Greeting\n"
+
+
+def test_stdout_and_stderr_on_one_file_are_one_stream(tmp_path: Path) -> None:
+    """`client > log 2>&1`: the same file behind two descriptors counts as one screen."""
+    from runtime.client.client_tools import Renderer
+
+    log = tmp_path / "log"
+    with log.open("w") as out, open(os.dup(out.fileno()), "w") as info:
+        r = Renderer(out=out, info=info)
+        message = {"type": "text", "text": "done"}
+        r.render({"sessionUpdate": "agent_message_chunk", "content": message})
+        r.render({"sessionUpdate": "session_info_update", "title": "T"})
+    assert log.read_text().splitlines() == ["done", "title: T"]

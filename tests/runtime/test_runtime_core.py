@@ -371,3 +371,29 @@ def test_stdio_pipes_are_widened(tmp_path: Path) -> None:
         os.close(wfd)
     with (tmp_path / "f").open("wb") as f:
         widen_pipe(f.fileno())  # not a pipe: nothing happens, nothing raised
+
+
+def test_validation_messages_carry_no_pydantic_prefix() -> None:
+    """Issue 29, item 11: a validator's ValueError reached the peer as "Value error, the
+    size must be positive"; the message is the validator's own words."""
+    from pydantic import BaseModel, ValidationError, field_validator
+    from runtime.wire.errors import from_validation_error
+
+    class Sized(BaseModel):
+        size: int
+
+        @field_validator("size")
+        @classmethod
+        def _positive(cls, v: int) -> int:
+            if v <= 0:
+                raise ValueError("the size must be positive")
+            if v >= 100:  # (not an assert statement: pytest rewrites those of a test file)
+                raise AssertionError("the size must be under 100")
+            return v
+
+    for size, words in ((0, "the size must be positive"), (100, "the size must be under 100")):
+        with pytest.raises(ValidationError) as info:
+            Sized.model_validate({"size": size})
+        err = from_validation_error(info.value, ("params",), {"size": size})
+        assert err.message == f"invalid params: params.size: {words} (at /size)", err.message
+        assert err.data["errors"][0]["msg"] == words

@@ -295,7 +295,9 @@ class TestRegen:
             tmp_path / "s2.json", {"initialize": ["InitializeRequest", "InitializeResponse"]}
         )
 
-        code, out = invoke("regen", "--project", str(target), "--schema", str(s2), "--dry-run")
+        code, out = invoke(
+            "regen", "--project", str(target), "--schema", str(s2), "--dry-run", "-v"
+        )
         assert code == 1, out
         assert "removed method session_prompt" in out
         line = (

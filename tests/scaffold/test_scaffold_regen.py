@@ -6,6 +6,7 @@ handlers are listed as file:line, exit non-zero, nothing of the user's lost)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_regen_across_revisions(tmp_path: Path, shared_acp: Path) -> None:
     assert {k: v for k, v in tree_bytes(project).items() if "/_generated/" in k} == v1_generated
 
     code, out = invoke(
-        "regen", "--project", str(project), "--schema", str(shared_acp / "v2/schema.json")
+        "regen", "--project", str(project), "--schema", str(shared_acp / "v2/schema.json"), "-v"
     )
     assert code == 1, out
     # the revision report names what really changed between v1 and v2
@@ -228,3 +229,88 @@ def test_regen_warns_about_an_import_of_a_private_module(tmp_path: Path) -> None
         in out
     ), out
     assert "Turn" not in out.split("private module of the generated package")[1]
+
+
+ECHO = Path(__file__).resolve().parents[2] / "examples" / "echo" / "agent.yaml"
+
+
+def _last_line(out: str) -> str:
+    return out.rstrip("\n").splitlines()[-1]
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_leads_with_what_to_change_and_ends_in_one_line(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """Issue 29, item 10: v1 -> v2 printed the whole revision report (hundreds of lines)
+    with the one line to act on near the end and no result line. Now: the user's lines
+    to change first, one line per revision, the one-line result last; the full report
+    only with --verbose or in the --report file."""
+    project = tmp_path / "proj"
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    code, out = invoke("new", str(project), "-m", str(ECHO), "--no-git", "--schema", v1)
+    assert code == 0, out
+    handlers = project / "echo_agent" / "handlers.py"
+    handlers.write_text(
+        handlers.read_text()
+        + "\n\nclass Extra(Agent):\n"
+        + "    async def session_set_mode(self, *args: object, **kwargs: object) -> None:\n"
+        + "        return None\n"
+    )
+    line = handlers.read_text().splitlines().index("class Extra(Agent):") + 2
+
+    code, out = invoke("regen", "-p", str(project), "--schema", v2, "--dry-run")
+    assert code == 1, out
+    lines = out.strip("\n").splitlines()
+    assert len(lines) <= 15, out
+    assert "BREAKING" not in out  # the per-type report is not printed by default
+    first = next(ln for ln in lines if ln.strip())
+    assert first.endswith("must change for the new dispatcher:"), out
+    assert lines[lines.index(first) + 1].startswith(f"echo_agent/handlers.py:{line}: "), out
+    header = next(ln for ln in lines if ln.startswith("protocol schema"))
+    assert lines.index(header) > lines.index(first) + 1
+    assert re.fullmatch(r"protocol schema: .* -> .*: \d+ changes, \d+ breaking", header), header
+    assert "--verbose, or --report FILE" in out
+    assert re.fullmatch(
+        r"regen \(dry run\): v1 -> v2: \d+ breaking, \d+ added, \d+ changed; "
+        r"no longer served: v1; 1 line of your code to change",
+        _last_line(out),
+    ), out
+
+    code, verbose = invoke("regen", "-p", str(project), "--schema", v2, "--dry-run", "-v")
+    assert code == 1
+    assert "BREAKING  method-removed   session/set_mode" in verbose
+    assert "  ContentChunk.messageId (session/update params)" in verbose
+    assert _last_line(verbose) == _last_line(out)
+
+    report = tmp_path / "report.txt"
+    code, out = invoke("regen", "-p", str(project), "--schema", v2, "--report", str(report))
+    assert code == 1
+    assert f"the full revision report: {report}" in out and "BREAKING" not in out
+    text = report.read_text()
+    assert text.startswith("protocol schema: ") and "BREAKING  method-removed" in text
+
+    handlers.write_text(handlers.read_text().split("\n\nclass Extra(")[0] + "\n")
+    code, out = invoke("regen", "-p", str(project))
+    assert code == 0, out
+    assert (
+        _last_line(out) == "regen: echo_agent/_generated/ is up to date; nothing of yours to change"
+    )
+
+
+@pytest.mark.usefixtures("store")
+def test_a_revision_added_beside_the_recorded_one_is_no_diff(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """Issue 29, item 10: adding v1 back to a v2 project read "v2 -> v1 unstable, 147
+    breaking" (a diff from the recorded v2 to the added v1). An added revision is said
+    to be added."""
+    project = tmp_path / "proj"
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    code, out = invoke("new", str(project), "-m", str(ECHO), "--no-git", "--schema", v2)
+    assert code == 0, out
+    code, out = invoke("regen", "-p", str(project), "--schema", v2, "--schema", v1)
+    assert code == 0, out
+    assert "BREAKING" not in out and "breaking" not in out, out
+    assert f"protocol schema (v1): added {v1}" in out
+    assert _last_line(out) == "regen: v1 added; nothing of yours to change", out

@@ -84,11 +84,17 @@ class Renderer:
         self._tools: dict[str, dict[str, Any]] = {}
         self._thinking = False
         self._mid_line = False  # the message text on `out` has not ended its line
+        self._shared = _same_stream(self.out, self.info)  # one screen (or file) for both
+        self._plan_shown: list[tuple[str, str]] | None = None  # (content, status) shown
 
     def _line(self, text: str) -> None:
         if self._thinking:  # end the thought's line first
             self._thinking = False
             self.info.write("\n")
+        if self._mid_line and self._shared:  # not glued to the message text: its own line
+            self._mid_line = False
+            self.out.write("\n")
+            self.out.flush()
         self.info.write(text + "\n")
         self.info.flush()
 
@@ -221,14 +227,27 @@ class Renderer:
 
     # ---- plans, terminals, session info --------------------------------------------
     def _plan(self, update: dict[str, Any]) -> None:
+        """The plan as a checklist. Piped, an update of the same entries shows only the
+        entries whose status changed (a log, not a screen to redraw)."""
         entries = update.get("entries")
         if entries is None:  # v2: plan_update carries `plan`
             entries = _obj(update.get("plan")).get("entries")
+        plan = [
+            (str(_obj(e).get("content", "")), str(_obj(e).get("status")))
+            for e in (entries if type(entries) is list else ())
+        ]
+        before, self._plan_shown = self._plan_shown, plan
+        if not self.style.on and before is not None and len(before) == len(plan):
+            changed = [(i, e) for i, e in enumerate(plan) if e != before[i]]
+            if all(e[0] == before[i][0] for i, e in changed) and len(changed) < len(plan):
+                for i, (content, status) in changed:  # (all changed: a new plan, below)
+                    mark = _STATUS_MARK.get(status, " ")
+                    self._line(f"plan {i + 1}/{len(plan)}: [{mark}] {content}")
+                return
         self._line(self.style.cyan("plan"))
-        for entry in entries if type(entries) is list else ():
-            e = _obj(entry)
-            mark = _STATUS_MARK.get(str(e.get("status")), " ")
-            text = f"  [{mark}] {e.get('content', '')}"
+        for content, status in plan:
+            mark = _STATUS_MARK.get(status, " ")
+            text = f"  [{mark}] {content}"
             self._line(self.style.dim(text) if mark == "x" else text)
 
     _plan_update = _plan
@@ -255,6 +274,17 @@ class Renderer:
     def _session_info_update(self, update: dict[str, Any]) -> None:
         if update.get("title"):
             self._line(self.style.dim(f"title: {update['title']}"))
+
+
+def _same_stream(a: TextIO, b: TextIO) -> bool:
+    """Whether two streams end up in one place (a terminal, a file, a pipe): what one
+    leaves mid-line, the other continues."""
+    if a is b:
+        return True
+    try:
+        return os.path.samestat(os.fstat(a.fileno()), os.fstat(b.fileno()))
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is an OSError
+        return False
 
 
 def _describe_block(block: dict[str, Any]) -> str:

@@ -100,7 +100,7 @@ def from_validation_error(
         raw = tuple(e.get("loc", ()))
         err: dict[str, Any] = {
             "loc": [*prefix, *raw],
-            "msg": e.get("msg", ""),
+            "msg": plain_message(e),
             "type": e.get("type", ""),
         }
         if value is not _NO_VALUE:
@@ -114,6 +114,18 @@ def from_validation_error(
         out.message += f" (at {errs[0]['pointer'] or '/'})"
         out.data["pointer"] = errs[0]["pointer"]
     return out
+
+
+# what pydantic puts before the text of a ValueError or an assert raised in a validator
+_PYDANTIC_PREFIXES = {"value_error": "Value error, ", "assertion_error": "Assertion failed, "}
+
+
+def plain_message(error: Any) -> str:
+    """One pydantic error's message without pydantic's "Value error, " (or "Assertion
+    failed, ") before the validator's own words."""
+    msg = str(error.get("msg", ""))
+    prefix = _PYDANTIC_PREFIXES.get(str(error.get("type", "")))
+    return msg.removeprefix(prefix) if prefix else msg
 
 
 def json_pointer(value: Any, loc: tuple[Any, ...]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from .errors import plain_message
 from .revision import revision_for
 
 log = logging.getLogger("acp.runtime.wirecheck")
@@ -310,7 +311,7 @@ class WireCheck:
             out = []
             for e in errors(include_url=False, include_input=False, include_context=False)[:5]:
                 loc = "/".join(str(p) for p in e.get("loc", ()))
-                out.append(f"{what} ({cls_name}) /{loc}: {e.get('msg', '')}")
+                out.append(f"{what} ({cls_name}) /{loc}: {plain_message(e)}")
             return out
         if not sending:
             return []

@@ -5,13 +5,17 @@ HTTP on 127.0.0.1), read a process's memory."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +165,49 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class Listening:
+    """A generated HTTP agent started on a free port (`listening`): its process, the /acp
+    URL it printed first on stderr, and the stderr lines after that one."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc = proc
+        self.url = url
+        self.where = url.split("://", 1)[1].split("/", 1)[0]  # host:port
+        self.stderr: list[str] = []
+
+
+@contextlib.contextmanager
+def listening(
+    env: dict[str, str], package: str, *args: str, cwd: Path | None = None
+) -> Iterator[Listening]:
+    """`python -m package --port 0 ARGS` until the block ends (terminated, then killed)."""
+    proc = subprocess.Popen(
+        [PY, "-m", package, "--port", "0", *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        m = re.fullmatch(r"listening on (https?://127\.0\.0\.1:\d+/acp) \(.*\)\n", line)
+        assert m, f"first stderr line of the agent: {line!r}"
+        agent = Listening(proc, m.group(1))
+        threading.Thread(target=lambda: agent.stderr.extend(proc.stderr or ()), daemon=True).start()
+        yield agent
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
 
 
 def start_http(env: dict[str, str], package: str, port: int, **extra_env: str) -> subprocess.Popen:

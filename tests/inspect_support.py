@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hardening_support as hs
 from project_support import write_project
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,25 +56,8 @@ def build_example(
 @contextlib.contextmanager
 def http_agent(env: dict[str, str], package: str, cwd: Path) -> Iterator[str]:
     """A generated HTTP agent on a free port; yields its /acp URL."""
-    proc = subprocess.Popen(
-        [PY, "-m", package, "--port", "0"],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        m = re.fullmatch(r"listening on (http://127\.0\.0\.1:\d+/acp) \(.*\)\n", line)
-        assert m, f"first stderr line of the agent: {line!r}"
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(15)
+    with hs.listening(env, package, cwd=cwd) as agent:
+        yield agent.url
 
 
 class Inspector:

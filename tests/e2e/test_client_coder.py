@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
+import hardening_support as hs
 import pytest
 from coder_support import build_coder
 from test_client_failures import _run, install_scripts
@@ -103,28 +102,14 @@ def test_the_generated_client_edits_a_file_with_the_coder_agent_over_http(
 ) -> None:
     schema = json.loads((shared_acp / REVISIONS["v1"]).read_text())
     agent_env = build_coder(tmp_path, schema, "coder_http", transport="http")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coder_http", "--port", "0"],
-        env=agent_env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        m = re.fullmatch(r"listening on (http://127\.0\.0\.1:\d+/acp) \(.*\)\n", line)
-        assert m, f"first stderr line of the agent: {line!r}"
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
+    with hs.listening(agent_env, "coder_http", cwd=tmp_path) as agent:
         work = _work(tmp_path)
         done = _run(
             scripts,
             "stdio",  # a client made for stdio speaks HTTP too (--url)
             "--yes",
             "--url",
-            m.group(1),
+            agent.url,
             prompts="replace `hello` with `hi` in app.py\n",
             cwd=work,
             timeout=120,
@@ -133,6 +118,3 @@ def test_the_generated_client_edits_a_file_with_the_coder_agent_over_http(
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
         assert "(allow_once, --yes)" in done.stderr
         assert "(execute)" in done.stderr and "python: compile" in done.stderr
-    finally:
-        proc.terminate()
-        proc.wait(15)

@@ -13,10 +13,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import hardening_support as hs
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,27 +52,8 @@ def _env(tmp: Path, root: Path) -> dict[str, str]:
 @contextlib.contextmanager
 def _agent(tmp: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
     """The golden HTTP agent on a free port: the process, `host:port`, its stderr lines."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "echo_agent", "--port", "0"],
-        env=_env(tmp, HTTP_AGENT),
-        cwd=tmp,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        m = re.fullmatch(r"listening on http://(127\.0\.0\.1:\d+)/acp \(h2c, HTTP/1\.1\)\n", line)
-        assert m, f"first stderr line of the agent: {line!r}"
-        lines: list[str] = []
-        threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True).start()
-        yield proc, m.group(1), lines
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(15)
+    with hs.listening(_env(tmp, HTTP_AGENT), "echo_agent", cwd=tmp) as agent:
+        yield agent.proc, agent.where, agent.stderr
 
 
 def _normalized(text: str) -> str:

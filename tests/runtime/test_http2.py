@@ -47,23 +47,9 @@ def agent(built: dict[str, Any], *args: str) -> Iterator[str]:
         "ACP_TEST_TRANSPORT": "http",
         "ACP_SESSION_DB": str(built["tmp"] / "s.db"),
     }
-    proc = subprocess.Popen(
-        [hs.PY, "-m", PKG, "--port", "0", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        m = re.fullmatch(r"listening on (https?://127\.0\.0\.1:(\d+)/acp) \(.*\)\n", line)
-        assert m, f"first stderr line: {line!r}"
-        assert m.group(2) != "0"
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with hs.listening(env, PKG, *args) as running:
+        assert running.where.rsplit(":", 1)[1] != "0"
+        yield running.url
 
 
 def curl_version(*args: str) -> str:

@@ -110,23 +110,28 @@ async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> st
 
 
 @pytest.mark.parametrize(
-    ("rev", "caps", "offered"),
+    ("built_as", "caps", "offered"),
     [
         ("v1", {}, ""),
         ("v1", {"fs": FS}, "read_file,write_file"),
         ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
         ("v2", {}, ""),
+        # llm.on_disk: the file tools without a client's fs (v2 has none)
+        ("disk_v1", {}, "read_file,write_file"),
+        ("disk_v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
+        ("disk_v2", {}, "read_file,write_file"),
     ],
 )
 def test_the_tools_offered_follow_the_clients_capabilities(
-    built: Any, tmp_path: Path, rev: str, caps: dict[str, Any], offered: str
+    built: Any, tmp_path: Path, built_as: str, caps: dict[str, Any], offered: str
 ) -> None:
-    env, package = built[rev]
+    env, package = built[built_as]
+    v2 = built_as.endswith("v2")
 
     async def main() -> list[str]:
         ed = await Editor.start(env, package, tmp_path)
-        sid = await _session(ed, tmp_path, rev == "v2", caps)
-        await ed.prompt(sid, "tools", v2=rev == "v2")
+        sid = await _session(ed, tmp_path, v2, caps)
+        await ed.prompt(sid, "tools", v2=v2)
         await ed.stop()
         return ed.texts()
 
@@ -176,29 +181,6 @@ def test_a_model_reads_writes_and_runs_through_the_editor(
     assert list(finals.values()) == (
         ["completed", "completed", "completed"] if allowed else ["completed", "failed", "failed"]
     )
-
-
-@pytest.mark.parametrize(
-    ("rev", "caps", "offered"),
-    [
-        ("v1", {}, "read_file,write_file"),
-        ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
-        ("v2", {}, "read_file,write_file"),
-    ],
-)
-def test_on_disk_the_file_tools_are_offered_without_a_clients_fs(
-    built: Any, tmp_path: Path, rev: str, caps: dict[str, Any], offered: str
-) -> None:
-    env, package = built["disk_" + rev]
-
-    async def main() -> list[str]:
-        ed = await Editor.start(env, package, tmp_path)
-        sid = await _session(ed, tmp_path, rev == "v2", caps)
-        await ed.prompt(sid, "tools", v2=rev == "v2")
-        await ed.stop()
-        return ed.texts()
-
-    assert "".join(asyncio.run(main())) == "tools " + offered
 
 
 @pytest.mark.parametrize("rev", ["v1", "v2"])

@@ -167,6 +167,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def build_revisions(
+    tmp: Path,
+    shared_acp: Path,
+    prefix: str,
+    *,
+    manifest: dict[str, Any],
+    handlers: str,
+    model_env: bool = True,
+) -> dict[str, tuple[dict[str, str], str]]:
+    """`handlers` and `manifest` generated for v1 (its unstable schema) and v2, as
+    `<prefix>_<rev>`: rev -> (env, package).  `model_env=False`: no `ACP_MODEL` in the
+    env (the manifest's or the agent's own model is the one run)."""
+    out: dict[str, tuple[dict[str, str], str]] = {}
+    for rev, unstable in (("v1", True), ("v2", False)):
+        package = f"{prefix}_{rev}"
+        env = build(
+            tmp,
+            shared_acp,
+            package,
+            rev=rev,
+            unstable=unstable,
+            manifest=manifest,
+            handlers=handlers,
+        )
+        if not model_env:
+            env.pop("ACP_MODEL", None)
+        out[rev] = (env, package)
+    return out
+
+
 class Listening:
     """A generated HTTP agent started on a free port (`listening`): its process, the /acp
     URL it printed first on stderr, and the stderr lines after that one."""

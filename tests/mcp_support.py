@@ -190,20 +190,7 @@ MANIFEST: dict[str, Any] = {"name": "mcp-agent", "version": "0.1.0"}
 def build_agents(tmp: Path, shared_acp: Path, prefix: str) -> dict[str, tuple[dict[str, str], str]]:
     """The agent above, generated for v1 (unstable) and v2 as `<prefix>_<rev>`:
     rev -> (env, package)."""
-    out: dict[str, tuple[dict[str, str], str]] = {}
-    for rev, unstable in (("v1", True), ("v2", False)):
-        package = f"{prefix}_{rev}"
-        env = hs.build(
-            tmp,
-            shared_acp,
-            package,
-            rev=rev,
-            unstable=unstable,
-            manifest=MANIFEST,
-            handlers=HANDLERS,
-        )
-        out[rev] = (env, package)
-    return out
+    return hs.build_revisions(tmp, shared_acp, prefix, manifest=MANIFEST, handlers=HANDLERS)
 
 
 def init_params(v2: bool) -> dict[str, Any]:

@@ -96,21 +96,9 @@ MANIFEST: dict[str, Any] = {
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("model_agent")
-    out = {}
-    for rev, unstable in (("v1", True), ("v2", False)):
-        package = f"model_agent_{rev}"
-        env = hs.build(
-            tmp,
-            shared_acp,
-            package,
-            rev=rev,
-            unstable=unstable,
-            manifest=MANIFEST,
-            handlers=HANDLERS,
-        )
-        env.pop("ACP_MODEL", None)
-        out[rev] = (env, package)
-    return out
+    return hs.build_revisions(
+        tmp, shared_acp, "model_agent", manifest=MANIFEST, handlers=HANDLERS, model_env=False
+    )
 
 
 def _init(v2: bool) -> dict[str, Any]:

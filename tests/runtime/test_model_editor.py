@@ -83,22 +83,13 @@ ON_DISK: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": Tru
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("editor_agent")
-    out = {}
-    for rev, unstable in (("v1", True), ("v2", False)):
-        for name, manifest in (("", MANIFEST), ("disk_", ON_DISK)):
-            package = f"editor_agent_{name}{rev}"
-            env = hs.build(
-                tmp,
-                shared_acp,
-                package,
-                rev=rev,
-                unstable=unstable,
-                manifest=manifest,
-                handlers=HANDLERS,
-            )
-            env.pop("ACP_MODEL", None)
-            out[name + rev] = (env, package)
-    return out
+    plain = hs.build_revisions(
+        tmp, shared_acp, "editor_agent", manifest=MANIFEST, handlers=HANDLERS, model_env=False
+    )
+    disk = hs.build_revisions(
+        tmp, shared_acp, "editor_agent_disk", manifest=ON_DISK, handlers=HANDLERS, model_env=False
+    )
+    return {**plain, **{f"disk_{rev}": agent for rev, agent in disk.items()}}
 
 
 async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> str:

@@ -66,19 +66,12 @@ REVS = {"v1": ("v1", True), "v2": ("v2", False)}
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     tmp = tmp_path_factory.mktemp("picker_agent")
+    agents = hs.build_revisions(
+        tmp, shared_acp, "picker_agent", manifest=MANIFEST, handlers=HANDLERS, model_env=False
+    )
     out = {}
-    for rev, (folder, unstable) in REVS.items():
-        package = f"picker_agent_{rev}"
-        env = hs.build(
-            tmp,
-            shared_acp,
-            package,
-            rev=folder,
-            unstable=unstable,
-            manifest=MANIFEST,
-            handlers=HANDLERS,
-        )
-        env.pop("ACP_MODEL", None)
+    for rev, (env, package) in agents.items():
+        folder, unstable = REVS[rev]
         schema_file = shared_acp / folder / f"schema{'.unstable' if unstable else ''}.json"
         schema = json.loads(schema_file.read_text())
         validator = Draft202012Validator(

@@ -21,6 +21,7 @@ from .. import schemas
 from ..names import pascal
 from ..pointer import from_fragment, resolve
 from ..schemas import walk
+from .llm import MODEL_OPTION, THOUGHT_OPTION
 from .positions import child
 
 Problem = tuple[str, str, bool]
@@ -174,7 +175,7 @@ def llm(data: dict[str, Any]) -> Iterator[Problem]:
     config = data.get("config")
     if not isinstance(config, dict):
         return
-    made = {"model": "models", "thought_level": "reasoning_levels"}
+    made = {MODEL_OPTION: "models", THOUGHT_OPTION: "reasoning_levels"}
     for pointer, opt in _items(config, "options", "/config"):
         key = made.get(str(opt.get("id")))
         if key is not None and block.get(key):
@@ -182,7 +183,7 @@ def llm(data: dict[str, Any]) -> Iterator[Problem]:
             yield f"{pointer}/id", message + ": declare one or the other", False
             continue
         values = opt.get("values")
-        if opt.get("id") != "model" or not isinstance(values, list):
+        if opt.get("id") != MODEL_OPTION or not isinstance(values, list):
             continue
         if isinstance(default, str) and default not in values:
             yield f"{pointer}/values", f"the model picker does not list {default!r}", False

@@ -118,7 +118,7 @@ def _reader(turn: Turn, disk: bool = False) -> Any:
                 else:
                     text = await turn.read_text_file(full, line=line, limit=limit)
             except (RpcError, OSError, OutsideFolder) as exc:
-                reason = exc.message if isinstance(exc, RpcError) else _reason(exc)
+                reason = _reason(exc)
                 await call.fail(raw_output={"error": reason})
                 return f"cannot read {path}: {reason}"
             await call.complete(raw_output={"lines": text.count("\n") + 1})
@@ -128,6 +128,10 @@ def _reader(turn: Turn, disk: bool = False) -> Any:
 
 
 def _reason(exc: Exception) -> str:
+    """What a failed read or write tells the model: the client's error message, the OS's
+    reason, or why the path was refused."""
+    if isinstance(exc, RpcError):
+        return exc.message
     if isinstance(exc, OSError):
         return exc.strerror or type(exc).__name__
     return str(exc)
@@ -181,7 +185,7 @@ def _writer(turn: Turn, disk: bool = False) -> Any:
             else:
                 await turn.write_text_file(full, content)
         except (RpcError, OSError) as exc:
-            reason = exc.message if isinstance(exc, RpcError) else _reason(exc)
+            reason = _reason(exc)
             await call.fail(raw_output={"applied": False, "error": reason})
             return f"cannot write {path}: {reason}"
         await call.complete(raw_output={"applied": True})

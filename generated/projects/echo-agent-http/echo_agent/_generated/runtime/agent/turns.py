@@ -362,7 +362,7 @@ class TurnRunner:
                 raise InputMismatch(err.message.removeprefix("invalid params: "), None) from None
             raise
         root = getattr(obj, "root", None)
-        if _text_input(self.ctx.manifest.get("input")) and isinstance(root, str):
+        if isinstance(root, str) and _text_input(self.ctx.manifest.get("input")):
             return root  # a text input reaches the handler as `str`
         return obj
 

@@ -103,10 +103,11 @@ def _imported(package: list[str], node: Any, sources: dict[str, str]) -> list[st
     path = "/".join(target)
     if path in sources:  # from .room.module import name
         return [path]
-    # from .room import module, ... (or from . import module)
+    # from .room import module, ... (or from . import module, or from .. import room)
+    named = ["/".join([*target, alias.name]) for alias in node.names]
     return [
         "/".join([*target, "__init__"]),
-        *("/".join([*target, alias.name]) for alias in node.names),
+        *(name if name in sources else f"{name}/__init__" for name in named),
     ]
 
 

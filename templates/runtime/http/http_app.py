@@ -30,7 +30,7 @@ Wire behaviour (matched to the official Python SDK, ``acp/http`` 0.12.1, and the
   message of the connection on the one socket; the client sends ``initialize`` first;
   closing the socket ends the connection.
 * ``GET /.well-known/agent.json`` (identity, links, capabilities, schemas), ``GET /health``
-  (liveness) and ``GET /ready`` (readiness: 503 with the reason while the session store
+  (liveness), ``GET /metrics`` (Prometheus, when configured: observe/) and ``GET /ready`` (readiness: 503 with the reason while the session store
   cannot be reached) are never behind auth; everything else is.
 
 A connection its client abandoned without ``DELETE`` (no SSE reader, no WebSocket, no
@@ -62,6 +62,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .. import observe
 from ..wire.auth import Auth
 from ..wire.http_wire import (
     AFFINITY_COOKIE,
@@ -213,7 +214,8 @@ class AcpHttpServer:
         """``/acp`` over HTTP as a plain ASGI callable: POST, GET (SSE) and DELETE."""
         method = scope["method"]
         if method == "POST":
-            response = await self.post(scope, receive)
+            with observe.parent(scope["headers"]):  # the requests it feeds: `traceparent`
+                response = await self.post(scope, receive)
             if response is None:
                 await send_accepted(send)
                 return
@@ -552,6 +554,15 @@ class AcpHttpServer:
             orjson.dumps({"status": "ok", "connections": len(self.connections)}),
             media_type="application/json",
         )
+
+    async def metrics(self, request: Request) -> Response:
+        """The metrics in Prometheus' text format (`OTEL_METRICS_EXPORTER=prometheus`; README,
+        "Observing it"), never behind auth, like /health; 404 when not configured."""
+        found = observe.exposition()
+        if found is None:
+            return Response(status_code=404)
+        body, content_type = found
+        return Response(body, media_type=content_type)
 
     async def ready(self, request: Request) -> Response:
         """Readiness: 503 with the reason while the session store cannot be reached (a

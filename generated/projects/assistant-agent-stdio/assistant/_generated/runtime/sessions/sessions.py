@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import observe
 from ..wire.errors import RpcError
 from ..wire.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, Sink
 from ..wire.requests import RequestContext
@@ -112,6 +113,7 @@ class SessionCore:
         self.owners: dict[str, SessionConnection] = {}  # local connection holding each lease
         self.unsaved: dict[str, list[bytes]] = {}  # turns whose save failed, per session
         self.params_models: dict[tuple[str, str], Any] = {}  # (revision, method) -> model
+        observe.gauge("acp.sessions.active", self, lambda core: len(core.owners))
 
     def __call__(self, sink: Sink) -> SessionConnection:
         return SessionConnection(self, self.make_agent(), sink)
@@ -120,6 +122,8 @@ class SessionCore:
 class SessionConnection(Connection):
     """One connection's sessions: the runtime core (``Connection``) with the session
     methods served from the store, each session's updates recorded while a turn runs."""
+
+    transport = "stdio"  # the HTTP transport's connections say "http" or "websocket"
 
     def __init__(self, core: SessionCore, rt: AgentRuntime, sink: Sink) -> None:
         from ..agent.agent import immediate_methods
@@ -147,6 +151,15 @@ class SessionConnection(Connection):
         self._renewer: asyncio.Task[None] | None = None
         rt.attach(self)
         self._register_routes()
+
+    def about(self) -> dict[str, Any]:
+        """What a served request's span says of its connection (observe)."""
+        rev = self.rt.revision
+        return {
+            "acp.transport": self.transport,
+            "acp.revision": rev.protocol_version,
+            "acp.replica": self.core.replica,
+        }
 
     @property
     def v2(self) -> bool:
@@ -209,6 +222,7 @@ class SessionConnection(Connection):
         cwd = params.get("cwd")
         s.cwd = cwd if type(cwd) is str else str(saved.get("cwd") or "/")
         self._hold(sid)
+        observe.metric("acp.lease.moves", take_over=take_over)  # to this replica, from the store
         return s
 
     async def evict(self, sid: str, *, save: bool) -> None:

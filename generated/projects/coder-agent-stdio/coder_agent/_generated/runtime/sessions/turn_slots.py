@@ -14,6 +14,7 @@ import contextlib
 from collections import deque
 from typing import Any
 
+from .. import observe
 from ..wire.errors import RpcError
 from ..wire.fields import env_option
 
@@ -78,7 +79,7 @@ class TurnSlots:
         entry = (fut, task)
         queue.append(entry)
         try:
-            await fut
+            await observe.traced("queued", fut)
         except asyncio.CancelledError:
             if not fut.done() or fut.cancelled():
                 # left the line before its turn (`$/cancel_request`, the connection ending)

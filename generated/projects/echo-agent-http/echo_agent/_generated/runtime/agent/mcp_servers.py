@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import observe
 from ..wire.errors import invalid_params
 from ..wire.logsafe import RedactingFilter, SecretLimit, redact, register_secrets
 from ..wire.masking import url_secrets
@@ -228,7 +229,10 @@ class McpSession:
             for tool in link.tools:
                 if tool.name == name:
                     try:
-                        return await link.call(tool.tool, dict(arguments or {}))
+                        calling = link.call(tool.tool, dict(arguments or {}))
+                        return await observe.traced(
+                            "tool", calling, server=link.server.name, tool=tool.tool
+                        )
                     except McpLinkError as exc:
                         self._report(link)
                         raise McpToolError(self._clean(f"{name}: {exc}")) from None

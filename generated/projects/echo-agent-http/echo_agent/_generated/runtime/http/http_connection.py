@@ -37,6 +37,7 @@ class CoreConnection(Protocol):
     max_message_size: int
     admit_entry: Callable[[dict[str, Any]], RpcError | None] | None  # per batch entry
     session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None
+    transport: str  # what its requests' spans name (observe)
 
     def feed(self, frame: bytes | str) -> None: ...
     def feed_message(self, msg: Any, frame: bytes | str) -> None: ...
@@ -77,6 +78,7 @@ class HttpConnection:
         self.ws_send = ws_send
         self.core = server.factory(self._sink)
         self.core.session_effects = {}  # tell us which answers open a session
+        self.core.transport = "websocket" if ws_send is not None else "http"
         if ws_send is not None:
             self.core.admit_entry = self.admit  # a batch's session/new entries count too
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)

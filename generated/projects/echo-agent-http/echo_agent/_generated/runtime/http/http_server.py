@@ -61,6 +61,7 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
             WebSocketRoute(ENDPOINT, server.websocket),
             Route("/.well-known/agent.json", server.agent_json, methods=["GET"]),
             Route("/health", server.health, methods=["GET"]),
+            Route("/metrics", server.metrics, methods=["GET"]),
             Route("/ready", server.ready, methods=["GET"]),
         ],
         lifespan=lifespan,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .. import observe
 from .errors import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -158,6 +159,10 @@ class Connection:
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
+        sending = self._send_request(method, params)
+        return await observe.traced("call", sending, method=method, params=params)
+
+    async def _send_request(self, method: str, params: Any) -> Any:
         if self._closed:
             raise self._close_reason or ConnectionClosed()
         self._next_id += 1
@@ -473,7 +478,8 @@ class Connection:
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
         ctx = RequestContext(rid, method, sid, self)
         try:
-            result = await self._on_request(method, params, ctx)
+            run = self._on_request(method, params, ctx)
+            result = await observe.traced("request", run, method=method, params=params, conn=self)
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)

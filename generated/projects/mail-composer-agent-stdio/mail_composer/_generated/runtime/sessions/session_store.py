@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import observe
 from ..wire.errors import RpcError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ async def durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any =
     when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
     for delay in (*STORE_RETRY_DELAYS, None):
         try:
-            return await op()
+            return await observe.traced("store", op(), op=op)
         except ValueError:  # the request's fault (a cursor the store did not hand out)
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from .. import observe
 from ..wire.errors import RpcError, from_validation_error, invalid_params
 from ..wire.fields import model_dump, need
 from ..wire.jsonrpc import Connection, log
@@ -463,7 +464,9 @@ class TurnRunner:
             return accepted
         s.task = asyncio.current_task()
         try:
-            reason = await self._run_turn(s, turn, input, terminals)
+            reason = await observe.traced(
+                "turn", self._run_turn(s, turn, input, terminals), session=s.id, prompt=prompt
+            )
         except (RpcError, asyncio.CancelledError):  # failed, or `$/cancel_request`
             self._reset_state(s)
             raise
@@ -511,7 +514,9 @@ class TurnRunner:
         self._v2_user_message(s, turn, prompt)
         self._v2_update(s, {"sessionUpdate": "state_update", "state": "running"})
         try:
-            idle["stopReason"] = await self._run_turn(s, turn, input, terminals)
+            idle["stopReason"] = await observe.traced(
+                "turn", self._run_turn(s, turn, input, terminals), session=s.id, prompt=prompt
+            )
             shape = self.ctx.revision.turn
             if turn.usage and shape.idle_usage:
                 idle[shape.idle_usage] = turn.usage

@@ -1,0 +1,459 @@
+"""Telemetry on: the OpenTelemetry SDK's providers (the environment's, or a program's own),
+the runtime's spans and instruments, pydantic-ai's instrumentation under them, the W3C
+trace context in and out.  Imported only when `observe.configure` turns telemetry on (the
+`otel` extra: opentelemetry-sdk, the OTLP exporter, the Prometheus reader)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+log = logging.getLogger("acp.runtime.observe")
+
+W3C = TraceContextTextMapPropagator()
+REQUEST_CANCELLED = -32800
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+MAX_ID = 128  # characters of a session id kept in an attribute
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+# every instrument the runtime records: name -> (kind, unit, description, buckets)
+INSTRUMENTS: dict[str, tuple[str, str, str, tuple[float, ...]]] = {
+    "acp.requests": ("counter", "{request}", "JSON-RPC requests served, by method and outcome", ()),
+    "acp.request.duration": ("histogram", "s", "time to answer a JSON-RPC request", _FAST),
+    "acp.calls": ("counter", "{request}", "requests sent to the peer, by method and outcome", ()),
+    "acp.turn.duration": ("histogram", "s", "prompt turns, by stop reason", _SLOW),
+    "acp.prompts.queued": ("updown", "{prompt}", "prompts waiting for their session's turn", ()),
+    "acp.model.errors": ("counter", "{error}", "model failures, by kind", ()),
+    "acp.mcp.errors": ("counter", "{error}", "MCP tool call failures, by kind", ()),
+    "acp.store.duration": ("histogram", "s", "session store calls, by operation", _FAST),
+    "acp.lease.moves": ("counter", "{lease}", "sessions whose lease came to this replica", ()),
+}
+GAUGES = {"acp.sessions.active": ("{session}", "sessions held by this process's connections")}
+STORE_OPS = frozenset(
+    {
+        "save",
+        "load",
+        "append_history",
+        "history",
+        "delete",
+        "save_turn",
+        "acquire",
+        "renew",
+        "release",
+        "list_sessions",
+    }
+)
+
+Gauges = dict[str, list[tuple["weakref.ref[Any]", Callable[[Any], float]]]]
+
+
+def _error_code(exc: BaseException) -> int:
+    """The JSON-RPC code an exception is answered with (an RpcError's own, else -32603)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return REQUEST_CANCELLED
+    code = getattr(exc, "code", None)
+    return code if type(code) is int and hasattr(exc, "to_wire") else INTERNAL_ERROR
+
+
+def _error_name(exc: BaseException) -> str | None:
+    data = getattr(exc, "data", None)
+    name = data.get("name") if type(data) is dict else None
+    return name if type(name) is str else None
+
+
+def _session(params: Any) -> str | None:
+    sid = params.get("sessionId") if type(params) is dict else None
+    return sid[:MAX_ID] if type(sid) is str else None
+
+
+def _meta_context(params: Any) -> Any:
+    """The trace context a request's `_meta.traceparent` carries (None: none valid)."""
+    meta = params.get("_meta") if type(params) is dict else None
+    parent = meta.get("traceparent") if type(meta) is dict else None
+    if type(parent) is not str:
+        return None
+    carrier = {"traceparent": parent}
+    state = meta.get("tracestate")  # type: ignore[union-attr]
+    if type(state) is str:
+        carrier["tracestate"] = state
+    ctx = W3C.extract(carrier)
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def _header_context(headers: Any) -> Any:
+    """The trace context of HTTP headers: a mapping, or ASGI's (name, value) byte pairs."""
+    carrier: dict[str, str] = {}
+    if isinstance(headers, list | tuple):
+        for name, value in headers:
+            if name in (b"traceparent", b"tracestate"):
+                carrier[name.decode()] = value.decode("latin-1")
+    else:
+        for key in ("traceparent", "tracestate"):
+            value = headers.get(key)
+            if value is not None:
+                carrier[key] = value
+    if "traceparent" not in carrier:
+        return None
+    ctx = W3C.extract(carrier)
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def _store_op(op: Any) -> str:
+    """The store method a `durably` call runs (its lambda names it), else `call`."""
+    code = getattr(op, "__code__", None)
+    for name in getattr(code, "co_names", ()):
+        if name in STORE_OPS:
+            return str(name)
+    return "call"
+
+
+def _names(variable: str) -> list[str]:
+    """The exporters an `OTEL_*_EXPORTER` variable names; unset: OTLP when an endpoint is
+    given for it, else none."""
+    raw = os.environ.get(variable, "").strip().lower()
+    if not raw:
+        signal = "TRACES" if "TRACES" in variable else "METRICS"
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+            f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"
+        )
+        return ["otlp"] if endpoint else []
+    return [n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none"]
+
+
+def _tracer_provider() -> Any:
+    """The environment's tracer provider (None: no trace exporter named)."""
+    names = _names("OTEL_TRACES_EXPORTER")
+    if not names:
+        return None
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    provider = TracerProvider(resource=Resource.create())  # OTEL_TRACES_SAMPLER applies
+    for name in names:
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        elif name == "console":  # stderr: stdout is the protocol on stdio
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+        else:
+            log.warning("OTEL_TRACES_EXPORTER: %r is not supported (otlp, console, none)", name)
+    return provider
+
+
+def _meter_provider() -> tuple[Any, bool]:
+    """The environment's meter provider (None: no metrics exporter named), and whether it
+    has a Prometheus reader (`/metrics` on an HTTP agent)."""
+    names = _names("OTEL_METRICS_EXPORTER")
+    if not names:
+        return None, False
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        MetricReader,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.resources import Resource
+
+    readers: list[MetricReader] = []
+    prometheus = False
+    for name in names:
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        elif name == "prometheus":
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+            readers.append(PrometheusMetricReader())
+            prometheus = True
+        elif name == "console":
+            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
+        else:
+            log.warning(
+                "OTEL_METRICS_EXPORTER: %r is not supported (otlp, prometheus, console, none)", name
+            )
+    return MeterProvider(resource=Resource.create(), metric_readers=readers), prometheus
+
+
+def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool) -> None:
+    """pydantic-ai's own spans and metrics (model requests, tools, token usage by model),
+    under the turn's span; the prompt and messages only with `content`."""
+    try:
+        from pydantic_ai import Agent, InstrumentationSettings
+    except ImportError:  # an agent without a model
+        return
+    Agent.instrument_all(
+        InstrumentationSettings(
+            tracer_provider=tracer_provider or trace.NoOpTracerProvider(),
+            meter_provider=meter_provider or metrics.NoOpMeterProvider(),
+            include_content=content,
+            include_binary_content=content,
+        )
+    )
+
+
+def _uninstrument_models() -> None:
+    with contextlib.suppress(ImportError):
+        from pydantic_ai import Agent
+
+        Agent.instrument_all(False)
+
+
+class Telemetry:
+    """The tracer, the instruments, and what `observe`'s calls do with them."""
+
+    def __init__(
+        self, tracer_provider: Any, meter_provider: Any, gauges: Gauges, *, owned: bool
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+        self.owned = owned  # made from the environment: flushed and shut down at stop
+        self.prometheus = False
+        self.content = os.environ.get("ACP_TRACE_CONTENT", "").strip() == "1"
+        self.tracer = (tracer_provider or trace.NoOpTracerProvider()).get_tracer("acp.runtime")
+        meter = (meter_provider or metrics.NoOpMeterProvider()).get_meter("acp.runtime")
+        self.instruments: dict[str, Any] = {}
+        for name, (kind, unit, text, buckets) in INSTRUMENTS.items():
+            if kind == "counter":
+                self.instruments[name] = meter.create_counter(name, unit, text)
+            elif kind == "updown":
+                self.instruments[name] = meter.create_up_down_counter(name, unit, text)
+            else:
+                self.instruments[name] = meter.create_histogram(
+                    name, unit, text, explicit_bucket_boundaries_advisory=list(buckets)
+                )
+        for name, (unit, text) in GAUGES.items():
+            meter.create_observable_gauge(name, [self._reader(gauges, name)], unit, text)
+
+    @classmethod
+    def start(cls, tracer_provider: Any, meter_provider: Any, gauges: Gauges) -> Telemetry:
+        owned = tracer_provider is None and meter_provider is None
+        prometheus = False
+        if owned:
+            tracer_provider = _tracer_provider()
+            meter_provider, prometheus = _meter_provider()
+            if tracer_provider is not None:  # the MCP SDK and others join the same traces
+                trace.set_tracer_provider(tracer_provider)
+            if meter_provider is not None:
+                metrics.set_meter_provider(meter_provider)
+        telemetry = cls(tracer_provider, meter_provider, gauges, owned=owned)
+        telemetry.prometheus = prometheus
+        _instrument_models(tracer_provider, meter_provider, telemetry.content)
+        return telemetry
+
+    def stop(self) -> None:
+        _uninstrument_models()
+        if self.owned:
+            for provider in (self.tracer_provider, self.meter_provider):
+                if provider is not None:
+                    with contextlib.suppress(Exception):
+                        provider.shutdown()
+
+    @staticmethod
+    def _reader(gauges: Gauges, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def read(options: CallbackOptions) -> Iterable[Observation]:
+            entries = gauges.get(name, [])
+            total = 0.0
+            alive = []
+            for ref, value in entries:
+                owner = ref()
+                if owner is not None:
+                    alive.append((ref, value))
+                    total += value(owner)
+            entries[:] = alive
+            return [Observation(total)]
+
+        return read
+
+    # ---- metrics ---------------------------------------------------------------
+    def metric(self, name: str, value: float, labels: dict[str, Any]) -> None:
+        instrument = self.instruments[name]
+        attrs = {k: str(v) for k, v in labels.items()}
+        if INSTRUMENTS[name][0] == "histogram":
+            instrument.record(value, attrs)
+        else:
+            instrument.add(value, attrs)
+
+    def exposition(self) -> tuple[bytes, str] | None:
+        if not self.prometheus:
+            return None
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+        return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+    # ---- trace context -----------------------------------------------------------
+    @contextlib.contextmanager
+    def parent(self, headers: Any) -> Iterator[None]:
+        ctx = _header_context(headers)
+        if ctx is None:
+            yield
+            return
+        token = otel_context.attach(ctx)
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+
+    # ---- spans -------------------------------------------------------------------
+    def traced(self, kind: str, work: Awaitable[Any], attrs: dict[str, Any]) -> Awaitable[Any]:
+        return getattr(self, f"_{kind}")(work, attrs)  # type: ignore[no-any-return]
+
+    def _span(self, name: str, kind: SpanKind, context: Any, attrs: dict[str, Any]) -> Any:
+        return self.tracer.start_as_current_span(
+            name,
+            context=context,
+            kind=kind,
+            attributes=attrs,
+            record_exception=False,  # an exception's text may hold anything: its type only
+            set_status_on_exception=False,
+        )
+
+    @staticmethod
+    def _failed(span: Any, exc: BaseException) -> int:
+        code = _error_code(exc)
+        span.set_attribute("rpc.jsonrpc.error_code", code)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        return code
+
+    async def _request(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """One JSON-RPC request served (a SERVER span; `acp.requests`, its duration)."""
+        method, params = attrs["method"], attrs.get("params")
+        about = getattr(attrs.get("conn"), "about", None)  # the agent's: transport, revision
+        values: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method}
+        sid = _session(params)
+        if sid is not None:
+            values["acp.session_id"] = sid
+        if about is not None:
+            values.update(about())
+        started = time.perf_counter()
+        outcome, code = "ok", 0
+        with self._span(method, SpanKind.SERVER, _meta_context(params), values) as span:
+            try:
+                return await work
+            except BaseException as exc:
+                code = self._failed(span, exc)
+                outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
+                raise
+            finally:
+                labels = {"method": method if code != METHOD_NOT_FOUND else "unknown"}
+                self.instruments["acp.request.duration"].record(
+                    time.perf_counter() - started, labels
+                )
+                self.instruments["acp.requests"].add(
+                    1, {**labels, "outcome": outcome, "code": str(code)}
+                )
+
+    async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """A request sent to the peer (a CLIENT span): its trace context in `_meta`."""
+        method, params = attrs["method"], attrs.get("params")
+        values: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method}
+        sid = _session(params)
+        if sid is not None:
+            values["acp.session_id"] = sid
+        outcome = "ok"
+        with self._span(method, SpanKind.CLIENT, None, values) as span:
+            if type(params) is dict:  # the frame is built when `work` starts: not yet
+                carrier: dict[str, str] = {}
+                W3C.inject(carrier)
+                meta = params.get("_meta")
+                params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
+            try:
+                return await work
+            except BaseException as exc:
+                code = self._failed(span, exc)
+                outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
+                raise
+            finally:
+                self.instruments["acp.calls"].add(1, {"method": method, "outcome": outcome})
+
+    async def _turn(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """A prompt turn: its stop reason, its duration by stop reason; a model failure
+        (the error `model.adapter.model_error` classified) counted by kind."""
+        values = {"acp.session_id": str(attrs.get("session", ""))[:MAX_ID]}
+        prompt = attrs.get("prompt")
+        if self.content and type(prompt) is list:
+            values["acp.prompt.text"] = "".join(
+                str(b.get("text", "")) for b in prompt if type(b) is dict
+            )
+        started = time.perf_counter()
+        reason = "error"
+        with self._span("acp.turn", SpanKind.INTERNAL, None, values) as span:
+            try:
+                reason = await work
+                return reason
+            except asyncio.CancelledError:
+                reason = "cancelled"
+                raise
+            except BaseException as exc:
+                self._failed(span, exc)
+                name = _error_name(exc)
+                if name is not None and name.startswith("Model"):
+                    self.metric("acp.model.errors", 1, {"kind": name})
+                raise
+            finally:
+                span.set_attribute("acp.stop_reason", str(reason))
+                self.instruments["acp.turn.duration"].record(
+                    time.perf_counter() - started, {"stop_reason": str(reason)}
+                )
+
+    async def _tool(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """One MCP tool call (a CLIENT span); failures counted by kind."""
+        values = {"mcp.method.name": "tools/call", "gen_ai.tool.name": str(attrs.get("tool"))}
+        if attrs.get("server"):
+            values["mcp.server"] = str(attrs["server"])
+        with self._span(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values) as span:
+            try:
+                result = await work
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                self.metric("acp.mcp.errors", 1, {"kind": type(exc).__name__})
+                raise
+            if getattr(result, "is_error", False):
+                span.set_status(Status(StatusCode.ERROR, "tool error"))
+                self.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
+            return result
+
+    async def _store(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """One session store call: its latency by operation (a commit: `save_turn`)."""
+        op = _store_op(attrs.get("op"))
+        started = time.perf_counter()
+        outcome = "ok"
+        with self._span(f"store {op}", SpanKind.CLIENT, None, {"acp.store.op": op}) as span:
+            try:
+                return await work
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                outcome = "error"
+                raise
+            finally:
+                self.instruments["acp.store.duration"].record(
+                    time.perf_counter() - started, {"op": op, "outcome": outcome}
+                )
+
+    async def _queued(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+        """A prompt waiting for its session's turn."""
+        queued = self.instruments["acp.prompts.queued"]
+        queued.add(1)
+        try:
+            with self._span("acp.prompt.queued", SpanKind.INTERNAL, None, {}):
+                return await work
+        finally:
+            queued.add(-1)

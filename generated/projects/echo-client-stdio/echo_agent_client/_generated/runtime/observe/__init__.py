@@ -1,0 +1,157 @@
+"""What a deployed agent shows its operator: OpenTelemetry traces and metrics (README,
+"Observing it").  Off unless configured, and then nearly free: each call below reads one
+module global and hands its work back untouched.
+
+On when the project's `otel` extra is installed and the standard variables configure an
+exporter (`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
+...; `OTEL_SDK_DISABLED=true` keeps it off), or when a program passes its own providers
+to `configure` (tests: the SDK's in-memory exporters).  Only then is the SDK imported
+(`otel.py`).  The rest of the runtime calls:
+
+* ``traced(kind, work, **attrs)``: `work` (an awaitable) as a span of `kind`, the metrics
+  that kind counts recorded as it ends: ``request`` (one served JSON-RPC request: the
+  trace context of its ``_meta.traceparent``, else of the HTTP request, is its parent),
+  ``call`` (a request sent to the peer: its trace context goes into the params' ``_meta``),
+  ``turn``, ``tool`` (an MCP tool call), ``store`` (a session store call), ``queued``
+  (a prompt waiting for its session's turn);
+* ``metric(name, value, **labels)``: a count (`otel.INSTRUMENTS` names them all);
+* ``gauge(name, owner, read)``: a value read when metrics are collected;
+* ``parent(headers)``: a `with` block whose requests take the HTTP `traceparent` header's
+  trace as their parent; ``exposition()``: the Prometheus text of the metrics.
+
+Never a secret: attributes and labels are method names, ids, codes and stop reasons; no
+header value, key, prompt or file content (the prompt's text only with
+``ACP_TRACE_CONTENT=1``).  A leaf room: it imports nothing else of the runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from .otel import Telemetry
+
+T = TypeVar("T")
+
+log = logging.getLogger("acp.runtime.observe")
+
+# the variables that configure an exporter (an SDK default alone, e.g. OTEL_SERVICE_NAME,
+# does not turn anything on)
+CONFIGURING = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+
+
+class _Switch:
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on: Telemetry | None = None
+
+
+_state = _Switch()  # what every call reads first
+_NOTHING = contextlib.nullcontext()
+
+
+def configured(env: Any = os.environ) -> bool:
+    """The environment asks for telemetry: an exporter named (not all of them `none`) or
+    an OTLP endpoint given, and the SDK not disabled."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    names = [env.get(n, "").strip().lower() for n in CONFIGURING]
+    exporters = names[:2]
+    if any(e and e != "none" for e in exporters):
+        return True
+    return any(names[2:]) and not all(e == "none" for e in exporters if e)
+
+
+def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
+    """Turn telemetry on with these providers (an embedding program's, a test's
+    in-memory ones), or from the environment when neither is given; off when the
+    environment configures nothing or the `otel` extra is missing.  True when on."""
+    stop()
+    if tracer_provider is None and meter_provider is None and not configured():
+        return False
+    try:
+        from . import otel
+    except ImportError as exc:  # configured, but the extra is not installed
+        log.warning("OTEL_* is set but the otel extra is not installed (%s): no telemetry", exc)
+        return False
+    _state.on = otel.Telemetry.start(tracer_provider, meter_provider, _gauges)
+    return True
+
+
+def stop() -> None:
+    """Telemetry off (what is buffered is flushed when it came from the environment)."""
+    was, _state.on = _state.on, None
+    if was is not None:
+        was.stop()
+
+
+def on() -> bool:
+    return _state.on is not None
+
+
+def traced(kind: str, work: Awaitable[T], /, **attrs: Any) -> Awaitable[T]:
+    """`work` run as a span of `kind` (see the module's doc); `work` itself when off."""
+    telemetry = _state.on
+    if telemetry is None:
+        return work
+    return telemetry.traced(kind, work, attrs)
+
+
+def metric(name: str, value: float = 1, **labels: Any) -> None:
+    """Add `value` to the instrument `name` (a counter, an up-down counter or a histogram)."""
+    telemetry = _state.on
+    if telemetry is not None:
+        telemetry.metric(name, value, labels)
+
+
+def gauge(name: str, owner: Any, read: Callable[[Any], float]) -> None:
+    """Report `read(owner)` as the gauge `name` at each collection, summed over the
+    owners registered; an owner is held weakly (gone: it counts nothing).  Registered
+    whether telemetry is on or not (a weak reference: nothing more)."""
+    _gauges.setdefault(name, []).append((weakref.ref(owner), read))
+
+
+_gauges: dict[str, list[tuple[weakref.ref[Any], Callable[[Any], float]]]] = {}
+
+
+def parent(headers: Any) -> contextlib.AbstractContextManager[Any]:
+    """A `with` block in which the trace context of `headers` (an HTTP request's: a
+    mapping, or ASGI's list of byte pairs) is the current one."""
+    telemetry = _state.on
+    if telemetry is None:
+        return _NOTHING
+    return telemetry.parent(headers)
+
+
+def exposition() -> tuple[bytes, str] | None:
+    """The metrics in Prometheus' text format and its content type; None when no
+    Prometheus reader is configured (`OTEL_METRICS_EXPORTER=prometheus`)."""
+    telemetry = _state.on
+    return telemetry.exposition() if telemetry is not None else None
+
+
+configure()  # from the environment, once, as the runtime is imported
+
+__all__ = [
+    "configure",
+    "configured",
+    "exposition",
+    "gauge",
+    "metric",
+    "on",
+    "parent",
+    "stop",
+    "traced",
+]

@@ -138,15 +138,17 @@ class Editor:
     async def _read(self) -> None:
         assert self.proc.stdout
         while line := await self.proc.stdout.readline():
-            msg = json.loads(line)
-            if "method" in msg and "id" in msg:
-                self.requests.append(msg)
-                asyncio.get_running_loop().create_task(self._answer(msg))
-            elif msg.get("method") == "session/update":
-                self.updates.append(msg["params"]["update"])
-                self.updated.arrived()
-            else:
-                self.inbox.put_nowait(msg)
+            self._take(json.loads(line))
+
+    def _take(self, msg: dict[str, Any]) -> None:
+        if "method" in msg and "id" in msg:
+            self.requests.append(msg)
+            asyncio.get_running_loop().create_task(self._answer(msg))
+        elif msg.get("method") == "session/update":
+            self.updates.append(msg["params"]["update"])
+            self.updated.arrived()
+        else:
+            self.inbox.put_nowait(msg)
 
     async def _answer(self, msg: dict[str, Any]) -> None:
         method, params = msg["method"], msg.get("params") or {}
@@ -171,6 +173,8 @@ class Editor:
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
         rid = self.next_id
+        if self.meta:  # e.g. the trace context of the editor's own span (`traceparent`)
+            params = {**params, "_meta": dict(self.meta)}
         await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         while True:
             msg = await asyncio.wait_for(self.inbox.get(), 30)
@@ -213,6 +217,7 @@ class Editor:
         return str(idle[-1].get("stopReason"))
 
     idle_seen = 0
+    meta: dict[str, Any] | None = None  # `_meta` sent with every request
 
     def texts(self) -> list[str]:
         return [
@@ -238,6 +243,37 @@ class Editor:
             await self.proc.wait()
         self.reader.cancel()
         return await self.proc.stderr.read()
+
+
+class LinkedEditor(Editor):
+    """The same editor over any link, not a process's pipes: `send_frame` writes one
+    frame, `frames` holds what the agent sent (None: the link ended).  An agent's
+    connection in this process (what stdio feeds), a WebSocket."""
+
+    def __init__(
+        self,
+        send_frame: Any,
+        frames: asyncio.Queue[bytes | None],
+        root: Path,
+    ) -> None:
+        self._send_frame = send_frame
+        self._frames = frames
+        super().__init__(None, root)  # type: ignore[arg-type]
+
+    async def _read(self) -> None:
+        while (frame := await self._frames.get()) is not None:
+            self._take(json.loads(frame))
+
+    async def send(self, msg: dict[str, Any]) -> None:
+        await self._send_frame(json.dumps(msg).encode())
+
+    async def stop(self) -> bytes:
+        self.reader.cancel()
+        for proc in self.serves.terminals.values():
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        return b""
 
 
 def decode_patch(data: str) -> str:

@@ -1,0 +1,536 @@
+"""Observing a deployed agent (issue 39): the runtime's `observe` room turned on with the
+OpenTelemetry SDK's in-memory exporters (InMemorySpanExporter, InMemoryMetricReader),
+the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
+
+- the coder example's prompt turn, v1 and v2, over the connection stdio feeds and over
+  the HTTP agent's WebSocket: one trace whose root's parent is the editor's span (its
+  `_meta.traceparent`); under the `session/prompt` span the turn, under the turn each
+  client call (fs/*, terminal/*, session/request_permission), whose own trace context
+  the editor gets in `_meta`; the turn's save as a store span;
+- over HTTP POST the `traceparent` header is the parent, and `_meta`'s when it has one;
+- the assistant example with a scripted model (FunctionModel) and an MCP server:
+  pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
+- no secret (route headers, an API key, MCP header and env values, the prompt, a file's
+  content) in any exported span or metric; the prompt only with ACP_TRACE_CONTENT=1;
+- the metrics: requests by method and outcome, turn duration by stop reason, active
+  sessions, store latency by operation;
+- without configuration nothing is on and the SDK is never imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import hardening_support as hs
+import httpx
+import mcp_support as ms
+import pytest
+import uvicorn
+from coder_support import LinkedEditor, build_coder
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from project_support import import_from, write_project
+from wait_support import ListeningServer
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = {"v1": "v1/schema.unstable.json", "v2": "v2/schema.json"}
+CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+SOURCE = "def greet():\n    return 'hello'  # FILE-CONTENT-5e1d\n"
+CLIENT_CALLS = {
+    "v1": [
+        "fs/read_text_file",
+        "session/request_permission",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/release",
+    ],
+    "v2": ["session/request_permission"],  # v2 has no fs/* or terminal/* methods
+}
+W3C = TraceContextTextMapPropagator()
+
+
+# ---- the exporters ---------------------------------------------------------------------
+
+
+class Exported:
+    """In-memory trace and metric exporters, and the editor's own tracer."""
+
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer = self.tracer_provider.get_tracer("the-editor")
+        self.rooms: list[Any] = []
+
+    def on(self, package: str) -> None:
+        """Telemetry on in `package`'s runtime (each generated package has its own)."""
+        room = importlib.import_module(f"{package}._generated.runtime.observe")
+        assert room.configure(self.tracer_provider, self.meter_provider)
+        self.rooms.append(room)
+
+    def off(self) -> None:
+        for room in self.rooms:
+            room.stop()
+
+    def root(self) -> tuple[Any, dict[str, str]]:
+        """The editor's span (never made current here: only `_meta` or a header can carry
+        it to the agent) and its trace context as a carrier."""
+        span = self.tracer.start_span("editor", kind=SpanKind.CLIENT)
+        carrier: dict[str, str] = {}
+        W3C.inject(carrier, context=trace.set_span_in_context(span))
+        return span, carrier
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
+        """Each data point of metric `name`: (its attributes, the point)."""
+        data = self.reader.get_metrics_data()
+        found = []
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        found += [(dict(p.attributes or {}), p) for p in metric.data.data_points]
+        return found
+
+    def everything(self) -> str:
+        """Every exported span (attributes, events, links, resource) and metric as JSON."""
+        data = self.reader.get_metrics_data()
+        metrics = data.to_json() if data is not None else ""
+        return "\n".join(s.to_json() for s in self.finished()) + metrics
+
+
+@pytest.fixture
+def exported() -> Iterator[Exported]:
+    ex = Exported()
+    yield ex
+    ex.off()
+
+
+def one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
+    found = [s for s in spans if s.name == name]
+    assert len(found) == 1, (name, [s.name for s in spans])
+    return found[0]
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def ancestors(span: ReadableSpan, spans: list[ReadableSpan]) -> list[str]:
+    by_id = {s.context.span_id: s for s in spans}
+    names = []
+    while (up := by_id.get(parent_id(span) or 0)) is not None:
+        names.append(up.name)
+        span = up
+    return names
+
+
+def span_id_of(traceparent: str) -> int:
+    return int(traceparent.split("-")[2], 16)
+
+
+# ---- the agents, in this process ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coders(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
+    """The coder example per revision (an HTTP agent: both transports): its handlers."""
+    tmp = tmp_path_factory.mktemp("observe-coder")
+    out = {}
+    for rev, rel in SCHEMAS.items():
+        schema = json.loads((shared_acp / rel).read_text())
+        build_coder(tmp, schema, f"obs_coder_{rev}", transport="http")
+        out[rev] = hs.load(tmp, f"obs_coder_{rev}")
+    return out
+
+
+def _runtime(package: str, module: str) -> Any:
+    return importlib.import_module(f"{package}._generated.runtime.{module}")
+
+
+@contextlib.asynccontextmanager
+async def over_stdio(package: str, agent_cls: Any, root: Path) -> AsyncIterator[LinkedEditor]:
+    """The editor on the connection `serve_agent_stdio` feeds (its lines, in process)."""
+    store = _runtime(package, "sessions.store").MemorySessionStore()
+    frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def sink(batch: list[tuple[bytes, Any]]) -> None:
+        for frame, _ in batch:
+            frames.put_nowait(frame)
+
+    conn = _runtime(package, "serve").agent_connection(agent_cls(), sink, store=store)
+
+    async def send(frame: bytes) -> None:
+        conn.feed(frame)
+
+    ed = LinkedEditor(send, frames, root)
+    try:
+        yield ed
+    finally:
+        await ed.stop()
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(package: str, agent_cls: Any) -> AsyncIterator[int]:
+    """The HTTP agent's app on 127.0.0.1 (uvicorn, in this event loop): its port."""
+    http_server = _runtime(package, "http.http_server")
+    store = _runtime(package, "sessions.store").MemorySessionStore()
+    app = http_server.create_app(http_server.agent_factory(agent_cls, store))
+    server = ListeningServer(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws="websockets-sansio")
+    )
+    task = asyncio.get_running_loop().create_task(server.serve())
+    assert await asyncio.to_thread(server.listening.wait, 15), "the agent did not start"
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
+@contextlib.asynccontextmanager
+async def over_websocket(package: str, agent_cls: Any, root: Path) -> AsyncIterator[LinkedEditor]:
+    """The editor on the HTTP agent's WebSocket."""
+    from websockets.asyncio.client import connect
+
+    async with serving(package, agent_cls) as port:
+        frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+        async with connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
+
+            async def pump() -> None:
+                with contextlib.suppress(Exception):
+                    async for message in ws:
+                        frames.put_nowait(message.encode() if isinstance(message, str) else message)
+                frames.put_nowait(None)
+
+            reader = asyncio.get_running_loop().create_task(pump())
+
+            async def send(frame: bytes) -> None:
+                await ws.send(frame.decode())
+
+            ed = LinkedEditor(send, frames, root)
+            try:
+                yield ed
+            finally:
+                await ed.stop()
+                reader.cancel()
+
+
+LINKS = {"stdio": over_stdio, "websocket": over_websocket}
+
+
+# ---- the coder's turn ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("link", list(LINKS))
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_coder_turn_is_one_trace_under_the_editors_span(
+    coders: dict[str, Any], exported: Exported, tmp_path: Path, rev: str, link: str
+) -> None:
+    handlers = coders[rev]
+    package = handlers.__name__.split(".")[0]
+    exported.on(package)
+    (tmp_path / "app.py").write_text(SOURCE)
+    root, carrier = exported.root()
+    v2 = rev == "v2"
+
+    async def main() -> tuple[LinkedEditor, str, list[Any]]:
+        async with LINKS[link](package, handlers.Agent, tmp_path) as ed:
+            ed.meta = carrier
+            await ed.initialize(2 if v2 else 1, CAPS)
+            sid = str(
+                (await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                    "sessionId"
+                ]
+            )
+            assert await ed.prompt(sid, "replace `hello` with `bye` in app.py", v2=v2) == "end_turn"
+            active = exported.points("acp.sessions.active")
+            return ed, sid, active
+
+    ed, sid, active = asyncio.run(asyncio.wait_for(main(), 60))
+    root.end()
+    assert (tmp_path / "app.py").read_text() == SOURCE.replace("hello", "bye")
+    spans = exported.finished()
+    trace_id = root.get_span_context().trace_id
+    assert {s.context.trace_id for s in spans} == {trace_id}  # one trace, the editor's
+
+    # each request the editor sent: a SERVER span whose parent is the editor's span
+    served = [s for s in spans if s.kind == SpanKind.SERVER]
+    assert [s.name for s in served] == ["initialize", "session/new", "session/prompt"]
+    for span in served:
+        assert parent_id(span) == root.get_span_context().span_id, span.name
+        assert span.attributes["acp.transport"] == link
+        assert span.attributes["acp.revision"] == (2 if v2 else 1)
+        assert span.attributes["acp.replica"]
+    prompt = one(spans, "session/prompt")
+    assert prompt.attributes["acp.session_id"] == sid
+
+    # the turn under the prompt, with its stop reason; each client call under the turn
+    turn = one(spans, "acp.turn")
+    assert parent_id(turn) == prompt.context.span_id
+    assert turn.attributes["acp.stop_reason"] == "end_turn"
+    calls = sorted(
+        (s for s in spans if s.kind == SpanKind.CLIENT and s.name in CLIENT_CALLS["v1"]),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [c.name for c in calls] == CLIENT_CALLS[rev]
+    assert all(parent_id(c) == turn.context.span_id for c in calls)
+    # ... whose trace context the editor got in the request's `_meta`
+    sent = {span_id_of(r["params"]["_meta"]["traceparent"]) for r in ed.requests}
+    assert sent == {c.context.span_id for c in calls}
+
+    # the turn saved: a store span in the same trace (under the prompt or the turn)
+    save = one(spans, "store save_turn")
+    assert {"session/prompt"} <= set(ancestors(save, spans))
+
+    # the metrics of that run
+    requests = {(a["method"], a["outcome"]): p.value for a, p in exported.points("acp.requests")}
+    assert requests[("session/prompt", "ok")] == 1 and requests[("initialize", "ok")] == 1
+    turns = exported.points("acp.turn.duration")
+    assert [(a["stop_reason"], p.count) for a, p in turns] == [("end_turn", 1)]
+    assert [p.value for _, p in active] == [1]  # the session, while its connection lived
+    ops = {a["op"] for a, _ in exported.points("acp.store.duration")}
+    assert "save_turn" in ops
+    # never a file's content
+    assert "FILE-CONTENT-5e1d" not in exported.everything()
+
+
+# ---- HTTP POST: the traceparent header --------------------------------------------------
+
+
+async def _finished(exported: Exported, name: str, count: int) -> list[ReadableSpan]:
+    """The spans named `name` once `count` of them ended (the agent answers a POST before
+    its request's span has ended: 202, the answer on the SSE stream)."""
+    async with asyncio.timeout(10):
+        while len(found := [s for s in exported.finished() if s.name == name]) < count:
+            await asyncio.sleep(0.01)
+    return found
+
+
+def test_over_http_post_the_traceparent_header_is_the_parent_and_meta_wins(
+    coders: dict[str, Any], exported: Exported
+) -> None:
+    handlers = coders["v1"]
+    package = handlers.__name__.split(".")[0]
+    exported.on(package)
+    header_span, header = exported.root()
+    meta_span, meta = exported.root()
+
+    async def main() -> None:
+        async with serving(package, handlers.Agent) as port, httpx.AsyncClient() as http:
+            url = f"http://127.0.0.1:{port}/acp"
+            init = {"protocolVersion": 1, "clientCapabilities": {}}
+            r = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                headers=header,
+            )
+            assert r.status_code == 200, r.text
+            cid = {"Acp-Connection-Id": r.headers["Acp-Connection-Id"]}
+            new = {"cwd": "/tmp", "mcpServers": []}
+            for rid, params in ((2, new), (3, {**new, "_meta": meta})):
+                body = {"jsonrpc": "2.0", "id": rid, "method": "session/new", "params": params}
+                r = await http.post(url, json=body, headers={**cid, **header})
+                assert r.status_code == 202, r.text
+            await _finished(exported, "session/new", 2)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    spans = exported.finished()
+    init_span = one(spans, "initialize")
+    assert parent_id(init_span) == header_span.get_span_context().span_id
+    assert init_span.attributes["acp.transport"] == "http"
+    by_header, by_meta = sorted(
+        (s for s in spans if s.name == "session/new"), key=lambda s: s.start_time or 0
+    )
+    assert parent_id(by_header) == header_span.get_span_context().span_id
+    assert parent_id(by_meta) == meta_span.get_span_context().span_id
+    assert by_meta.context.trace_id == meta_span.get_span_context().trace_id
+
+
+# ---- the assistant: a scripted model, an MCP server, no secret --------------------------
+
+ROUTE_SECRET = "route-9b3f-secret"
+API_SECRET = "sk-apikey-51c7-secret"
+MCP_HEADER_SECRET = "mcp-hdr-2e8a-secret"
+MCP_ENV_SECRET = "mcp-env-77d0-secret"
+PROMPT_SECRET = "prompt-c4a1-secret"
+
+SCRIPT = """
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+from .handlers import ASSISTANT, Agent
+
+
+async def script(messages: list[ModelMessage], info: AgentInfo) -> Any:
+    returned = [p for m in messages for p in m.parts if p.part_kind == "tool-return"]
+    if not returned:
+        yield {0: DeltaToolCall(name="web_mul", json_args='{"a": 6, "b": 7}', tool_call_id="m1")}
+        return
+    yield f"The product is {returned[-1].content}."
+
+
+class Scripted(Agent):
+    async def prompt(self, turn: Any, input: Any) -> None:
+        with ASSISTANT.override(model=FunctionModel(stream_function=script)):
+            await super().prompt(turn, input)
+"""
+
+
+@pytest.fixture(scope="module")
+def assistants(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> dict[str, Any]:
+    """examples/assistant per revision, with `Scripted`: the example's agent whose model
+    is a FunctionModel asking for the MCP tool `web_mul`."""
+    from generator.manifest.load import load_manifest
+
+    tmp = tmp_path_factory.mktemp("observe-assistant")
+    manifest = load_manifest(REPO / "examples" / "assistant" / "agent.yaml").data
+    out = {}
+    for rev, rel in SCHEMAS.items():
+        package = f"obs_assistant_{rev}"
+        write_project(
+            tmp,
+            package,
+            schema=json.loads((shared_acp / rel).read_text()),
+            manifest=manifest,
+            handlers=(REPO / "examples" / "assistant" / "handlers.py").read_text(),
+        )
+        (tmp / package / "scripted.py").write_text(SCRIPT)
+        out[rev] = import_from(tmp, f"{package}.scripted")
+    return out
+
+
+def _assistant_turn(
+    module: Any, exported: Exported, tmp: Path, rev: str, mcp_url: str
+) -> list[dict[str, Any]]:
+    package = module.__name__.split(".")[0]
+    exported.on(package)
+    v2 = rev == "v2"
+    root, carrier = exported.root()
+
+    async def main() -> list[dict[str, Any]]:
+        async with over_stdio(package, module.Scripted, tmp) as ed:
+            ed.meta = carrier
+            await ed.initialize(2 if v2 else 1, {})
+            route = {
+                "providerId": "main",
+                "apiType": "openai",
+                "baseUrl": "http://127.0.0.1:9/v1",  # never called: the model is scripted
+                "headers": {"Authorization": f"Bearer {ROUTE_SECRET}"},
+            }
+            if not v2:  # (v2 has no providers/set)
+                await ed.call("providers/set", route)
+            servers = [
+                ms.http_server(mcp_url, headers={"X-Api-Key": MCP_HEADER_SECRET}),
+                ms.stdio_server(tmp, env={"TOKEN": MCP_ENV_SECRET}, v2=v2),
+            ]
+            new = await ed.call("session/new", {"cwd": str(tmp), "mcpServers": servers})
+            sid = str(new["sessionId"])
+            text = f"multiply 6 by 7 ({PROMPT_SECRET})"
+            assert await ed.prompt(sid, text, v2=v2) == "end_turn"
+            return ed.updates
+
+    updates = asyncio.run(asyncio.wait_for(main(), 90))
+    root.end()
+    return updates
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_an_assistant_turn_nests_the_models_spans_and_the_mcp_call_and_shows_no_secret(
+    assistants: dict[str, Any],
+    exported: Exported,
+    tmp_path: Path,
+    rev: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_SECRET)
+    with ms.running_http_mcp() as (url, _):
+        updates = _assistant_turn(assistants[rev], exported, tmp_path, rev, url)
+    said = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert "The product is" in said and "42" in said
+    spans = exported.finished()
+    turn = one(spans, "acp.turn")
+    assert ancestors(turn, spans) == ["session/prompt", "editor"]
+    # pydantic-ai's run is the turn's child; its model requests and tool run below it
+    runs = [s for s in spans if parent_id(s) == turn.context.span_id]
+    assert len(runs) == 1 and runs[0].name.startswith(("invoke_agent", "agent run")), runs
+    below = [s for s in spans if runs[0].name in ancestors(s, spans)]
+    assert any(s.name.startswith("chat ") for s in below), [s.name for s in below]
+    # the MCP tool call under pydantic-ai's tool span, under the turn
+    tool = one(spans, "tools/call mul")
+    assert tool.attributes["mcp.server"] == "web"
+    chain = ancestors(tool, spans)
+    assert chain[-4:] == [runs[0].name, "acp.turn", "session/prompt", "editor"], chain
+    assert any("web_mul" in name for name in chain[:-4]), chain
+    everything = exported.everything()
+    for secret in (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET, PROMPT_SECRET):
+        assert secret not in everything, secret
+
+
+def test_the_prompt_is_traced_only_when_asked(
+    assistants: dict[str, Any],
+    exported: Exported,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ACP_TRACE_CONTENT=1: the turn's prompt text (and pydantic-ai's messages) in the
+    trace; still no key, header or env value."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_SECRET)
+    monkeypatch.setenv("ACP_TRACE_CONTENT", "1")
+    with ms.running_http_mcp() as (url, _):
+        _assistant_turn(assistants["v1"], exported, tmp_path, "v1", url)
+    turn = one(exported.finished(), "acp.turn")
+    assert PROMPT_SECRET in str(turn.attributes["acp.prompt.text"])
+    everything = exported.everything()
+    for secret in (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET):
+        assert secret not in everything, secret
+
+
+# ---- off --------------------------------------------------------------------------------
+
+
+def test_without_configuration_nothing_is_on_and_the_sdk_is_never_imported(
+    coders: dict[str, Any],
+) -> None:
+    """An agent's runtime imported with no OTEL_* exporter: off, and neither the SDK nor
+    the room's own OpenTelemetry module is loaded; with one (and the extra installed): on."""
+    package = coders["v1"].__name__.split(".")[0]
+    probe = (
+        f"import sys; import {package}.handlers\n"
+        f"from {package}._generated.runtime import observe\n"
+        "print(observe.on(), 'opentelemetry.sdk' in sys.modules,"
+        f" '{package}._generated.runtime.observe.otel' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(coders["v1"].__file__).parents[1]), *sys.path])
+    run = [sys.executable, "-c", probe]
+    off = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
+    assert off.stdout.split() == ["False", "False", "False"], off.stderr
+    env["OTEL_TRACES_EXPORTER"] = "console"
+    on = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
+    assert on.stdout.split() == ["True", "True", "True"], on.stderr

@@ -534,3 +534,63 @@ def test_without_configuration_nothing_is_on_and_the_sdk_is_never_imported(
     env["OTEL_TRACES_EXPORTER"] = "console"
     on = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
     assert on.stdout.split() == ["True", "True", "True"], on.stderr
+
+
+# ---- across processes: a generated client and a stdio agent -----------------------------
+
+
+def console_spans(text: str) -> list[dict[str, Any]]:
+    """The spans the SDK's console exporter wrote (one indented JSON object each)."""
+    spans, block = [], None
+    for line in text.splitlines():
+        if line == "{":
+            block = [line]
+        elif block is not None:
+            block.append(line)
+            if line == "}":
+                spans.append(json.loads("\n".join(block)))
+                block = None
+    return spans
+
+
+def test_a_generated_clients_request_is_the_parent_of_a_stdio_agents_span(
+    coders: dict[str, Any], exported: Exported, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The client (this process, in-memory exporter) spawns the coder over stdio (its
+    spans to stderr: `OTEL_TRACES_EXPORTER=console`, stdout stays the protocol); each
+    request the client sends carries its span in `_meta`, the agent's span's parent."""
+    handlers = coders["v1"]
+    package = handlers.__name__.split(".")[0]
+    exported.on(package)
+    dispatcher = importlib.import_module(f"{package}._generated.dispatcher")
+    spawn_agent = _runtime(package, "client.client").spawn_agent
+    serve = (
+        "import asyncio\n"
+        f"from {package}.handlers import Agent\n"
+        f"from {package}._generated.runtime.serve import serve_agent_stdio\n"
+        f"from {package}._generated.runtime.sessions.store import MemorySessionStore\n"
+        "asyncio.run(serve_agent_stdio(Agent(), store=MemorySessionStore()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(handlers.__file__).parents[1]), *sys.path])
+    env.update(OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="coder")
+
+    async def main() -> None:
+        client = dispatcher.ClientBase()
+        async with spawn_agent(
+            client, dispatcher.AgentConnection, sys.executable, "-c", serve, env=env
+        ) as agent:
+            init = {"protocolVersion": 1, "clientCapabilities": {}}
+            assert (await agent.call("initialize", init))["protocolVersion"] == 1
+            assert (await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    sent = {s.name: s for s in exported.finished() if s.kind == SpanKind.CLIENT}
+    assert set(sent) == {"initialize", "session/new"}
+    served = {s["name"]: s for s in console_spans(capfd.readouterr().err)}
+    for name, client_span in sent.items():
+        agent_span = served[name]
+        assert agent_span["kind"] == "SpanKind.SERVER"
+        assert agent_span["parent_id"] == f"0x{client_span.context.span_id:016x}"
+        assert agent_span["context"]["trace_id"] == f"0x{client_span.context.trace_id:032x}"
+        assert agent_span["resource"]["attributes"]["service.name"] == "coder"

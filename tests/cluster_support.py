@@ -1,5 +1,6 @@
-"""Private PostgreSQL, Redis and HAProxy servers on 127.0.0.1 for the multi-replica tests and
-``make cluster`` (OS packages: postgresql, redis-server, haproxy; .ci/run installs them).
+"""Private PostgreSQL, Redis, HAProxy and Prometheus servers on 127.0.0.1 for the
+multi-replica tests and ``make cluster`` (OS packages: postgresql, redis-server, haproxy,
+prometheus; .ci/run installs them).
 
 Each ``start_*`` returns a ``Server`` (url, process, stop()) in a directory of its own.  When
 a binary is missing ``need()`` skips the test outside CI, saying what to install, and fails it
@@ -98,6 +99,8 @@ def missing() -> list[str]:
         out.append("redis-server")
     if shutil.which("haproxy") is None:
         out.append("haproxy")
+    if shutil.which("prometheus") is None:
+        out.append("prometheus")
     return out
 
 
@@ -211,3 +214,26 @@ def start_redis() -> Server:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port, proc, "Redis")
     return Server(f"redis://127.0.0.1:{port}/0", proc, base, port, argv=argv)
+
+
+def start_prometheus(targets: list[str], interval: float = 1.0) -> Server:
+    """Prometheus scraping each ``host:port`` of `targets` (their ``/metrics``) every
+    `interval` seconds; its HTTP API at the returned url (``http://127.0.0.1:<port>``)."""
+    base = Path(tempfile.mkdtemp(prefix="acp-prometheus-"))
+    port = free_port()
+    every = f"{interval:g}s"
+    listed = ", ".join(f'"{t}"' for t in targets)
+    (base / "prometheus.yml").write_text(
+        f"global: {{scrape_interval: {every}, evaluation_interval: {every}}}\n"
+        "scrape_configs:\n"
+        f"  - {{job_name: acp, metrics_path: /metrics, static_configs: [{{targets: [{listed}]}}]}}\n"
+    )
+    argv = [
+        str(shutil.which("prometheus")),
+        f"--config.file={base / 'prometheus.yml'}",
+        f"--storage.tsdb.path={base / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=base)
+    _wait_port(port, proc, "Prometheus")
+    return Server(f"http://127.0.0.1:{port}", proc, base, port, argv=argv)

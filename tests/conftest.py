@@ -137,8 +137,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 # What `slow` means (pyproject's marker, ARCHITECTURE.md "Tests", `make test-fast`): the
 # test installs or builds (pip, venv, a wheel), runs a project's own test suite, starts an
-# SDK peer (Node), a browser (Chromium) or a server program (PostgreSQL, Redis, HAProxy),
-# or runs a fuzz, soak or load loop. Short-lived processes (the agentgen CLI, an agent started for one test,
+# SDK peer (Node), a browser (Chromium) or a server program (PostgreSQL, Redis, HAProxy,
+# Prometheus), or runs a fuzz, soak or load loop. Short-lived processes (the agentgen CLI, an agent started for one test,
 # git, ruff, mypy, npm filling the schema cache) and loopback sockets do not make a test
 # slow. A test not marked slow that starts one of these programs fails, naming it.
 SLOW_PROGRAMS = frozenset(
@@ -153,6 +153,7 @@ SLOW_PROGRAMS = frozenset(
         "redis-server",
         "haproxy",
         "chromium",
+        "prometheus",
     }
 )
 SLOW_MODULES = frozenset({"pip", "venv", "build", "pytest"})  # `python -m <module>`

@@ -305,7 +305,8 @@ def test_a_coder_turn_is_one_trace_under_the_editors_span(
     assert {"session/prompt"} <= set(ancestors(save, spans))
 
     # the metrics of that run
-    requests = {(a["method"], a["outcome"]): p.value for a, p in exported.points("acp.requests")}
+    durations = exported.points("acp.request.duration")  # its count: requests by method, outcome
+    requests = {(a["method"], a["outcome"]): p.count for a, p in durations}
     assert requests[("session/prompt", "ok")] == 1 and requests[("initialize", "ok")] == 1
     turns = exported.points("acp.turn.duration")
     assert [(a["stop_reason"], p.count) for a, p in turns] == [("end_turn", 1)]

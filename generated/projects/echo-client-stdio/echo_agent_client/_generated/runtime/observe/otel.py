@@ -34,8 +34,13 @@ _SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 60
 
 # every instrument the runtime records: name -> (kind, unit, description, buckets)
 INSTRUMENTS: dict[str, tuple[str, str, str, tuple[float, ...]]] = {
-    "acp.requests": ("counter", "{request}", "JSON-RPC requests served, by method and outcome", ()),
-    "acp.request.duration": ("histogram", "s", "time to answer a JSON-RPC request", _FAST),
+    # requests by method and outcome: this histogram's count (one record a request)
+    "acp.request.duration": (
+        "histogram",
+        "s",
+        "JSON-RPC requests served, by method, outcome",
+        _FAST,
+    ),
     "acp.calls": ("counter", "{request}", "requests sent to the peer, by method and outcome", ()),
     "acp.turn.duration": ("histogram", "s", "prompt turns, by stop reason", _SLOW),
     "acp.prompts.queued": ("updown", "{prompt}", "prompts waiting for their session's turn", ()),
@@ -190,16 +195,26 @@ def _meter_provider() -> tuple[Any, bool]:
             log.warning(
                 "OTEL_METRICS_EXPORTER: %r is not supported (otlp, prometheus, console, none)", name
             )
-    return MeterProvider(resource=Resource.create(), metric_readers=readers), prometheus
+    # exemplars (a sampled span's id beside a histogram's value) cost more than the value
+    # itself: off unless OTEL_METRICS_EXEMPLAR_FILTER asks for them
+    exemplars = None
+    if not os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER"):
+        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+
+        exemplars = AlwaysOffExemplarFilter()
+    provider = MeterProvider(
+        resource=Resource.create(), metric_readers=readers, exemplar_filter=exemplars
+    )
+    return provider, prometheus
 
 
 def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool) -> None:
     """pydantic-ai's own spans and metrics (model requests, tools, token usage by model),
-    under the turn's span; the prompt and messages only with `content`."""
-    try:
-        from pydantic_ai import Agent, InstrumentationSettings
-    except ImportError:  # an agent without a model
-        return
+    under the turn's span; the prompt and messages only with `content`.  Called at the
+    first turn of a process that imported pydantic-ai (an agent without a model never
+    imports it)."""
+    from pydantic_ai import Agent, InstrumentationSettings
+
     Agent.instrument_all(
         InstrumentationSettings(
             tracer_provider=tracer_provider or trace.NoOpTracerProvider(),
@@ -211,10 +226,9 @@ def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool)
 
 
 def _uninstrument_models() -> None:
-    with contextlib.suppress(ImportError):
-        from pydantic_ai import Agent
-
-        Agent.instrument_all(False)
+    agent = sys.modules.get("pydantic_ai")
+    if agent is not None:
+        agent.Agent.instrument_all(False)
 
 
 class Telemetry:
@@ -227,6 +241,7 @@ class Telemetry:
         self.meter_provider = meter_provider
         self.owned = owned  # made from the environment: flushed and shut down at stop
         self.prometheus = False
+        self.models = False  # pydantic-ai instrumented (at the first turn that can use it)
         self.content = os.environ.get("ACP_TRACE_CONTENT", "").strip() == "1"
         self.tracer = (tracer_provider or trace.NoOpTracerProvider()).get_tracer("acp.runtime")
         meter = (meter_provider or metrics.NoOpMeterProvider()).get_meter("acp.runtime")
@@ -256,11 +271,11 @@ class Telemetry:
                 metrics.set_meter_provider(meter_provider)
         telemetry = cls(tracer_provider, meter_provider, gauges, owned=owned)
         telemetry.prometheus = prometheus
-        _instrument_models(tracer_provider, meter_provider, telemetry.content)
         return telemetry
 
     def stop(self) -> None:
-        _uninstrument_models()
+        if self.models:
+            _uninstrument_models()
         if self.owned:
             for provider in (self.tracer_provider, self.meter_provider):
                 if provider is not None:
@@ -334,7 +349,7 @@ class Telemetry:
         return code
 
     async def _request(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
-        """One JSON-RPC request served (a SERVER span; `acp.requests`, its duration)."""
+        """One JSON-RPC request served (a SERVER span; its duration by method and outcome)."""
         method, params = attrs["method"], attrs.get("params")
         about = getattr(attrs.get("conn"), "about", None)  # the agent's: transport, revision
         values: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method}
@@ -353,12 +368,13 @@ class Telemetry:
                 outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
                 raise
             finally:
-                labels = {"method": method if code != METHOD_NOT_FOUND else "unknown"}
+                labels = {
+                    "method": method if code != METHOD_NOT_FOUND else "unknown",
+                    "outcome": outcome,
+                    "code": str(code),
+                }
                 self.instruments["acp.request.duration"].record(
                     time.perf_counter() - started, labels
-                )
-                self.instruments["acp.requests"].add(
-                    1, {**labels, "outcome": outcome, "code": str(code)}
                 )
 
     async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
@@ -387,6 +403,9 @@ class Telemetry:
     async def _turn(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A prompt turn: its stop reason, its duration by stop reason; a model failure
         (the error `model.adapter.model_error` classified) counted by kind."""
+        if not self.models and "pydantic_ai" in sys.modules:
+            self.models = True
+            _instrument_models(self.tracer_provider, self.meter_provider, self.content)
         values = {"acp.session_id": str(attrs.get("session", ""))[:MAX_ID]}
         prompt = attrs.get("prompt")
         if self.content and type(prompt) is list:

@@ -1,0 +1,174 @@
+"""What observing costs (issue 39), as same-run ratios of the stdio echo agent's CPU per
+prompt and prompts/s:
+
+* ``before``: the agent rendered by the last commit without the `observe` room (``--rev``,
+  default: the parent of the commit that added it): no hook at all;
+* ``off``: this checkout's agent, the `otel` extra installed (it is in the dev venv) but no
+  ``OTEL_*`` variable set: the default path (target: at most 2% slower than ``before``);
+* ``on``: the same agent fully on: traces sampled at 100% (``OTEL_TRACES_SAMPLER=
+  always_on``) and metrics, both exported over OTLP/HTTP every 500 ms / 1 s to a sink on
+  127.0.0.1 started here (target: at most 15% slower than ``off``).
+
+Rendered and driven like bench_before_after.py (../shared/tools/acpbench.py, the CPU
+wrapper, CPU per prompt = the difference between runs of N and 2N prompts over N), the
+three agents alternating within each round.
+
+    .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import bench_before_after as ba
+import bench_stdio as b
+
+REPO = Path(__file__).resolve().parents[1]
+LOADS = [  # the echo turn (nothing but the runtime's own work: the worst case), then a
+    # turn with more to do (50 blocks streamed back)
+    ("--prompts 2000", ["--prompts", "2000"]),
+    ("--sessions 8", ["--prompts", "2000", "--sessions", "8"]),
+    ("--blocks 50", ["--prompts", "1000", "--blocks", "50"]),
+]
+
+
+class Sink(BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector that keeps nothing: 200 to every export."""
+
+    received = 0
+
+    def log_message(self, *args: object) -> None:
+        return
+
+    def do_POST(self) -> None:
+        type(self).received += len(self.rfile.read(int(self.headers["Content-Length"] or 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def before_observe() -> str:
+    """The parent of the commit that added templates/runtime/observe/."""
+    added = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(REPO),
+            "log",
+            "--diff-filter=A",
+            "--format=%h",
+            "--",
+            "templates/runtime/observe/__init__.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if not added:
+        raise SystemExit("no commit adds templates/runtime/observe/: pass --rev")
+    return added[-1] + "^"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
+    ap.add_argument("--rev", help="the revision without observe (default: found in git)")
+    opts = ap.parse_args()
+    rev = opts.rev or before_observe()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sink = f"http://127.0.0.1:{server.server_address[1]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        inputs = root / "inputs.json"
+        inputs.write_text(
+            json.dumps(
+                {
+                    "schema": json.loads(b.SCHEMA.read_text()),
+                    "meta": json.loads(b.META.read_text()),
+                    "manifest": b.echo_manifest(),
+                }
+            )
+        )
+        old = root / "baseline-src"
+        old.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", rev, "generator", "templates", "schema"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        ba.render(old, root, "echo_base", inputs)
+        ba.render(REPO, root, "echo_bench", inputs)
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        plain["PYTHONPATH"] = str(root)
+        plain.pop("ACP_SESSION_STORE", None)  # the default store (SQLite)
+        on = {
+            **plain,
+            "OTEL_SERVICE_NAME": "echo-bench",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": sink,
+            "OTEL_TRACES_SAMPLER": "always_on",
+            "OTEL_BSP_SCHEDULE_DELAY": "500",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "100000",  # every span exported, none dropped
+            "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+        }
+        agents = {
+            "before": ("echo_base", plain),
+            "off": ("echo_bench", plain),
+            "on": ("echo_bench", on),
+        }
+        print(
+            f"bench_observe: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit "
+            f"{b.commit()} against {rev}, load average {b.loadavg()} before, "
+            f"median of {opts.rounds} interleaved rounds"
+        )
+        print(
+            f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
+            f"{'CPU vs before':>15}{'CPU vs off':>12}"
+        )
+        for label, load_args in LOADS:
+            args = b.quick_args(load_args) if opts.quick else load_args
+            at = args.index("--prompts") + 1
+            n = int(args[at])
+            double = [*args[:at], str(2 * n), *args[at + 1 :]]
+            rate: dict[str, list[float]] = {k: [] for k in agents}
+            cpu: dict[tuple[str, int], list[float]] = {(k, m): [] for k in agents for m in (1, 2)}
+            for r in range(opts.rounds):
+                order = list(agents) if r % 2 == 0 else list(agents)[::-1]
+                for name in order:
+                    pkg, env = agents[name]
+                    for m, load in ((1, args), (2, double)):
+                        got, used = ba.drive(load, pkg, env, root / f"{name}-{m}.db")
+                        if m == 1:
+                            rate[name].append(got)
+                        cpu[(name, m)].append(used)
+            per = {
+                k: (statistics.median(cpu[(k, 2)]) - statistics.median(cpu[(k, 1)])) / n
+                for k in agents
+            }
+            for name in agents:
+                print(
+                    f"{label:<16}{name:<8}{statistics.median(rate[name]):>11.1f}"
+                    f"{per[name] * 1000:>15.3f}{per[name] / per['before']:>14.3f}x"
+                    f"{per[name] / per['off']:>11.3f}x"
+                )
+        print(f"load average after {b.loadavg()}; the OTLP sink received {Sink.received} bytes")
+    server.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

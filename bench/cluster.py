@@ -2,7 +2,7 @@
 PostgreSQL, cross-replica streams on Redis, all on 127.0.0.1; one replica SIGKILLed mid-turn,
 then PostgreSQL stopped (``pg_ctl stop -m immediate``) and started again mid-run.
 
-    .venv/bin/python bench/cluster.py [--sessions 6] [--turns 6]
+    .venv/bin/python bench/cluster.py [--sessions 6] [--turns 6] [--prometheus]
 
 Starts private PostgreSQL and Redis servers and HAProxy (Debian packages postgresql,
 redis-server, haproxy), and three replicas of the committed golden project
@@ -26,7 +26,12 @@ acknowledged.  Prints one line:
     cluster: replicas=3 sessions=N v2_sessions=N acknowledged_turns=N lost=0 killed=1 ...
     pg_outage=2.0s transient_retries=N ...
 
-and exits 1 when a turn was lost or a session could not be loaded.
+and exits 1 when a turn was lost or a session could not be loaded.  With ``--prometheus``
+the replicas serve their metrics on ``/metrics`` (``OTEL_METRICS_EXPORTER=prometheus``) and a
+private Prometheus (Debian package prometheus) scrapes them every second; at the end it
+prints, before that line, what Prometheus read (through its HTTP API)::
+
+    prometheus: prompts=127.0.0.1:PORT:N,... turns=end_turn:N,... lease_moves=... up=...
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ class Cluster:
     ports: dict[str, int]
     servers: list[cs.Server] = field(default_factory=list)
     haproxy: subprocess.Popen[bytes] | None = None
+    prometheus: cs.Server | None = None  # scraping every replica's /metrics (--prometheus)
 
 
 def _agent_dir(base: Path) -> Path:
@@ -149,13 +155,16 @@ def _agent_dir(base: Path) -> Path:
 
 
 @contextmanager
-def cluster(n: int = 3) -> Iterator[Cluster]:
+def cluster(n: int = 3, prometheus: bool = False) -> Iterator[Cluster]:
     base = Path(tempfile.mkdtemp(prefix="acp-cluster-"))
     pg = cs.start_postgres()
     redis = cs.start_redis()
     procs: dict[str, subprocess.Popen[bytes]] = {}
     ports: dict[str, int] = {}
     haproxy = None
+    prom = None
+    # the replicas' metrics on /metrics (the `otel` extra's Prometheus reader)
+    metrics = {"OTEL_METRICS_EXPORTER": "prometheus"} if prometheus else {}
     try:
         pythonpath = _agent_dir(base)
         for i in range(1, n + 1):
@@ -169,6 +178,7 @@ def cluster(n: int = 3) -> Iterator[Cluster]:
                     "ACP_SESSION_STORE": pg.url,
                     "ACP_REDIS_URL": redis.url,
                     "ACP_REPLICA_ID": name,
+                    **metrics,
                 },
                 stdout=subprocess.DEVNULL,
                 stderr=open(base / f"{name}.log", "wb"),  # noqa: SIM115 - the process keeps it
@@ -195,8 +205,13 @@ def cluster(n: int = 3) -> Iterator[Cluster]:
             cs._wait_port(lb_port, haproxy, "HAProxy")
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}: {(base / 'haproxy.log').read_text()[-2000:]}") from None
-        yield Cluster(f"http://127.0.0.1:{lb_port}/acp", procs, ports, [pg, redis], haproxy)
+        if prometheus:
+            prom = cs.start_prometheus([f"127.0.0.1:{port}" for port in ports.values()])
+        lb = f"http://127.0.0.1:{lb_port}/acp"
+        yield Cluster(lb, procs, ports, [pg, redis], haproxy, prom)
     finally:
+        if prom is not None:
+            prom.stop()
         for p in [*procs.values(), *([haproxy] if haproxy else [])]:
             if p.poll() is None:
                 p.terminate()
@@ -468,11 +483,39 @@ async def scenario(c: Cluster, sessions: int, turns: int, outage: float = 2.0) -
     return stats, victim
 
 
-def run(sessions: int, turns: int, outage: float = 2.0) -> tuple[Stats, str, float]:
+def run(
+    sessions: int, turns: int, outage: float = 2.0, prometheus: bool = False
+) -> tuple[Stats, str, float]:
     t0 = time.perf_counter()
-    with cluster(3) as c:
+    with cluster(3, prometheus) as c:
         stats, victim = asyncio.run(scenario(c, sessions, turns, outage))
+        if c.prometheus is not None:
+            print(scraped(c.prometheus.url))
     return stats, victim, time.perf_counter() - t0
+
+
+def scraped(prometheus: str) -> str:
+    """What Prometheus read from the replicas (after one more scrape): prompts answered and
+    turns ended per replica, lease moves, which replicas it still reaches."""
+    import httpx
+
+    time.sleep(2.5)  # the scrape interval is 1 s: let it read what the last turns did
+
+    def query(expr: str, label: str) -> str:
+        r = httpx.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=5)
+        found = r.json()["data"]["result"]
+        return ",".join(
+            f"{x['metric'].get(label, '?')}:{float(x['value'][1]):g}"
+            for x in sorted(found, key=lambda x: str(x["metric"].get(label)))
+        )
+
+    prompts = 'sum by (instance) (acp_request_duration_seconds_count{method="session/prompt"})'
+    return (
+        f"prometheus: prompts={query(prompts, 'instance')} "
+        f"turns={query('sum by (stop_reason) (acp_turn_duration_seconds_count)', 'stop_reason')} "
+        f"lease_moves={query('sum by (instance) (acp_lease_moves_total)', 'instance')} "
+        f"up={query('up', 'instance')}"
+    )
 
 
 def main() -> int:
@@ -480,12 +523,17 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=6)
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--outage", type=float, default=2.0, help="seconds PostgreSQL is down")
+    ap.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="a Prometheus (Debian's prometheus) scraping the replicas' /metrics",
+    )
     a = ap.parse_args()
-    gone = cs.missing()
+    gone = [p for p in cs.missing() if p != "prometheus" or a.prometheus]
     if gone:
         print(f"cluster: needs the OS packages {' '.join(gone)} (apt-get install {' '.join(gone)})")
         return 2
-    stats, victim, seconds = run(a.sessions, a.turns, a.outage)
+    stats, victim, seconds = run(a.sessions, a.turns, a.outage, a.prometheus)
     v2 = a.sessions // 2
     print(
         f"cluster: replicas=3 sessions={a.sessions} v1_sessions={a.sessions - v2} "

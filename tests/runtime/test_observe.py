@@ -380,6 +380,7 @@ PROMPT_SECRET = "prompt-c4a1-secret"
 SCRIPT = """
 from typing import Any
 
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
@@ -387,6 +388,16 @@ from .handlers import ASSISTANT, Agent
 
 
 async def script(messages: list[ModelMessage], info: AgentInfo) -> Any:
+    prompts = [str(p.content) for m in messages for p in m.parts if p.part_kind == "user-prompt"]
+    done = [p for p in messages[-1].parts if p.part_kind in ("tool-return", "retry-prompt")]
+    if prompts[-1] == "refused":  # the provider says no to the key
+        raise ModelHTTPError(401, "scripted", None)
+    if prompts[-1] == "oops" and not done:  # a tool that fails
+        yield {0: DeltaToolCall(name="tools_oops", json_args="{}", tool_call_id="o1")}
+        return
+    if prompts[-1] == "oops":
+        yield "the tool failed"
+        return
     returned = [p for m in messages for p in m.parts if p.part_kind == "tool-return"]
     if not returned:
         yield {0: DeltaToolCall(name="web_mul", json_args='{"a": 6, "b": 7}', tool_call_id="m1")}
@@ -510,6 +521,49 @@ def test_the_prompt_is_traced_only_when_asked(
     everything = exported.everything()
     for secret in (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET):
         assert secret not in everything, secret
+
+
+def test_model_and_mcp_failures_are_counted_by_kind(
+    assistants: dict[str, Any], exported: Exported, tmp_path: Path
+) -> None:
+    """A provider refusing the key: the turn's error classified once (model/adapter.py's
+    model_error) and counted as `acp.model.errors{kind}`; an MCP tool whose result is an
+    error: `acp.mcp.errors{kind}`; both spans marked failed."""
+    module = assistants["v1"]
+    package = module.__name__.split(".")[0]
+    exported.on(package)
+
+    async def main() -> str:
+        async with over_stdio(package, module.Scripted, tmp_path) as ed:
+            await ed.initialize(1, {})
+            servers = [ms.stdio_server(tmp_path)]
+            new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            sid = str(new["sessionId"])
+            assert await ed.prompt(sid, "oops", v2=False) == "end_turn"
+            with pytest.raises(AssertionError, match="credentials") as refused:
+                await ed.prompt(sid, "refused", v2=False)
+            return str(refused.value)
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+    assert [(a["kind"], p.value) for a, p in exported.points("acp.model.errors")] == [
+        ("ModelAuthentication", 1)
+    ]
+    assert [(a["kind"], p.value) for a, p in exported.points("acp.mcp.errors")] == [
+        ("ToolError", 1)
+    ]
+    spans = exported.finished()
+    tool = one(spans, "tools/call oops")
+    assert tool.status.status_code.name == "ERROR"
+    failed = [
+        s for s in spans if s.name == "acp.turn" and s.attributes["acp.stop_reason"] == "error"
+    ]
+    assert len(failed) == 1 and failed[0].attributes["rpc.jsonrpc.error_code"] < 0
+    prompts = {
+        (a["outcome"], a["code"]): p.count
+        for a, p in exported.points("acp.request.duration")
+        if a["method"] == "session/prompt"
+    }
+    assert prompts[("ok", "0")] == 1 and sum(prompts.values()) == 2
 
 
 # ---- off --------------------------------------------------------------------------------

@@ -73,7 +73,9 @@ def test_prometheus_scrapes_the_request_and_turn_metrics(tmp_path: Path, shared_
         prometheus = cs.start_prometheus([agent.where])
         try:
             assert _turns(agent.url, TURNS) == ["end_turn"] * TURNS
-            prompts = 'sum(acp_request_duration_seconds_count{method="session/prompt",outcome="ok"})'
+            prompts = (
+                'sum(acp_request_duration_seconds_count{method="session/prompt",outcome="ok"})'
+            )
             assert _until(prometheus.url, prompts, TURNS) == TURNS
             turns = 'sum(acp_turn_duration_seconds_count{stop_reason="end_turn"})'
             assert _until(prometheus.url, turns, TURNS) == TURNS

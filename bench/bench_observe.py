@@ -13,7 +13,11 @@ Rendered and driven like bench_before_after.py (../shared/tools/acpbench.py, the
 wrapper, CPU per prompt = the difference between runs of N and 2N prompts over N), the
 three agents alternating within each round.
 
-    .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV]
+    .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
+
+On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
+2%, so the off path is also measured directly: how many hook calls an echo prompt passes
+(counted in process) times one call's CPU (timeit, best of 5).
 """
 
 from __future__ import annotations
@@ -57,6 +61,72 @@ class Sink(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+HOOKS = """
+import asyncio, json, sys, time, timeit
+pkg = sys.argv[1]
+handlers = __import__(pkg + ".handlers", fromlist=["Agent"])
+rt = pkg + "._generated.runtime."
+observe = __import__(rt + "observe", fromlist=["traced"])
+serve = __import__(rt + "serve", fromlist=["agent_connection"])
+store = __import__(rt + "sessions.store", fromlist=["MemorySessionStore"])
+assert not observe.on()
+calls = [0]
+traced = observe.traced
+
+def counting(kind, work, /, **attrs):
+    calls[0] += 1
+    return traced(kind, work, **attrs)
+
+async def prompts(n):
+    got, done = {}, asyncio.Event()
+
+    async def sink(batch):
+        for frame, _ in batch:
+            msg = json.loads(frame)
+            if "id" in msg and "method" not in msg:
+                got[msg["id"]] = msg
+                done.set()
+
+    conn = serve.agent_connection(handlers.Agent(), sink, store=store.MemorySessionStore())
+
+    async def call(rid, method, params):
+        conn.feed(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        while rid not in got:
+            done.clear()
+            await done.wait()
+        return got[rid]["result"]
+
+    await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = (await call(2, "session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+    observe.traced = counting
+    for i in range(n):
+        await call(10 + i, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
+    observe.traced = traced
+    await conn.close()
+
+asyncio.run(prompts(1000))
+
+async def nothing():
+    return None
+
+work = nothing()
+n = 200000
+per = min(timeit.repeat(
+    lambda: observe.traced("turn", work, session="s", prompt=None), number=n, repeat=5)) / n
+work.close()
+print(calls[0] / 1000, per)
+"""
+
+
+def hooks_off(env: dict[str, str]) -> tuple[float, float]:
+    """The hooks an echo prompt passes when telemetry is off, and one hook's CPU cost."""
+    r = subprocess.run(
+        [b.PY, "-c", HOOKS, "echo_bench"], capture_output=True, text=True, env=env, check=True
+    )
+    calls, per = r.stdout.split()
+    return float(calls), float(per)
+
+
 def before_observe() -> str:
     """The parent of the commit that added templates/runtime/observe/."""
     added = subprocess.run(
@@ -84,6 +154,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
     ap.add_argument("--rev", help="the revision without observe (default: found in git)")
+    ap.add_argument("--hooks-only", action="store_true", help="only the hooks' cost when off")
     opts = ap.parse_args()
     rev = opts.rev or before_observe()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
@@ -139,7 +210,7 @@ def main() -> int:
             f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
             f"{'CPU vs before':>15}{'CPU vs off':>12}"
         )
-        for label, load_args in LOADS:
+        for label, load_args in [] if opts.hooks_only else LOADS:
             args = b.quick_args(load_args) if opts.quick else load_args
             at = args.index("--prompts") + 1
             n = int(args[at])
@@ -166,6 +237,11 @@ def main() -> int:
                     f"{per[name] / per['off']:>11.3f}x"
                 )
         print(f"load average after {b.loadavg()}; the OTLP sink received {Sink.received} bytes")
+        calls, per = hooks_off(plain)
+        print(
+            f"off: {calls:g} hook calls per echo prompt, {per * 1e9:.0f} ns each (best of 5): "
+            f"{calls * per * 1e6:.2f} us per prompt"
+        )
     server.shutdown()
     return 0
 

@@ -246,4 +246,12 @@ def _environment(name: str, transport: str) -> str:
             "  ACP_REDIS_URL      redis://host:6379/0: replicas relay each other's connections",
             "  ACP_REPLICA_ID     this replica's id, the value of the acp-replica affinity cookie",
         ]
+    metrics = ", prometheus (GET /metrics)" if transport == "http" else ""
+    lines += [
+        "",
+        "traces and metrics (environment; extra: otel; off when none is set):",
+        "  OTEL_EXPORTER_OTLP_ENDPOINT  http://collector:4318: both over OTLP/HTTP",
+        "  OTEL_TRACES_EXPORTER         otlp, console (stderr), none",
+        f"  OTEL_METRICS_EXPORTER        otlp{metrics}, console, none",
+    ]
     return "\n".join(lines)

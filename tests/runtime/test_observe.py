@@ -566,6 +566,57 @@ def test_model_and_mcp_failures_are_counted_by_kind(
     assert prompts[("ok", "0")] == 1 and sum(prompts.values()) == 2
 
 
+@pytest.fixture(scope="module")
+def hard(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
+    """hardening_support's agent (its `slow <seconds>` prompt), v1: its handlers."""
+    tmp = tmp_path_factory.mktemp("observe-hard")
+    hs.build(tmp, shared_acp, "obs_hard", manifest={"name": "obs-hard", "version": "0.1.0"})
+    return hs.load(tmp, "obs_hard")
+
+
+def test_a_queued_prompt_and_a_lease_that_moves(hard: Any, exported: Exported) -> None:
+    """A prompt sent while its session's turn runs waits in line (a span under its
+    request, `acp.prompts.queued` back to 0 after); the session loaded on another
+    connection of the same store (load takes the lease over): `acp.lease.moves`."""
+    exported.on("obs_hard")
+    store = _runtime("obs_hard", "sessions.store").MemorySessionStore()
+    serve = _runtime("obs_hard", "serve")
+
+    def core(sink: Any) -> Any:
+        return serve.agent_connection(hard.Agent(), sink, store=store)
+
+    init = {"protocolVersion": 1, "clientCapabilities": {}}
+
+    async def main() -> None:
+        first = hs.Core(core)
+        await first.call("initialize", init)
+        sid = (await first.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["result"][
+            "sessionId"
+        ]
+        slow = first.send("session/prompt", hs.text_prompt(sid, "slow 0.3"))
+        await first.until(lambda: any(t == "started" for t in first.texts(sid)))
+        waiting = first.send("session/prompt", hs.text_prompt(sid, "next"))
+        for rid in (slow, waiting):
+            assert (await first.answer(rid))["result"]["stopReason"] == "end_turn"
+        await first.conn.close()
+        second = hs.Core(core)
+        await second.call("initialize", init)
+        loaded = await second.call(
+            "session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []}
+        )
+        assert "result" in loaded, loaded
+        await second.conn.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    spans = exported.finished()
+    queued = one(spans, "acp.prompt.queued")
+    assert ancestors(queued, spans) == ["session/prompt"]
+    assert [p.value for _, p in exported.points("acp.prompts.queued")] == [0]
+    assert [(a["take_over"], p.value) for a, p in exported.points("acp.lease.moves")] == [
+        ("True", 1)
+    ]
+
+
 # ---- off --------------------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ BENCHES = [
     ("bench_store_soak.py", ["--sessions", "8", "--turns", "50"]),
     ("bench_http.py", ["--prompts", "200", "--stream-prompts", "5", "--rounds", "1"]),
     ("bench_servers.py", ["--prompts", "30", "--stream-prompts", "3"]),
+    ("bench_observe.py", ["--quick", "--rounds", "1"]),
 ]
 
 

@@ -499,6 +499,10 @@ def test_an_assistant_turn_nests_the_models_spans_and_the_mcp_call_and_shows_no_
     chain = ancestors(tool, spans)
     assert chain[-4:] == [runs[0].name, "acp.turn", "session/prompt", "editor"], chain
     assert any("web_mul" in name for name in chain[:-4]), chain
+    # the model's tokens in and out, by model (pydantic-ai's own histogram)
+    tokens = exported.points("gen_ai.client.token.usage")
+    assert {a["gen_ai.token.type"] for a, _ in tokens} == {"input", "output"}, tokens
+    assert all(a["gen_ai.request.model"] for a, _ in tokens)
     everything = exported.everything()
     for secret in (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET, PROMPT_SECRET):
         assert secret not in everything, secret

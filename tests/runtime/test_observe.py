@@ -13,8 +13,10 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
   content) in any exported span or metric; the prompt only with ACP_TRACE_CONTENT=1;
 - the metrics: requests by method and outcome, turn duration by stop reason, active
-  sessions, store latency by operation;
-- without configuration nothing is on and the SDK is never imported.
+  sessions, store latency by operation, the model's tokens by model, model and MCP
+  failures by kind, queued prompts, lease moves;
+- without configuration nothing is on and the SDK is never imported;
+- across processes: a generated client's request is the parent of a stdio agent's span.
 """
 
 from __future__ import annotations

@@ -144,3 +144,14 @@ def test_callbacks_module_ships_only_with_async_callbacks() -> None:
             assert ("runtime/wire/http_wire.py" in shipped) == (server or role == "client")
             # a client speaks both transports, whichever it was made with
             assert ("runtime/client/http_client.py" in shipped) == (role == "client")
+
+
+def test_every_project_carries_the_observe_room() -> None:
+    """The runtime reaches `observe` as a package (`from .. import observe`), and the room
+    reaches its SDK module inside a function: both ship with every agent and client (the
+    `otel` extra turns them on); before, a room imported by its package name was missed."""
+    for transport in ("stdio", "http"):
+        for role in ("agent", "client"):
+            shipped = runtime_files(transport, role)
+            assert "runtime/observe/__init__.py" in shipped, (transport, role)
+            assert "runtime/observe/otel.py" in shipped, (transport, role)

@@ -386,9 +386,9 @@ class Telemetry:
             values["acp.session_id"] = sid
         outcome = "ok"
         with self._span(method, SpanKind.CLIENT, None, values) as span:
-            if type(params) is dict:  # the frame is built when `work` starts: not yet
-                carrier: dict[str, str] = {}
-                W3C.inject(carrier)
+            carrier: dict[str, str] = {}
+            W3C.inject(carrier)  # nothing when no span is recorded (metrics only)
+            if carrier and type(params) is dict:  # the frame is built when `work` starts
                 meta = params.get("_meta")
                 params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
             try:

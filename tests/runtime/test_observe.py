@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -706,3 +707,33 @@ def test_a_generated_clients_request_is_the_parent_of_a_stdio_agents_span(
         assert agent_span["parent_id"] == f"0x{client_span.context.span_id:016x}"
         assert agent_span["context"]["trace_id"] == f"0x{client_span.context.trace_id:032x}"
         assert agent_span["resource"]["attributes"]["service.name"] == "coder"
+
+
+def test_an_http_agent_configured_by_the_environment_takes_the_header_as_parent(
+    hard: Any,
+) -> None:
+    """The deployed path: an HTTP agent process with `OTEL_TRACES_EXPORTER=console` (its
+    spans on stderr, flushed as it stops on SIGTERM); a POST's `traceparent` header is
+    its request span's parent."""
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(hard.__file__).parents[1]), *sys.path])
+    env.update(ACP_TEST_TRANSPORT="http", OTEL_TRACES_EXPORTER="console")
+    init = {"protocolVersion": 1, "clientCapabilities": {}}
+    with hs.listening(env, "obs_hard") as agent:
+        r = httpx.post(
+            agent.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            headers={"traceparent": parent},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+    assert agent.proc.returncode == 0
+    deadline = time.monotonic() + 10
+    while not (spans := console_spans("\n".join(line.rstrip("\n") for line in agent.stderr))):
+        assert time.monotonic() < deadline, agent.stderr  # the stderr reader's last lines
+        time.sleep(0.05)
+    served = next(s for s in spans if s["name"] == "initialize")
+    assert served["parent_id"] == "0xb7ad6b7169203331"
+    assert served["context"]["trace_id"] == "0x0af7651916cd43dd8448eb211c80319c"
+    assert served["attributes"]["acp.transport"] == "http"

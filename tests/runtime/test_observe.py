@@ -28,10 +28,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import hardening_support as hs
 import httpx
@@ -624,6 +626,34 @@ def test_a_queued_prompt_and_a_lease_that_moves(hard: Any, exported: Exported) -
     ]
 
 
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_SERVICE_NAME": "a"}, False),  # an SDK default alone turns nothing on
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_METRICS_EXPORTER": "prometheus"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}, False),
+        (
+            {
+                "OTEL_TRACES_EXPORTER": "none",
+                "OTEL_METRICS_EXPORTER": "none",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+            },
+            False,
+        ),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, True),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, False),
+    ],
+)
+def test_what_the_environment_turns_on(env: dict[str, str], on: bool) -> None:
+    from runtime import observe
+
+    assert observe.configured(env) is on
+
+
 # ---- off --------------------------------------------------------------------------------
 
 
@@ -737,3 +767,71 @@ def test_an_http_agent_configured_by_the_environment_takes_the_header_as_parent(
     assert served["parent_id"] == "0xb7ad6b7169203331"
     assert served["context"]["trace_id"] == "0x0af7651916cd43dd8448eb211c80319c"
     assert served["attributes"]["acp.transport"] == "http"
+
+
+class Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector on 127.0.0.1: the span names and metric names it received,
+    with their resources' service names (decoded with opentelemetry-proto)."""
+
+    spans: ClassVar[list[tuple[str, str]]] = []
+    metrics: ClassVar[list[tuple[str, str]]] = []
+    arrived = threading.Event()
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.path == "/v1/traces":
+            traces = ExportTraceServiceRequest.FromString(body)
+            for rs in traces.resource_spans:
+                service = _service(rs.resource)
+                type(self).spans += [(service, s.name) for ss in rs.scope_spans for s in ss.spans]
+        elif self.path == "/v1/metrics":
+            metrics = ExportMetricsServiceRequest.FromString(body)
+            for rm in metrics.resource_metrics:
+                service = _service(rm.resource)
+                type(self).metrics += [
+                    (service, m.name) for sm in rm.scope_metrics for m in sm.metrics
+                ]
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        type(self).arrived.set()
+
+
+def _service(resource: Any) -> str:
+    return next((a.value.string_value for a in resource.attributes if a.key == "service.name"), "")
+
+
+def test_an_otlp_endpoint_alone_sends_traces_and_metrics_to_the_collector(hard: Any) -> None:
+    """`OTEL_EXPORTER_OTLP_ENDPOINT` (and a service name) is all a deployment sets: the
+    HTTP agent process sends its spans and its metrics over OTLP/HTTP."""
+    Collector.spans, Collector.metrics = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(hard.__file__).parents[1]), *sys.path])
+    env.update(
+        ACP_TEST_TRANSPORT="http",
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}",
+        OTEL_SERVICE_NAME="obs-hard",
+    )
+    init = {"protocolVersion": 1, "clientCapabilities": {}}
+    try:
+        with hs.listening(env, "obs_hard") as agent:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+            assert httpx.post(agent.url, json=body, timeout=10).status_code == 200
+        assert agent.proc.returncode == 0  # SIGTERM: both providers flushed at exit
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ("obs-hard", "initialize") in Collector.spans
+    assert ("obs-hard", "acp.request.duration") in Collector.metrics

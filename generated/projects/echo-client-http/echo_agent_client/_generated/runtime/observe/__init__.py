@@ -40,16 +40,6 @@ T = TypeVar("T")
 
 log = logging.getLogger("acp.runtime.observe")
 
-# the variables that configure an exporter (an SDK default alone, e.g. OTEL_SERVICE_NAME,
-# does not turn anything on)
-CONFIGURING = (
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-)
-
 
 class _Switch:
     __slots__ = ("on",)
@@ -63,15 +53,18 @@ _NOTHING = contextlib.nullcontext()
 
 
 def configured(env: Any = os.environ) -> bool:
-    """The environment asks for telemetry: an exporter named (not all of them `none`) or
-    an OTLP endpoint given, and the SDK not disabled."""
+    """The environment asks for telemetry: an exporter named for traces or metrics (not
+    `none`), or an OTLP endpoint for a signal whose exporter is not named; and the SDK not
+    disabled."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    names = [env.get(n, "").strip().lower() for n in CONFIGURING]
-    exporters = names[:2]
-    if any(e and e != "none" for e in exporters):
-        return True
-    return any(names[2:]) and not all(e == "none" for e in exporters if e)
+    anywhere = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    for signal in ("TRACES", "METRICS"):
+        named = env.get(f"OTEL_{signal}_EXPORTER", "").strip().lower()
+        endpoint = anywhere or env.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip()
+        if (named and named != "none") or (not named and endpoint):
+            return True
+    return False
 
 
 def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:

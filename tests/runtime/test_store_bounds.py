@@ -394,3 +394,91 @@ def test_sqlite_deleted_sessions_give_their_pages_back(tmp_path: Path) -> None:
 
     asyncio.run(go())
     store.close()
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)]
+)
+def test_history_and_state_are_counted_by_one_bound(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``max_history_bytes`` bounds what a session keeps, its state (a model's history
+    here, 20 KB) and its history rows together: past it, the oldest whole turns go, the
+    latest turn and the latest state stay.  (Before: the state was not counted, so the
+    history alone filled the bound.)"""
+    store = make(kind, request, tmp_path, max_history_bytes=50_000)
+    model = "m" * 20_000
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        for i in range(20):
+            state = {"turns": i + 1, "model": model}
+            assert await store.save_turn("s", state, turn(i, "x" * 3000)) is True
+            kept = list(await store.history("s"))
+            assert sum(map(len, kept)) + len(orjson.dumps(state)) <= 50_000, (i, len(kept))
+            assert kept[-2:] == turn(i, "x" * 3000)
+        assert await store.load("s") == {"turns": 20, "model": model}
+
+    asyncio.run(go())
+
+
+def _stored_bytes(path: Path) -> int:
+    """The bytes of the file's pages in use (page count less free pages)."""
+    db = sqlite3.connect(path)
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (free,) = db.execute("PRAGMA freelist_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    return int((pages - free) * size)
+
+
+def test_sqlite_keeps_one_state_a_session(tmp_path: Path) -> None:
+    """A session's state is on disk once, replaced each turn: 30 turns of a session whose
+    state is 200 KB (a model's history) use about one state's pages, not 30 (before: each
+    turn's last row kept its copy, never deleted); a ``save`` between turns (a mode
+    change) and rows appended without a state keep it once too; every reopen loads the
+    latest state."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    model = os.urandom(100_000).hex()  # 200 KB, incompressible
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        await store.save("t", {"turns": 0})
+        for i in range(30):
+            assert await store.save_turn("s", {"turns": i, "model": model}, turn(i)) is True
+            assert await store.save_turn("t", {"turns": i}, turn(i)) is True
+            if i == 10:
+                await store.save("s", {"turns": i, "model": model, "mode": "plan"})
+            if i == 20:
+                await store.append_history("s", turn(99))
+        assert await store.load("s") == {"turns": 29, "model": model}
+        assert await store.load("t") == {"turns": 29}
+
+    asyncio.run(go())
+    store.close()
+    db = sqlite3.connect(path)
+    held = db.execute(
+        "SELECT session_id, count(*) FROM history WHERE state IS NOT NULL GROUP BY session_id"
+    ).fetchall()
+    assert sorted(held) == [("s", 1), ("t", 1)]
+    assert db.execute("SELECT id, length(state) FROM sessions ORDER BY id").fetchall() == [
+        ("s", 0),
+        ("t", 0),
+    ]
+    db.close()
+    assert _stored_bytes(path) < 3 * 200_000, _stored_bytes(path)
+    again = SqliteSessionStore(path)
+
+    async def reload() -> None:
+        assert await again.load("s") == {"turns": 29, "model": model}
+        await again.save("s", {"turns": 30})  # save: the session's row takes it over
+        assert await again.load("s") == {"turns": 30}
+        page, _ = await again.list_sessions(None, 10)
+        assert page == [("s", {"turns": 30}), ("t", {"turns": 29})]
+
+    asyncio.run(reload())
+    again.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM history WHERE state IS NOT NULL").fetchone() == (1,)
+    db.close()

@@ -288,15 +288,17 @@ class PostgresSessionStore:
                 if row is None or row[0] != owner:
                     return False
             size = sum(map(len, messages))
+            raw = orjson.dumps(state)
             await cur.execute(
                 "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns) VALUES (%s, %s, %s, 1) "
                 "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
                 "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1 "
                 "RETURNING hbytes, hturns, hfirst",
-                (session_id, orjson.dumps(state), size),
+                (session_id, raw, size),
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
+            kept += len(raw)  # the state (kept once, replaced) counted by the same bound
             one = joined(messages, size)
             if one is not None:
                 await cur.execute(

@@ -36,7 +36,7 @@ from .store_common import (
     env_limit,
     unjoined,
 )
-from .store_sqlite_schema import SCHEMA, STATE, last_turn, migrate
+from .store_sqlite_schema import ONE_STATE, SCHEMA, STATE, last_turn, migrate
 from .store_sqlite_turns import Turn, TurnWriter
 
 log = logging.getLogger("acp.runtime.store")
@@ -109,7 +109,10 @@ class SqliteSessionStore:
             # cache spills a 4 MB turn to the WAL page by page, then writes it again)
             self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
             self._db.executescript(SCHEMA)
-            migrate(self._db)
+            if migrate(self._db) < ONE_STATE:
+                # the state copies the upgrade dropped: their pages back to the file
+                # system (auto_vacuum files; any other reuses them for what comes next)
+                self._db.executescript("PRAGMA incremental_vacuum")
         # the event loop's own connection: never waits for a lock (busy: the group goes
         # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
         self._fast = sqlite3.connect(
@@ -137,8 +140,14 @@ class SqliteSessionStore:
             return fn(*args)
 
     def _save(self, sid: str, state: bytes) -> None:
-        # newer than every history row written so far (hseq): load reads this state
-        # until a later turn's row carries one
+        # the state kept once (see STATE): the history row that held it lets it go; the
+        # session's row holds it, newer than every history row written so far (hseq): load
+        # reads it until a later turn's row takes it over
+        self._db.execute(
+            "UPDATE history SET state = NULL WHERE session_id = ?1 AND state IS NOT NULL "
+            "AND seq > coalesce((SELECT hseq FROM sessions WHERE id = ?1), 0)",
+            (sid,),
+        )
         self._db.execute(
             "INSERT INTO sessions (id, state, hseq) VALUES (?1, ?2, coalesce("
             "(SELECT max(seq) FROM history WHERE session_id = ?1), 0)) "

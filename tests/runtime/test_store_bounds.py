@@ -432,6 +432,15 @@ def _stored_bytes(path: Path) -> int:
     return int((pages - free) * size)
 
 
+def _file_bytes(path: Path) -> int:
+    """The file's size once its WAL is checkpointed (its page count, as a reader sees it)."""
+    db = sqlite3.connect(path)
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    return int(pages * size)
+
+
 def test_sqlite_keeps_one_state_a_session(tmp_path: Path) -> None:
     """A session's state is on disk once, replaced each turn: 30 turns of a session whose
     state is 200 KB (a model's history) use about one state's pages, not 30 (before: each
@@ -482,3 +491,35 @@ def test_sqlite_keeps_one_state_a_session(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM history WHERE state IS NOT NULL").fetchone() == (1,)
     db.close()
+
+
+def test_sqlite_file_does_not_grow_with_turns_after_a_large_state(tmp_path: Path) -> None:
+    """After a turn whose state holds a large tool result (2 MB here), the next ten turns
+    add less than 1 MB to the file: each replaces the state, and the pages the first
+    replacement left free go back to the file system at the next checkpoint (before:
+    each turn added a copy, 2 MB a turn)."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    result = os.urandom(1_000_000).hex()
+
+    async def settle() -> None:
+        while store._tasks:  # the checkpoint (and its giving back) after the turns
+            await asyncio.gather(*list(store._tasks))
+
+    async def go() -> int:
+        await store.save("s", {"turns": 0})
+        model = [f"m{i}" for i in range(20)]
+        await store.save_turn("s", {"model": [*model, result]}, turn(0, result))
+        await settle()
+        after_big = _file_bytes(path)
+        for i in range(1, 11):
+            model.append(f"m{i}")
+            await store.save_turn("s", {"model": [*model, result]}, turn(i))
+        await settle()
+        assert await store.load("s") == {"model": [*model, result]}
+        return after_big
+
+    after_big = asyncio.run(go())
+    after = _file_bytes(path)
+    store.close()
+    assert 2_000_000 < after_big and after - after_big < 1_000_000, (after_big, after)

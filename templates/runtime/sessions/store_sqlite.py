@@ -63,6 +63,10 @@ WORKER_CACHE = 16 * 1024 * 1024
 
 _PAGE = 4096
 
+FREE_KEEP = 256 * 1024
+"""Free pages (bytes) a checkpoint leaves in the file for the next writes; past that it
+gives them back to the file system first (see ``_give_back``)."""
+
 
 class SqliteSessionStore:
     def __init__(
@@ -341,7 +345,7 @@ class SqliteSessionStore:
     def _flush_group(self) -> None:
         group, self._queue = self._queue, []
         self._alone = len(group) == 1
-        size = sum(t.size for t in group)
+        size = sum(t.written for t in group)  # a large state goes to the thread too
         if size <= self.inline_bytes and not self._hold:
             try:
                 results = self._commit_each_inline(group)
@@ -370,7 +374,7 @@ class SqliteSessionStore:
             self._flushing = False
             raise
         self._answer(group, results)
-        self._wrote(sum(t.size for t in group), len(group))
+        self._wrote(sum(t.written for t in group), len(group))
         self._next()
 
     def _wrote(self, size: int, rows: int = 1) -> None:
@@ -406,8 +410,18 @@ class SqliteSessionStore:
             else:
                 t.future.set_result(r)
 
+    def _give_back(self) -> None:
+        # a large state replaced (or a large row rewritten without its state) leaves the
+        # pages it held free: past FREE_KEEP of them, they go back to the file system
+        # (auto_vacuum=INCREMENTAL files; any other file reuses them), so a session's file
+        # holds about what it keeps, not what it held at its largest
+        (free,) = self._db.execute("PRAGMA freelist_count").fetchone()
+        if free * _PAGE > FREE_KEEP:
+            self._db.executescript(f"PRAGMA incremental_vacuum({free - FREE_KEEP // _PAGE})")
+
     async def _checkpoint(self) -> None:
         try:
+            await asyncio.to_thread(self._run, self._give_back)
             await asyncio.to_thread(self._passive)
             self._hold = True
             try:

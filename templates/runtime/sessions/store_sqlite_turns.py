@@ -27,7 +27,7 @@ commits of other connections (see ``_head``); past it, it forgets them all."""
 class Turn:
     """A queued ``save_turn``: answered once the transaction that wrote it commits."""
 
-    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
+    __slots__ = ("future", "messages", "owner", "sid", "size", "state", "written")
 
     def __init__(
         self,
@@ -41,7 +41,8 @@ class Turn:
         self.state = state
         self.messages = messages
         self.owner = owner
-        self.size = sum(map(len, messages))
+        self.size = sum(map(len, messages))  # the history's bytes
+        self.written = self.size + len(state)  # and the state's: what the commit writes
         self.future = future
 
 

@@ -80,6 +80,13 @@ class Session:
         return state, frames
 
 
+def big_result(size: int) -> str:
+    """An MCP tool's result of ``size`` bytes that does not compress (PostgreSQL's TOAST
+    compresses a repeated character to nothing): in the turn's frames and the model
+    history."""
+    return os.urandom(size // 2).hex()
+
+
 def short(i: int) -> tuple[str, str]:
     return f"turn {i}: what is in src/app.py line {i}?", f"Line {i} defines handler_{i}()." * 3
 
@@ -106,8 +113,7 @@ async def run_sqlite(turns: int, big: int) -> dict[str, float]:
     out = {"file": path.stat().st_size, "history": counted, "state": state_bytes}
     out["wal_peak"] = wal_peak
     store = SqliteSessionStore(path)
-    result = "x" * big  # an MCP tool's result: in the turn's frames and the model history
-    state, frames = s.turn("read the big file", result)
+    state, frames = s.turn("read the big file", big_result(big))
     await store.save_turn("s", state, frames)
     store.close()
     out["after_big"] = path.stat().st_size
@@ -157,7 +163,7 @@ async def run_postgres(turns: int, big: int) -> dict[str, float]:
             "file_novacuum": await size(False),
             "file": await size(True),
         }
-        state, frames = s.turn("read the big file", "x" * big)
+        state, frames = s.turn("read the big file", big_result(big))
         await store.save_turn("s", state, frames)
         out["after_big"] = await size(True)
         for i in range(10):

@@ -523,3 +523,40 @@ def test_sqlite_file_does_not_grow_with_turns_after_a_large_state(tmp_path: Path
     after = _file_bytes(path)
     store.close()
     assert 2_000_000 < after_big and after - after_big < 1_000_000, (after_big, after)
+
+
+@pytest.mark.slow
+def test_postgres_table_does_not_grow_a_copy_a_turn_after_a_large_state(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """PostgreSQL keeps one state a session, but a replaced state is a dead row version
+    until a vacuum: the store vacuums ``acp_sessions`` itself once enough states were
+    replaced (``VACUUM_AFTER``), so ten turns of a session whose state holds a 2 MB tool
+    result grow its tables by a few copies, not ten (before: 20 MB until autovacuum)."""
+    import psycopg
+
+    store = make("postgres", request, tmp_path)
+    result = os.urandom(1_000_000).hex()  # does not compress (TOAST would)
+
+    async def size() -> int:
+        async with await psycopg.AsyncConnection.connect(store._url, autocommit=True) as c:
+            cur = await c.execute("SELECT pg_total_relation_size('acp_sessions')")
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        model = [f"m{i}" for i in range(20)]
+        await store.save_turn("s", {"model": [*model, result]}, turn(0, result))
+        before = await size()
+        for i in range(1, 11):
+            model.append(f"m{i}")
+            await store.save_turn("s", {"model": [*model, result]}, turn(i))
+            if store._vacuum is not None:
+                await store._vacuum  # the background vacuum, when one ran
+        assert await store.load("s") == {"model": [*model, result]}
+        grown = await size() - before
+        assert grown < 12_000_000, grown
+        await store.aclose()
+
+    asyncio.run(go())

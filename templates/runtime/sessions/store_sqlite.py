@@ -10,9 +10,11 @@ each ``save_turn`` returns once that transaction commits (while one session at a
 is busy, its turn commits at once, in the pass of the loop it ends).  A small group commits on the
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
-or copies megabytes.  History is bounded per session (``max_history_bytes`` /
-``max_history_turns``: whole oldest turns go first; replay then starts at the oldest
-kept turn's prompt); deleted sessions give their pages back to the file system.
+or copies megabytes.  A session's state is kept once, replaced by each turn (see
+``store_sqlite_schema.STATE``).  History is bounded per session (``max_history_bytes``,
+which counts the state too, / ``max_history_turns``: whole oldest turns go first; replay
+then starts at the oldest kept turn's prompt); deleted sessions, and a large state
+replaced, give their pages back to the file system.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class SqliteSessionStore:
         """``busy_timeout``: how long one call waits for a lock held by another process
         before it fails (the HTTP transport then retries twice, see ``_durably``).
 
-        ``max_history_bytes`` / ``max_history_turns``: the history kept per session
+        ``max_history_bytes`` / ``max_history_turns``: the history (and, for the bytes,
+        the state) kept per session
         (``$ACP_HISTORY_MAX_BYTES``, default 256 MiB; ``$ACP_HISTORY_MAX_TURNS``, default
         100000; None: unbounded).  When a turn takes a session past either, its oldest whole
         turns are deleted until it holds at most 3/4 of the bound (the latest turn is

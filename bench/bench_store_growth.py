@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -181,7 +182,7 @@ def child(kind: str, turns: int, big: int, runtime: str) -> None:
     sys.path.insert(0, runtime)
     run = run_sqlite if kind == "sqlite" else run_postgres
     out = asyncio.run(run(turns, big))
-    print(repr(out))
+    print(json.dumps(out))
 
 
 def main() -> None:
@@ -196,23 +197,41 @@ def main() -> None:
         child(a.child, a.turns, a.big, a.runtime)
         return
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        check=False,
     ).stdout.strip()
-    print(f"bench_store_growth: commit {commit}, runtime {a.runtime}, {a.turns} turns, "
-          f"big {a.big} bytes")
+    print(
+        f"bench_store_growth: commit {commit}, runtime {a.runtime}, {a.turns} turns, "
+        f"big {a.big} bytes"
+    )
     for kind in ["sqlite", *(["postgres"] if a.postgres else [])]:
-        argv = [sys.executable, __file__, "--child", kind, "--turns", str(a.turns),
-                "--big", str(a.big), "--runtime", a.runtime]
-        res = subprocess.run(argv, capture_output=True, text=True, env=os.environ)
+        argv = [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--turns",
+            str(a.turns),
+            "--big",
+            str(a.big),
+            "--runtime",
+            a.runtime,
+        ]
+        res = subprocess.run(argv, capture_output=True, text=True, env=os.environ, check=False)
         if res.returncode:
             print(kind, "failed:", res.stderr[-2000:])
             continue
-        r = eval(res.stdout.strip().splitlines()[-1])  # noqa: S307 - our own child's repr
+        r = json.loads(res.stdout.strip().splitlines()[-1])
         counted = r["history"] + r["state"]
         mb = 1e6
-        print(f"| {kind} | {r['history'] / 1e3:.0f} KB + {r['state'] / 1e3:.0f} KB "
-              f"| {r['file'] / mb:.2f} MB | {r['file'] / counted:.2f}x "
-              f"| {(r['after_10'] - r['after_big']) / mb:+.2f} MB | {r['after_10'] / mb:.2f} MB |")
+        print(
+            f"| {kind} | {r['history'] / 1e3:.0f} KB + {r['state'] / 1e3:.0f} KB "
+            f"| {r['file'] / mb:.2f} MB | {r['file'] / counted:.2f}x "
+            f"| {(r['after_10'] - r['after_big']) / mb:+.2f} MB | {r['after_10'] / mb:.2f} MB |"
+        )
         print("  ", {k: v for k, v in r.items()})
 
 

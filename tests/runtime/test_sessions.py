@@ -485,12 +485,14 @@ def test_a_long_session_keeps_one_state_on_disk(
             assert "result" in r, r
             if rev == "v2":
                 await a.until(
-                    lambda i=i: sum(
-                        m.get("method") == "session/update"
-                        and m["params"]["update"].get("state") == "idle"
-                        for m in a.msgs
-                    )
-                    > i,
+                    lambda i=i: (
+                        sum(
+                            m.get("method") == "session/update"
+                            and m["params"]["update"].get("state") == "idle"
+                            for m in a.msgs
+                        )
+                        > i
+                    ),
                     what="the turn's idle update",
                 )
             if i == 10 and rev == "v1":

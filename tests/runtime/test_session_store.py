@@ -4,6 +4,7 @@ PostgresSessionStore on a private server: one contract for all three), and the S
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -183,7 +184,7 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (5,)
+    assert check.execute("PRAGMA user_version").fetchone() == (6,)
     (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
     assert "AUTOINCREMENT" not in sql
     assert check.execute(
@@ -307,9 +308,64 @@ def test_sqlite_schema_5_takes_over_a_schema_4_file(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (5,)
+    assert check.execute("PRAGMA user_version").fetchone() == (6,)
     rows = check.execute("SELECT turn, parts, total FROM history ORDER BY seq").fetchall()
     assert rows == [(1, 1, 4), (1, 1, 4), (2, 2, 8)]
+    check.close()
+
+
+def test_sqlite_schema_6_keeps_one_state_of_a_schema_5_file(tmp_path: Path) -> None:
+    """A file as schema 5 wrote it (every turn's last row holding a copy of the state,
+    auto_vacuum on, as the store creates its files) opens with each session's latest
+    state (a turn's, or a ``save``'s newer than the session's turns) and its history as
+    before; the older copies are gone and their pages given back to the file system; the
+    next turn moves the state to its row."""
+    db = tmp_path / "v5.db"
+    pre = sqlite3.connect(db, isolation_level=None)
+    pre.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before the first table, as the store does
+    pre.close()
+    big = "s" * 100_000
+    copies = ",\n".join(
+        f"('a', CAST('p{i}\ne{i}' AS BLOB), {i}, 4, CAST('{{\"turns\": {i}, \"m\": \"{big}\"}}' AS BLOB), {4 * i}, 2)"
+        for i in range(1, 21)
+    )
+    file_of_schema(
+        db,
+        5,
+        f"""
+        INSERT INTO sessions (id, state, hfirst, hseq) VALUES
+            ('a', CAST('{{"turns": 0}}' AS BLOB), 1, 0),
+            ('b', CAST('{{"turns": 1, "mode": "plan"}}' AS BLOB), 1, 21);
+        INSERT INTO session_order (session_id) VALUES ('a'), ('b');
+        INSERT INTO history (session_id, message, turn, size, state, total, parts) VALUES
+            {copies};
+        INSERT INTO history (session_id, message, turn, size, state, total, parts) VALUES
+            ('b', CAST('q1\nf1' AS BLOB), 1, 4, CAST('{{"turns": 1}}' AS BLOB), 4, 2);
+        """,
+    )
+    before = os.path.getsize(db)
+    assert before > 20 * 100_000
+
+    async def go() -> None:
+        st = SqliteSessionStore(db)
+        assert await st.load("a") == {"turns": 20, "m": big}
+        assert await st.load("b") == {"turns": 1, "mode": "plan"}
+        assert await st.history("a") == [f"{x}{i}".encode() for i in range(1, 21) for x in "pe"]
+        assert await st.history("b") == [b"q1", b"f1"]
+        assert await st.save_turn("b", {"turns": 2}, [b"q2", b"f2"]) is True
+        assert await st.load("b") == {"turns": 2}
+        st.close()
+
+    asyncio.run(go())
+    assert os.path.getsize(db) < before // 10, (os.path.getsize(db), before)
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    held = check.execute(
+        "SELECT session_id, turn FROM history WHERE state IS NOT NULL ORDER BY seq"
+    ).fetchall()
+    assert held == [("b", 2)]
+    states = check.execute("SELECT id, length(state) FROM sessions ORDER BY id").fetchall()
+    assert states == [("a", len(f'{{"turns": 20, "m": "{big}"}}')), ("b", 0)]
     check.close()
 
 

@@ -454,3 +454,68 @@ def test_v2_resume_replays_what_replay_from_asks(built_v2: Any) -> None:
         await b.conn.close()
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_long_session_keeps_one_state_on_disk(
+    rev: str, built: dict[str, Any], built_v2: Any, tmp_path: Path
+) -> None:
+    """Issue 36 item 1, through the runtime on both revisions: 30 turns of a session on
+    the default store (SQLite), a config option changed between them (``save``), leave
+    one copy of the session's state in the file (before: one a turn), and a new store on
+    the same file loads the latest state (its turn count) and replays every turn."""
+    import sqlite3
+
+    pkg, agent = (PKG, built["agent"]) if rev == "v1" else ("sessagent2", built_v2)
+    path = tmp_path / "s.db"
+    init: dict[str, Any] = (
+        {"protocolVersion": 1}
+        if rev == "v1"
+        else {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
+    )
+
+    async def go() -> str:
+        store = hs.runtime_of(pkg, "store_sqlite").SqliteSessionStore(path)
+        core = hs.runtime_of(pkg, "sessions").SessionCore(agent, store)
+        a = Core(core)
+        await a.call("initialize", init)
+        sid = (await a.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        for i in range(30):
+            r = await a.call("session/prompt", hs.text_prompt(sid, f"turn {i}"))
+            assert "result" in r, r
+            if rev == "v2":
+                await a.until(
+                    lambda i=i: (
+                        sum(
+                            m.get("method") == "session/update"
+                            and m["params"]["update"].get("state") == "idle"
+                            for m in a.msgs
+                        )
+                        > i
+                    ),
+                    what="the turn's idle update",
+                )
+            if i == 10 and rev == "v1":
+                change = {"sessionId": sid, "configId": "model", "value": "large"}
+                assert "result" in await a.call("session/set_config_option", change)
+        await a.conn.close()
+        store.close()
+        return str(sid)
+
+    sid = asyncio.run(go())
+    db = sqlite3.connect(path)
+    in_rows = db.execute("SELECT count(*) FROM history WHERE state IS NOT NULL").fetchone()[0]
+    in_session = db.execute("SELECT length(state) > 0 FROM sessions").fetchone()[0]
+    db.close()
+    assert in_rows + in_session == 1, (in_rows, in_session)
+
+    async def reload() -> None:
+        store = hs.runtime_of(pkg, "store_sqlite").SqliteSessionStore(path)
+        assert (await store.load(sid))["turns"] == 30
+        frames = await store.history(sid)
+        store.close()
+        for i in range(30):  # every prompt replayed, in order
+            at = next(k for k, f in enumerate(frames) if f'"turn {i}"'.encode() in f)
+            frames = frames[at + 1 :]
+
+    asyncio.run(reload())

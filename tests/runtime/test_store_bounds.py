@@ -394,3 +394,170 @@ def test_sqlite_deleted_sessions_give_their_pages_back(tmp_path: Path) -> None:
 
     asyncio.run(go())
     store.close()
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)]
+)
+def test_history_and_state_are_counted_by_one_bound(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``max_history_bytes`` bounds what a session keeps, its state (a model's history
+    here, 20 KB) and its history rows together: past it, the oldest whole turns go, the
+    latest turn and the latest state stay.  (Before: the state was not counted, so the
+    history alone filled the bound.)"""
+    store = make(kind, request, tmp_path, max_history_bytes=50_000)
+    model = "m" * 20_000
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        for i in range(20):
+            state = {"turns": i + 1, "model": model}
+            assert await store.save_turn("s", state, turn(i, "x" * 3000)) is True
+            kept = list(await store.history("s"))
+            assert sum(map(len, kept)) + len(orjson.dumps(state)) <= 50_000, (i, len(kept))
+            assert kept[-2:] == turn(i, "x" * 3000)
+        assert await store.load("s") == {"turns": 20, "model": model}
+
+    asyncio.run(go())
+
+
+def _stored_bytes(path: Path) -> int:
+    """The bytes of the file's pages in use (page count less free pages)."""
+    db = sqlite3.connect(path)
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (free,) = db.execute("PRAGMA freelist_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    return int((pages - free) * size)
+
+
+def _file_bytes(path: Path) -> int:
+    """The file's size once its WAL is checkpointed (its page count, as a reader sees it)."""
+    db = sqlite3.connect(path)
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    (size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    return int(pages * size)
+
+
+def test_sqlite_keeps_one_state_a_session(tmp_path: Path) -> None:
+    """A session's state is on disk once, replaced each turn: 30 turns of a session whose
+    state is 200 KB (a model's history) use about one state's pages, not 30 (before: each
+    turn's last row kept its copy, never deleted); a ``save`` between turns (a mode
+    change) and rows appended without a state keep it once too; every reopen loads the
+    latest state."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    model = os.urandom(100_000).hex()  # 200 KB, incompressible
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        await store.save("t", {"turns": 0})
+        for i in range(30):
+            assert await store.save_turn("s", {"turns": i, "model": model}, turn(i)) is True
+            assert await store.save_turn("t", {"turns": i}, turn(i)) is True
+            if i == 10:
+                await store.save("s", {"turns": i, "model": model, "mode": "plan"})
+            if i == 20:
+                await store.append_history("s", turn(99))
+        assert await store.load("s") == {"turns": 29, "model": model}
+        assert await store.load("t") == {"turns": 29}
+
+    asyncio.run(go())
+    store.close()
+    db = sqlite3.connect(path)
+    held = db.execute(
+        "SELECT session_id, count(*) FROM history WHERE state IS NOT NULL GROUP BY session_id"
+    ).fetchall()
+    assert sorted(held) == [("s", 1), ("t", 1)]
+    assert db.execute("SELECT id, length(state) FROM sessions ORDER BY id").fetchall() == [
+        ("s", 0),
+        ("t", 0),
+    ]
+    db.close()
+    assert _stored_bytes(path) < 3 * 200_000, _stored_bytes(path)
+    again = SqliteSessionStore(path)
+
+    async def reload() -> None:
+        assert await again.load("s") == {"turns": 29, "model": model}
+        await again.save("s", {"turns": 30})  # save: the session's row takes it over
+        assert await again.load("s") == {"turns": 30}
+        page, _ = await again.list_sessions(None, 10)
+        assert page == [("s", {"turns": 30}), ("t", {"turns": 29})]
+
+    asyncio.run(reload())
+    again.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM history WHERE state IS NOT NULL").fetchone() == (1,)
+    db.close()
+
+
+def test_sqlite_file_does_not_grow_with_turns_after_a_large_state(tmp_path: Path) -> None:
+    """After a turn whose state holds a large tool result (2 MB here), the next ten turns
+    add less than 1 MB to the file: each replaces the state, and the pages the first
+    replacement left free go back to the file system at the next checkpoint (before:
+    each turn added a copy, 2 MB a turn)."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    result = os.urandom(1_000_000).hex()
+
+    async def settle() -> None:
+        while store._tasks:  # the checkpoint (and its giving back) after the turns
+            await asyncio.gather(*list(store._tasks))
+
+    async def go() -> int:
+        await store.save("s", {"turns": 0})
+        model = [f"m{i}" for i in range(20)]
+        await store.save_turn("s", {"model": [*model, result]}, turn(0, result))
+        await settle()
+        after_big = _file_bytes(path)
+        for i in range(1, 11):
+            model.append(f"m{i}")
+            await store.save_turn("s", {"model": [*model, result]}, turn(i))
+        await settle()
+        assert await store.load("s") == {"model": [*model, result]}
+        return after_big
+
+    after_big = asyncio.run(go())
+    after = _file_bytes(path)
+    store.close()
+    assert 2_000_000 < after_big and after - after_big < 1_000_000, (after_big, after)
+
+
+@pytest.mark.slow
+def test_postgres_table_does_not_grow_a_copy_a_turn_after_a_large_state(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """PostgreSQL keeps one state a session, but a replaced state is a dead row version
+    until a vacuum: the store vacuums ``acp_sessions`` itself once enough states were
+    replaced (``VACUUM_AFTER``), so ten turns of a session whose state holds a 2 MB tool
+    result grow its tables by a few copies, not ten (before: 20 MB until autovacuum)."""
+    import psycopg
+
+    store = make("postgres", request, tmp_path)
+    result = os.urandom(1_000_000).hex()  # does not compress (TOAST would)
+
+    async def size() -> int:
+        async with await psycopg.AsyncConnection.connect(store._url, autocommit=True) as c:
+            cur = await c.execute("SELECT pg_total_relation_size('acp_sessions')")
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        model = [f"m{i}" for i in range(20)]
+        await store.save_turn("s", {"model": [*model, result]}, turn(0, result))
+        before = await size()
+        for i in range(1, 11):
+            model.append(f"m{i}")
+            await store.save_turn("s", {"model": [*model, result]}, turn(i))
+            vacuum = getattr(store, "_vacuum", None)
+            if vacuum is not None:
+                await vacuum  # the background vacuum, when one ran
+        assert await store.load("s") == {"model": [*model, result]}
+        grown = await size() - before
+        assert grown < 12_000_000, grown
+        await store.aclose()
+
+    asyncio.run(go())

@@ -149,11 +149,11 @@ class MemorySessionStore:
         turns = self._history.get(sid)
         if turns is not None:
             over_turns = self.max_history_turns is not None and len(turns) > self.max_history_turns
-            over_bytes = (
-                self.max_history_bytes is not None and self._hbytes[sid] > self.max_history_bytes
-            )
+            # history and state counted by one bound, as in the database stores
+            held = self._hbytes[sid] + len(self._state.get(sid, b""))
+            over_bytes = self.max_history_bytes is not None and held > self.max_history_bytes
             if over_turns or over_bytes:
-                self._trim(sid, self.max_history_bytes, self.max_history_turns)
+                self._trim(sid, self.max_history_bytes, self.max_history_turns, held)
         max_sessions, max_bytes = self.max_sessions, self.max_bytes
         while (max_sessions is not None and len(self._size) > max_sessions) or (
             max_bytes is not None and self._total > max_bytes
@@ -161,13 +161,17 @@ class MemorySessionStore:
             oldest = next(iter(self._size))
             if oldest == sid:  # the only session: it alone is too large
                 if max_bytes is not None:
-                    self._trim(sid, max_bytes - len(self._state.get(sid, b"")), None)
+                    self._trim(sid, max_bytes - len(self._state.get(sid, b"")), None, None)
                 return
             self._forget(oldest)
 
-    def _trim(self, sid: str, max_bytes: int | None, max_turns: int | None) -> None:
+    def _trim(
+        self, sid: str, max_bytes: int | None, max_turns: int | None, held: int | None
+    ) -> None:
+        """``held``: the bytes ``max_bytes`` counts (default: the history's)."""
         turns = self._history[sid]
-        cut, dropped = trim_plan([n for n, _ in turns], self._hbytes[sid], max_bytes, max_turns)
+        held = self._hbytes[sid] if held is None else held
+        cut, dropped = trim_plan([n for n, _ in turns], held, max_bytes, max_turns)
         if cut:
             del turns[:cut]
             self._hbytes[sid] -= dropped

@@ -26,6 +26,10 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # ``hbytes``/``hturns`` are no longer kept up to date.  5: a small turn's messages in one
 # history row (``parts``: how many, joined by newlines, which no stored frame holds), so
 # a turn of many updates writes one row and one index entry, not one of each a message.
+# 6: one state a session: the copies older turns' rows kept (every turn's, never deleted
+# nor counted) are dropped, the latest moved to ``sessions.state``; from then on a turn's
+# row takes the state over from the row (or the ``sessions`` row) that held it, which lets
+# it go (see ``store_sqlite_turns.TurnWriter._write_turn``).
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -76,16 +80,31 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE history ADD COLUMN parts INTEGER NOT NULL DEFAULT 1;
     """,
+    """
+    UPDATE sessions SET state = coalesce((SELECT h.state FROM history h
+        WHERE h.session_id = sessions.id AND h.seq > sessions.hseq AND h.state IS NOT NULL
+        ORDER BY h.seq DESC LIMIT 1), state);
+    UPDATE sessions SET hseq = coalesce(
+        (SELECT max(seq) FROM history WHERE history.session_id = sessions.id), 0);
+    UPDATE history SET state = NULL WHERE state IS NOT NULL;
+    """,
 )
 
+ONE_STATE = 6
+"""The schema version from which a session's state is kept once (see ``STATE``)."""
 
-def migrate(db: sqlite3.Connection) -> None:
+
+def migrate(db: sqlite3.Connection) -> int:
     """Bring an existing database up to ``len(MIGRATIONS)`` (another process may be
-    doing the same: the version is read again under the write lock)."""
+    doing the same: the version is read again under the write lock); returns the version
+    found."""
+    found = -1
     while True:
         (version,) = db.execute("PRAGMA user_version").fetchone()
+        if found < 0:
+            found = int(version)
         if version >= len(MIGRATIONS):
-            return
+            return found
         db.execute("BEGIN IMMEDIATE")
         try:
             (version,) = db.execute("PRAGMA user_version").fetchone()
@@ -104,8 +123,22 @@ STATE = (
     "coalesce((SELECT h.state FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
     "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), s.state)"
 )
-"""A session's latest state: its last turn's (on the turn's last history row), unless
-``save`` wrote the session's row since (``hseq``: the last history row at that save)."""
+"""A session's state, kept once (schema 6): on the last history row of its latest turn,
+or, before any turn and when ``save`` wrote it since (``hseq``: the last history row at
+that save), on its ``sessions`` row; the place that does not hold it holds nothing
+(``sessions.state`` empty, ``history.state`` NULL)."""
+
+
+def state_row(db: sqlite3.Connection, sid: str) -> tuple[int, int]:
+    """Where the session's state is: the seq of the history row holding it (0: none) and
+    the bytes of the ``sessions`` row's (0: empty); (0, 0) before the session's row."""
+    row = db.execute(
+        "SELECT (SELECT h.seq FROM history h WHERE h.session_id = s.id AND h.seq > s.hseq "
+        "AND h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1), length(s.state) "
+        "FROM sessions s WHERE s.id = ?",
+        (sid,),
+    ).fetchone()
+    return (int(row[0] or 0), int(row[1])) if row else (0, 0)
 
 
 def last_turn(db: sqlite3.Connection, sid: str) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """How the SQLite store writes finished turns (store_sqlite.py): a group of them, of any
 sessions, in one transaction, each turn's messages as history rows (the last one carrying
-the session's state and running byte count), a prompt's text shared with its echo stored
+the session's state, kept there alone, and running byte count), a prompt's text shared with its echo stored
 once, history trimmed to its bounds; and what the event loop's connection keeps between
 its commits so that a small turn reads nothing (``TurnWriter._head``)."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from .shared_runs import shared_runs
 from .store_common import joined, trim_plan
-from .store_sqlite_schema import last_turn
+from .store_sqlite_schema import last_turn, state_row
 
 SHARED_STRING = 64 * 1024
 """A run of at least this many bytes that two messages of one turn hold (a prompt's text
@@ -27,7 +27,7 @@ commits of other connections (see ``_head``); past it, it forgets them all."""
 class Turn:
     """A queued ``save_turn``: answered once the transaction that wrote it commits."""
 
-    __slots__ = ("future", "messages", "owner", "sid", "size", "state")
+    __slots__ = ("future", "messages", "owner", "sid", "size", "state", "written")
 
     def __init__(
         self,
@@ -41,7 +41,8 @@ class Turn:
         self.state = state
         self.messages = messages
         self.owner = owner
-        self.size = sum(map(len, messages))
+        self.size = sum(map(len, messages))  # the history's bytes
+        self.written = self.size + len(state)  # and the state's: what the commit writes
         self.future = future
 
 
@@ -68,17 +69,25 @@ class TurnWriter:
         carrying the session's state after the turn and the session's running byte
         count (``total``), so a small turn writes the history's pages alone (no
         ``sessions`` row: a page of its own in the WAL, a third of a small commit's
-        cost).  A turn with no messages writes one empty row (``size`` 0, never
-        replayed) for its state.  ``known``: what the event loop's connection read and
+        cost).  The state is kept once: the row that held it before (the previous turn's,
+        on the page this row goes to) lets it go, and so does the ``sessions`` row after a
+        ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
+        replayed) for its state.  History and state are counted by one bound
+        (``max_history_bytes``).  ``known``: what the event loop's connection read and
         wrote before (see ``_head``)."""
         head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
-            db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, ?, 0)", (t.sid, t.state))
+            db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, x'', 0)", (t.sid,))
             db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
-            head = [1, 0, *last_turn(db, t.sid)]
+            head = [1, 0, *last_turn(db, t.sid), 0, 0]
             if known is not None:
                 known[t.sid] = head
-        first, dropped, last, total = head
+        first, dropped, last, total, held_at, in_session = head
+        if held_at:  # the state's previous copy goes: one state a session
+            db.execute("UPDATE history SET state = NULL WHERE seq = ?", (held_at,))
+        if in_session:
+            db.execute("UPDATE sessions SET state = x'' WHERE id = ?", (t.sid,))
+            head[5] = 0
         turn = last + 1
         total += t.size
         head[2], head[3] = turn, total
@@ -93,14 +102,15 @@ class TurnWriter:
             blob = cur.lastrowid
         one = None if run else joined(messages, t.size)
         if one is not None:  # a small turn: one row (``parts``), read back by ``unjoined``
-            db.execute(
+            cur = db.execute(
                 "INSERT INTO history (session_id, message, turn, size, state, total, parts) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (t.sid, one, turn, t.size, t.state, total, len(messages)),
             )
+            head[4] = int(cur.lastrowid or 0)
         else:
-            self._rows(db, t, messages, turn, total, run, blob, where)
-        kept = total - dropped
+            head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
+        kept = total - dropped + len(t.state)
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
@@ -117,9 +127,10 @@ class TurnWriter:
         run: bytes,
         blob: int | None,
         where: dict[int, int],
-    ) -> None:
+    ) -> int:
         """A row a message: a large turn (its shared run stored once, in ``blob``, cut out
-        of each message at ``where``), or one whose messages hold a newline."""
+        of each message at ``where``), or one whose messages hold a newline.  Returns the
+        last row's seq (the one holding the state)."""
         end = len(messages) - 1
         rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
         for k, m in enumerate(messages):
@@ -135,12 +146,15 @@ class TurnWriter:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+        return int(db.execute("SELECT last_insert_rowid()").fetchone()[0])
 
     def _head(
         self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None
     ) -> list[int] | None:
-        """The session's first kept turn, bytes trimmed, latest turn and bytes written
-        (``hfirst``, ``hdropped``, ``last_turn``), None before its row exists.  The event
+        """The session's first kept turn, bytes trimmed, latest turn, bytes written
+        (``hfirst``, ``hdropped``, ``last_turn``), and where its state is (``state_row``:
+        the history row holding it, the bytes of the ``sessions`` row's), None before its
+        row exists.  The event
         loop's connection keeps what it read and wrote (``known``, true while no other
         connection commits: see ``_known_valid``), so a turn of a session it wrote
         before reads nothing."""
@@ -151,7 +165,7 @@ class TurnWriter:
         row = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
             return None
-        head = [int(row[0]), int(row[1]), *last_turn(db, sid)]
+        head = [int(row[0]), int(row[1]), *last_turn(db, sid), *state_row(db, sid)]
         if known is not None:
             known[sid] = head
         return head

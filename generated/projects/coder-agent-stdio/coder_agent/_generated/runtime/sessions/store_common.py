@@ -67,9 +67,11 @@ def joined(messages: list[bytes], size: int) -> bytes | None:
     """A turn's messages (``size`` bytes in all) as one history row, its ``parts`` being
     ``len(messages)``: joined by newlines, which no stored frame holds; None when they
     stay a row each (one message, a large turn, or a newline in one of them)."""
-    if len(messages) > 1 and size < JOIN_BELOW and not any(b"\n" in m for m in messages):
-        return b"\n".join(messages)
-    return None
+    if len(messages) <= 1 or size >= JOIN_BELOW:
+        return None
+    one = b"\n".join(messages)
+    # one pass in C: the joins' newlines alone, none inside a message
+    return one if one.count(b"\n") == len(messages) - 1 else None
 
 
 def unjoined(row: bytes, parts: int) -> list[bytes]:

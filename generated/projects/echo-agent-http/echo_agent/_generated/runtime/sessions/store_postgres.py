@@ -68,6 +68,12 @@ def store_timeout() -> float:
     return value if value > 0 and math.isfinite(value) else STORE_TIMEOUT
 
 
+VACUUM_AFTER = 8 * 1024 * 1024
+"""Bytes of replaced states (each turn replaces its session's) after which the store
+vacuums ``acp_sessions`` itself, in the background: a replaced state is a dead row version
+until a vacuum, and autovacuum comes at most once a minute, so a session whose state holds
+a large tool result would otherwise grow the table by a copy a turn until then."""
+
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
 # Each step runs once, in order, in one transaction, on a database older than it.
@@ -126,8 +132,9 @@ class PostgresSessionStore:
         """``timeout``: the longest any call waits on the database (default
         ``store_timeout()``); ``open_timeout``: the first connection's (default the same).
         ``max_history_bytes`` / ``max_history_turns``: the history kept per session, as in
-        ``SqliteSessionStore`` (same variables and defaults); the rows a trim deletes are
-        reclaimed by PostgreSQL's autovacuum."""
+        ``SqliteSessionStore`` (same variables and defaults; the bytes count the session's
+        state, one row, replaced by each turn); the rows a trim deletes, and the state's
+        old versions, are reclaimed by PostgreSQL's autovacuum."""
         self.max_history_bytes = env_limit(
             max_history_bytes, "ACP_HISTORY_MAX_BYTES", DEFAULT_HISTORY_BYTES
         )
@@ -145,6 +152,8 @@ class PostgresSessionStore:
         self._probe: asyncio.Task[None] | None = None
         self._confirmed = 0.0  # monotonic time of the last call that reached the database
         self._closing: set[asyncio.Task[None]] = set()
+        self._replaced = 0  # bytes of states replaced since the last vacuum (VACUUM_AFTER)
+        self._vacuum: asyncio.Task[None] | None = None
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(
@@ -288,15 +297,18 @@ class PostgresSessionStore:
                 if row is None or row[0] != owner:
                     return False
             size = sum(map(len, messages))
+            raw = orjson.dumps(state)
             await cur.execute(
                 "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns) VALUES (%s, %s, %s, 1) "
                 "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
                 "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1 "
                 "RETURNING hbytes, hturns, hfirst",
-                (session_id, orjson.dumps(state), size),
+                (session_id, raw, size),
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
+            kept += len(raw)  # the state (kept once, replaced) counted by the same bound
+            self._replaced += len(raw)  # about the size of the version it replaced
             one = joined(messages, size)
             if one is not None:
                 await cur.execute(
@@ -316,7 +328,22 @@ class PostgresSessionStore:
             )
             if over_turns or (self.max_history_bytes is not None and kept > self.max_history_bytes):
                 await self._trim(cur, session_id, kept)
+        if self._replaced >= VACUUM_AFTER and (self._vacuum is None or self._vacuum.done()):
+            self._replaced = 0
+            self._vacuum = asyncio.get_running_loop().create_task(self._vacuum_states())
         return True
+
+    async def _vacuum_states(self) -> None:
+        """``VACUUM acp_sessions`` (its TOAST table too): the space of replaced states
+        reused by the next ones (see ``VACUUM_AFTER``).  A failure is logged: autovacuum
+        does it later."""
+        if self.down is not None or self._ready is None or not self._ready.done():
+            return
+        try:  # no statement bound (a vacuum may take a while): off the turns' path
+            async with self._pool.connection() as conn:
+                await conn.execute("VACUUM acp_sessions")
+        except Exception as exc:  # noqa: BLE001 - the next one, or autovacuum, does it
+            log.warning("session store: VACUUM acp_sessions failed (%s)", redact(str(exc)))
 
     async def _trim(self, cur: Any, session_id: str, kept: int) -> None:
         """The session's oldest whole turns past its retention (``store.trim_plan``)."""
@@ -409,6 +436,9 @@ class PostgresSessionStore:
         does not hold up a shutdown)."""
         if self._probe is not None:
             self._probe.cancel()
+        if self._vacuum is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._vacuum, self.timeout)
         await self._close_pool(self._pool)
         for t in list(self._closing):
             with contextlib.suppress(BaseException):

@@ -10,9 +10,11 @@ each ``save_turn`` returns once that transaction commits (while one session at a
 is busy, its turn commits at once, in the pass of the loop it ends).  A small group commits on the
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
-or copies megabytes.  History is bounded per session (``max_history_bytes`` /
-``max_history_turns``: whole oldest turns go first; replay then starts at the oldest
-kept turn's prompt); deleted sessions give their pages back to the file system.
+or copies megabytes.  A session's state is kept once, replaced by each turn (see
+``store_sqlite_schema.STATE``).  History is bounded per session (``max_history_bytes``,
+which counts the state too, / ``max_history_turns``: whole oldest turns go first; replay
+then starts at the oldest kept turn's prompt); deleted sessions, and a large state
+replaced, give their pages back to the file system.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .store_common import (
     env_limit,
     unjoined,
 )
-from .store_sqlite_schema import SCHEMA, STATE, last_turn, migrate
+from .store_sqlite_schema import ONE_STATE, SCHEMA, STATE, last_turn, migrate
 from .store_sqlite_turns import Turn, TurnWriter
 
 log = logging.getLogger("acp.runtime.store")
@@ -63,6 +65,10 @@ WORKER_CACHE = 16 * 1024 * 1024
 
 _PAGE = 4096
 
+FREE_KEEP = 256 * 1024
+"""Free pages (bytes) a checkpoint leaves in the file for the next writes; past that it
+gives them back to the file system first (see ``_give_back``)."""
+
 
 class SqliteSessionStore:
     def __init__(
@@ -77,7 +83,8 @@ class SqliteSessionStore:
         """``busy_timeout``: how long one call waits for a lock held by another process
         before it fails (the HTTP transport then retries twice, see ``_durably``).
 
-        ``max_history_bytes`` / ``max_history_turns``: the history kept per session
+        ``max_history_bytes`` / ``max_history_turns``: the history (and, for the bytes,
+        the state) kept per session
         (``$ACP_HISTORY_MAX_BYTES``, default 256 MiB; ``$ACP_HISTORY_MAX_TURNS``, default
         100000; None: unbounded).  When a turn takes a session past either, its oldest whole
         turns are deleted until it holds at most 3/4 of the bound (the latest turn is
@@ -109,7 +116,10 @@ class SqliteSessionStore:
             # cache spills a 4 MB turn to the WAL page by page, then writes it again)
             self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
             self._db.executescript(SCHEMA)
-            migrate(self._db)
+            if migrate(self._db) < ONE_STATE:
+                # the state copies the upgrade dropped: their pages back to the file
+                # system (auto_vacuum files; any other reuses them for what comes next)
+                self._db.executescript("PRAGMA incremental_vacuum")
         # the event loop's own connection: never waits for a lock (busy: the group goes
         # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
         self._fast = sqlite3.connect(
@@ -137,8 +147,14 @@ class SqliteSessionStore:
             return fn(*args)
 
     def _save(self, sid: str, state: bytes) -> None:
-        # newer than every history row written so far (hseq): load reads this state
-        # until a later turn's row carries one
+        # the state kept once (see STATE): the history row that held it lets it go; the
+        # session's row holds it, newer than every history row written so far (hseq): load
+        # reads it until a later turn's row takes it over
+        self._db.execute(
+            "UPDATE history SET state = NULL WHERE session_id = ?1 AND state IS NOT NULL "
+            "AND seq > coalesce((SELECT hseq FROM sessions WHERE id = ?1), 0)",
+            (sid,),
+        )
         self._db.execute(
             "INSERT INTO sessions (id, state, hseq) VALUES (?1, ?2, coalesce("
             "(SELECT max(seq) FROM history WHERE session_id = ?1), 0)) "
@@ -332,7 +348,7 @@ class SqliteSessionStore:
     def _flush_group(self) -> None:
         group, self._queue = self._queue, []
         self._alone = len(group) == 1
-        size = sum(t.size for t in group)
+        size = sum(t.written for t in group)  # a large state goes to the thread too
         if size <= self.inline_bytes and not self._hold:
             try:
                 results = self._commit_each_inline(group)
@@ -361,7 +377,7 @@ class SqliteSessionStore:
             self._flushing = False
             raise
         self._answer(group, results)
-        self._wrote(sum(t.size for t in group), len(group))
+        self._wrote(sum(t.written for t in group), len(group))
         self._next()
 
     def _wrote(self, size: int, rows: int = 1) -> None:
@@ -397,8 +413,18 @@ class SqliteSessionStore:
             else:
                 t.future.set_result(r)
 
+    def _give_back(self) -> None:
+        # a large state replaced (or a large row rewritten without its state) leaves the
+        # pages it held free: past FREE_KEEP of them, they go back to the file system
+        # (auto_vacuum=INCREMENTAL files; any other file reuses them), so a session's file
+        # holds about what it keeps, not what it held at its largest
+        (free,) = self._db.execute("PRAGMA freelist_count").fetchone()
+        if free * _PAGE > FREE_KEEP:
+            self._db.executescript(f"PRAGMA incremental_vacuum({free - FREE_KEEP // _PAGE})")
+
     async def _checkpoint(self) -> None:
         try:
+            await asyncio.to_thread(self._run, self._give_back)
             await asyncio.to_thread(self._passive)
             self._hold = True
             try:

@@ -7,6 +7,7 @@ follow what the client declared (none / fs / fs + terminal; v2 has neither)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,13 @@ def test_on_disk_a_model_reads_and_writes_inside_the_session_folder_only(
     assert said[0] == "old text\n" and said[1] == "wrote f.txt"
     assert said[2] == "cannot read ../outside.txt: ../outside.txt is outside the session's folder"
     assert "secret" not in json.dumps(ed.updates)
+    # what the generated client shows of the write before it asks (issue 37 item 4: on v2
+    # `patch` is an object {format, text} and the client showed nothing of it)
+    from runtime.client.client_tools import Renderer
+
+    screen = io.StringIO()
+    renderer = Renderer(out=screen, info=screen)
+    for update in ed.updates:
+        renderer.render(update)
+    shown = screen.getvalue().splitlines()
+    assert "  -old text" in shown and "  +new text" in shown, shown

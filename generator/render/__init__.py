@@ -182,6 +182,49 @@ def _model_names(src: str) -> set[str]:
     )
 
 
+# the names acp.py gives of its own, per role (a manifest model of one of these names stays
+# in `manifest_models` only); `Input` / `Output` are the prompt's types there
+_FACE_NAMES = {
+    "agent": {
+        "AgentBase", "AgentConnection", "AgentError", "AgentExited", "BlockContent",
+        "ClientBase", "ClientCapabilityMissing", "ClientTerminal", "ConnectionClosed",
+        "DiffContent", "ExitStatus", "InterruptDeclined", "Location", "McpServer", "McpTool",
+        "McpToolError", "McpToolResult", "PermissionKind", "PermissionOption",
+        "PermissionOutcome", "PlanEntry", "PlanPriority", "PlanStatus", "ProviderRoute",
+        "RpcError", "Session", "SlashCommand", "TerminalContent", "TerminalOutput",
+        "TextContent", "ToolCall", "ToolContent", "ToolKind", "ToolStatus", "Turn", "content",
+        "git_patch", "mask_url", "prompt_turn", "run_agent", "run_model", "spawn_agent",
+    },
+    "client": {
+        "AgentConnection", "AgentError", "AgentExited", "ClientBase", "ConnectionClosed",
+        "RpcError", "connect_http", "content", "json_input", "json_of", "negotiate",
+        "output_of", "prompt_turn", "spawn_agent", "text_of", "update_of",
+    },
+}  # fmt: skip
+
+
+def _face_all(role: str, model: bool, manifest_exports: list[str]) -> list[str]:
+    """acp.py's `__all__`, in ruff's order (RUF022: CONSTANTS, Classes, then the rest)."""
+    names = (_FACE_NAMES[role] - ({"run_model"} if not model else set())) | set(manifest_exports)
+    return sorted(names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n))
+
+
+def _manifest_exports(
+    mm_names: set[str], input_type: str, output_type: str, role: str
+) -> tuple[list[str], list[str]]:
+    """The manifest's typed models acp.py re-exports (the public face holds them too), and
+    which of `Input` / `Output` are the manifest's own classes (then exported as such,
+    else `Input` / `Output` stay the prompt's type aliases, for annotations)."""
+    typed_io = [
+        name
+        for name, alias in (("Input", input_type), ("Output", output_type))
+        if alias == f"manifest_models.{name}"
+    ]
+    taken = _FACE_NAMES[role] | {"Input", "Output"}
+    exports = {n for n in mm_names if not n.startswith("_") and n not in taken}
+    return sorted(exports | set(typed_io)), typed_io
+
+
 def _models_source(schema: dict[str, Any], meta: Any, label: str) -> str:
     try:
         from ..protocol.models import generate_models
@@ -294,7 +337,11 @@ def render_generated(
         undefined=jinja2.StrictUndefined,
     )
     env.filters["pyrepr"] = lambda v: json.dumps(v) if isinstance(v, str) else repr(v)
+    manifest_exports, typed_io = _manifest_exports(mm_names, input_type, output_type, role)
     ctx = {
+        "manifest_exports": manifest_exports,
+        "face_all": _face_all(role, uses_model(manifest, role), manifest_exports),
+        "typed_io": typed_io,
         "source_label": label.replace('"""', "'''"),
         "agent_methods": agent_methods,
         "client_methods": client_methods,

@@ -18,6 +18,7 @@ from ..errors import AgentgenError
 MANIFEST_FILE = "agent.yaml"
 NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 KINDS = ("text", "json")
+DEFAULT_DESCRIPTION = "Answers each prompt."
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,16 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _check_model(model: str) -> str:
+    """An empty answer (no model) or a pydantic-ai `provider:model` id."""
+    from ..manifest.llm import model_id_problem
+
+    problem = model_id_problem(model) if model else None
+    if problem is not None:
+        raise AgentgenError(problem, hint="agentgen init --model openai:gpt-4.1-mini")
+    return model
+
+
 def _check_kind(kind: str, what: str) -> str:
     if kind not in KINDS:
         raise AgentgenError(f"{what} must be text or json, not {json.dumps(kind)}")
@@ -91,13 +102,25 @@ def ask(given: dict[str, object], defaults: Answers) -> Answers:
     if streaming is None:
         streaming = click.confirm("Stream the output as it is produced", default=True)
     model = given.get("model")
-    if model is None:
-        model = click.prompt(
+    while model is None:
+        answer = click.prompt(
             "A model for the agent (a pydantic-ai id such as openai:gpt-4.1-mini; empty: none)",
             default="",
             show_default=False,
         )
+        try:
+            model = _check_model(str(answer).strip())
+        except AgentgenError as err:
+            click.echo(f"  {err.message}")
     return Answers(name, description, input_kind, output_kind, bool(streaming), str(model).strip())
+
+
+def _instructions(answers: Answers) -> str:
+    """The model's instructions: the agent's name and what its description says it does."""
+    said = " ".join(answers.description.split())
+    if not said or said == DEFAULT_DESCRIPTION:
+        return "You are a helpful assistant: answer each prompt."
+    return f"You are {answers.name}. {said}"
 
 
 def render(answers: Answers, schema_url: str) -> str:
@@ -158,7 +181,7 @@ def render(answers: Answers, schema_url: str) -> str:
             "llm:",
             f"  default_model: {json.dumps(answers.model)}",
             "  provider: main",
-            '  instructions: "You are a helpful assistant."',
+            f"  instructions: {json.dumps(_instructions(answers), ensure_ascii=False)}",
             "",
         ]
     lines += [
@@ -192,12 +215,14 @@ def run_init(
         )
     if name is not None:
         _check_name(name)
+    if model is not None:
+        model = _check_model(model.strip())
     for kind, what in ((input_kind, "--input"), (output_kind, "--output")):
         if kind is not None:
             _check_kind(kind, what)
     defaults = Answers(
         name=default_name(folder),
-        description="Answers each prompt.",
+        description=DEFAULT_DESCRIPTION,
         input="text",
         output="text",
         streaming=True,

@@ -52,3 +52,28 @@ def test_a_manifest_model_never_shadows_a_name_of_the_face(
     assert models.Turn is not acp.Turn and ".runtime." in acp.Turn.__module__
     assert "Input" not in acp.__all__ and not hasattr(acp, "Input")  # annotations only
     assert sorted(acp.__all__) == sorted(set(acp.__all__))
+
+
+def test_the_readmes_client_helpers_are_on_the_clients_face(
+    shared_acp: Path, tmp_path: Path
+) -> None:
+    """README's "Using the generated client from Python" names helpers a script imports
+    from `_generated.acp` (it listed a `text` the face did not have)."""
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("#### Using the generated client from Python", 1)[1]
+    paragraph = section.split("```", 1)[0]
+    named = set(re.findall(r"`(content\.\w+|\w+)(?:\(|`)", paragraph))
+    write_project(
+        tmp_path,
+        "face_readme",
+        schema=_schema(shared_acp),
+        manifest={"name": "r", "version": "0.1.0"},
+        role="client",
+    )
+    acp = import_from(tmp_path, "face_readme._generated.acp")
+    for name in sorted(named - {"Output", "_generated.acp"}):
+        owner, _, attr = name.rpartition(".")
+        assert hasattr(getattr(acp, owner) if owner else acp, attr), name
+    assert {"content.text", "text_of", "prompt_turn"} <= named, named

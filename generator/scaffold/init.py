@@ -191,6 +191,56 @@ def render(answers: Answers, schema_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def examples() -> dict[str, Path]:
+    """The examples this agentgen carries (examples/<name>/agent.yaml), by name."""
+    from ..packaged import data_dir
+
+    root = data_dir("examples")
+    return {p.parent.name: p.parent for p in sorted(root.glob("*/agent.yaml"))}
+
+
+def run_example(directory: Path, example: str, *, alone: bool = True) -> int:
+    """`agentgen init --example NAME [DIR]`: DIR/agent.yaml and DIR/handlers.py, the
+    example's own (from the installed package: a wheel carries the examples too)."""
+    from ..files import write_output
+    from ..manifest.load import load_manifest
+
+    if not alone:
+        raise AgentgenError(
+            "--example writes the example as it is: not with --name, --description, "
+            "--input, --output, --streaming or --model"
+        )
+    found = examples()
+    if example not in found:
+        raise AgentgenError(
+            f"no example {json.dumps(example)}",
+            hint="agentgen init --example " + " | ".join(found),
+        )
+    folder = directory.expanduser().absolute()
+    targets = {f.name: f for f in (found[example] / MANIFEST_FILE, found[example] / "handlers.py")}
+    for name in targets:
+        if (folder / name).exists() or (folder / name).is_symlink():
+            raise AgentgenError("exists; refusing to overwrite it", source=str(directory / name))
+    manifest = targets[MANIFEST_FILE].read_text(encoding="utf-8")
+    header = f"# yaml-language-server: $schema={schema_location()}\n"
+    for name, source in targets.items():
+        text = source.read_text(encoding="utf-8")
+        write_output(folder / name, header + manifest if name == MANIFEST_FILE else text, name)
+    project = str(load_manifest(folder / MANIFEST_FILE).data.get("name") or example)
+    from .. import console
+
+    console.summary(
+        f"wrote {directory / MANIFEST_FILE} and {directory / 'handlers.py'} ({example})"
+    )
+    package = project.replace("-", "_")
+    print(
+        f"next:\n  agentgen new {project} -m {directory / MANIFEST_FILE}\n"
+        f"  cp {directory / 'handlers.py'} {project}/{package}/handlers.py"
+        "   # the example's handlers in place of the stub"
+    )
+    return 0
+
+
 def run_init(
     directory: Path,
     *,

@@ -490,6 +490,14 @@ def test_init_writes_a_manifest_that_validates_and_makes_a_project(
     code, out = _agentgen(installed, "new", "proj", "-m", "agent.yaml", "--no-git", cwd=folder)
     assert code == 0, out
     assert (folder / "proj" / "wheel_agent" / "handlers.py").is_file()
+    # issue 37 item 11: README's "start from examples/coder" with no checkout
+    code, out = _agentgen(installed, "init", "--example", "coder", "coder", cwd=folder)
+    assert code == 0, out
+    assert (folder / "coder" / "handlers.py").read_bytes() == (
+        REPO / "examples" / "coder" / "handlers.py"
+    ).read_bytes()
+    code, out = _agentgen(installed, "validate", "coder/agent.yaml", cwd=folder)
+    assert code == 0, out
 
 
 def test_inspect_runs_from_a_plain_install_of_the_wheel(installed: dict[str, Any]) -> None:

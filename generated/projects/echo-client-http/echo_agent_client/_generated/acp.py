@@ -2,6 +2,7 @@
 
     from ._generated.acp import ClientBase, RpcError, content
 
+
 Names here stay put across `agentgen regen`; the modules behind them (`runtime/`,
 `dispatcher.py`, `revision.py`) are private and may move (`agentgen regen` warns about a
 handler that imports one).  The manifest's typed models (Config / Input / Output,

@@ -802,33 +802,6 @@ def drop_validation_only_keywords(schema: Schema) -> Schema:
     return schema
 
 
-# Typographic punctuation and spaces that ruff's RUF001/RUF002 (ambiguous Unicode in a
-# string, a docstring) take for an ASCII character, and that ASCII character.
-_LOOK_ALIKES = str.maketrans(
-    {
-        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u00b4\u02bc\u02bb", "'"),
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"),
-        "\u00d7": "x",
-        "\u2039": "<",
-        "\u203a": ">",
-        "\uff0c": ",",
-        "\u037e": ";",
-        "\u2044": "/",
-        "\u2215": "/",
-    }
-)
-
-
-def _plain_text(text: str) -> str:
-    """`text` with `_LOOK_ALIKES` and every non-ASCII space (Unicode's Zs) made ASCII."""
-    import unicodedata
-
-    text = text.translate(_LOOK_ALIKES)
-    if text.isascii():
-        return text
-    return "".join(" " if ch != " " and unicodedata.category(ch) == "Zs" else ch for ch in text)
-
-
 def ascii_look_alikes_in_text(schema: Schema) -> Schema:
     """Descriptions and titles lose the Unicode look-alikes of ASCII punctuation.
 
@@ -838,11 +811,7 @@ def ascii_look_alikes_in_text(schema: Schema) -> Schema:
     They become the ASCII mark they stand for; other text (letters, an em dash) is kept,
     and no wire value (`const`, `enum`, `default`) is touched.
     """
-    for node in walk(schema):
-        for key in ("description", "title"):
-            text = node.get(key)
-            if isinstance(text, str) and not text.isascii():
-                node[key] = _plain_text(text)
+    schemas.plain_descriptions(schema)
     return schema
 
 

@@ -1,7 +1,7 @@
 """Build step that maps the repository's top-level data into the package.
 
-`templates/` (copier templates and the runtime) and `schema/` stay where they are in
-the repository; a built wheel (or any non-editable install, which pre-commit and pipx
+`templates/` (copier templates and the runtime), `schema/` and `examples/` (what
+`agentgen init --example` writes) stay where they are in the repository; a built wheel (or any non-editable install, which pre-commit and pipx
 make) gets a copy of each under `agentgen/_data/` (the repository's generator/ folder
 installs as the package `agentgen`), read with importlib.resources by
 generator/packaged.py. Everything else is configured in pyproject.toml.
@@ -16,8 +16,10 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-PACKAGED = ("templates", "schema")
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".ruff_cache")
+PACKAGED = ("templates", "schema", "examples")
+IGNORE = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".ruff_cache", "demo.py"
+)
 
 
 class BuildPyWithData(build_py):

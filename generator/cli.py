@@ -183,11 +183,20 @@ def init(
         help="A pydantic-ai model id (openai:gpt-4.1-mini): the agent runs a model.",
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Defaults for every unanswered question."),
+    example: str | None = typer.Option(
+        None,
+        "--example",
+        help="Write an example's agent.yaml and handlers.py instead (coder, assistant, ...).",
+    ),
 ) -> None:
     """Write a commented starter agent.yaml, asking on a terminal (a flag for each question)."""
     import sys
 
-    from .scaffold.init import run_init
+    from .scaffold.init import run_example, run_init
+
+    if example is not None:
+        given = (name, description, input_kind, output_kind, streaming, model)
+        _run(run_example, directory, example, alone=all(v is None for v in given))
 
     _run(
         run_init,

@@ -19,7 +19,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 def data_dir(name: str) -> Path:
-    """The directory `templates` or `schema`, wherever this agentgen is installed."""
+    """The directory `templates`, `schema` or `examples`, wherever this agentgen is installed."""
     packaged = files(__package__ or "agentgen").joinpath(DATA, name)
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged

@@ -132,3 +132,42 @@ def refs(node: Any) -> Iterator[str]:
         name = ref_name(sub)
         if name is not None:
             yield name
+
+
+# Typographic punctuation and spaces that ruff's RUF001/RUF002 (ambiguous Unicode in a
+# string, a docstring) take for an ASCII character, and that ASCII character.
+_LOOK_ALIKES = str.maketrans(
+    {
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\u00b4\u02bc\u02bb", "'"),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"),
+        "\u00d7": "x",
+        "\u2039": "<",
+        "\u203a": ">",
+        "\uff0c": ",",
+        "\u037e": ";",
+        "\u2044": "/",
+        "\u2215": "/",
+    }
+)
+
+
+def plain_text(text: str) -> str:
+    """`text` with `_LOOK_ALIKES` and every non-ASCII space (Unicode's Zs) made ASCII."""
+    import unicodedata
+
+    text = text.translate(_LOOK_ALIKES)
+    if text.isascii():
+        return text
+    return "".join(" " if ch != " " and unicodedata.category(ch) == "Zs" else ch for ch in text)
+
+
+def plain_descriptions(node: Any) -> Any:
+    """`node` (a JSON Schema document, changed in place) with `plain_text` descriptions
+    and titles at every schema position: what a generated module's docstrings and
+    `description=` strings carry, which a project's `ruff check` (RUF001/RUF002) reads."""
+    for _, sub in walk(node):
+        for key in ("description", "title"):
+            text = sub.get(key)
+            if isinstance(text, str) and not text.isascii():
+                sub[key] = plain_text(text)
+    return node

@@ -1,10 +1,14 @@
-"""The drift alarm for class names: a generated module's classes that carry a number
-the schema did not give them (`ContentBlock1`, `SessionUpdate18`, `Role1`)."""
+"""Drift alarms on a generated module: classes that carry a number the schema did not
+give them (`ContentBlock1`, `SessionUpdate18`, `Role1`), and text a project's ruff refuses."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 _ENDS_IN_DIGIT = re.compile(r"[A-Za-z_]\d+$")
@@ -35,3 +39,18 @@ def numbered_classes(code: str, schema: dict[str, Any]) -> list[str]:
             and n not in own
         ]
     return sorted(found)
+
+
+def ambiguous_unicode(code: str) -> str:
+    """What ruff's RUF001-RUF003 find in `code` (as a generated project's `ruff check`)."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    args = ["check", "--no-cache", "--isolated", "--select", "RUF001,RUF002,RUF003"]
+    done = subprocess.run(
+        [ruff, *args, "--output-format", "concise", "--stdin-filename", "models.py", "-"],
+        input=code,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+    )
+    return "" if done.returncode == 0 else done.stdout + done.stderr

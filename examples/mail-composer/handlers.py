@@ -2,8 +2,8 @@
 and the manifest's two errors.
 
 This is `<package>/handlers.py` of the project `agentgen new --manifest
-examples/mail-composer/agent.yaml` creates.  Everything imported from
-`_generated.manifest_models` is generated from agent.yaml: `Config`, `Input`, `Output`,
+examples/mail-composer/agent.yaml` creates.  Besides `AgentBase` and `Turn`, everything
+imported from `_generated.acp` is generated from agent.yaml: `Config`, `Input`, `Output`,
 `ApprovalPayload` / `ApprovalResume`, and the error classes `QuotaExceeded` (transient,
 with `QuotaExceededData`) and `UnknownRecipient`.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from ._generated.acp import AgentBase, Turn
-from ._generated.manifest_models import (
+from ._generated.acp import (
+    AgentBase,
     ApprovalPayload,
     ApprovalResume,
     Config,
@@ -21,6 +21,7 @@ from ._generated.manifest_models import (
     Output,
     QuotaExceeded,
     QuotaExceededData,
+    Turn,
     UnknownRecipient,
 )
 

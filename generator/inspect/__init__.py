@@ -37,7 +37,6 @@ def run_inspect(
             "give the agent's command after -- or its --url (one of them)",
             hint="agentgen inspect -- python -m my_agent   |   agentgen inspect --url http://127.0.0.1:8000/acp",
         )
-    _need_runtime_extra()
     folder = (cwd or Path.cwd()).resolve()
     if not folder.is_dir():
         raise AgentgenError("not a directory", source=str(folder))
@@ -75,22 +74,6 @@ def run_inspect(
     with contextlib.suppress(OSError):  # Hypercorn closed the listening socket already
         sock.close()
     return 0
-
-
-def _need_runtime_extra() -> None:
-    """The page's server and the HTTP client come with the `runtime` extra."""
-    import importlib.util
-
-    missing = [
-        name
-        for name in ("starlette", "hypercorn", "httpx", "websockets")
-        if importlib.util.find_spec(name) is None
-    ]
-    if missing:
-        raise AgentgenError(
-            f"agentgen inspect needs {', '.join(missing)} (the runtime extra)",
-            hint='pip install "acp-agentgen[runtime]"',
-        )
 
 
 def _open(page: str) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..schemas import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONE
+from ..schemas import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONE, plain_descriptions
 
 # Formats whose default pydantic type needs an optional package (email-validator):
 # generated projects must run with pydantic alone, so these stay plain strings.
@@ -101,7 +101,7 @@ def models_from_schema(
         out_path, meta_path = Path(tmp) / "models.py", Path(tmp) / "models.json"
         options["output"], options["emit_model_metadata"] = out_path, meta_path
         codegen.run(
-            json.dumps(free_form_objects(schema), ensure_ascii=False),
+            json.dumps(plain_descriptions(free_form_objects(schema)), ensure_ascii=False),
             source=source,
             hint="check the embedded JSON Schemas with `agentgen validate`",
             **options,

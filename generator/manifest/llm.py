@@ -14,11 +14,37 @@ so an option already there is left as it is: applying this twice changes nothing
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 MODEL_OPTION = "model"
 THOUGHT_OPTION = "thought_level"
 MODEL_ENV = "ACP_MODEL"
+
+# pydantic-ai's model id: `provider:model` (a gateway's `gateway/provider:model`), or
+# `test` (its test model); the project's `model` extra runs the first two providers and
+# the OpenAI-compatible ones
+MODEL_PREFIXES = (
+    "openai",
+    "anthropic",
+    "openrouter",
+    "deepseek",
+    "ollama",
+    "azure",
+    "gateway/<provider>",
+)
+_MODEL_ID = re.compile(r"[a-z][a-z0-9-]*(?:/[a-z0-9-]+)*:\S+")
+
+
+def model_id_problem(model: str) -> str | None:
+    """Why `model` is not a pydantic-ai model id (None: it is one)."""
+    if model == "test" or _MODEL_ID.fullmatch(model):
+        return None
+    prefixes = ", ".join(f"{p}:" for p in MODEL_PREFIXES)
+    return (
+        f"{model!r} is not a pydantic-ai model id: give `provider:model`, e.g. "
+        f"openai:gpt-4.1-mini (prefixes: {prefixes}; or `test`, pydantic-ai's test model)"
+    )
 
 
 def model_ids(llm: dict[str, Any]) -> list[tuple[str, str | None]]:

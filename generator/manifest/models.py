@@ -28,7 +28,7 @@ from .. import pysource
 from ..errors import AgentgenError
 from ..names import camel, pascal
 from ..pointer import unescape
-from ..schemas import walk
+from ..schemas import plain_text, walk
 
 __all__ = ["generate_manifest_models", "run_manifest_models"]
 
@@ -271,7 +271,8 @@ def _plan(manifest: Any, source: str) -> tuple[list[_Section], list[_Error], _Na
             _Error(
                 code=err.code,
                 name=err.name,
-                description=err.description or "",
+                # in the module's docstrings and strings: ASCII look-alikes (ruff RUF001)
+                description=plain_text(err.description or ""),
                 transient=bool(err.transient),
                 data_cls=data_cls,
                 where=f"/errors/{i}",

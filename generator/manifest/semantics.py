@@ -21,7 +21,7 @@ from .. import schemas
 from ..names import pascal
 from ..pointer import from_fragment, resolve
 from ..schemas import walk
-from .llm import MODEL_OPTION, THOUGHT_OPTION
+from .llm import MODEL_OPTION, THOUGHT_OPTION, model_id_problem
 from .positions import child
 
 Problem = tuple[str, str, bool]
@@ -164,11 +164,12 @@ def llm(data: dict[str, Any]) -> Iterator[Problem]:
     them, and `llm.default_reasoning_level` is among `llm.reasoning_levels`; a `model`
     config option declared by hand lists `llm.default_model`, and none is declared beside
     the `llm` key that makes it (`models`: the option `model`, `reasoning_levels`:
-    `thought_level`)."""
+    `thought_level`); every model id is pydantic-ai's `provider:model` (or `test`)."""
     block = data.get("llm")
     if not isinstance(block, dict):
         return
     yield from _llm_provider(data, block.get("provider"))
+    yield from _llm_model_ids(block)
     yield from _llm_models(block)
     yield from _llm_reasoning(block)
     default = block.get("default_model")
@@ -202,6 +203,24 @@ def _llm_provider(data: dict[str, Any], provider: Any) -> Iterator[Problem]:
         apis = ", ".join(MODEL_APIS)
         message = f"provider {provider!r} supports none of the API types a model speaks ({apis})"
         yield "/llm/provider", message, False
+
+
+def _llm_model_ids(block: dict[str, Any]) -> Iterator[Problem]:
+    """`llm.default_model` and each of `llm.models` is a pydantic-ai `provider:model` id."""
+    found = [("/llm/default_model", block.get("default_model"))]
+    for i, item in enumerate(
+        block.get("models") or () if isinstance(block.get("models"), list) else ()
+    ):
+        found.append(
+            (
+                f"/llm/models/{i}/id" if isinstance(item, dict) else f"/llm/models/{i}",
+                item.get("id") if isinstance(item, dict) else item,
+            )
+        )
+    for where, model in found:
+        problem = model_id_problem(model) if isinstance(model, str) and model else None
+        if problem is not None:
+            yield where, problem, False
 
 
 def _llm_models(block: dict[str, Any]) -> Iterator[Problem]:

@@ -802,6 +802,19 @@ def drop_validation_only_keywords(schema: Schema) -> Schema:
     return schema
 
 
+def ascii_look_alikes_in_text(schema: Schema) -> Schema:
+    """Descriptions and titles lose the Unicode look-alikes of ASCII punctuation.
+
+    Upstream prose has typographic marks (`isn\u2019t`: a right single quotation mark, a
+    no-break space); they land in the models module's docstrings and `description=`
+    strings, where the project's `ruff check` (RUF001, RUF002) fails on a fresh project.
+    They become the ASCII mark they stand for; other text (letters, an em dash) is kept,
+    and no wire value (`const`, `enum`, `default`) is touched.
+    """
+    schemas.plain_descriptions(schema)
+    return schema
+
+
 Pass = Callable[[Schema], Schema]
 
 PASSES: list[Pass] = [
@@ -819,6 +832,7 @@ PASSES: list[Pass] = [
     distribute_tags_over_union_bases,
     describe_model_defaults,
     drop_validation_only_keywords,
+    ascii_look_alikes_in_text,
 ]
 
 

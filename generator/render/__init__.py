@@ -31,14 +31,15 @@ __all__ = ["render_generated", "runtime_files", "uses_callbacks", "uses_model"]
 # the transport module a project's console script loads by name (serve._transport_module)
 # modules a transport loads by name (never imported statically, so other projects lack them):
 # an HTTP agent also ships the replicas' PostgreSQL store and Redis router
-# What the generated package itself imports (dispatcher.py: AgentBase and ClientBase /
-# AgentConnection, whose typed proxy an agent's own tests drive it with; acp.py; the
-# console script), per role: an agent's sessions and entry points (serve.py), a client's
-# console.
+# What the generated package itself imports (dispatcher.py, acp.py, the console script),
+# per role: an agent's sessions and entry points (serve.py), a client's client and console.
 _ROLE_MODULES = {
-    "agent": ("serve", "agent/agent", "client/client", "client/content"),
+    "agent": ("serve", "agent/agent"),
     "client": ("client/client", "client/content", "console/main"),
 }
+# What only an agent's own tests import (`_generated/testing/`: the client they drive it
+# with): written beside the runtime, left out of the agent's wheel (its pyproject.toml).
+_TESTING_MODULES = {"agent": ("client/client", "client/content")}
 _TRANSPORT_MODULES = {
     ("agent", "http"): ("http/http_server", "sessions/store_postgres", "http/redis_router"),
     # a client speaks both transports (`-- CMD` and `--url`), whatever --transport it
@@ -54,6 +55,7 @@ def runtime_files(
     *,
     callbacks: bool = False,
     model: bool = False,
+    testing: bool = False,
 ) -> dict[str, str]:
     """The runtime package, copied verbatim (sorted, .py only), rooms as subpackages.
 
@@ -63,8 +65,10 @@ def runtime_files(
     name (the HTTP server, the PostgreSQL store and the Redis router for an HTTP agent;
     the console and the HTTP client for a client), and sessions/callbacks.py when the
     manifest declares async output with a callback (`callbacks`; the session core loads
-    it by name). A stdio agent then ships no `http` room and no console, a client no
-    `sessions` room. Without a transport, every module."""
+    it by name). A stdio agent then ships no `http` room, no console and no client, a
+    client no `sessions` room. `testing`: also what the project's tests import
+    (`_TESTING_MODULES`: an agent's tests drive it with the client). Without a transport,
+    every module."""
     import ast
 
     root = data_dir("templates") / "runtime"
@@ -81,6 +85,8 @@ def runtime_files(
             todo.append("sessions/callbacks")
         if model:  # the manifest's `llm`: the model room (acp.py exports run_model)
             todo.append("model/adapter")
+        if testing:
+            todo += _TESTING_MODULES.get(role, ())
         wanted = set()
         while todo:
             name = todo.pop()
@@ -181,6 +187,54 @@ def _model_names(src: str) -> set[str]:
     return set(re.findall(r"^class (\w+)\(", src, flags=re.MULTILINE)) | set(
         re.findall(r"^(\w+) = ", src, flags=re.MULTILINE)
     )
+
+
+# the names acp.py gives of its own, per role (a manifest model of one of these names stays
+# in `manifest_models` only); `Input` / `Output` are the prompt's types there.  An agent's
+# client side moved to `_generated/testing/` (its acp.py still answers these names, from
+# there, for code written before)
+_MOVED_TO_TESTING = frozenset(
+    {"AgentConnection", "ClientBase", "content", "prompt_turn", "spawn_agent"}
+)
+_FACE_NAMES = {
+    "agent": {
+        "AgentBase", "AgentError", "AgentExited", "BlockContent",
+        "ClientCapabilityMissing", "ClientTerminal", "ConnectionClosed",
+        "DiffContent", "ExitStatus", "InterruptDeclined", "Location", "McpServer", "McpTool",
+        "McpToolError", "McpToolResult", "PermissionKind", "PermissionOption",
+        "PermissionOutcome", "PlanEntry", "PlanPriority", "PlanStatus", "ProviderRoute",
+        "RpcError", "Session", "SlashCommand", "TerminalContent", "TerminalOutput",
+        "TextContent", "ToolCall", "ToolContent", "ToolKind", "ToolStatus", "Turn",
+        "git_patch", "mask_url", "run_agent", "run_model",
+    },
+    "client": {
+        "AgentConnection", "AgentError", "AgentExited", "ClientBase", "ConnectionClosed",
+        "RpcError", "connect_http", "content", "json_input", "json_of", "negotiate",
+        "output_of", "prompt_turn", "spawn_agent", "text_of", "update_of",
+    },
+}  # fmt: skip
+
+
+def _face_all(role: str, model: bool, manifest_exports: list[str]) -> list[str]:
+    """acp.py's `__all__`, in ruff's order (RUF022: CONSTANTS, Classes, then the rest)."""
+    names = (_FACE_NAMES[role] - ({"run_model"} if not model else set())) | set(manifest_exports)
+    return sorted(names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n))
+
+
+def _manifest_exports(
+    mm_names: set[str], input_type: str, output_type: str, role: str
+) -> tuple[list[str], list[str]]:
+    """The manifest's typed models acp.py re-exports (the public face holds them too), and
+    which of `Input` / `Output` are the manifest's own classes (then exported as such,
+    else `Input` / `Output` stay the prompt's type aliases, for annotations)."""
+    typed_io = [
+        name
+        for name, alias in (("Input", input_type), ("Output", output_type))
+        if alias == f"manifest_models.{name}"
+    ]
+    taken = _FACE_NAMES[role] | _MOVED_TO_TESTING | {"Input", "Output"}
+    exports = {n for n in mm_names if not n.startswith("_") and n not in taken}
+    return sorted(exports | set(typed_io)), typed_io
 
 
 def _models_source(schema: dict[str, Any], meta: Any, label: str) -> str:
@@ -295,7 +349,15 @@ def render_generated(
         undefined=jinja2.StrictUndefined,
     )
     env.filters["pyrepr"] = lambda v: json.dumps(v) if isinstance(v, str) else repr(v)
+    manifest_exports, typed_io = _manifest_exports(mm_names, input_type, output_type, role)
     ctx = {
+        "manifest_exports": manifest_exports,
+        "local_testing": [
+            *(["manifest_models"] if interrupts and has_mm else []),
+            *(["models"] if has_models else []),
+        ],
+        "face_all": _face_all(role, uses_model(manifest, role), manifest_exports),
+        "typed_io": typed_io,
         "source_label": label.replace('"""', "'''"),
         "agent_methods": agent_methods,
         "client_methods": client_methods,
@@ -320,8 +382,14 @@ def render_generated(
     files["manifest.json"] = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
     callbacks = role == "agent" and uses_callbacks(manifest)
     files.update(
-        runtime_files(transport, role, callbacks=callbacks, model=uses_model(manifest, role))
+        runtime_files(
+            transport, role, callbacks=callbacks, model=uses_model(manifest, role), testing=True
+        )
     )
+    if role == "agent":
+        files["testing/__init__.py"] = ruff_format(
+            env.get_template("testing.py.jinja").render(**ctx), "testing/__init__.py"
+        )
     if source is not None:
         files["SOURCE.json"] = json.dumps(source, indent=2, sort_keys=True) + "\n"
     return dict(sorted(files.items()))

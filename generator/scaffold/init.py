@@ -18,6 +18,7 @@ from ..errors import AgentgenError
 MANIFEST_FILE = "agent.yaml"
 NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 KINDS = ("text", "json")
+DEFAULT_DESCRIPTION = "Answers each prompt."
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,16 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _check_model(model: str) -> str:
+    """An empty answer (no model) or a pydantic-ai `provider:model` id."""
+    from ..manifest.llm import model_id_problem
+
+    problem = model_id_problem(model) if model else None
+    if problem is not None:
+        raise AgentgenError(problem, hint="agentgen init --model openai:gpt-4.1-mini")
+    return model
+
+
 def _check_kind(kind: str, what: str) -> str:
     if kind not in KINDS:
         raise AgentgenError(f"{what} must be text or json, not {json.dumps(kind)}")
@@ -91,13 +102,25 @@ def ask(given: dict[str, object], defaults: Answers) -> Answers:
     if streaming is None:
         streaming = click.confirm("Stream the output as it is produced", default=True)
     model = given.get("model")
-    if model is None:
-        model = click.prompt(
+    while model is None:
+        answer = click.prompt(
             "A model for the agent (a pydantic-ai id such as openai:gpt-4.1-mini; empty: none)",
             default="",
             show_default=False,
         )
+        try:
+            model = _check_model(str(answer).strip())
+        except AgentgenError as err:
+            click.echo(f"  {err.message}")
     return Answers(name, description, input_kind, output_kind, bool(streaming), str(model).strip())
+
+
+def _instructions(answers: Answers) -> str:
+    """The model's instructions: the agent's name and what its description says it does."""
+    said = " ".join(answers.description.split())
+    if not said or said == DEFAULT_DESCRIPTION:
+        return "You are a helpful assistant: answer each prompt."
+    return f"You are {answers.name}. {said}"
 
 
 def render(answers: Answers, schema_url: str) -> str:
@@ -158,7 +181,7 @@ def render(answers: Answers, schema_url: str) -> str:
             "llm:",
             f"  default_model: {json.dumps(answers.model)}",
             "  provider: main",
-            '  instructions: "You are a helpful assistant."',
+            f"  instructions: {json.dumps(_instructions(answers), ensure_ascii=False)}",
             "",
         ]
     lines += [
@@ -166,6 +189,56 @@ def render(answers: Answers, schema_url: str) -> str:
         '# errors, providers, auth, states: the README\'s "The manifest" section.',
     ]
     return "\n".join(lines) + "\n"
+
+
+def examples() -> dict[str, Path]:
+    """The examples this agentgen carries (examples/<name>/agent.yaml), by name."""
+    from ..packaged import data_dir
+
+    root = data_dir("examples")
+    return {p.parent.name: p.parent for p in sorted(root.glob("*/agent.yaml"))}
+
+
+def run_example(directory: Path, example: str, *, alone: bool = True) -> int:
+    """`agentgen init --example NAME [DIR]`: DIR/agent.yaml and DIR/handlers.py, the
+    example's own (from the installed package: a wheel carries the examples too)."""
+    from ..files import write_output
+    from ..manifest.load import load_manifest
+
+    if not alone:
+        raise AgentgenError(
+            "--example writes the example as it is: not with --name, --description, "
+            "--input, --output, --streaming or --model"
+        )
+    found = examples()
+    if example not in found:
+        raise AgentgenError(
+            f"no example {json.dumps(example)}",
+            hint="agentgen init --example " + " | ".join(found),
+        )
+    folder = directory.expanduser().absolute()
+    targets = {f.name: f for f in (found[example] / MANIFEST_FILE, found[example] / "handlers.py")}
+    for name in targets:
+        if (folder / name).exists() or (folder / name).is_symlink():
+            raise AgentgenError("exists; refusing to overwrite it", source=str(directory / name))
+    manifest = targets[MANIFEST_FILE].read_text(encoding="utf-8")
+    header = f"# yaml-language-server: $schema={schema_location()}\n"
+    for name, source in targets.items():
+        text = source.read_text(encoding="utf-8")
+        write_output(folder / name, header + manifest if name == MANIFEST_FILE else text, name)
+    project = str(load_manifest(folder / MANIFEST_FILE).data.get("name") or example)
+    from .. import console
+
+    console.summary(
+        f"wrote {directory / MANIFEST_FILE} and {directory / 'handlers.py'} ({example})"
+    )
+    package = project.replace("-", "_")
+    print(
+        f"next:\n  agentgen new {project} -m {directory / MANIFEST_FILE}\n"
+        f"  cp {directory / 'handlers.py'} {project}/{package}/handlers.py"
+        "   # the example's handlers in place of the stub"
+    )
+    return 0
 
 
 def run_init(
@@ -192,12 +265,14 @@ def run_init(
         )
     if name is not None:
         _check_name(name)
+    if model is not None:
+        model = _check_model(model.strip())
     for kind, what in ((input_kind, "--input"), (output_kind, "--output")):
         if kind is not None:
             _check_kind(kind, what)
     defaults = Answers(
         name=default_name(folder),
-        description="Answers each prompt.",
+        description=DEFAULT_DESCRIPTION,
         input="text",
         output="text",
         streaming=True,

@@ -18,7 +18,7 @@ from .compat import Finding
 if TYPE_CHECKING:
     from .project import Project
 
-PRIVATE = ("runtime", "dispatcher", "revision")
+PRIVATE = ("runtime", "dispatcher", "revision", "testing")  # testing: not in the wheel
 
 
 def private_imports(proj: Project) -> list[Finding]:

@@ -299,6 +299,18 @@ def test_a_v2_coder_turn_renders(page: Any, tmp_path: Path, shared_acp: Path, ca
         assert page.locator(".plan li.completed").count() == 3
         assert page.locator(".diff .add").first.inner_text() == "+     return 'hi'"
         assert (work / "app.py").read_text() == "def greet():\n    return 'hi'\n"
+        # issue 37 item 11: the prompt once (v2's user_message echo is not a second copy),
+        # and the session id inside its panel
+        users = page.locator("#transcript .msg-user").all_inner_texts()
+        assert users == ["replace `'hello'` with `'hi'` in app.py"], users
+        page.evaluate(
+            "document.getElementById('session-current').textContent = 'session ' + 'x'.repeat(120)"
+        )
+        wide = page.evaluate(
+            "(() => { const p = document.getElementById('session-panel');"
+            " return [p.scrollWidth, p.clientWidth]; })()"
+        )
+        assert wide[0] <= wide[1], wide
         # v2 modes are a config option (category mode): a live select on the page
         select = page.locator("#config-options select")
         assert select.locator("option").all_inner_texts() == ["Code", "Ask"]

@@ -215,3 +215,26 @@ def test_rooms_stay_small_and_say_what_they_hold() -> None:
         assert len(modules) <= MAX_ROOM_MODULES, (room, len(modules))
         doc = ast.get_docstring(ast.parse((runtime / room / "__init__.py").read_text()))
         assert doc, f"{room}/__init__.py says what the room holds"
+
+
+def test_an_agents_runtime_carries_no_client() -> None:
+    """Issue 37 item 12: a stdio agent shipped the client core (client/client.py and 7
+    more) because its generated tests drive it through it. What an agent imports at run
+    time has no client room (nor console); the client its tests use is test-only
+    (`testing=True`: rendered beside it, left out of its wheel by its pyproject.toml)."""
+    from generator.render import runtime_files
+
+    for transport in ("stdio", "http"):
+        shipped = runtime_files(transport, "agent")
+        assert not [f for f in shipped if f.startswith(("runtime/client/", "runtime/console/"))]
+        test_only = set(runtime_files(transport, "agent", testing=True)) - set(shipped)
+        assert test_only, transport
+        assert all(f.startswith("runtime/client/") for f in test_only), sorted(test_only)
+    graph = import_graph()
+    agent_side = [
+        m
+        for m in graph
+        if m.startswith(("runtime.agent", "runtime.sessions", "runtime.http", "runtime.model"))
+    ]
+    for module in [*agent_side, "runtime.serve"]:
+        assert not [t for t in graph[module] if t.startswith("runtime.client")], module

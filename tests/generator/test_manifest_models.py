@@ -541,3 +541,28 @@ def test_mutated_manifests_give_a_module_or_a_located_error(data: st.DataObject)
 
     with tempfile.TemporaryDirectory() as tmp:
         load_module(Path(tmp), src, "mm_mutated")  # the module imports
+
+
+def test_typographic_marks_in_a_manifest_do_not_break_the_projects_ruff() -> None:
+    """Issue 37 item 10, the manifest's side: a description with a right single quotation
+    mark or a no-break space reaches manifest_models.py's docstrings and `description=`
+    strings as ASCII (RUF001-RUF003 pass); the manifest itself is left as written."""
+    from numbered import ambiguous_unicode
+
+    manifest = {
+        "name": "quotes",
+        "version": "0.1.0",
+        "input": {
+            "type": "object",
+            "description": "The user\u2019s request",
+            "properties": {"topic": {"type": "string", "description": "what it\u2019s\u00a0about"}},
+        },
+        "errors": [
+            {"code": 1001, "name": "TooLong", "description": "it\u2019s too long \u2013 cut it"}
+        ],
+    }
+    before = copy.deepcopy(manifest)
+    code = generate_manifest_models(manifest)
+    assert ambiguous_unicode(code) == "", code
+    assert "what it's about" in code
+    assert manifest == before

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from numbered import ambiguous_unicode
 from pydantic import BaseModel, RootModel, ValidationError
 
 from generator.codegen import ruff_format
@@ -236,6 +237,14 @@ def test_generation_is_deterministic_and_formatted(
     head = again.split("\n\n", 1)[0]
     assert "agentgen" in head and "acp/v1/schema.unstable.json" in head and "Do not edit" in again
     assert not re.search(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}", head)  # no timestamp
+
+
+def test_upstream_text_passes_the_projects_ruff(generated: dict[str, Generated]) -> None:
+    """Issue 37 item 10: the v1 schema of npm 2.0.0 says `isn\u2019t`; a fresh project's
+    `ruff check` (RUF001-RUF003) failed on its models.py."""
+    for rev, gen in generated.items():
+        assert ambiguous_unicode(gen.source) == "", rev
+    assert "title isn't present" in generated["v1"].source
 
 
 @pytest.mark.slow

@@ -289,3 +289,27 @@ def test_self_referencing_unions_do_not_loop() -> None:
         generate_models(schema)
     except AgentgenError:
         pass  # a located error is fine; a RecursionError traceback is not
+
+
+def test_look_alikes_leave_descriptions_and_titles_only() -> None:
+    """Issue 37 item 10: typographic marks ruff takes for ASCII (RUF001/RUF002) become that
+    ASCII in descriptions and titles; letters and an em dash stay; wire values do not move."""
+    schema = {
+        "$defs": {
+            "A": {
+                "title": "A\u2019s",
+                "description": "isn\u2019t\u00a0a\u2013b \u2014 caf\u00e9 \u201cq\u201d",
+                "type": "string",
+                "enum": ["it\u2019s"],
+                "default": "it\u2019s",
+            },
+            "B": {"const": "x\u2013y", "description": "\u2018one\u2019\u2009\u00d7\u20092"},
+        }
+    }
+    out = nz.ascii_look_alikes_in_text(copy.deepcopy(schema))
+    assert out["$defs"]["A"]["title"] == "A's"
+    assert out["$defs"]["A"]["description"] == "isn't a-b \u2014 caf\u00e9 \u201cq\u201d"
+    assert (
+        out["$defs"]["A"]["enum"] == ["it\u2019s"] and out["$defs"]["A"]["default"] == "it\u2019s"
+    )
+    assert out["$defs"]["B"] == {"const": "x\u2013y", "description": "'one' x 2"}

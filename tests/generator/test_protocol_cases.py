@@ -3,7 +3,8 @@
 - tests/cases/naming/<case>/: `schema.json` (a small schema we wrote), `classes.txt` (every
   class the models module defines, sorted, one a line; none numbered), and optionally
   `messages.json`: `[{"type": Def, "message": {...}, "parses_as": Class}]` (the member
-  class a union picks, after `.root`), each dumping back unchanged.
+  class a union picks, after `.root`), each dumping back unchanged. Every case's module
+  passes ruff's ambiguous-Unicode rules (RUF001-RUF003: a generated project lints with RUF).
 - tests/cases/diff/<case>/: `old.json`, `new.json` and `expected.txt`, the text report.
 
 Adding a case needs no new test code.  Regenerate an expected file after a deliberate
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 from expected_support import expected
-from numbered import numbered_classes
+from numbered import ambiguous_unicode, numbered_classes
 from pydantic import RootModel
 
 from generator.protocol.diff import diff_schemas, format_text
@@ -61,6 +62,7 @@ def _naming(case: Path, tmp: Path) -> None:
     schema = json.loads((case / "schema.json").read_text(encoding="utf-8"))
     code = generate_models(schema, source_label=f"cases/naming/{case.name}")
     assert numbered_classes(code, schema) == []
+    assert ambiguous_unicode(code) == ""
     _expect(case / "classes.txt", "".join(f"{c}\n" for c in _classes(code)))
     messages = case / "messages.json"
     if not messages.exists():

@@ -40,7 +40,7 @@ def test_files_deterministic_and_methods_complete(
     assert a == b
     for rel in ("__init__.py", "dispatcher.py", "models.py", "manifest_models.py", "manifest.json"):
         assert rel in a
-    shipped = runtime_files("stdio", "agent")
+    shipped = runtime_files("stdio", "agent", testing=True)  # the tests' client too
     assert {rel for rel in a if rel.startswith("runtime/")} == set(shipped)
     for rel, text in shipped.items():
         assert a[rel] == text  # copied verbatim

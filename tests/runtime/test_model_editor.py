@@ -7,6 +7,7 @@ follow what the client declared (none / fs / fs + terminal; v2 has neither)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     ]
     if prompts[-1] == "disk":  # no terminal; a path that leaves the session's folder
         steps = [*steps[:2], ("read_file", {"path": "../outside.txt"})]
+    if prompts[-1] == "small":  # a one-line file; a program that does not exist
+        steps = [("read_file", {"path": "one.txt"}), ("run_command", {"command": "no-such-program-37"})]
     if len(since) < len(steps):
         name, args = steps[len(since)]
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id="c-" + name)])
@@ -212,3 +215,56 @@ def test_on_disk_a_model_reads_and_writes_inside_the_session_folder_only(
     assert said[0] == "old text\n" and said[1] == "wrote f.txt"
     assert said[2] == "cannot read ../outside.txt: ../outside.txt is outside the session's folder"
     assert "secret" not in json.dumps(ed.updates)
+    # what the generated client shows of the write before it asks (issue 37 item 4: on v2
+    # `patch` is an object {format, text} and the client showed nothing of it)
+    from runtime.client.client_tools import Renderer
+
+    screen = io.StringIO()
+    renderer = Renderer(out=screen, info=screen)
+    for update in ed.updates:
+        renderer.render(update)
+    shown = screen.getvalue().splitlines()
+    assert "  -old text" in shown and "  +new text" in shown, shown
+
+
+def test_a_one_line_file_is_one_line_and_a_failed_run_says_why_once(
+    built: Any, tmp_path: Path
+) -> None:
+    """Issue 37 item 11: `read_file` reported 2 lines for a one-line file, and a command
+    the generated client cannot start came back to the model as `cannot run `x`: cannot
+    run x: command not found`. The editor's terminal is the generated client's own
+    (runtime.client.client_tools.Terminals); pydantic-ai's first-run banner, which it
+    shows to a terminal or a coding agent (AI_AGENT), stays off the agent's stderr."""
+    from runtime.client.client_tools import Terminals
+    from runtime.wire.errors import RpcError
+
+    env, package = built["v1"]
+    env = {k: v for k, v in env.items() if k not in ("CI", "PYTEST_VERSION")}
+    env = {**env, "AI_AGENT": "1"}  # what makes pydantic-ai show its banner on a pipe
+    (tmp_path / "one.txt").write_text("the only line\n")
+    terminals = Terminals(str(tmp_path))
+
+    async def main() -> tuple[Editor, bytes]:
+        ed = await Editor.start(env, package, tmp_path)
+        served = ed.serves.serve
+
+        async def serve(method: str, params: dict[str, Any]) -> Any:
+            if method != "terminal/create":
+                return await served(method, params)
+            try:
+                return await terminals.create(params)
+            except RpcError as exc:  # the Editor answers an OSError's text as the error
+                raise OSError(exc.message) from None
+
+        ed.serves.serve = serve  # type: ignore[method-assign]
+        sid = await _session(ed, tmp_path, False, {"fs": FS, "terminal": True})
+        assert await ed.prompt(sid, "small", v2=False) == "end_turn"
+        return ed, await ed.stop()
+
+    ed, stderr = asyncio.run(main())
+    said = json.loads(ed.texts()[-1])
+    assert said[0] == "the only line\n"
+    assert said[1] == "cannot run no-such-program-37: command not found", said[1]
+    outputs = [u.get("rawOutput") for u in ed.updates if u.get("rawOutput")]
+    assert {"lines": 1} in outputs, outputs
+    assert b"pydantic-ai v" not in stderr and b"Logfire" not in stderr, stderr.decode()

@@ -168,6 +168,10 @@ def test_golden_project_ships_only_what_it_can_import(case: regen_golden.Case | 
     assert ("console" in rooms) == (case.role == "client"), rooms
     assert ("sessions" in rooms) == (case.role == "agent"), rooms
     assert ("agent" in rooms) == (case.role == "agent"), rooms
+    if case.role == "agent":  # its tests' client: beside it, not in its wheel (issue 37)
+        found = pyproject["tool"]["setuptools"]["packages"]["find"]
+        assert found["exclude"] == [f"{pkg}._generated.testing", f"{pkg}._generated.runtime.client"]
+        assert (root / pkg / "_generated" / "testing" / "__init__.py").is_file()
     if case.transport == "stdio":
         # a client speaks both transports (`-- CMD` and `--url`): it ships the HTTP client
         client = case.role == "client"

@@ -14,6 +14,7 @@ const state = {
   facts: null, init: null, cwd: "", session: null, frames: [], refs: 0, waiting: new Map(),
   tools: new Map(), messages: new Map(), lastMessage: null, lastThought: null, terminals: new Map(),
   plan: null, configOptions: [], modes: null, turnRunning: false,
+  ownPrompt: null, // the prompt this page sent and shows, until the agent's echo of it (v2)
 };
 
 // ---- the socket ----------------------------------------------------------------------
@@ -239,6 +240,7 @@ $("prompt-form").onsubmit = async (e) => {
   const user = el("div", "msg-user", text || "(attachments)");
   for (const b of blocks.slice(text ? 1 : 0)) user.append(el("div", "muted", b.type === "image" ? "[image]" : `[resource ${b.resource.uri}]`));
   $("transcript").append(user);
+  state.ownPrompt = user;
   state.lastMessage = state.lastThought = null;
   turnRunning(true);
   call("session/prompt", { sessionId: state.session, prompt: blocks }).then((res) => {
@@ -257,6 +259,7 @@ function turnRunning(on) {
 }
 
 function turnEnded(stop, usage) {
+  state.ownPrompt = null; // a v1 agent echoes nothing
   transcriptNote(`turn ended: ${stop}`, "stop");
   if (usage) showUsage(usage);
   turnRunning(false);
@@ -300,13 +303,26 @@ function appendStream(kind, update) {
   node.textContent += content.map(blockText).join("");
 }
 
+// A v2 agent acknowledges a prompt with a user_message update: the page shows that prompt
+// already, so the echo names it (its messageId) instead of adding it a second time; any
+// other user message (a session/load replay) is shown.
+function ownOrReplayed(update) {
+  const own = state.ownPrompt;
+  if (own && own.isConnected) {
+    state.ownPrompt = null;
+    if (update.messageId) state.messages.set("user" + update.messageId, own);
+    return;
+  }
+  appendStream("user", update);
+}
+
 function sessionUpdate(params) {
   if (!params || (state.session && params.sessionId !== state.session)) return;
   const u = params.update || {};
   const tag = u.sessionUpdate || "";
   if (tag.startsWith("agent_message")) appendStream("agent", u);
   else if (tag.startsWith("agent_thought")) appendStream("thought", u);
-  else if (tag.startsWith("user_message")) appendStream("user", u);
+  else if (tag.startsWith("user_message")) ownOrReplayed(u);
   else if (tag === "tool_call" || tag === "tool_call_update") toolCall(u);
   else if (tag === "tool_call_content_chunk") toolCall({ toolCallId: u.toolCallId, content: [u.content], append: true });
   else if (tag === "plan" || tag === "plan_update") showPlan(u.entries || (u.plan && u.plan.entries) || []);

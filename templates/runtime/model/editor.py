@@ -120,11 +120,20 @@ def _reader(turn: Turn, disk: bool = False) -> Any:
             except (RpcError, OSError, OutsideFolder) as exc:
                 reason = _reason(exc)
                 await call.fail(raw_output={"error": reason})
-                return f"cannot read {path}: {reason}"
-            await call.complete(raw_output={"lines": text.count("\n") + 1})
+                return _failed("read", path, reason)
+            await call.complete(raw_output={"lines": len(text.splitlines())})
         return text
 
     return read_file
+
+
+def _failed(verb: str, what: str, reason: str) -> str:
+    """What the model is told of a failed read, write or run: the reason, once (a client's
+    message that already says `cannot <verb> ...`, as the generated client's does, is
+    not prefixed a second time)."""
+    if reason.startswith(f"cannot {verb} "):
+        return reason
+    return f"cannot {verb} {what}: {reason}"
 
 
 def _reason(exc: Exception) -> str:
@@ -187,7 +196,7 @@ def _writer(turn: Turn, disk: bool = False) -> Any:
         except (RpcError, OSError) as exc:
             reason = _reason(exc)
             await call.fail(raw_output={"applied": False, "error": reason})
-            return f"cannot write {path}: {reason}"
+            return _failed("write", path, reason)
         await call.complete(raw_output={"applied": True})
         return f"wrote {path}"
 
@@ -218,7 +227,7 @@ def _runner(turn: Turn) -> Any:
             )
         except RpcError as exc:
             await call.fail(raw_output={"ran": False, "error": exc.message})
-            return f"cannot run `{shown}`: {exc.message}"
+            return _failed("run", f"`{shown}`", exc.message)
         async with term:  # released at the end, killed first if the turn is cancelled
             await call.update(status="in_progress", content=[TerminalContent(term.id)])
             status = await term.wait_for_exit()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import observe
 from ..wire.errors import RpcError
+from .store_common import private_folder
 
 if TYPE_CHECKING:
     from ..agent.agent import Session
@@ -67,7 +68,7 @@ def open_default_store(
     if not path:
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         path = Path(base) / name / "sessions.db"
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    private_folder(Path(path).parent)  # 0700: the file (0600) is made when SQLite opens it
     if deferred:
         return DeferredSqliteStore(str(path))
     from .store_sqlite import SqliteSessionStore

@@ -16,13 +16,15 @@ import sys
 from typing import Any
 
 from assistant._generated import manifest_models
-from assistant._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
-from assistant._generated.dispatcher import (
-    MANIFEST,
-    REVISIONS,
-    AgentBase,
+from assistant._generated.acp import RpcError, Turn
+from assistant._generated.dispatcher import MANIFEST, REVISIONS, AgentBase
+
+# the client these tests drive the agent with (test code only: not in the agent's wheel)
+from assistant._generated.testing import (
     AgentConnection,
     ClientBase,
+    prompt_turn,
+    spawn_agent,
 )
 from assistant.handlers import Agent
 

@@ -16,13 +16,15 @@ import sys
 from typing import Any
 
 from coder_agent._generated import manifest_models
-from coder_agent._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
-from coder_agent._generated.dispatcher import (
-    MANIFEST,
-    REVISIONS,
-    AgentBase,
+from coder_agent._generated.acp import RpcError, Turn
+from coder_agent._generated.dispatcher import MANIFEST, REVISIONS, AgentBase
+
+# the client these tests drive the agent with (test code only: not in the agent's wheel)
+from coder_agent._generated.testing import (
     AgentConnection,
     ClientBase,
+    prompt_turn,
+    spawn_agent,
 )
 from coder_agent.handlers import Agent
 

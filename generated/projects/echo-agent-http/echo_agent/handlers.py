@@ -27,7 +27,7 @@ class Agent(AgentBase):
         `str` for a text input), otherwise the prompt's ACP content blocks; `Output` is the
         manifest's output model (any value when the manifest has no output schema). Stream
         with `turn.send_text(...)`, ask the client with `turn.interrupt(name, payload)`,
-        raise the manifest's errors from `_generated.manifest_models`, return the output
+        raise the manifest's errors (from `_generated.acp` too), return the output
         (or None).
         """
         for block in input:

@@ -16,13 +16,15 @@ import sys
 from typing import Any
 
 from echo_agent._generated import manifest_models
-from echo_agent._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
-from echo_agent._generated.dispatcher import (
-    MANIFEST,
-    REVISIONS,
-    AgentBase,
+from echo_agent._generated.acp import RpcError, Turn
+from echo_agent._generated.dispatcher import MANIFEST, REVISIONS, AgentBase
+
+# the client these tests drive the agent with (test code only: not in the agent's wheel)
+from echo_agent._generated.testing import (
     AgentConnection,
     ClientBase,
+    prompt_turn,
+    spawn_agent,
 )
 from echo_agent.handlers import Agent
 

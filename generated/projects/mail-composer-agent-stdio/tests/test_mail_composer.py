@@ -16,13 +16,15 @@ import sys
 from typing import Any
 
 from mail_composer._generated import manifest_models
-from mail_composer._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
-from mail_composer._generated.dispatcher import (
-    MANIFEST,
-    REVISIONS,
-    AgentBase,
+from mail_composer._generated.acp import RpcError, Turn
+from mail_composer._generated.dispatcher import MANIFEST, REVISIONS, AgentBase
+
+# the client these tests drive the agent with (test code only: not in the agent's wheel)
+from mail_composer._generated.testing import (
     AgentConnection,
     ClientBase,
+    prompt_turn,
+    spawn_agent,
 )
 from mail_composer.handlers import Agent
 

@@ -16,13 +16,15 @@ import sys
 from typing import Any
 
 from research._generated import manifest_models
-from research._generated.acp import RpcError, Turn, prompt_turn, spawn_agent
-from research._generated.dispatcher import (
-    MANIFEST,
-    REVISIONS,
-    AgentBase,
+from research._generated.acp import RpcError, Turn
+from research._generated.dispatcher import MANIFEST, REVISIONS, AgentBase
+
+# the client these tests drive the agent with (test code only: not in the agent's wheel)
+from research._generated.testing import (
     AgentConnection,
     ClientBase,
+    prompt_turn,
+    spawn_agent,
 )
 from research.handlers import Agent
 

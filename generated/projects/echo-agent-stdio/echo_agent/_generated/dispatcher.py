@@ -2,8 +2,9 @@
 
 `AgentBase`: one async method per agent-side method of this protocol revision; the
 runtime answers each from the manifest unless `handlers.py` overrides it.  Override
-`prompt(turn, input)` to handle prompts.  `ClientBase`: one async method per
-client-side method.  `AgentConnection`: typed calls from a client to the agent.
+`prompt(turn, input)` to handle prompts.  The client side (`ClientBase`,
+`AgentConnection`), which the project's tests drive the agent with, is in `testing/`: the
+installed agent does not carry it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .revision import REVISION
 from .runtime.agent.agent import AgentRuntime, Turn
-from .runtime.client.client import AgentProxy, ClientRuntime
 from .runtime.wire.revision import Method, Revision
 
 if TYPE_CHECKING:
@@ -199,254 +199,11 @@ class AgentBase(AgentRuntime):
         return await self._default("session/unarchive", params)  # type: ignore[no-any-return]
 
 
-class ClientBase(ClientRuntime):
-    """The client's protocol methods (what the agent may call); override in handlers.py."""
+def __getattr__(name: str) -> Any:
+    """`ClientBase` and `AgentConnection` moved to `testing/` (the client the project's
+    tests drive the agent with; an installed agent does not carry it)."""
+    if name in ("ClientBase", "AgentConnection"):
+        from . import testing
 
-    _acp_generated_base: ClassVar[bool] = True
-    METHODS: ClassVar[dict[str, Method]] = CLIENT_METHODS
-    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
-    _acp_manifest: ClassVar[dict[str, Any]] = MANIFEST
-    # interrupt name -> its handler method
-    _acp_interrupts: ClassVar[dict[str, str]] = {}
-
-    @classmethod
-    def _protocol_models(cls) -> Any:
-        return _protocol_models()
-
-    @classmethod
-    def _protocol_models_of(cls, package: str) -> Any:
-        return _protocol_models_of(package)
-
-    @classmethod
-    def _manifest_models(cls) -> Any:
-        return _manifest_models()
-
-    async def auth_status_update(self, params: models.AuthStatusUpdateNotification) -> None:
-        """`auth/status_update` (notification, unstable)."""
-        return None
-
-    async def elicitation_complete(self, params: models.CompleteElicitationNotification) -> None:
-        """`elicitation/complete` (notification)."""
-        return None
-
-    async def elicitation_create(
-        self, params: models.CreateElicitationRequest
-    ) -> models.CreateElicitationResponse:
-        """`elicitation/create` (request)."""
-        raise NotImplementedError("elicitation/create")
-
-    async def fs_read_text_file(
-        self, params: models.ReadTextFileRequest
-    ) -> models.ReadTextFileResponse:
-        """`fs/read_text_file` (request)."""
-        raise NotImplementedError("fs/read_text_file")
-
-    async def fs_write_text_file(
-        self, params: models.WriteTextFileRequest
-    ) -> models.WriteTextFileResponse:
-        """`fs/write_text_file` (request)."""
-        raise NotImplementedError("fs/write_text_file")
-
-    async def mcp_message(self, params: models.MessageMcpRequest) -> models.MessageMcpResponse:
-        """`mcp/message` (request, unstable)."""
-        raise NotImplementedError("mcp/message")
-
-    async def session_request_permission(
-        self, params: models.RequestPermissionRequest
-    ) -> models.RequestPermissionResponse:
-        """`session/request_permission` (request)."""
-        raise NotImplementedError("session/request_permission")
-
-    async def session_update(self, params: models.SessionNotification) -> None:
-        """`session/update` (notification)."""
-        return None
-
-    async def terminal_create(
-        self, params: models.CreateTerminalRequest
-    ) -> models.CreateTerminalResponse:
-        """`terminal/create` (request)."""
-        raise NotImplementedError("terminal/create")
-
-    async def terminal_kill(
-        self, params: models.KillTerminalRequest
-    ) -> models.KillTerminalResponse:
-        """`terminal/kill` (request)."""
-        raise NotImplementedError("terminal/kill")
-
-    async def terminal_output(
-        self, params: models.TerminalOutputRequest
-    ) -> models.TerminalOutputResponse:
-        """`terminal/output` (request)."""
-        raise NotImplementedError("terminal/output")
-
-    async def terminal_release(
-        self, params: models.ReleaseTerminalRequest
-    ) -> models.ReleaseTerminalResponse:
-        """`terminal/release` (request)."""
-        raise NotImplementedError("terminal/release")
-
-    async def terminal_wait_for_exit(
-        self, params: models.WaitForTerminalExitRequest
-    ) -> models.WaitForTerminalExitResponse:
-        """`terminal/wait_for_exit` (request)."""
-        raise NotImplementedError("terminal/wait_for_exit")
-
-
-class AgentConnection(AgentProxy):
-    """Typed calls to the agent: one method per agent-side method."""
-
-    METHODS: ClassVar[dict[str, Method]] = AGENT_METHODS
-    REVISIONS: ClassVar[tuple[Revision, ...]] = REVISIONS
-
-    @classmethod
-    def _protocol_models(cls) -> Any:
-        return _protocol_models()
-
-    @classmethod
-    def _protocol_models_of(cls, package: str) -> Any:
-        return _protocol_models_of(package)
-
-    async def negotiate(
-        self,
-        client: ClientRuntime | None = None,
-        *,
-        name: str = "client",
-        version: str = "0",
-        capabilities: dict[str, Any] | None = None,
-    ) -> models.InitializeResponse:
-        """`initialize`: offers this client's highest revision (older ones when refused) and
-        declares what `client` can answer (or `capabilities`); the connection then speaks
-        the revision the agent answered."""
-        return await self._negotiate(client, name=name, version=version, capabilities=capabilities)  # type: ignore[no-any-return]
-
-    async def auth_status(
-        self, params: models.AuthStatusRequest | dict[str, Any]
-    ) -> models.AuthStatusResponse:
-        """Call `auth/status` on the agent."""
-        return await self._request("auth/status", params)  # type: ignore[no-any-return]
-
-    async def authenticate(
-        self, params: models.AuthenticateRequest | dict[str, Any]
-    ) -> models.AuthenticateResponse:
-        """Call `authenticate` on the agent."""
-        return await self._request("authenticate", params)  # type: ignore[no-any-return]
-
-    async def initialize(
-        self, params: models.InitializeRequest | dict[str, Any]
-    ) -> models.InitializeResponse:
-        """Call `initialize` on the agent."""
-        return await self._request("initialize", params)  # type: ignore[no-any-return]
-
-    async def logout(self, params: models.LogoutRequest | dict[str, Any]) -> models.LogoutResponse:
-        """Call `logout` on the agent."""
-        return await self._request("logout", params)  # type: ignore[no-any-return]
-
-    async def mcp_message(self, params: models.MessageMcpNotification | dict[str, Any]) -> None:
-        """Call `mcp/message` on the agent."""
-        await self._notify("mcp/message", params)
-
-    async def providers_disable(
-        self, params: models.DisableProviderRequest | dict[str, Any]
-    ) -> models.DisableProviderResponse:
-        """Call `providers/disable` on the agent."""
-        return await self._request("providers/disable", params)  # type: ignore[no-any-return]
-
-    async def providers_list(
-        self, params: models.ListProvidersRequest | dict[str, Any]
-    ) -> models.ListProvidersResponse:
-        """Call `providers/list` on the agent."""
-        return await self._request("providers/list", params)  # type: ignore[no-any-return]
-
-    async def providers_set(
-        self, params: models.SetProviderRequest | dict[str, Any]
-    ) -> models.SetProviderResponse:
-        """Call `providers/set` on the agent."""
-        return await self._request("providers/set", params)  # type: ignore[no-any-return]
-
-    async def session_archive(
-        self, params: models.ArchiveSessionRequest | dict[str, Any]
-    ) -> models.ArchiveSessionResponse:
-        """Call `session/archive` on the agent."""
-        return await self._request("session/archive", params)  # type: ignore[no-any-return]
-
-    async def session_cancel(self, params: models.CancelNotification | dict[str, Any]) -> None:
-        """Call `session/cancel` on the agent."""
-        await self._notify("session/cancel", params)
-
-    async def session_close(
-        self, params: models.CloseSessionRequest | dict[str, Any]
-    ) -> models.CloseSessionResponse:
-        """Call `session/close` on the agent."""
-        return await self._request("session/close", params)  # type: ignore[no-any-return]
-
-    async def session_delete(
-        self, params: models.DeleteSessionRequest | dict[str, Any]
-    ) -> models.DeleteSessionResponse:
-        """Call `session/delete` on the agent."""
-        return await self._request("session/delete", params)  # type: ignore[no-any-return]
-
-    async def session_fork(
-        self, params: models.ForkSessionRequest | dict[str, Any]
-    ) -> models.ForkSessionResponse:
-        """Call `session/fork` on the agent."""
-        return await self._request("session/fork", params)  # type: ignore[no-any-return]
-
-    async def session_list(
-        self, params: models.ListSessionsRequest | dict[str, Any]
-    ) -> models.ListSessionsResponse:
-        """Call `session/list` on the agent."""
-        return await self._request("session/list", params)  # type: ignore[no-any-return]
-
-    async def session_load(
-        self, params: models.LoadSessionRequest | dict[str, Any]
-    ) -> models.LoadSessionResponse:
-        """Call `session/load` on the agent."""
-        return await self._request("session/load", params)  # type: ignore[no-any-return]
-
-    async def session_new(
-        self, params: models.NewSessionRequest | dict[str, Any]
-    ) -> models.NewSessionResponse:
-        """Call `session/new` on the agent."""
-        return await self._request("session/new", params)  # type: ignore[no-any-return]
-
-    async def session_prompt(
-        self, params: models.PromptRequest | dict[str, Any]
-    ) -> models.PromptResponse:
-        """Call `session/prompt` on the agent."""
-        return await self._request("session/prompt", params)  # type: ignore[no-any-return]
-
-    async def session_resume(
-        self, params: models.ResumeSessionRequest | dict[str, Any]
-    ) -> models.ResumeSessionResponse:
-        """Call `session/resume` on the agent."""
-        return await self._request("session/resume", params)  # type: ignore[no-any-return]
-
-    async def session_set_config_option(
-        self, params: models.SetSessionConfigOptionRequest | dict[str, Any]
-    ) -> models.SetSessionConfigOptionResponse:
-        """Call `session/set_config_option` on the agent."""
-        return await self._request("session/set_config_option", params)  # type: ignore[no-any-return]
-
-    async def session_set_mode(
-        self, params: models.SetSessionModeRequest | dict[str, Any]
-    ) -> models.SetSessionModeResponse:
-        """Call `session/set_mode` on the agent."""
-        return await self._request("session/set_mode", params)  # type: ignore[no-any-return]
-
-    async def session_set_title(
-        self, params: models.SetSessionTitleRequest | dict[str, Any]
-    ) -> models.SetSessionTitleResponse:
-        """Call `session/set_title` on the agent."""
-        return await self._request("session/set_title", params)  # type: ignore[no-any-return]
-
-    async def session_status(
-        self, params: models.SessionStatusRequest | dict[str, Any]
-    ) -> models.SessionStatusResponse:
-        """Call `session/status` on the agent."""
-        return await self._request("session/status", params)  # type: ignore[no-any-return]
-
-    async def session_unarchive(
-        self, params: models.UnarchiveSessionRequest | dict[str, Any]
-    ) -> models.UnarchiveSessionResponse:
-        """Call `session/unarchive` on the agent."""
-        return await self._request("session/unarchive", params)  # type: ignore[no-any-return]
+        return getattr(testing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

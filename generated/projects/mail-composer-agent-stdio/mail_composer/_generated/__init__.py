@@ -3,14 +3,7 @@
 What a handler uses is in `acp.py` (`from ._generated.acp import ...`): the public face."""
 
 from __future__ import annotations
-from .dispatcher import (
-    AGENT_METHODS,
-    CLIENT_METHODS,
-    METHODS,
-    AgentBase,
-    AgentConnection,
-    ClientBase,
-)
+from .dispatcher import AGENT_METHODS, CLIENT_METHODS, METHODS, AgentBase
 from .runtime.agent.agent import InterruptDeclined, ProviderRoute, Turn
 from .runtime.serve import run_agent
 from .runtime.wire.errors import AgentError, RpcError
@@ -20,9 +13,7 @@ __all__ = [
     "CLIENT_METHODS",
     "METHODS",
     "AgentBase",
-    "AgentConnection",
     "AgentError",
-    "ClientBase",
     "InterruptDeclined",
     "ProviderRoute",
     "RpcError",

@@ -205,8 +205,14 @@ class Renderer:
 
     def _diff(self, item: dict[str, Any]) -> None:
         patch = item.get("patch")
-        if type(patch) is str:  # v2
-            lines = patch.splitlines()
+        if "changes" in item:  # v2: patch {format, text} (optional), changes authoritative
+            text = _obj(patch).get("text")
+            lines = text.splitlines() if type(text) is str else []
+            if not lines:  # no renderable patch: what changed, one line a file
+                lines = [
+                    f"{_obj(c).get('operation', 'change')} {_obj(c).get('path', '')}"
+                    for c in item.get("changes") or ()
+                ]
         else:  # v1: path, oldText (absent: a new file), newText
             path = str(item.get("path", ""))
             old = str(item.get("oldText") or "").splitlines()

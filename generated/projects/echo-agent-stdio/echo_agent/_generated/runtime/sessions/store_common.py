@@ -6,6 +6,8 @@ turn's messages as one history row (``joined``, ``unjoined``)."""
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -99,3 +101,34 @@ def trim_plan(
         dropped += sizes[cut]
         cut += 1
     return cut, dropped
+
+
+def private_file(path: str | Path) -> None:
+    """Create the SQLite store's file for its owner alone before SQLite opens it: the file
+    0600, each folder made for it 0700, whatever the umask (a session's history holds the
+    conversation and the files the agent read). What exists is left as it is (never
+    loosened); SQLite gives the -wal and -shm files the database file's own mode."""
+    if str(path) in ("", ":memory:"):
+        return
+    target = Path(path)
+    private_folder(target.parent)
+    try:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
+    os.chmod(target, 0o600)
+
+
+def private_folder(folder: Path) -> None:
+    """Make `folder` and its missing parents 0700 whatever the umask; existing ones keep
+    their mode."""
+    missing: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            made.mkdir(mode=0o700)
+        except FileExistsError:  # made by another process meanwhile: its own mode
+            continue
+        os.chmod(made, 0o700)  # the umask may have taken bits off

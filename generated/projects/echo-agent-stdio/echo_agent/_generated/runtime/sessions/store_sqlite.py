@@ -36,6 +36,7 @@ from .store_common import (
     Limit,
     cursor_seq,
     env_limit,
+    private_file,
     unjoined,
 )
 from .store_sqlite_schema import ONE_STATE, SCHEMA, STATE, last_turn, migrate
@@ -99,6 +100,7 @@ class SqliteSessionStore:
         )
         self.inline_bytes = inline_bytes
         self._lock = threading.Lock()  # the worker-thread connection, one call at a time
+        private_file(self.path)  # 0600 in a 0700 folder: conversations and file contents
         self._db = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
         )

@@ -8,7 +8,9 @@ status 3)`), when it cannot be reached or started (`error: cannot connect to URL
 connection refused`) or does not answer within the connect timeout; 3 when a turn ended
 `cancelled` after the agent asked something nobody could answer here (stdin is not a
 terminal); on a terminal (a banner, then `> ` before each prompt line) a turn's error is
-said and the session goes on (exit status 1 at the end); 130 on Ctrl-C (2: a usage error, from the argument parser).  Transient errors
+said and the session goes on (exit status 1 at the end), and Ctrl-C cancels the running
+turn (a second Ctrl-C quits); 130 on Ctrl-C at the prompt (2: a usage error, from the
+argument parser).  Transient errors
 are retried first (`with_retries`).
 """
 
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -50,6 +53,12 @@ async def _next_line(terminal: Terminal, conn: Connection) -> str:
 
 # exit status when a turn ended because this client could not answer the agent's question
 UNANSWERED = 3
+# exit status on Ctrl-C (a shell's 128 + SIGINT)
+INTERRUPTED = 130
+
+
+class Quit(Exception):
+    """A second Ctrl-C while a turn runs: the console ends (exit status 130)."""
 
 
 async def console(
@@ -112,7 +121,6 @@ async def console(
             return UNANSWERED
         return 0
 
-    status = 0
     try:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(client.close_tools)
@@ -129,9 +137,10 @@ async def console(
                 text = sys.stdin.read() if input_file == "-" else _read_input(input_file)
                 return await one_turn(agent, sid, text)
             _greet(term, _banner(init, client, target, sid))
-            while (text := await _next_prompt(term, agent)) is not None:
-                status = await _on_terminal(term, one_turn(agent, sid, text)) or status
-            return status
+            return await _each_prompt(term, agent, sid, one_turn)
+    except Quit:
+        say("^C: quit\n")
+        return INTERRUPTED
     except RpcError as err:
         say(describe_error(err) + "\n")
         if err.code == AUTH_REQUIRED:
@@ -140,6 +149,57 @@ async def console(
     except OSError as err:  # the agent could not be reached, the input file read
         say(f"error: {one_line(str(err)) or type(err).__name__}\n")
         return 1
+
+
+async def _each_prompt(
+    term: Terminal,
+    agent: AgentProxy,
+    sid: str,
+    one_turn: Callable[[AgentProxy, str, str], Coroutine[Any, Any, int]],
+) -> int:
+    """A turn for each prompt line until the input ends; the worst status."""
+    status = 0
+    while (text := await _next_prompt(term, agent)) is not None:
+        turn = _interruptible(term, agent, sid, one_turn(agent, sid, text))
+        status = await _on_terminal(term, turn) or status
+    return status
+
+
+async def _interruptible(
+    term: Terminal, agent: AgentProxy, sid: str, turn: Coroutine[Any, Any, int]
+) -> int:
+    """`turn`; on a terminal a Ctrl-C while it runs cancels it (`session/cancel`: the turn
+    ends `cancelled` and the next prompt is read) and a second one quits (exit status
+    130). At the prompt, Ctrl-C quits as before."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(turn)
+    presses = 0
+
+    def interrupted() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            say("\n^C: cancelling the turn (Ctrl-C again quits)\n")
+            agent.connection.notify("session/cancel", {"sessionId": sid})
+        else:
+            task.cancel()
+
+    if not term.interactive():
+        return await task
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows, a thread)
+        return await task
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if presses > 1:
+            raise Quit from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, before)
 
 
 async def _on_terminal(term: Terminal, turn: Awaitable[int]) -> int:
@@ -293,7 +353,7 @@ def run_console(
 ) -> None:
     """`console(client, open_agent, **options)` in a fresh event loop; exits with its
     status (130 on Ctrl-C)."""
-    status = 130
+    status = INTERRUPTED
     with contextlib.suppress(KeyboardInterrupt):
         status = asyncio.run(console(client, open_agent, **options))
     sys.stdout.flush()

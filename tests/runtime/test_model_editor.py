@@ -212,3 +212,25 @@ def test_on_disk_a_model_reads_and_writes_inside_the_session_folder_only(
     assert said[0] == "old text\n" and said[1] == "wrote f.txt"
     assert said[2] == "cannot read ../outside.txt: ../outside.txt is outside the session's folder"
     assert "secret" not in json.dumps(ed.updates)
+
+
+def test_the_test_model_answers_text_and_calls_no_tool(built: Any, tmp_path: Path) -> None:
+    """Issue 37 item 8: `ACP_MODEL=test` (what the generated tests and the README's first
+    try use) through a client that allows everything answers text and calls no tool
+    (before: pydantic-ai's own `test` called each tool with made-up arguments, writing a
+    file `a` holding `a` and running the command `a`)."""
+    env, package = built["v1"]
+    env = {**env, "ACP_MODEL": "test"}
+
+    async def main() -> Editor:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, False, {"fs": FS, "terminal": True})
+        assert await ed.prompt(sid, "hello", v2=False) == "end_turn"
+        await ed.stop()
+        return ed
+
+    ed = asyncio.run(main())
+    assert "".join(ed.texts()), ed.updates
+    assert ed.methods() == [], ed.methods()  # no read, no permission, no write, no terminal
+    assert "tool_call" not in ed.kinds()
+    assert list(tmp_path.iterdir()) == []

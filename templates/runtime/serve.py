@@ -255,8 +255,9 @@ def _model_environment(llm: dict[str, Any]) -> str:
     """The help's model section (a manifest with `llm`): what model/route.py,
     model/history.py and agent/mcp_servers.py read."""
     from .agent.mcp_servers import CONNECT_TIMEOUT
-    from .model.history import MAX_MESSAGES
 
+    # the model room ships with model projects only: imported by name
+    max_messages = _transport_module("model.history").MAX_MESSAGES
     models = llm.get("models") or ()
     first = models[0] if models else None
     default = llm.get("default_model") or (first.get("id") if type(first) is dict else first)
@@ -270,7 +271,7 @@ def _model_environment(llm: dict[str, Any]) -> str:
             "  OPENAI_BASE_URL          an OpenAI-compatible endpoint (openai: ids then speak",
             "                           Chat Completions to it)",
             "  ANTHROPIC_API_KEY        the key of an anthropic: model",
-            f"  ACP_MODEL_HISTORY        messages kept per session (default: {MAX_MESSAGES})",
+            f"  ACP_MODEL_HISTORY        messages kept per session (default: {max_messages})",
             f"  ACP_MCP_CONNECT_TIMEOUT  seconds an MCP server may take (default: {CONNECT_TIMEOUT:g})",
             "  an editor's model pick and its providers/set route win over the environment",
         ]

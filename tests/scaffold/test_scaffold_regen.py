@@ -314,3 +314,81 @@ def test_a_revision_added_beside_the_recorded_one_is_no_diff(
     assert "BREAKING" not in out and "breaking" not in out, out
     assert f"protocol schema (v1): added {v1}" in out
     assert _last_line(out) == "regen: v1 added; nothing of yours to change", out
+
+
+# ---- a model project (issue 37 item 2) ------------------------------------------------
+
+_MODEL_IMPORTS = {
+    "runtime/model/adapter.py": "from pydantic_ai.messages import TextPart\n",
+    "runtime/model/route.py": "from openai import AsyncOpenAI\nimport anthropic\n",
+    "runtime/agent/mcp_toolset.py": "import mcp\nimport anyio\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("requirements", "wanted"),
+    [
+        # the template's declaration: the extras install openai, anthropic and mcp
+        (['"pydantic-ai-slim[openai,anthropic,mcp]>=2.0"', '"anyio>=4"'], []),
+        (['"pydantic-ai[mcp]"', '"anyio"'], []),  # the whole pydantic-ai has every client
+        (['"openai"', '"anthropic"', '"mcp"', '"pydantic_ai_slim"', '"anyio"'], []),
+        (
+            ['"Pydantic_AI-Slim[OpenAI]>=2.0"', '"anyio>=4"'],
+            [
+                'add the extra "anthropic" to "pydantic-ai-slim" in [project] dependencies: '
+                "p/_generated/runtime/model/route.py imports anthropic",
+                'add the extra "mcp" to "pydantic-ai-slim" in [project] dependencies: '
+                "p/_generated/runtime/agent/mcp_toolset.py imports mcp",
+            ],
+        ),
+        (
+            ['"anyio>=4"'],
+            [
+                'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" to [project] dependencies: '
+                "p/_generated/runtime/model/route.py imports anthropic, "
+                "p/_generated/runtime/model/route.py imports openai, "
+                "p/_generated/runtime/model/adapter.py imports pydantic_ai",
+                'add "mcp>=2.0" to [project] dependencies: '
+                "p/_generated/runtime/agent/mcp_toolset.py imports mcp",
+            ],
+        ),
+    ],
+)
+def test_the_dependency_check_reads_extras_and_names_the_distribution(
+    tmp_path: Path, requirements: list[str], wanted: list[str]
+) -> None:
+    """Before: `pydantic-ai-slim[openai,anthropic,mcp]` counted as declaring none of
+    pydantic_ai, openai or anthropic, and regen advised `add "pydantic_ai"` (an import
+    name, not the distribution)."""
+    from generator.scaffold.compat import missing_dependencies
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "p"\nversion = "0"\n'
+        f"dependencies = [{', '.join(requirements)}]\n"
+        "[project.optional-dependencies]\ntest = []\n"
+    )
+    found = missing_dependencies(pyproject, _MODEL_IMPORTS, "p", "p/_generated/")
+    assert [f.message for f in found] == wanted
+    assert all(f.path == "pyproject.toml" for f in found)
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_on_the_golden_model_project_exits_0_on_every_revision(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """The golden `assistant` (a model project), untouched: regen as it is, then to v2,
+    then to v1 + v2 and again (nothing changed), all exit 0 with nothing of the
+    user's to change (before: exit 1, "3 dependency(ies) missing")."""
+    import shutil
+
+    from regen_golden import GOLDEN
+
+    project = tmp_path / "assistant"
+    shutil.copytree(GOLDEN / "assistant-agent-stdio", project)
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    for schemas in ([], [v2], [v1, v2], [v1, v2]):
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = invoke("regen", "--project", str(project), *args)
+        assert code == 0, (schemas, out)
+        assert "missing from your pyproject.toml" not in out and "nothing of yours" in out, out

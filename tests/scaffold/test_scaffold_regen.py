@@ -318,6 +318,8 @@ def test_a_revision_added_beside_the_recorded_one_is_no_diff(
 
 # ---- a model project (issue 37 item 2) ------------------------------------------------
 
+_IN = "in [project] dependencies: "
+_G = "p/_generated/runtime"
 _MODEL_IMPORTS = {
     "runtime/model/adapter.py": "from pydantic_ai.messages import TextPart\n",
     "runtime/model/route.py": "from openai import AsyncOpenAI\nimport anthropic\n",
@@ -335,21 +337,25 @@ _MODEL_IMPORTS = {
         (
             ['"Pydantic_AI-Slim[OpenAI]>=2.0"', '"anyio>=4"'],
             [
-                'add the extra "anthropic" to "pydantic-ai-slim" in [project] dependencies: '
-                "p/_generated/runtime/model/route.py imports anthropic",
-                'add the extra "mcp" to "pydantic-ai-slim" in [project] dependencies: '
-                "p/_generated/runtime/agent/mcp_toolset.py imports mcp",
+                (
+                    f'add the extra "anthropic" to "pydantic-ai-slim" {_IN}{_G}/model/route.py '
+                    "imports anthropic"
+                ),
+                (
+                    f'add the extra "mcp" to "pydantic-ai-slim" {_IN}{_G}/agent/mcp_toolset.py '
+                    "imports mcp"
+                ),
             ],
         ),
         (
             ['"anyio>=4"'],
             [
-                'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" to [project] dependencies: '
-                "p/_generated/runtime/model/route.py imports anthropic, "
-                "p/_generated/runtime/model/route.py imports openai, "
-                "p/_generated/runtime/model/adapter.py imports pydantic_ai",
-                'add "mcp>=2.0" to [project] dependencies: '
-                "p/_generated/runtime/agent/mcp_toolset.py imports mcp",
+                (
+                    f'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" to [project] dependencies: '
+                    f"{_G}/model/route.py imports anthropic, {_G}/model/route.py imports openai, "
+                    f"{_G}/model/adapter.py imports pydantic_ai"
+                ),
+                f'add "mcp>=2.0" to [project] dependencies: {_G}/agent/mcp_toolset.py imports mcp',
             ],
         ),
     ],

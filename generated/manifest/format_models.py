@@ -342,7 +342,7 @@ class ManifestFormatLlm(BaseModel):
     """
     on_disk: bool | None = None
     """
-    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). Default false: such a client gets no file tools.
+    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). true: wherever the client serves no files; unset: where the revision has no `fs` (v2) and the client is local (stdio; over HTTP the folder would be the server's); false: never.
     """
     models: Annotated[
         list[ManifestFormatLlmModels | ManifestFormatLlmModels1] | None,

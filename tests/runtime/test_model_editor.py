@@ -78,6 +78,7 @@ MANIFEST: dict[str, Any] = {
 }
 FS = {"readTextFile": True, "writeTextFile": True}
 ON_DISK: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": True}}
+NEVER: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": False}}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,21 @@ def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     disk = hs.build_revisions(
         tmp, shared_acp, "editor_agent_disk", manifest=ON_DISK, handlers=HANDLERS, model_env=False
     )
-    return {**plain, **{f"disk_{rev}": agent for rev, agent in disk.items()}}
+    never = hs.build(
+        tmp,
+        shared_acp,
+        "editor_agent_never_v2",
+        rev="v2",
+        unstable=False,
+        manifest=NEVER,
+        handlers=HANDLERS,
+    )
+    never.pop("ACP_MODEL", None)
+    return {
+        **plain,
+        **{f"disk_{rev}": agent for rev, agent in disk.items()},
+        "never_v2": (never, "editor_agent_never_v2"),
+    }
 
 
 async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> str:
@@ -106,11 +121,14 @@ async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> st
         ("v1", {}, ""),
         ("v1", {"fs": FS}, "read_file,write_file"),
         ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
-        ("v2", {}, ""),
-        # llm.on_disk: the file tools without a client's fs (v2 has none)
+        # v2 has no fs: by default the file tools work on disk for a local (stdio) client
+        # (issue 37 item 3: before, a project moved to v2 lost them unless llm.on_disk)
+        ("v2", {}, "read_file,write_file"),
+        # llm.on_disk: true, the file tools without a client's fs (v1 too); false: never
         ("disk_v1", {}, "read_file,write_file"),
         ("disk_v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
         ("disk_v2", {}, "read_file,write_file"),
+        ("never_v2", {}, ""),
     ],
 )
 def test_the_tools_offered_follow_the_clients_capabilities(

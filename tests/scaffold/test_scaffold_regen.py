@@ -398,3 +398,50 @@ def test_regen_on_the_golden_model_project_exits_0_on_every_revision(
         code, out = invoke("regen", "--project", str(project), *args)
         assert code == 0, (schemas, out)
         assert "missing from your pyproject.toml" not in out and "nothing of yours" in out, out
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_says_first_what_a_revision_takes_from_a_model_project(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """Issue 37 item 3: the golden `assistant` (made on the default v1-unstable, with a
+    `providers:` block and a model) regenerated to v2: regen's first lines say the
+    providers and the editor's files and terminal go, with the regen that keeps them
+    (v1-unstable, the schema the project was made on, not stable v1), and so does the
+    closing line; to stable v1 + v2 the providers still go. Before: "nothing of yours to
+    change" and "Serve both: repeat --schema, one per revision"."""
+    import shutil
+
+    from regen_golden import GOLDEN
+
+    project = tmp_path / "assistant"
+    shutil.copytree(GOLDEN / "assistant-agent-stdio", project)
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    keep = f"agentgen regen --schema v1-unstable --schema {v2}"
+    code, out = invoke("regen", "--project", str(project), "--schema", v2, "--dry-run")
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[:3] == [
+        "warning: 2 capability(ies) of your project no longer served:",
+        (
+            "agent.yaml: providers: the manifest's providers (main) are served by v1-unstable "
+            f"(providers/list, providers/set, providers/disable) and by none of {v2}: an editor "
+            f"can no longer route the model (providers/* answer -32601). Keep them: {keep}"
+        ),
+        (
+            "agent.yaml: the model's editor tools: v1-unstable serves the client's files and "
+            f"terminal (fs/*, terminal/*), {v2} does not: run_command is offered to no client; "
+            "read_file and write_file work on disk, in the session's folder. Keep them for v1 "
+            f"clients: {keep}"
+        ),
+    ], out
+    assert f"its peers are refused. Serve both: {keep}\n" in out
+    assert lines[-1].endswith(
+        "2 capability(ies) lost (the warning above); nothing of yours to change"
+    )
+    code, out = invoke("regen", "-p", str(project), "--schema", v1, "--schema", v2, "--dry-run")
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[0] == "warning: 1 capability(ies) of your project no longer served:", out
+    assert lines[1].startswith("agent.yaml: providers: ") and lines[1].endswith(keep), out
+    assert "editor tools" not in out  # v1 clients keep them

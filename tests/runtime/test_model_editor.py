@@ -252,3 +252,29 @@ def test_the_test_model_answers_text_and_calls_no_tool(built: Any, tmp_path: Pat
     assert ed.methods() == [], ed.methods()  # no read, no permission, no write, no terminal
     assert "tool_call" not in ed.kinds()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("built_as", "offered"), [("v2", ""), ("disk_v2", "read_file,write_file")])
+def test_over_http_the_file_tools_work_on_disk_only_when_the_manifest_says_so(
+    built: Any, tmp_path: Path, built_as: str, offered: str
+) -> None:
+    """The default on-disk file tools of v2 are for a client on the agent's machine: an
+    HTTP agent's session folder is the server's, so there only `llm.on_disk: true`
+    offers them (issue 37 item 3)."""
+    import mcp_support as ms
+    from mcp_support import WsPeer, ws_turn
+
+    env, package = built[built_as]
+    port = hs.free_port()
+    proc = hs.start_http(env, package, port, ACP_SESSION_DB=str(tmp_path / "s.db"))
+    try:
+        peer = WsPeer(port)
+        peer.call(1, "initialize", ms.init_params(True))
+        new, _ = peer.call(2, "session/new", {"cwd": str(tmp_path)})
+        updates = ws_turn(peer, 3, new["result"]["sessionId"], "tools")
+        peer.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    texts = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(texts) == "tools " + offered

@@ -383,7 +383,7 @@ def test_the_dependency_check_reads_extras_and_names_the_distribution(
 def test_regen_on_the_golden_model_project_exits_0_on_every_revision(
     tmp_path: Path, shared_acp: Path
 ) -> None:
-    """The golden `assistant` (a model project), untouched: regen as it is, then to v2,
+    """The golden `assistant` (a model project), untouched: regen as it is, to v1, to v2,
     then to v1 + v2 and again (nothing changed), all exit 0 with nothing of the
     user's to change (before: exit 1, "3 dependency(ies) missing")."""
     import shutil
@@ -393,7 +393,7 @@ def test_regen_on_the_golden_model_project_exits_0_on_every_revision(
     project = tmp_path / "assistant"
     shutil.copytree(GOLDEN / "assistant-agent-stdio", project)
     v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
-    for schemas in ([], [v2], [v1, v2], [v1, v2]):
+    for schemas in ([], [v1], [v2], [v1, v2], [v1, v2]):
         args = [a for s in schemas for a in ("--schema", s)]
         code, out = invoke("regen", "--project", str(project), *args)
         assert code == 0, (schemas, out)

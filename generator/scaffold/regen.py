@@ -357,8 +357,8 @@ def _lost_capabilities(
             out.append(
                 f"providers: the manifest's providers ({', '.join(providers)}) are served by "
                 f"{was} (providers/list, providers/set, providers/disable) and by none of "
-                f"{shown}: an editor can no longer route the model (providers/* answer "
-                f"-32601). Keep them: {fix}"
+                f"{shown}: an editor can no longer route them (providers/* answer -32601). "
+                f"Keep them: {fix}"
             )
         lost_editor = names & set(_EDITOR_METHODS) and not new_names & set(_EDITOR_METHODS)
         if llm is not None and lost_editor:

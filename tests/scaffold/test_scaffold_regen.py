@@ -426,7 +426,7 @@ def test_regen_says_first_what_a_revision_takes_from_a_model_project(
         (
             "agent.yaml: providers: the manifest's providers (main) are served by v1-unstable "
             f"(providers/list, providers/set, providers/disable) and by none of {v2}: an editor "
-            f"can no longer route the model (providers/* answer -32601). Keep them: {keep}"
+            f"can no longer route them (providers/* answer -32601). Keep them: {keep}"
         ),
         (
             "agent.yaml: the model's editor tools: v1-unstable serves the client's files and "

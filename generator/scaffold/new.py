@@ -254,7 +254,7 @@ def next_steps(
         run = f"{script}                      # speaks ACP on stdio (an editor starts it)"
         from ..registry.entry import zed_snippet
 
-        editor = zed_snippet(script)
+        editor = zed_snippet(script, {"OPENAI_API_KEY": "your key"} if model else None)
     elif transport == "http":
         run = f"{script} --url http://127.0.0.1:8000/acp   # prompts from stdin"
     else:

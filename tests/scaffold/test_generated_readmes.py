@@ -5,6 +5,7 @@ to make its client with a command `agentgen new` runs as written."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -163,6 +164,13 @@ def test_a_model_agent_names_its_variables_in_readme_help_and_next_steps() -> No
     for name in MODEL_ENV[:4]:
         assert name in steps, name
     assert "assistant --help" in steps
+    # an editor starts the agent without the shell's exports: its snippets carry the key
+    assert '"OPENAI_API_KEY": "your key"' in steps
+    snippets = re.findall(r"```json\n(.*?)```", readme, re.DOTALL)
+    assert len(snippets) == 2, snippets  # Zed and JetBrains
+    for snippet in snippets:
+        server = json.loads(snippet)["agent_servers"]["assistant"]
+        assert server["env"] == {"OPENAI_API_KEY": "your key"}, snippet
     plain = helped(GOLDEN / "echo-agent-stdio", "echo_agent")
     assert "ACP_MODEL" not in plain and "ACP_MODEL" not in next_steps(
         Path("p"), "echo-agent", "agent", "stdio"

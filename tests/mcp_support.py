@@ -7,6 +7,7 @@ that runs its turns."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -257,3 +258,45 @@ class Peer:
 
 def said(texts: list[str], prefix: str) -> list[str]:
     return [t for t in texts if t.startswith(prefix)]
+
+
+# ---- an HTTP agent over one WebSocket -----------------------------------------------
+
+
+class WsPeer:
+    def __init__(self, port: int) -> None:
+        import websockets.sync.client as ws_client
+
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(
+            ws_client.connect(f"ws://127.0.0.1:{port}/acp", open_timeout=10, max_size=None)
+        )
+        self.frames: list[str] = []
+
+    def call(self, rid: int, method: str, params: Any) -> tuple[dict[str, Any], list[Any]]:
+        self.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        seen: list[Any] = []
+        while True:
+            raw = self.ws.recv(timeout=30)
+            self.frames.append(str(raw))
+            msg = json.loads(raw)
+            if "method" not in msg and msg.get("id") == rid:
+                return msg, seen
+            seen.append(msg)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def ws_turn(peer: WsPeer, rid: int, sid: str, text: str) -> list[dict[str, Any]]:
+    """A v2 prompt over the WebSocket: the updates until the turn's idle state_update."""
+    answer, seen = peer.call(rid, "session/prompt", hs.text_prompt(sid, text))
+    assert "result" in answer, answer
+    updates = [m["params"]["update"] for m in seen if m.get("method") == "session/update"]
+    while not any(u.get("state") == "idle" for u in updates):
+        raw = peer.ws.recv(timeout=30)
+        peer.frames.append(str(raw))
+        msg = json.loads(raw)
+        if msg.get("method") == "session/update":
+            updates.append(msg["params"]["update"])
+    return updates

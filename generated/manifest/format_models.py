@@ -321,7 +321,7 @@ class Mode(BaseModel):
 
 class ManifestFormatLlm(BaseModel):
     """
-    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
+    A model in the agent (pydantic-ai): `agentgen new` gives the project pydantic-ai as a dependency and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
     """
 
     model_config = ConfigDict(
@@ -342,7 +342,7 @@ class ManifestFormatLlm(BaseModel):
     """
     on_disk: bool | None = None
     """
-    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). Default false: such a client gets no file tools.
+    Where the client serves no files (v2 has no `fs`; a v1 client may not declare it), the model's `read_file` and `write_file` work on disk, inside the session's folder only (a write still shown as a diff and asked). true: wherever the client serves no files; unset: where the revision has no `fs` (v2) and the client is local (stdio; over HTTP the folder would be the server's); false: never.
     """
     models: Annotated[
         list[ManifestFormatLlmModels | ManifestFormatLlmModels1] | None,
@@ -448,7 +448,7 @@ class ManifestFormat(BaseModel):
     """
     llm: ManifestFormatLlm | None = None
     """
-    A model in the agent (pydantic-ai): `agentgen new` gives the project the `model` extra and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
+    A model in the agent (pydantic-ai): `agentgen new` gives the project pydantic-ai as a dependency and `run_model` on its public face (`_generated/acp.py`). The model id: the session's pick (the config option `model`, which `models` makes), else `$ACP_MODEL`, else `default_model`; its endpoint: the route the client set with `providers/set` for `provider`, else the provider's environment variables. `reasoning_levels` makes the config option `thought_level`, passed to the model as pydantic-ai's `thinking` setting.
     """
     auth: list[AuthScheme] | None = None
     """

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import re
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -438,7 +439,10 @@ class Bridge:
                     print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - shown on the page and the terminal
             reason = str(exc) or type(exc).__name__
-            if isinstance(exc, OSError) and self.command:
+            again = self._other_version(exc)
+            if again:
+                reason = again
+            elif isinstance(exc, OSError) and self.command:
                 reason = f"cannot start the agent `{' '.join(self.command)}`: {exc.strerror or exc}"
             self.emit("closed", reason=reason)
             print(f"agentgen inspect: {reason}", file=sys.stderr, flush=True)
@@ -447,6 +451,27 @@ class Bridge:
                 if not fut.done():
                     fut.set_result(None)
             self.agent = None
+
+    def _other_version(self, exc: BaseException) -> str | None:
+        """For an agent that answered a protocol version this inspector's schema does not
+        speak (the runtime client's `unspoken_version`): the command that speaks it."""
+        data = getattr(exc, "data", None)
+        if type(data) is not dict or data.get("name") != "UnsupportedProtocolVersion":
+            return None
+        details = data.get("details") or {}
+        answered, spoken = details.get("answered"), details.get("supported") or []
+        if type(answered) is not int:
+            return None
+        if self.url:
+            target = f"--url {self.url}" + (" --websocket" if self.websocket else "")
+        else:
+            target = "-- " + shlex.join(self.command)
+        said = " and ".join(map(str, spoken))
+        return (
+            f"the agent speaks ACP protocol version {answered}; this inspector was started "
+            f"for version {said} (its --schema, else the locked default): run "
+            f"`agentgen inspect --schema v{answered} {target}`"
+        )
 
 
 def _version() -> str:

@@ -73,9 +73,11 @@ def write_entry(project: Path, manifest: dict[str, Any], *, distribution: str) -
     return folder
 
 
-def zed_snippet(script: str) -> list[str]:
-    """`agentgen new`'s next step for a stdio agent: the Zed settings that start it."""
-    body = {"agent_servers": {script: {"type": "custom", "command": script, "args": [], "env": {}}}}
+def zed_snippet(script: str, env: dict[str, str] | None = None) -> list[str]:
+    """`agentgen new`'s next step for a stdio agent: the Zed settings that start it
+    (`env`: what the agent reads from its environment, e.g. a model's key)."""
+    server = {"type": "custom", "command": script, "args": [], "env": env or {}}
+    body = {"agent_servers": {script: server}}
     return [
         f"  use it from Zed (`{script}` on PATH, e.g. `uv tool install .`): in settings.json",
         *("    " + line for line in json.dumps(body, indent=2).splitlines()),

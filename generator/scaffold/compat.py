@@ -509,6 +509,7 @@ def check_tests(
 
 # what a generated module's third-party import needs, as the project templates declare it
 _DISTRIBUTION = {"pydantic_core": "pydantic", "psycopg_pool": "psycopg"}
+_MODEL = "pydantic-ai-slim[openai,anthropic,mcp]>=2.0"  # the model's (manifest `llm`)
 _REQUIREMENT = {
     "pydantic": "pydantic>=2.11,<3",
     "orjson": "orjson>=3.10",
@@ -518,30 +519,72 @@ _REQUIREMENT = {
     "websockets": "websockets>=13",
     "psycopg": "psycopg[binary,pool]>=3.2",
     "redis": "redis>=5",
+    "pydantic_ai": _MODEL,
+    "openai": _MODEL,
+    "anthropic": _MODEL,
+    "mcp": "mcp>=2.0",
 }
+# an import -> the (distribution, extra) pairs that install it (extra None: the
+# distribution alone); an import not listed: the distribution of its own name
+_PROVIDERS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "pydantic_ai": (("pydantic-ai-slim", None), ("pydantic-ai", None)),
+    **{
+        name: ((name, None), ("pydantic-ai-slim", name), ("pydantic-ai", None))
+        for name in ("openai", "anthropic", "mcp")
+    },
+}
+_REQ = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
 
 
-def _declared(pyproject: dict[str, Any]) -> set[str]:
-    """Distribution names in [project] dependencies and every optional group, normalized."""
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared(pyproject: dict[str, Any]) -> dict[str, set[str]]:
+    """Distribution names in [project] dependencies and every optional group, normalized,
+    each with the extras asked of it (`pydantic-ai-slim[openai,mcp]`: openai, mcp)."""
     project = pyproject.get("project") or {}
     reqs = list(project.get("dependencies") or [])
     for group in (project.get("optional-dependencies") or {}).values():
         reqs += list(group or [])
-    out = set()
+    out: dict[str, set[str]] = {}
     for req in reqs:
-        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", str(req))
+        m = _REQ.match(str(req))
         if m:
-            out.add(re.sub(r"[-_.]+", "-", m.group(1)).lower())
+            extras = {_normal(e.strip()) for e in (m.group(2) or "").split(",") if e.strip()}
+            out.setdefault(_normal(m.group(1)), set()).update(extras)
     return out
+
+
+def _provides(declared: dict[str, set[str]], module: str) -> bool:
+    """Whether what the project declares installs `module`."""
+    dist = _DISTRIBUTION.get(module, module)
+    for name, extra in _PROVIDERS.get(module, ((dist, None),)):
+        extras = declared.get(_normal(name))
+        if extras is not None and (extra is None or _normal(extra) in extras):
+            return True
+    return False
+
+
+def _advice(declared: dict[str, set[str]], module: str) -> str:
+    """What to add to [project] dependencies for `module`: the extra of a distribution
+    the project declares already, else the template's requirement."""
+    for name, extra in _PROVIDERS.get(module, ()):
+        if extra is not None and _normal(name) in declared:
+            return f'add the extra "{extra}" to "{name}" in [project] dependencies'
+    dist = _DISTRIBUTION.get(module, module)
+    return f'add "{_REQUIREMENT.get(module, dist)}" to [project] dependencies'
 
 
 def missing_dependencies(
     pyproject_path: Path, files: dict[str, str], package: str, generated_prefix: str
 ) -> list[Finding]:
-    """One finding per third-party distribution the new generated files import that the
-    project's pyproject.toml does not declare (e.g. `runtime/sessions/callbacks.py` and httpx,
-    once the manifest declares async output to a callback): the project would install
-    but fail at run time.  The project's pyproject.toml is the user's; it is not edited."""
+    """One finding per requirement the new generated files need that the project's
+    pyproject.toml does not declare (e.g. `runtime/sessions/callbacks.py` and httpx, once
+    the manifest declares async output to a callback): the project would install but fail
+    at run time.  A distribution's extras count (`pydantic-ai-slim[openai]` installs
+    openai); the imports one requirement provides are one finding.  The project's
+    pyproject.toml is the user's; it is not edited."""
     import sys
     import tomllib
 
@@ -550,7 +593,7 @@ def missing_dependencies(
     except (OSError, tomllib.TOMLDecodeError):
         return []  # no (readable) pyproject: nothing to compare with
     declared = _declared(pyproject)
-    needed: dict[str, str] = {}  # distribution -> the first file that imports it
+    needed: dict[str, str] = {}  # imported top-level module -> the first file importing it
     for rel, src in sorted(files.items()):
         if not rel.endswith(".py"):
             continue
@@ -565,18 +608,14 @@ def missing_dependencies(
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top in ("__future__", package):
                     continue
-                dist = _DISTRIBUTION.get(top, top)
-                needed.setdefault(dist, rel)
-    out = []
-    for dist, rel in sorted(needed.items()):
-        if dist.replace("_", "-").lower() not in declared:
-            req = _REQUIREMENT.get(dist, dist)
-            out.append(
-                Finding(
-                    pyproject_path.name,
-                    0,
-                    f'add "{req}" to [project] dependencies: {generated_prefix}{rel} imports '
-                    f"{dist}",
-                )
+                needed.setdefault(top, rel)
+    advice: dict[str, list[str]] = {}  # what to add -> what imports need it
+    for module, rel in sorted(needed.items()):
+        if not _provides(declared, module):
+            shown = _DISTRIBUTION.get(module, module)
+            advice.setdefault(_advice(declared, module), []).append(
+                f"{generated_prefix}{rel} imports {shown}"
             )
-    return out
+    return [
+        Finding(pyproject_path.name, 0, f"{what}: {', '.join(why)}") for what, why in advice.items()
+    ]

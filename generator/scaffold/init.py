@@ -171,7 +171,7 @@ def render(answers: Answers, schema_url: str) -> str:
     ]
     if answers.model:
         lines += [
-            "# a model in the agent (pydantic-ai; the project's `model` extra): the editor may",
+            "# a model in the agent (pydantic-ai, a dependency of the project): the editor may",
             "# route it with providers/set on the provider `main`, else the provider's usual",
             "# environment variables (OPENAI_API_KEY, ANTHROPIC_API_KEY); ACP_MODEL overrides",
             "providers:",

@@ -236,12 +236,16 @@ def run_new(
     print(f"created {role} project {named} ({transport}) in {directory}")
     if said is not None:
         print(said)
-    print(next_steps(directory, data["name"], role, transport))
+    model = role == "agent" and bool(data.get("llm"))
+    print(next_steps(directory, data["name"], role, transport, model=model))
     return 0
 
 
-def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
-    """What to type next: install the project, run it, test it."""
+def next_steps(
+    directory: Path, name: str, role: str, transport: str, *, model: bool = False
+) -> str:
+    """What to type next: install the project, run it, test it (`model`: an agent with a
+    model, whose key and model id come from the environment)."""
     script = f"{name}-client" if role == "client" else name
     editor: list[str] = []
     if role == "agent" and transport == "http":
@@ -250,7 +254,7 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
         run = f"{script}                      # speaks ACP on stdio (an editor starts it)"
         from ..registry.entry import zed_snippet
 
-        editor = zed_snippet(script)
+        editor = zed_snippet(script, {"OPENAI_API_KEY": "your key"} if model else None)
     elif transport == "http":
         run = f"{script} --url http://127.0.0.1:8000/acp   # prompts from stdin"
     else:
@@ -262,6 +266,12 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
     )
     watch = f"  agentgen inspect {target}   # drive it in a browser, every frame checked"
     install = '  python -m pip install -e ".[test]"'
+    key = (
+        "  export OPENAI_API_KEY=...   # the model's key (ANTHROPIC_API_KEY for anthropic:, "
+        "OPENAI_BASE_URL for a gateway; ACP_MODEL picks the model, ACP_MODEL=test needs "
+        f"no key; `{script} --help` lists them all)"
+    )
+    keys = [key] if model else []
     if Path(directory).name != script:  # the names come from the manifest, not the folder
         package = script.replace("-", "_")
         install += (
@@ -273,6 +283,7 @@ def next_steps(directory: Path, name: str, role: str, transport: str) -> str:
             f"  cd {directory}",
             "  python -m venv .venv && . .venv/bin/activate   # an environment of its own",
             install,
+            *keys,
             f"  {run}",
             watch,
             "  python -m pytest",

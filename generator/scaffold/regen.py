@@ -19,6 +19,7 @@ change`). The full per-type revision report and each rewritten file: `--verbose`
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -91,10 +92,11 @@ def run_regen(
     findings = revs.findings
     unserved: list[str] = []
     if new_schema:
-        unserved = _unserved(recorded, served)
+        unserved = _unserved(proj, recorded, served)
         findings = sorted(set(findings), key=lambda f: (f.path, f.line, f.message))
 
     handler_findings = _handler_findings(proj, old_files, rendered.files)
+    lost = _lost_capabilities(proj, role, recorded, served) if new_schema else []
 
     prefix = f"{proj.package}/{project.GENERATED}/"
     file_lines = _file_lines(proj, rendered.files, dry_run)
@@ -104,7 +106,12 @@ def run_regen(
         proj.root / "pyproject.toml", rendered.files, proj.package, prefix
     )
 
-    # what the user must change first, then what needs nothing, then the details
+    # what the project loses first, then what the user must change, then what needs
+    # nothing, then the details
+    _print_group(
+        f"\nwarning: {len(lost)} capability(ies) of your project no longer served:",
+        [compat.Finding(proj.manifest_path.name, 0, line) for line in lost],
+    )
     _print_findings(handler_findings, findings, deps)
     _print_group(
         "\nwarning: code of yours imports a private module of the generated package "
@@ -120,7 +127,8 @@ def run_regen(
     to_change = len(handler_findings) + len(findings) + len(deps)
     sys.stdout.flush()  # the result line comes last, stderr or not
     console.summary(
-        _summary(revs.summaries, unserved, file_lines, to_change, dry_run), ok=not to_change
+        _summary(revs.summaries, unserved, file_lines, to_change, dry_run, len(lost)),
+        ok=not to_change,
     )
     return 1 if to_change else 0
 
@@ -142,10 +150,18 @@ def _print_revisions(revs: _Revisions, verbose: bool, report: Path | None) -> No
 
 
 def _summary(
-    revisions: list[str], unserved: list[str], file_lines: list[str], to_change: int, dry_run: bool
+    revisions: list[str],
+    unserved: list[str],
+    file_lines: list[str],
+    to_change: int,
+    dry_run: bool,
+    lost: int = 0,
 ) -> str:
-    """The closing line: what changed, and how many lines of the user's to change."""
+    """The closing line: what changed, what the project lost, and how many lines of the
+    user's to change."""
     what = revisions + [line.split(" (", 1)[0] for line in unserved]
+    if lost:
+        what.append(f"{lost} capability(ies) lost (the warning above)")
     if not what:
         what = [_files_line(file_lines)]
     yours = (
@@ -262,15 +278,108 @@ def _send_findings(
     return findings
 
 
-def _unserved(recorded: list[dict[str, Any]], served: list[inputs.Loaded]) -> list[str]:
-    """A line for each recorded revision that the new schemas no longer serve."""
+def _unserved(
+    proj: project.Project, recorded: list[dict[str, Any]], served: list[inputs.Loaded]
+) -> list[str]:
+    """A line for each recorded revision that the new schemas no longer serve, with the
+    command that serves it beside them (the recorded schema itself: a project made on
+    `v1-unstable` keeps it)."""
     kept = {_lifecycle(s.revision) for s in served}
     return [
         f"no longer served: {gone} ({rec.get('origin')}); its peers are refused. "
-        "Serve both: repeat --schema, one per revision"
+        f"Serve both: {_keeping(proj, rec, served)}"
         for rec in recorded
         if (gone := _lifecycle(rec.get("revision") or {})) not in kept
     ]
+
+
+def _spec(origin: str, proj: project.Project) -> str:
+    """What to pass as --schema for `origin`: its short name (`v1-unstable`) when it is a
+    schema of the locked package, else the origin (a path made absolute)."""
+    from ..sources import expand_short
+
+    for short in ("v1", "v1-unstable", "v2", "v2-unstable"):
+        try:
+            if expand_short(short) == origin:
+                return short
+        except AgentgenError:  # no readable lock: no short names
+            break
+    return project.resolve_origin(origin, proj.root)
+
+
+def _keeping(proj: project.Project, rec: dict[str, Any], served: list[inputs.Loaded]) -> str:
+    """The regen that serves the recorded schema `rec` beside the new ones (a new one of
+    the same revision gives way to it)."""
+    kept = _lifecycle(rec.get("revision") or {})
+    specs = [_spec(str(rec.get("origin")), proj)]
+    specs += [_spec(s.origin, proj) for s in served if _lifecycle(s.revision) != kept]
+    return "agentgen regen " + " ".join(f"--schema {shlex.quote(x)}" for x in specs)
+
+
+# what a revision must have for a manifest feature to work: the methods of each side
+_PROVIDER_METHODS = ("providers/list", "providers/set", "providers/disable")
+_EDITOR_METHODS = ("fs/read_text_file", "fs/write_text_file", "terminal/create")
+
+
+def _lost_capabilities(
+    proj: project.Project,
+    role: str,
+    recorded: list[dict[str, Any]],
+    served: list[inputs.Loaded],
+) -> list[str]:
+    """What the project's manifest uses that the recorded revisions served and the new
+    ones no longer do, each with what it means and the regen that keeps it: the
+    `providers` an editor routes the model with (unstable v1's providers/*), and the
+    model's editor tools (v1's fs/* and terminal/*; v2 has neither)."""
+    from ..protocol.methods import method_table
+
+    if role != "agent":
+        return []
+    try:
+        manifest = inputs.load_manifest(proj.manifest_path)
+    except AgentgenError:
+        return []  # render_recorded read it already; nothing more to say
+    llm = manifest.get("llm") if isinstance(manifest.get("llm"), dict) else None
+    providers = [str(p.get("id")) for p in manifest.get("providers") or () if type(p) is dict]
+    if not providers and llm is None:
+        return []
+    new_names = {m.name for s in served for m in method_table(s.data)}
+    shown = ", ".join(_spec(s.origin, proj) for s in served)
+    out: list[str] = []
+    for rec in recorded:
+        old, _ = _old_schema(proj, rec)
+        if old is None:
+            continue
+        names = {m.name for m in method_table(old.data)}
+        fix = _keeping(proj, rec, served)
+        was = _spec(str(rec.get("origin")), proj)
+        if providers and names & set(_PROVIDER_METHODS) and not new_names & set(_PROVIDER_METHODS):
+            out.append(
+                f"providers: the manifest's providers ({', '.join(providers)}) are served by "
+                f"{was} (providers/list, providers/set, providers/disable) and by none of "
+                f"{shown}: an editor can no longer route them (providers/* answer -32601). "
+                f"Keep them: {fix}"
+            )
+        lost_editor = names & set(_EDITOR_METHODS) and not new_names & set(_EDITOR_METHODS)
+        if llm is not None and lost_editor:
+            on_disk = llm.get("on_disk")
+            http = proj.source.get("transport") == "http"
+            if on_disk is False or (on_disk is None and http):
+                what = "read_file, write_file and run_command are offered to no client"
+                if http and on_disk is None:
+                    what += " (llm.on_disk: true offers the file tools on the server's disk)"
+            else:
+                what = (
+                    "run_command is offered to no client; read_file and write_file work on "
+                    "disk, in the session's folder"
+                )
+            out.append(
+                f"the model's editor tools: {was} serves the client's files and terminal "
+                f"(fs/*, terminal/*), {shown} does not: {what}. Keep them for v1 clients: {fix}"
+            )
+        if out:
+            break  # the first recorded revision that had them says it
+    return out
 
 
 def _handler_findings(

@@ -218,7 +218,8 @@ def test_regen_with_two_schemas_reports_each_revision(tmp_path: Path, shared_acp
     assert code == 0, out
     code, out = invoke("regen", "-p", str(project), "--schema", v2, "--dry-run")
     assert code == 0, out
-    assert "no longer served: v1" in out and "repeat --schema" in out
+    assert "no longer served: v1" in out
+    assert f"Serve both: agentgen regen --schema {v1} --schema {v2}\n" in out
     code, out = invoke("regen", "-p", str(project), "--schema", v1, "--schema", v2)
     assert code == 0, out
     headers = [ln for ln in out.splitlines() if ln.startswith("protocol schema")]
@@ -577,7 +578,7 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
 @pytest.mark.slow  # runs the project's own tests
 def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) -> None:
     """`agentgen init --model ID`: the manifest's `llm` block and the provider `main`; `new`
-    gives a handler on run_model (pydantic-ai), the `model` extra, and tests that run it
+    gives a handler on run_model (pydantic-ai) in its dependencies, and tests that run it
     with pydantic-ai's test model: pytest, mypy and ruff pass as generated."""
     runner = CliRunner()
     folder = tmp_path / "bot"
@@ -591,7 +592,10 @@ def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) 
     assert done.exit_code == 0, done.output
     handlers = (project / "bot" / "handlers.py").read_text()
     assert "await run_model(turn, MODEL, input)" in handlers
-    assert "model = [" in (project / "pyproject.toml").read_text()
+    import tomllib
+
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" in meta["dependencies"]
     env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ACP_MODEL", None)
     for cmd in (
@@ -667,3 +671,83 @@ def test_regen_keeps_a_fresh_project_green(tmp_path: Path) -> None:
                 cmd, cwd=target, env=env, capture_output=True, text=True, check=False
             )
             assert done.returncode == 0, f"{schemas} {cmd[-1]}: {done.stdout}{done.stderr}"
+
+
+@pytest.mark.slow  # makes a virtualenv and pip-installs the project
+@pytest.mark.usefixtures("store")
+def test_a_model_project_installed_as_its_readme_says_answers_a_prompt(tmp_path: Path) -> None:
+    """Issue 37 item 1: `init --model`, `new`, then the README's `pip install .` alone (no
+    extra) into a fresh virtualenv: the installed command starts, initializes and answers
+    a prompt with the scripted model (`ACP_MODEL=test`), every frame schema-checked by the
+    agent (before: pydantic-ai was only in the `model` and `test` extras, so the command
+    died with `No module named 'pydantic_ai'`). The README and `--help` name the model's
+    variables (item 7)."""
+    import asyncio
+
+    from coder_support import Editor
+
+    folder = tmp_path / "bot"
+    code, out = invoke("init", str(folder), "--yes", "--model", "openai:gpt-4.1-mini")
+    assert code == 0, out
+    project = tmp_path / "project"
+    code, out = invoke("new", str(project), "-m", str(folder / "agent.yaml"), "--no-git")
+    assert code == 0, out
+    for name in MODEL_VARIABLES:
+        assert name in out, name  # new's next steps
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    assert "pip install -e .\n" in readme
+    for name in MODEL_VARIABLES:
+        assert f"`{name}`" in readme, name
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "."],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    command = str(venv / "bin" / "bot")
+    helped = subprocess.run(
+        [command, "--help"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert helped.returncode == 0, helped.stderr
+    for name in (*MODEL_VARIABLES, "ACP_MODEL_HISTORY", "ACP_MCP_CONNECT_TIMEOUT"):
+        assert name in helped.stdout, name
+    work = tmp_path / "work"
+    work.mkdir()
+    wire_log = tmp_path / "wire.log"
+    env.update(
+        ACP_MODEL="test",
+        ACP_WIRE_CHECK="1",
+        ACP_WIRE_CHECK_LOG=str(wire_log),
+        ACP_SESSION_DB=str(tmp_path / "sessions.db"),
+    )
+
+    async def main() -> tuple[Editor, bytes]:
+        proc = await asyncio.create_subprocess_exec(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=work,
+        )
+        ed = Editor(proc, work)
+        init = await ed.initialize(1, {"fs": {"readTextFile": True}})
+        assert init["protocolVersion"] == 1
+        sid = str((await ed.call("session/new", {"cwd": str(work), "mcpServers": []}))["sessionId"])
+        assert await ed.prompt(sid, "hello", v2=False) == "end_turn"
+        return ed, await ed.stop()
+
+    ed, stderr = asyncio.run(main())
+    assert "".join(ed.texts()), stderr.decode()
+    assert not wire_log.exists() or not wire_log.read_text().strip(), wire_log.read_text()
+
+
+# what a model agent reads from its environment: README, --help and new's next steps name them
+MODEL_VARIABLES = ("ACP_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY")

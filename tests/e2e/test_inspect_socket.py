@@ -183,3 +183,29 @@ def test_an_agent_that_cannot_start_is_named_on_stderr(
     assert (
         line == f"agentgen inspect: cannot start the agent `{missing}`: No such file or directory\n"
     )
+
+
+def test_a_v2_agent_under_the_default_schema_names_the_inspect_that_speaks_it(
+    tmp_path: Path, shared_acp: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 37 item 5: inspect started for v1 (the locked default's revision) facing a
+    v2-only agent says the command that speaks v2 (before: only "the agent speaks protocol
+    version 2; this client speaks 1")."""
+    from inspect_support import build_example
+
+    env = build_example(
+        tmp_path, load_schema_file(shared_acp / "v2" / "schema.json"), "echo", "echo_two"
+    )
+    cache = tmp_path_factory.getbasetemp() / "inspect-cache"
+    with inspector(
+        *("--schema", str(schema_path(shared_acp)), "--", PY, "-m", "echo_two"),
+        cwd=tmp_path,
+        cache=cache,
+        env=env,
+    ) as running:
+        line = running.wait_stderr("agentgen inspect: the agent speaks")
+    assert line == (
+        "agentgen inspect: the agent speaks ACP protocol version 2; this inspector was started "
+        "for version 1 (its --schema, else the locked default): run "
+        f"`agentgen inspect --schema v2 -- {PY} -m echo_two`\n"
+    )

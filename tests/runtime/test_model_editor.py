@@ -81,6 +81,7 @@ MANIFEST: dict[str, Any] = {
 }
 FS = {"readTextFile": True, "writeTextFile": True}
 ON_DISK: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": True}}
+NEVER: dict[str, Any] = {**MANIFEST, "llm": {**MANIFEST["llm"], "on_disk": False}}
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,21 @@ def built(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Any:
     disk = hs.build_revisions(
         tmp, shared_acp, "editor_agent_disk", manifest=ON_DISK, handlers=HANDLERS, model_env=False
     )
-    return {**plain, **{f"disk_{rev}": agent for rev, agent in disk.items()}}
+    never = hs.build(
+        tmp,
+        shared_acp,
+        "editor_agent_never_v2",
+        rev="v2",
+        unstable=False,
+        manifest=NEVER,
+        handlers=HANDLERS,
+    )
+    never.pop("ACP_MODEL", None)
+    return {
+        **plain,
+        **{f"disk_{rev}": agent for rev, agent in disk.items()},
+        "never_v2": (never, "editor_agent_never_v2"),
+    }
 
 
 async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> str:
@@ -109,11 +124,14 @@ async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> st
         ("v1", {}, ""),
         ("v1", {"fs": FS}, "read_file,write_file"),
         ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
-        ("v2", {}, ""),
-        # llm.on_disk: the file tools without a client's fs (v2 has none)
+        # v2 has no fs: by default the file tools work on disk for a local (stdio) client
+        # (issue 37 item 3: before, a project moved to v2 lost them unless llm.on_disk)
+        ("v2", {}, "read_file,write_file"),
+        # llm.on_disk: true, the file tools without a client's fs (v1 too); false: never
         ("disk_v1", {}, "read_file,write_file"),
         ("disk_v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
         ("disk_v2", {}, "read_file,write_file"),
+        ("never_v2", {}, ""),
     ],
 )
 def test_the_tools_offered_follow_the_clients_capabilities(
@@ -268,3 +286,51 @@ def test_a_one_line_file_is_one_line_and_a_failed_run_says_why_once(
     outputs = [u.get("rawOutput") for u in ed.updates if u.get("rawOutput")]
     assert {"lines": 1} in outputs, outputs
     assert b"pydantic-ai v" not in stderr and b"Logfire" not in stderr, stderr.decode()
+
+
+def test_the_test_model_answers_text_and_calls_no_tool(built: Any, tmp_path: Path) -> None:
+    """Issue 37 item 8: `ACP_MODEL=test` (what the generated tests and the README's first
+    try use) through a client that allows everything answers text and calls no tool
+    (before: pydantic-ai's own `test` called each tool with made-up arguments, writing a
+    file `a` holding `a` and running the command `a`)."""
+    env, package = built["v1"]
+    env = {**env, "ACP_MODEL": "test"}
+
+    async def main() -> Editor:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, False, {"fs": FS, "terminal": True})
+        assert await ed.prompt(sid, "hello", v2=False) == "end_turn"
+        await ed.stop()
+        return ed
+
+    ed = asyncio.run(main())
+    assert "".join(ed.texts()), ed.updates
+    assert ed.methods() == [], ed.methods()  # no read, no permission, no write, no terminal
+    assert "tool_call" not in ed.kinds()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("built_as", "offered"), [("v2", ""), ("disk_v2", "read_file,write_file")])
+def test_over_http_the_file_tools_work_on_disk_only_when_the_manifest_says_so(
+    built: Any, tmp_path: Path, built_as: str, offered: str
+) -> None:
+    """The default on-disk file tools of v2 are for a client on the agent's machine: an
+    HTTP agent's session folder is the server's, so there only `llm.on_disk: true`
+    offers them (issue 37 item 3)."""
+    import mcp_support as ms
+    from mcp_support import WsPeer, ws_turn
+
+    env, package = built[built_as]
+    port = hs.free_port()
+    proc = hs.start_http(env, package, port, ACP_SESSION_DB=str(tmp_path / "s.db"))
+    try:
+        peer = WsPeer(port)
+        peer.call(1, "initialize", ms.init_params(True))
+        new, _ = peer.call(2, "session/new", {"cwd": str(tmp_path)})
+        updates = ws_turn(peer, 3, new["result"]["sessionId"], "tools")
+        peer.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    texts = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(texts) == "tools " + offered

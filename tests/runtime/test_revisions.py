@@ -282,7 +282,9 @@ def test_the_v2_models_reject_the_old_wrong_frames(v2_agent: Path) -> None:
 @pytest.mark.wire_check_send_only  # it also sends a v1 body under version 2 on purpose
 def test_a_v1_initialize_to_a_v2_only_agent_negotiates(v2_agent: Path) -> None:
     """ACP's rule: a version the agent does not serve gets the agent's latest, in the
-    agent's shape; never -32602 for a version mismatch, never version 1 with a v2 body."""
+    agent's shape; never -32602 for a version mismatch, never version 1 with a v2 body.
+    A client that offered an older version than the agent serves cannot speak the
+    answer: its next request is refused with what the agent speaks."""
     m = _models(v2_agent, "revtwo._generated.models")
 
     async def main() -> None:
@@ -291,6 +293,18 @@ def test_a_v1_initialize_to_a_v2_only_agent_negotiates(v2_agent: Path) -> None:
             assert "error" not in r, r
             m.InitializeResponse.model_validate(r["result"])
             assert r["result"]["protocolVersion"] == 2 and "info" in r["result"]
+            # a client that offered 1 speaks nothing newer: what it asks next is refused,
+            # naming what the agent speaks and what to do (issue 37 item 5; before, the
+            # v2 agent served the v1 client, which then failed on every update)
+            r = await raw.call(2, "session/new", {"cwd": "/tmp", "mcpServers": []})
+            err = r["error"]
+            assert err["code"] == -32600, r
+            assert err["message"].startswith(
+                "this agent speaks ACP protocol version 2; the client's initialize asked for "
+                "version 1, which it does not serve: use a client that speaks version 2"
+            ), err
+            assert "agentgen regen --schema v1 --schema v2" in err["message"]
+            assert err["data"]["details"] == {"requested": 1, "supported": [2]}
         async with Raw(v2_agent, "revtwo") as raw:
             # the agent's own version still requires the v2 body
             r = await raw.call(1, "initialize", {"protocolVersion": 2, **V1_INIT})
@@ -476,3 +490,41 @@ def test_new_with_two_schemas_makes_a_project_that_passes_its_own_tests(
         check=False,
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
+
+
+def test_a_v1_client_facing_a_v2_agent_says_how_to_speak_it(
+    v2_agent: Path, tmp_path: Path, schemas: dict[str, Any]
+) -> None:
+    """Issue 37 item 5: the generated v1-only client, answered version 2, fails with what
+    the agent speaks and the regen that makes it speak that too (before: only "the agent
+    speaks protocol version 2; this client speaks 1")."""
+    v1_only = _build(tmp_path, "revone", schemas["v1"])
+    disp = _models(v1_only, "revone._generated.dispatcher")
+    client_mod = _models(v1_only, "revone._generated.runtime.client.client")
+    errors = _models(v1_only, "revone._generated.runtime.wire.errors")
+    serve = (
+        "import asyncio\n"
+        "from revtwo.handlers import Agent\n"
+        "from revtwo._generated.runtime.serve import serve_agent_stdio\n"
+        "asyncio.run(serve_agent_stdio(Agent()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{v2_agent}{os.pathsep}{v1_only}"}
+
+    async def main() -> Any:
+        async with client_mod.spawn_agent(
+            disp.ClientBase(), disp.AgentConnection, PY, "-c", serve, env=env
+        ) as agent:
+            with pytest.raises(errors.RpcError) as raised:
+                await client_mod.negotiate(agent, disp.ClientBase())
+            return raised.value
+
+    err = asyncio.run(main())
+    assert str(err.message) == (
+        "the agent speaks ACP protocol version 2; this client speaks 1: regenerate the client "
+        "for version 2 (in its project: agentgen regen --schema v2, or --schema v1 --schema "
+        "v2 to speak both)"
+    )
+    assert err.data == {
+        "name": "UnsupportedProtocolVersion",
+        "details": {"answered": 2, "supported": [1]},
+    }

@@ -5,6 +5,7 @@ to make its client with a command `agentgen new` runs as written."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -114,3 +115,63 @@ def test_an_agent_readme_says_how_to_make_its_client(
     assert (folder / package / "handlers.py").is_file()
     run = f"`{command_name} --url http://127.0.0.1:8000/acp`" if transport == "http" else None
     assert (run or f"`{command_name} -- {agent['name']}`") in section.replace("\n", " ")
+
+
+# what a model agent reads from its environment (issue 37 item 7)
+MODEL_ENV = (
+    "ACP_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ACP_MODEL_HISTORY",
+    "ACP_MCP_CONNECT_TIMEOUT",
+)
+
+
+def test_a_model_agent_names_its_variables_in_readme_help_and_next_steps() -> None:
+    """The golden model project (`assistant`): its README's table and its `--help` list
+    every variable the model reads; `new`'s next steps name the key and the model id; an
+    agent without a model lists none of them (before: only the store's variables)."""
+    import os
+    import subprocess
+    import sys
+
+    from generator.scaffold.new import next_steps
+
+    project = GOLDEN / "assistant-agent-stdio"
+    readme = (project / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## The model", 1)[1].split("\n## ", 1)[0]
+
+    def helped(root: Path, package: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run(
+            [sys.executable, "-m", package, "--help"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout
+
+    text = helped(project, "assistant")
+    assert "the model (environment):" in text
+    assert "(default: openai:gpt-4.1-mini)" in text  # the manifest's llm.default_model
+    for name in MODEL_ENV:
+        assert f"| `{name}` |" in table, name
+        assert f"  {name} " in text, name
+    steps = next_steps(Path("p"), "assistant", "agent", "stdio", model=True)
+    for name in MODEL_ENV[:4]:
+        assert name in steps, name
+    assert "assistant --help" in steps
+    # an editor starts the agent without the shell's exports: its snippets carry the key
+    assert '"OPENAI_API_KEY": "your key"' in steps
+    snippets = re.findall(r"```json\n(.*?)```", readme, re.DOTALL)
+    assert len(snippets) == 2, snippets  # Zed and JetBrains
+    for snippet in snippets:
+        server = json.loads(snippet)["agent_servers"]["assistant"]
+        assert server["env"] == {"OPENAI_API_KEY": "your key"}, snippet
+    plain = helped(GOLDEN / "echo-agent-stdio", "echo_agent")
+    assert "ACP_MODEL" not in plain and "ACP_MODEL" not in next_steps(
+        Path("p"), "echo-agent", "agent", "stdio"
+    )

@@ -314,3 +314,134 @@ def test_a_revision_added_beside_the_recorded_one_is_no_diff(
     assert "BREAKING" not in out and "breaking" not in out, out
     assert f"protocol schema (v1): added {v1}" in out
     assert _last_line(out) == "regen: v1 added; nothing of yours to change", out
+
+
+# ---- a model project (issue 37 item 2) ------------------------------------------------
+
+_IN = "in [project] dependencies: "
+_G = "p/_generated/runtime"
+_MODEL_IMPORTS = {
+    "runtime/model/adapter.py": "from pydantic_ai.messages import TextPart\n",
+    "runtime/model/route.py": "from openai import AsyncOpenAI\nimport anthropic\n",
+    "runtime/agent/mcp_toolset.py": "import mcp\nimport anyio\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("requirements", "wanted"),
+    [
+        # the template's declaration: the extras install openai, anthropic and mcp
+        (['"pydantic-ai-slim[openai,anthropic,mcp]>=2.0"', '"anyio>=4"'], []),
+        (['"pydantic-ai[mcp]"', '"anyio"'], []),  # the whole pydantic-ai has every client
+        (['"openai"', '"anthropic"', '"mcp"', '"pydantic_ai_slim"', '"anyio"'], []),
+        (
+            ['"Pydantic_AI-Slim[OpenAI]>=2.0"', '"anyio>=4"'],
+            [
+                (
+                    f'add the extra "anthropic" to "pydantic-ai-slim" {_IN}{_G}/model/route.py '
+                    "imports anthropic"
+                ),
+                (
+                    f'add the extra "mcp" to "pydantic-ai-slim" {_IN}{_G}/agent/mcp_toolset.py '
+                    "imports mcp"
+                ),
+            ],
+        ),
+        (
+            ['"anyio>=4"'],
+            [
+                (
+                    f'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" to [project] dependencies: '
+                    f"{_G}/model/route.py imports anthropic, {_G}/model/route.py imports openai, "
+                    f"{_G}/model/adapter.py imports pydantic_ai"
+                ),
+                f'add "mcp>=2.0" to [project] dependencies: {_G}/agent/mcp_toolset.py imports mcp',
+            ],
+        ),
+    ],
+)
+def test_the_dependency_check_reads_extras_and_names_the_distribution(
+    tmp_path: Path, requirements: list[str], wanted: list[str]
+) -> None:
+    """Before: `pydantic-ai-slim[openai,anthropic,mcp]` counted as declaring none of
+    pydantic_ai, openai or anthropic, and regen advised `add "pydantic_ai"` (an import
+    name, not the distribution)."""
+    from generator.scaffold.compat import missing_dependencies
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "p"\nversion = "0"\n'
+        f"dependencies = [{', '.join(requirements)}]\n"
+        "[project.optional-dependencies]\ntest = []\n"
+    )
+    found = missing_dependencies(pyproject, _MODEL_IMPORTS, "p", "p/_generated/")
+    assert [f.message for f in found] == wanted
+    assert all(f.path == "pyproject.toml" for f in found)
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_on_the_golden_model_project_exits_0_on_every_revision(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """The golden `assistant` (a model project), untouched: regen as it is, to v1, to v2,
+    then to v1 + v2 and again (nothing changed), all exit 0 with nothing of the
+    user's to change (before: exit 1, "3 dependency(ies) missing")."""
+    import shutil
+
+    from regen_golden import GOLDEN
+
+    project = tmp_path / "assistant"
+    shutil.copytree(GOLDEN / "assistant-agent-stdio", project)
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    for schemas in ([], [v1], [v2], [v1, v2], [v1, v2]):
+        args = [a for s in schemas for a in ("--schema", s)]
+        code, out = invoke("regen", "--project", str(project), *args)
+        assert code == 0, (schemas, out)
+        assert "missing from your pyproject.toml" not in out and "nothing of yours" in out, out
+
+
+@pytest.mark.usefixtures("store")
+def test_regen_says_first_what_a_revision_takes_from_a_model_project(
+    tmp_path: Path, shared_acp: Path
+) -> None:
+    """Issue 37 item 3: the golden `assistant` (made on the default v1-unstable, with a
+    `providers:` block and a model) regenerated to v2: regen's first lines say the
+    providers and the editor's files and terminal go, with the regen that keeps them
+    (v1-unstable, the schema the project was made on, not stable v1), and so does the
+    closing line; to stable v1 + v2 the providers still go. Before: "nothing of yours to
+    change" and "Serve both: repeat --schema, one per revision"."""
+    import shutil
+
+    from regen_golden import GOLDEN
+
+    project = tmp_path / "assistant"
+    shutil.copytree(GOLDEN / "assistant-agent-stdio", project)
+    v1, v2 = (str(shared_acp / rev / "schema.json") for rev in ("v1", "v2"))
+    keep = f"agentgen regen --schema v1-unstable --schema {v2}"
+    code, out = invoke("regen", "--project", str(project), "--schema", v2, "--dry-run")
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[:3] == [
+        "warning: 2 capability(ies) of your project no longer served:",
+        (
+            "agent.yaml: providers: the manifest's providers (main) are served by v1-unstable "
+            f"(providers/list, providers/set, providers/disable) and by none of {v2}: an editor "
+            f"can no longer route them (providers/* answer -32601). Keep them: {keep}"
+        ),
+        (
+            "agent.yaml: the model's editor tools: v1-unstable serves the client's files and "
+            f"terminal (fs/*, terminal/*), {v2} does not: run_command is offered to no client; "
+            "read_file and write_file work on disk, in the session's folder. Keep them for v1 "
+            f"clients: {keep}"
+        ),
+    ], out
+    assert f"its peers are refused. Serve both: {keep}\n" in out
+    assert lines[-1].endswith(
+        "2 capability(ies) lost (the warning above); nothing of yours to change"
+    )
+    code, out = invoke("regen", "-p", str(project), "--schema", v1, "--schema", v2, "--dry-run")
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[0] == "warning: 1 capability(ies) of your project no longer served:", out
+    assert lines[1].startswith("agent.yaml: providers: ") and lines[1].endswith(keep), out
+    assert "editor tools" not in out  # v1 clients keep them

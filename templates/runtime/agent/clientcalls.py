@@ -192,6 +192,11 @@ class ClientCalls:
         """Whether `method` (e.g. "fs/read_text_file", "terminal/create") may be sent."""
         return self._missing(method) is None
 
+    def revision_has(self, method: str) -> bool:
+        """Whether the connection's protocol revision has the client method `method` at
+        all, declared or not (v2 has no `fs/*` or `terminal/*`)."""
+        return method in self._rev().side("client")
+
     @property
     def can_read_files(self) -> bool:
         return self.client_can("fs/read_text_file")

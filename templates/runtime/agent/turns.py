@@ -165,6 +165,13 @@ class Turn(Authoring, ClientCalls):
         return mcp_servers(self.session.mcp_servers)
 
     @property
+    def local_client(self) -> bool:
+        """Whether the client runs on this agent's machine (stdio: an editor started the
+        agent), so that the session's folder on disk is the user's (over HTTP it is the
+        server's)."""
+        return not self._host.mcp.policy.remote
+
+    @property
     def mcp(self) -> TurnMcp:
         """The session's connected MCP servers: `list_tools()`, `call(name, args)` (shown
         as a tool call), `toolset()` (the same tools for a pydantic-ai agent)."""

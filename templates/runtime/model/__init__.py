@@ -3,7 +3,7 @@ text and thinking streamed as chunks, each model tool call shown as a tool call,
 reported, cancel honoured, model errors as clear JSON-RPC errors), the endpoint the
 editor routes with `providers/set`, else the environment (`route`), and the model's own
 message history kept with the session (`history`).  Imports `wire` and `agent`; only
-projects whose code imports it carry it (pydantic-ai is their `model` extra)."""
+projects whose code imports it carry it (pydantic-ai is their dependency)."""
 
 import contextlib
 

@@ -7,10 +7,12 @@ declared them (v1 `fs.readTextFile`, `fs.writeTextFile`, `terminal`; v2 has none
 - `run_command(command, args)`: asked first, run in the client's terminal in the session's
   folder, its output limited (`OUTPUT_LIMIT` bytes) and the terminal always released.
 
-Where the client serves no files (v2 has no `fs`; a v1 client may not declare it) and the
-manifest says `llm.on_disk: true`, `read_file` and `write_file` work on disk instead,
+Where the client serves no files, `read_file` and `write_file` may work on disk instead,
 inside the session's folder only (a path that leaves it, symbolic links included, is
-refused); a write is still shown as a diff and asked first.
+refused); a write is still shown as a diff and asked first.  The manifest's
+`llm.on_disk`: `true`, wherever the client serves no files (v2 has no `fs`; a v1 client
+may not declare it); unset, where the revision has no `fs` (v2) and the client runs on
+this machine (stdio: over HTTP the folder would be the server's); `false`, never.
 
 Each shows its own tool call (the adapter does not show these a second time); a refusal,
 a cancelled question or a client error is the tool's answer to the model, not the turn's
@@ -40,17 +42,22 @@ OPTIONS = (
 
 
 def editor_toolset(
-    turn: Turn, taken: frozenset[str] = frozenset(), *, on_disk: bool = False
+    turn: Turn, taken: frozenset[str] = frozenset(), *, on_disk: bool | None = None
 ) -> Any:
     """A pydantic-ai `FunctionToolset` with the tools this client can serve (None: none);
-    a name in `taken` (a tool of the user's own agent) is left to that tool.  `on_disk`:
-    the file tools the client does not serve work on disk, in the session's folder."""
+    a name in `taken` (a tool of the user's own agent) is left to that tool.  `on_disk`
+    (the manifest's `llm.on_disk`): the file tools the client does not serve work on disk,
+    in the session's folder; None: where the revision has no such method and the client
+    is local (the module's docstring)."""
     from pydantic_ai.toolsets import FunctionToolset
 
     tools: list[Any] = []
     for method, make in (("fs/read_text_file", _reader), ("fs/write_text_file", _writer)):
         served = turn.client_can(method)
-        if served or on_disk:
+        disk = on_disk
+        if disk is None:
+            disk = turn.local_client and not turn.revision_has(method)
+        if served or disk:
             tools.append(make(turn, disk=not served))
     if turn.client_can("terminal/create"):
         tools.append(_runner(turn))

@@ -28,8 +28,8 @@ from assistant._generated.testing import (
 )
 from assistant.handlers import Agent
 
-# The model these tests run: pydantic-ai's built-in test model (no network, no key); set
-# ACP_MODEL to try a real one.
+# The model these tests run: `test`, a scripted model that answers text and calls no tool
+# (no network, no key); set ACP_MODEL to try a real one.
 os.environ.setdefault("ACP_MODEL", "test")
 
 # The agent over stdio, whatever the project's transport: one dispatcher serves both.

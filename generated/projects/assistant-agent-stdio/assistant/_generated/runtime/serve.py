@@ -203,6 +203,8 @@ def _agent_parser(
     )
     about = manifest.get("description") or manifest.get("title") or ""
     epilog = _environment(name, transport)
+    if manifest.get("llm"):
+        epilog = _model_environment(manifest["llm"]) + "\n\n" + epilog
     if logins:
         epilog = "interactive login:\n  " + "\n  ".join(logins) + "\n\n" + epilog
     ap = argparse.ArgumentParser(
@@ -255,3 +257,30 @@ def _environment(name: str, transport: str) -> str:
         f"  OTEL_METRICS_EXPORTER        otlp{metrics}, console, none",
     ]
     return "\n".join(lines)
+
+
+def _model_environment(llm: dict[str, Any]) -> str:
+    """The help's model section (a manifest with `llm`): what model/route.py,
+    model/history.py and agent/mcp_servers.py read."""
+    from .agent.mcp_servers import CONNECT_TIMEOUT
+
+    # the model room ships with model projects only: imported by name
+    max_messages = _transport_module("model.history").MAX_MESSAGES
+    models = llm.get("models") or ()
+    first = models[0] if models else None
+    default = llm.get("default_model") or (first.get("id") if type(first) is dict else first)
+    return "\n".join(
+        [
+            "the model (environment):",
+            "  ACP_MODEL                the model id, pydantic-ai's provider:model"
+            + (f" (default: {default})" if default else ""),
+            "                           test: a scripted model, text only (no key, no network)",
+            "  OPENAI_API_KEY           the key of an openai: model",
+            "  OPENAI_BASE_URL          an OpenAI-compatible endpoint (openai: ids then speak",
+            "                           Chat Completions to it)",
+            "  ANTHROPIC_API_KEY        the key of an anthropic: model",
+            f"  ACP_MODEL_HISTORY        messages kept per session (default: {max_messages})",
+            f"  ACP_MCP_CONNECT_TIMEOUT  seconds an MCP server may take (default: {CONNECT_TIMEOUT:g})",
+            "  an editor's model pick and its providers/set route win over the environment",
+        ]
+    )

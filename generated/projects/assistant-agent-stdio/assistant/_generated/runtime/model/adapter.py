@@ -131,7 +131,12 @@ async def run_model(
         await turn.send_text(f"({problem})\n")
     extra = list(toolsets)
     taken = tool_names(agent)
-    own = editor_toolset(turn, taken, on_disk=llm.get("on_disk") is True) if editor else None
+    disk = llm.get("on_disk")  # unset: on disk where the revision has no fs (editor.py)
+    own = (
+        editor_toolset(turn, taken, on_disk=disk if type(disk) is bool else None)
+        if editor
+        else None
+    )
     if own is not None:
         extra.append(own)
     if turn.mcp_servers:

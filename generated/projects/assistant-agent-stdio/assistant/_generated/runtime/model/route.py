@@ -3,7 +3,8 @@
 The model id: the session's pick (the `model` config option, which the manifest's
 `llm.models` makes), else `$ACP_MODEL`, else the default given (pydantic-ai's
 `provider:model` ids, e.g. `openai:gpt-4.1-mini`); a model object the handler gave for
-that id runs as it is.  The thinking: the session's `thought_level` option (which
+that id runs as it is; `test` is a scripted model that answers text and calls no tool
+(`test_model`).  The thinking: the session's `thought_level` option (which
 `llm.reasoning_levels` makes), as pydantic-ai's `thinking` setting.  The endpoint: the route the client set with `providers/set` for
 the provider id (`apiType` `openai`: the Chat Completions API, what every
 OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route's
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..agent.turns import Turn
 
 SERVED = ("openai", "anthropic")  # the api types a model route may use
+TEST_MODEL = "test"  # the id of the scripted model for tests and a first try (test_model)
 MODEL_OPTION = "model"  # the config option holding the session's pick
 THOUGHT_OPTION = "thought_level"  # the config option holding the session's reasoning level
 # a reasoning level (the manifest's `llm.reasoning_levels`) -> pydantic-ai's `thinking`
@@ -64,6 +66,8 @@ def model_for(
     name = model_id(turn, default)
     if models and name and name in models:
         return models[name]
+    if name == TEST_MODEL:
+        return test_model()
     route = turn.provider(provider_id) if provider_id else None
     if route is None:
         if name and name.startswith("openai:") and os.environ.get("OPENAI_BASE_URL"):
@@ -72,6 +76,16 @@ def model_for(
     if not name:
         raise RpcError(-32602, f"provider {route.provider_id!r} is routed but no model is set")
     return routed_model(route, name.split(":", 1)[1] if ":" in name else name)
+
+
+def test_model() -> Any:
+    """The model `test` stands for: pydantic-ai's `TestModel` answering text and calling
+    no tool.  pydantic-ai's own `test` calls every tool with made-up arguments, which
+    through a client that approves everything writes a file `a` and runs a command `a`;
+    tests that need tool calls script them (`FunctionModel`)."""
+    from pydantic_ai.models.test import TestModel
+
+    return TestModel(call_tools=[])
 
 
 def routed_model(route: ProviderRoute, name: str) -> Any:
@@ -108,10 +122,12 @@ def _header(headers: dict[str, str], name: str) -> str | None:
 __all__ = [
     "MODEL_OPTION",
     "SERVED",
+    "TEST_MODEL",
     "THINKING",
     "THOUGHT_OPTION",
     "model_for",
     "model_id",
     "routed_model",
+    "test_model",
     "thinking",
 ]

@@ -508,17 +508,31 @@ async def negotiate(
         answered = result.get("protocolVersion") if type(result) is dict else None
         chosen = revision_for(revisions, answered)
         if chosen is None:
-            spoken = ", ".join(str(r.protocol_version) for r in reversed(revisions))
-            raise RpcError(
-                -32603,
-                f"the agent speaks protocol version {answered!r}; this client speaks {spoken}",
-            )
+            raise unspoken_version(answered, [r.protocol_version for r in reversed(revisions)])
         agent.revision = chosen
         if client is not None:
             client.revision = chosen
         return dict(result)
     assert last is not None
     raise last
+
+
+UNSUPPORTED_VERSION = "UnsupportedProtocolVersion"  # the error data's name (negotiate)
+
+
+def unspoken_version(answered: Any, spoken: list[int]) -> RpcError:
+    """The error of an agent that answered `initialize` with a version this client does
+    not speak: what the agent speaks and how to speak it too (regenerate the client)."""
+    said = " and ".join(map(str, spoken))
+    msg = f"the agent speaks ACP protocol version {answered!r}; this client speaks {said}"
+    if type(answered) is int:
+        both = " ".join(f"--schema v{v}" for v in sorted({*spoken, answered}))
+        msg += (
+            f": regenerate the client for version {answered} (in its project: agentgen "
+            f"regen --schema v{answered}, or {both} to speak both)"
+        )
+    details = {"answered": answered, "supported": spoken}
+    return RpcError(-32603, msg, {"name": UNSUPPORTED_VERSION, "details": details})
 
 
 # ---- the agent as a subprocess ------------------------------------------------------

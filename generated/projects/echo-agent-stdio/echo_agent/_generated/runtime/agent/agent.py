@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from ..wire.errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, invalid_params
+from ..wire.errors import AUTH_REQUIRED, INVALID_PARAMS, INVALID_REQUEST, RpcError, invalid_params
 from ..wire.fields import need
 from ..wire.jsonrpc import Connection, log
 from ..wire.revision import Revision, revision_for
@@ -70,6 +70,9 @@ class AgentRuntime(Dispatcher):
         )
         self._login_methods = agent_auth.manifest_methods(m)
         self._authenticated = False
+        # the version a client asked for in `initialize` when it is older than every
+        # revision served: that client cannot speak the answer (_spoken_first)
+        self._unspoken: int | None = None
         # the generated AgentBase sets REVISIONS; a bare runtime answers nothing (-32601)
         self._methods = {}
         if self.REVISIONS:
@@ -202,6 +205,14 @@ class AgentRuntime(Dispatcher):
         version = need(params, "protocolVersion", int)
         rev = self._negotiate(version)
         self._use_revision(rev)
+        # ACP: a client offers the latest version it speaks and the agent answers with
+        # its own latest when it does not serve that one; a client that offered an older
+        # version than every one served cannot speak the answer: its other requests are
+        # refused, saying why (a client that disconnects never sees it)
+        oldest = min(r.protocol_version for r in self.REVISIONS)
+        self._unspoken = version if version < oldest else None
+        if self._unspoken is not None:
+            log.warning("%s", self._unspoken_message())
         shape = rev.init
         if rev.protocol_version == version and shape.request_info_required:
             # the request is in this revision's shape: check what it requires
@@ -258,6 +269,48 @@ class AgentRuntime(Dispatcher):
         }
         for name in sorted(names | {"session/new"}):
             router.wrap(name, self._login_first, gate=True)
+        # every other request of a client that cannot speak the version answered
+        every = {
+            m.name
+            for rev in self.REVISIONS
+            for m in rev.methods
+            if m.side == "agent" and m.kind == "request" and m.name != "initialize"
+        }
+        for name in sorted(every):
+            router.wrap(name, self._spoken_first, gate=True)
+
+    def _spoken_first(self, handler: Handler) -> Handler:
+        """A request after an `initialize` that offered an older protocol version than
+        this agent serves: refused, naming the versions (`_rt_initialize`)."""
+
+        async def spoken(params: Any, ctx: Any) -> Any:
+            if self._unspoken is not None:
+                raise RpcError(
+                    INVALID_REQUEST,
+                    self._unspoken_message(),
+                    {
+                        "name": "UnsupportedProtocolVersion",
+                        "transient": False,
+                        "details": {
+                            "requested": self._unspoken,
+                            "supported": [r.protocol_version for r in self.REVISIONS],
+                        },
+                    },
+                )
+            return await handler(params, ctx)
+
+        return spoken
+
+    def _unspoken_message(self) -> str:
+        served = " and ".join(str(r.protocol_version) for r in self.REVISIONS)
+        latest = max(r.protocol_version for r in self.REVISIONS)
+        return (
+            f"this agent speaks ACP protocol version {served}; the client's initialize "
+            f"asked for version {self._unspoken}, which it does not serve: use a client "
+            f"that speaks version {latest}, or serve version "
+            f"{self._unspoken} too (in the agent's project: agentgen regen --schema "
+            f"v{self._unspoken} --schema v{latest})"
+        )
 
     def _login_first(self, handler: Handler) -> Handler:
         """A session request needs a login when the manifest has stdio auth methods."""

@@ -5,21 +5,20 @@ Imported only by `TurnMcp.toolset`: it needs `pydantic-ai-slim`, which a project
 a model does not install.  A tool whose server reports an error, or whose server failed,
 comes back to the model as a failed tool result (`ToolFailed`, shown `failed`) carrying
 the error's text; it does not use up the model's retries (the turn's limits bound it).
-A result above `ACP_TOOL_OUTPUT_LIMIT` bytes reaches the model (and so the client and the
-history) cut, with a note.
+An error's text above `ACP_TOOL_OUTPUT_LIMIT` bytes is cut, with a note (run_model cuts
+every result the same way: model/limits.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from ..wire.fields import bounded, tool_output_limit
+from ..wire.fields import bounded
 from .mcp_link import McpTool, McpToolError, McpToolResult
 
 if TYPE_CHECKING:
@@ -83,12 +82,8 @@ class McpToolset(AbstractToolset[Any]):
         if result.is_error:
             raise ToolFailed(bounded(result.text() or f"the tool {name!r} failed"))
         if result.structured is not None:
-            limit = tool_output_limit()
-            raw = orjson.dumps(result.structured, default=str)
-            if len(raw) <= limit:
-                return result.structured
-            return bounded(raw.decode("utf-8", "replace"), limit)
-        return bounded(result.text())
+            return result.structured
+        return result.text()
 
 
 __all__ = ["McpToolset"]

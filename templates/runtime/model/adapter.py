@@ -131,6 +131,7 @@ async def run_model(
         }
     if "usage_limits" not in run_options:
         run_options["usage_limits"] = limits.usage_limits()
+    run_options["capabilities"] = [limits.output_bound(), *(run_options.get("capabilities") or ())]
     text = prompt if isinstance(prompt, str) else _text_of(prompt)
     messages, problem = history.load(turn.session)
     if problem:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, env_option, tool_output_limit
 
 REQUEST_LIMIT = 50
@@ -30,10 +32,38 @@ def usage_limits() -> Any:
     )
 
 
+def output_bound() -> Any:
+    """A pydantic-ai capability cutting every tool's result (the agent's own tools, the
+    editor's, the MCP servers') to `tool_output_limit()` bytes, before the model, the
+    client or the history sees it."""
+    from pydantic_ai.capabilities import Hooks
+
+    limit = tool_output_limit()
+
+    async def cut(ctx: Any, /, *, call: Any, tool_def: Any, args: Any, result: Any) -> Any:
+        return bound_result(result, limit)
+
+    return Hooks(after_tool_execute=cut)
+
+
+def bound_result(result: Any, limit: int) -> Any:
+    """`result` as it is when it fits `limit` bytes (as text, or as JSON), else its text
+    cut with a note."""
+    if isinstance(result, str):
+        return bounded(result, limit)
+    try:
+        raw = orjson.dumps(result, default=str)
+    except TypeError:  # not JSON at all: pydantic-ai serialises it its own way
+        return result
+    return result if len(raw) <= limit else bounded(raw.decode("utf-8", "replace"), limit)
+
+
 __all__ = [
     "REQUEST_LIMIT",
     "TOOL_OUTPUT_LIMIT",
+    "bound_result",
     "bounded",
+    "output_bound",
     "tool_output_limit",
     "usage_limits",
 ]

@@ -564,14 +564,17 @@ def test_in_ask_mode_run_command_never_runs(built: Any, tmp_path: Path) -> None:
     """Fails on the old code: the command ran after the permission question."""
     env, package = built["v1"]
 
-    async def main() -> Editor:
+    async def main() -> tuple[Editor, bytes]:
         ed = await Editor.start(env, package, tmp_path)
         sid = await _session(ed, tmp_path, False, {"fs": FS, "terminal": True})
         await ed.call("session/set_mode", {"sessionId": sid, "modeId": "ask"})
         assert (await _turn(ed, sid, "run", False)) == {"stop": "end_turn"}
-        await ed.stop()
-        return ed
+        return ed, await ed.stop()
 
-    ed = asyncio.run(main())
+    ed, err = asyncio.run(main())
     assert not {"session/request_permission", "terminal/create"} & set(ed.methods())
     assert "not run: the session is in ask mode" in _said_list(ed)[0]
+    assert list(_finals(ed).values()) == ["completed"]
+    # the run's usage read as pydantic-ai 2 gives it (the old `usage()` warned each turn)
+    assert any(u.get("sessionUpdate") == "usage_update" for u in ed.updates)
+    assert b"PydanticAIDeprecationWarning" not in err, err.decode()[-2000:]

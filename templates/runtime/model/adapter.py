@@ -166,7 +166,7 @@ async def run_model(
         except Exception as exc:
             why = _limit(exc)
             if why is not None:  # a limit: the turn ends, what the run did is kept
-                await _limit_reached(turn, list(ran), why)
+                await _limit_reached(turn, list(ran), why, list(calls.values()))
                 return None
             err = model_error(exc, provider)
             if err is not None:
@@ -199,12 +199,15 @@ def _limit(exc: BaseException) -> str | None:
     return None
 
 
-async def _limit_reached(turn: Turn, ran: list[Any], why: str) -> None:
-    """End the turn at a limit: the user is told why, the stop reason is
-    `max_turn_requests` (where the revision has it), and the run's messages are kept up
-    to the last whole step, closed by a line telling the model where it stopped."""
+async def _limit_reached(turn: Turn, ran: list[Any], why: str, unrun: list[ToolCall]) -> None:
+    """End the turn at a limit: the tool calls shown but never run (`unrun`: the limit
+    came first) fail, the user is told why, the stop reason is `max_turn_requests` (where
+    the revision has it), and the run's messages are kept up to the last whole step,
+    closed by a line telling the model where it stopped."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
 
+    for call in unrun:
+        await call.fail(raw_output={"error": f"not run: {why}"})
     keep = list(ran)
     while (
         keep

@@ -160,6 +160,8 @@ class Endpoint(BaseHTTPRequestHandler):
         self.end_headers()
         if self.path.endswith("/messages"):
             self._anthropic(pieces, finished)
+        elif self.path.endswith("/responses"):
+            self._responses(body["model"], pieces, finished)
         else:
             self._chat(body["model"], pieces, finished)
 
@@ -177,6 +179,59 @@ class Endpoint(BaseHTTPRequestHandler):
             end = {"index": 0, "delta": {}, "finish_reason": "stop"}
             self._event({**base, "choices": [end]})
             self.wfile.write(b"data: [DONE]\n\n")
+
+    def _responses(self, model: str, pieces: list[str], finished: bool) -> None:
+        response: dict[str, Any] = {
+            "id": "r1",
+            "object": "response",
+            "created_at": 0,
+            "model": model,
+            "status": "in_progress",
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        n = iter(range(100))
+        self._event({"type": "response.created", "response": response, "sequence_number": next(n)})
+        item = {"id": "m1", "type": "message", "role": "assistant", "status": "in_progress"}
+        added = {"type": "response.output_item.added", "output_index": 0}
+        self._event({**added, "item": {**item, "content": []}, "sequence_number": next(n)})
+        text = ""
+        for piece in pieces:
+            text += piece
+            delta = {"type": "response.output_text.delta", "item_id": "m1", "output_index": 0}
+            self._event(
+                {
+                    **delta,
+                    "content_index": 0,
+                    "delta": piece,
+                    "logprobs": [],
+                    "sequence_number": next(n),
+                }
+            )
+        if finished:
+            part = {"type": "output_text", "text": text, "annotations": []}
+            done = {**item, "status": "completed", "content": [part]}
+            self._event(
+                {
+                    "type": "response.output_item.done",
+                    "output_index": 0,
+                    "item": done,
+                    "sequence_number": next(n),
+                }
+            )
+            usage = {
+                "input_tokens": 5,
+                "output_tokens": 2,
+                "total_tokens": 7,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            }
+            final = {**response, "status": "completed", "output": [done], "usage": usage}
+            self._event(
+                {"type": "response.completed", "response": final, "sequence_number": next(n)}
+            )
 
     def _anthropic(self, pieces: list[str], finished: bool) -> None:
         message = {
@@ -330,6 +385,30 @@ def test_an_anthropic_stream_cut_before_message_stop_is_a_transient_error(
     assert second == {"stop": "end_turn"}
     assert [s["path"] for s in Endpoint.seen] == ["/v1/messages", "/v1/messages"]
     assert "Half" not in json.dumps(Endpoint.seen[1]["body"]["messages"])
+
+
+def test_a_responses_stream_cut_before_its_completion_is_a_transient_error(
+    built: Any, tmp_path: Path
+) -> None:
+    """The Responses API (`openai-responses:` ids): no `response.completed`, no answer."""
+    env, package = built["v2"]
+    cut = ("stream", ["Half"], False)
+    with endpoint(cut, ("stream", ["whole"], True)) as url:
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+            run_env = {**_env_path(env, url), "ACP_MODEL": "openai-responses:gpt-test"}
+            ed = await Editor.start(run_env, package, tmp_path)
+            sid = await _session(ed, tmp_path, True)
+            first = await _turn(ed, sid, "hello", True)
+            second = await _turn(ed, sid, "again", True)
+            await ed.stop()
+            return first, second
+
+        first, second = asyncio.run(main())
+    assert first["error"]["data"]["transient"] is True, first
+    assert second == {"stop": "end_turn"}
+    assert [s["path"] for s in Endpoint.seen] == ["/v1/responses", "/v1/responses"]
+    assert "Half" not in json.dumps(Endpoint.seen[1]["body"]["input"])
 
 
 # ---- item 3: no silent retry ---------------------------------------------------------------

@@ -63,13 +63,14 @@ def mask_url(url: str) -> str:
 _SECRET_LISTS = ("headers", "env")  # `{name: value}` maps or `[{name, value}]` lists
 _URL_KEYS = ("baseUrl", "url")
 _MIN_SHOWN_SECRET = 4  # shorter values would blank ordinary text
+_MAX_DEPTH = 32  # deeper than any frame the schema allows
 
 
 def frame_secrets(value: Any, depth: int = 0) -> list[str]:
     """Every credential inside a parsed frame: the values of its `headers` and `env`
     (a `providers/set` route, an MCP server), the credential parts of its URLs."""
     found: list[str] = []
-    if depth > 32:  # noqa: PLR2004 - deeper than any frame the schema allows
+    if depth > _MAX_DEPTH:
         return found
     if type(value) is dict:
         for key, item in value.items():

@@ -106,8 +106,8 @@ def _provider_message(exc: BaseException) -> str:
 def _error(message: str, name: str, transient: bool, **details: Any) -> RpcError:
     data: dict[str, Any] = {"name": name, "transient": transient}
     retry_after = details.pop("retry_after", None)
-    if retry_after is not None:
-        data["retry_after"] = retry_after
+    if retry_after is not None:  # whole seconds as an integer: `retry_after: 7`
+        data["retry_after"] = int(retry_after) if retry_after.is_integer() else retry_after
     data["details"] = {k: v for k, v in details.items() if v is not None}
     return RpcError(MODEL_ERROR, message, data)
 

@@ -32,6 +32,7 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # values never shown
 _CREDENTIALS = frozenset({401, 403})
 _CLIENT_ERRORS = range(400, 500)  # the request's fault, but for the few below
 _MIN_SECRET = 4  # shorter values would blank ordinary words
+_SAID = 200  # characters of a provider's own message quoted (after what to do: the wire clips)
 _TRANSIENT = frozenset({408, 409, 425, 429})
 
 
@@ -85,7 +86,7 @@ def _clean(text: str) -> str:
         value = os.environ.get(name, "")
         if len(value) >= _MIN_SECRET:
             text = text.replace(value, "[redacted]")
-    return clip(text.strip(), 300)
+    return clip(text.strip(), _SAID)
 
 
 def _provider_message(exc: BaseException) -> str:
@@ -139,9 +140,9 @@ def model_error(exc: BaseException, provider: str | None) -> RpcError | None:
     if isinstance(exc, RpcError):
         return exc
     if isinstance(exc, StreamCut):
+        who = f"the model provider {provider!r}" if provider else "the model's provider"
         return _error(
-            f"the model provider {provider or 'of this agent'!r} cut its answer off before "
-            "its end; nothing of it was kept: retry",
+            f"{who} cut its answer off before its end; nothing of it was kept: retry",
             "ModelUnavailable",
             True,
             reason="stream_cut",
@@ -174,17 +175,16 @@ def model_error(exc: BaseException, provider: str | None) -> RpcError | None:
         what = f"HTTP {status}" if status else "refused"
         if _too_long(exc, said):
             return _error(
-                f"the conversation is too long for the model {who!r} ({what}"
-                + (f": {said}" if said else "")
-                + "): start a new session, or pick a model with a larger context",
+                f"the conversation is too long for the model {who!r} ({what}): start a new "
+                "session, or pick a model with a larger context"
+                + (f". The provider said: {said}" if said else ""),
                 "ModelContextTooLong",
                 False,
                 status=status,
             )
         return _error(
-            f"the model provider {who!r} refused the request ({what})"
-            + (f": {said}" if said else "")
-            + "; retrying will not help as it is",
+            f"the model provider {who!r} refused the request ({what}; retrying will not help"
+            " as it is)" + (f": {said}" if said else ""),
             "ModelRequestRejected",
             False,
             status=status,

@@ -123,6 +123,7 @@ class Editor:
         self.serves = FsAndTerminal(root)
         self.permit = "allow_once"
         self.refuse_writes: int | None = None  # an error code answering fs/write_text_file
+        self.hold: set[str] = set()  # methods never answered (a user who has not decided yet)
         self.requests: list[dict[str, Any]] = []  # every request the agent sent
         self.updates: list[dict[str, Any]] = []
         self.updated = Arrivals()
@@ -143,6 +144,7 @@ class Editor:
     def _take(self, msg: dict[str, Any]) -> None:
         if "method" in msg and "id" in msg:
             self.requests.append(msg)
+            self.updated.arrived()
             asyncio.get_running_loop().create_task(self._answer(msg))
         elif msg.get("method") == "session/update":
             self.updates.append(msg["params"]["update"])
@@ -152,6 +154,8 @@ class Editor:
 
     async def _answer(self, msg: dict[str, Any]) -> None:
         method, params = msg["method"], msg.get("params") or {}
+        if method in self.hold:
+            return
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": msg["id"]}
         if method == "session/request_permission":
             chosen = next(o for o in params["options"] if o["kind"] == self.permit)

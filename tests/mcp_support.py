@@ -21,7 +21,8 @@ import uvicorn
 from wait_support import ListeningServer
 
 # tools: add, pid, env_sha (a digest of an env var: never its value), oops (a tool error),
-# die (the server process exits mid-call)
+# die (the server process exits mid-call); with MCP_TEST_EXTRA=1 in its env, stall (a
+# call that is never answered) and big (20,000 characters)
 STDIO_SERVER = """
 import hashlib
 import os
@@ -55,6 +56,20 @@ def oops() -> str:
 @app.tool()
 def die() -> str:
     os._exit(3)
+
+
+if os.environ.get("MCP_TEST_EXTRA") == "1":
+
+    @app.tool()
+    async def stall() -> str:
+        import anyio
+
+        await anyio.sleep(3600)
+        return "never"
+
+    @app.tool()
+    def big() -> str:
+        return "y" * 20000
 
 
 app.run()

@@ -384,3 +384,57 @@ def test_an_acp_kind_server_is_reached_over_the_acp_connection(built: Any, tmp_p
     methods = [f["method"] for f in forwarded]
     assert "tools/list" in methods and methods[-1] == "tools/call", methods
     assert forwarded[-1]["params"]["arguments"] == {"a": 40, "b": 2}
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_tool_call_the_server_never_answers_is_bounded(
+    built: Any, rev: str, tmp_path: Path
+) -> None:
+    """Fails on the old code: the call waited until the connection ended (the turn with
+    it).  `ACP_MCP_CALL_TIMEOUT` bounds one call; the server lives on for the next."""
+    env, package = built[rev]
+    v2 = rev == "v2"
+
+    async def main() -> ms.Peer:
+        p = ms.Peer(await hs.StdioPeer.start({**env, "ACP_MCP_CALL_TIMEOUT": "1"}, package), v2)
+        await p.call("initialize", ms.init_params(v2))
+        server = ms.stdio_server(tmp_path, env={"MCP_TEST_EXTRA": "1"}, v2=v2)
+        new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
+        sid = new["result"]["sessionId"]
+        stalled = await p.turn(sid, "call tools_stall")
+        assert [u.get("status") for u in stalled if "status" in u][-1] == "failed"
+        await p.turn(sid, 'call tools_add {"a": 1, "b": 2}')
+        await p.peer.close()
+        return p
+
+    texts = asyncio.run(main()).texts()
+    assert ms.said(texts, "failed tools_stall: stall: no answer within 1 s"), texts
+    assert ms.said(texts, "result 3")
+
+
+def test_a_big_tool_result_is_shown_cut_and_handed_whole_to_the_handler(
+    built: Any, tmp_path: Path
+) -> None:
+    """`turn.mcp.call`: the tool call the client sees carries at most
+    `ACP_TOOL_OUTPUT_LIMIT` bytes of the result, with a note; the handler gets it whole.
+    Fails on the old code: 20,000 characters in the tool call's content and raw output."""
+    env, package = built["v1"]
+
+    async def main() -> list[dict[str, Any]]:
+        p = ms.Peer(
+            await hs.StdioPeer.start({**env, "ACP_TOOL_OUTPUT_LIMIT": "1024"}, package), False
+        )
+        await p.call("initialize", ms.init_params(False))
+        server = ms.stdio_server(tmp_path, env={"MCP_TEST_EXTRA": "1"})
+        new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
+        updates = await p.turn(new["result"]["sessionId"], "call tools_big")
+        await p.peer.close()
+        return updates
+
+    updates = asyncio.run(main())
+    done = [u for u in updates if u.get("status") == "completed"][-1]
+    shown = json.dumps(done["content"])
+    assert "y" * 1024 in shown and "y" * 1025 not in shown and "[output cut: 18976" in shown
+    assert len(json.dumps(done["rawOutput"])) < 2000, done["rawOutput"]
+    said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "y" * 20000 in said[-1]  # the handler's own result is whole

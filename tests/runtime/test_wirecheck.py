@@ -233,3 +233,34 @@ def test_subprocess_agent_reports_to_the_log(agent: dict[str, Any], own_log: Pat
     (found,) = violations(own_log)
     assert "'agent_mesage_chunk' is not a variant" in found
     assert b"ACP wire check (agent sent)" in err  # logged on stderr too
+
+
+def test_a_malformed_providers_set_is_logged_with_its_credentials_masked(
+    agent: dict[str, Any], own_log: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fails on the old code: the frame was quoted whole, Authorization header included
+    (a refused route is never registered for redaction)."""
+    secrets = ("sk-wire-secret-31337", "pw-in-url-2718", "query-key-1618")
+    route = {
+        "providerId": "main",
+        "apiType": 5,  # not a string: the frame is malformed
+        "baseUrl": f"https://user:{secrets[1]}@gw.example/v1?key={secrets[2]}",
+        "headers": {"Authorization": f"Bearer {secrets[0]}"},
+    }
+
+    async def main() -> dict[str, Any]:
+        p = InProcess(agent)
+        await p.session()
+        answer = await p.call(9, "providers/set", route)
+        await p.conn.close()
+        return answer
+
+    with caplog.at_level("WARNING", logger="acp.runtime.wirecheck"):
+        answer = asyncio.run(main())
+    assert "error" in answer, answer
+    (found,) = violations(own_log)
+    assert "providers/set params" in found and "***" in found, found
+    logged = caplog.text
+    assert "providers/set" in logged
+    for secret in secrets:
+        assert secret not in found and secret not in logged and secret not in json.dumps(answer)

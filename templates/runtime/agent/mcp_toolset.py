@@ -3,18 +3,22 @@ calls them through the session's own connections (mcp_servers.py), one per serve
 
 Imported only by `TurnMcp.toolset`: it needs `pydantic-ai-slim`, which a project without
 a model does not install.  A tool whose server reports an error, or whose server failed,
-comes back to the model as a retry prompt (`ModelRetry`) carrying the error's text.
+comes back to the model as a failed tool result (`ToolFailed`, shown `failed`) carrying
+the error's text; it does not use up the model's retries (the turn's limits bound it).
+An error's text above `ACP_TOOL_OUTPUT_LIMIT` bytes is cut, with a note (run_model cuts
+every result the same way: model/limits.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic_ai import ModelRetry
+from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
+from ..wire.fields import bounded
 from .mcp_link import McpTool, McpToolError, McpToolResult
 
 if TYPE_CHECKING:
@@ -74,9 +78,9 @@ class McpToolset(AbstractToolset[Any]):
             else:
                 result = await self._mcp.call_quietly(name, tool_args)
         except McpToolError as exc:
-            raise ModelRetry(str(exc)) from None
+            raise ToolFailed(str(exc)) from None
         if result.is_error:
-            raise ModelRetry(result.text() or f"the tool {name!r} failed")
+            raise ToolFailed(bounded(result.text() or f"the tool {name!r} failed"))
         if result.structured is not None:
             return result.structured
         return result.text()

@@ -4,17 +4,19 @@
 and shows it as an editor expects: text deltas as message chunks, thinking as thought
 chunks, each tool call of the model as an ACP tool call (its title from the tool and its
 arguments, a kind, the path it names as a location, raw input and output; in progress,
-then completed or failed), the run's token usage as the revision's usage.  The model's
-message history is the session's (history.py): a loaded session goes on with its
-context.  The session's MCP servers are the model's tools too.  `session/cancel` stops
-the stream and the tools in flight (the turn's task is cancelled); nothing of a run that
-did not finish is kept.  A model error is a JSON-RPC error: 401/403 a plain message
-naming the provider, 429/5xx/timeouts transient, with `retry_after` when the endpoint
-gave one; no credential in any of them.
+then completed, or failed with the error as its content), the run's token usage as the
+revision's usage.  The model's message history is the session's (history.py): a loaded
+session goes on with its context.  The session's MCP servers are the model's tools too.
+Every tool call of the turn ends (the turn owns them: turns.py closes what is left open).
+`session/cancel` stops the stream and the tools in flight; nothing of a run that did not
+finish is kept, and an answer cut before its end is an error, not a finished one.  A
+model error is a JSON-RPC error classified by what the user can do (failures.py); a limit
+of the turn (limits.py) ends it with `max_turn_requests`, keeping what the run did.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,17 +33,17 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from ..agent.authoring import Location, ToolCall, ToolKind
+from ..agent.authoring import Location, TextContent, ToolCall, ToolKind
 from ..agent.mcp_toolset import McpToolset
-from ..wire.errors import RpcError
-from . import history
+from ..wire.errors import clip
+from . import history, limits
 from .editor import EDITOR_TOOLS, editor_toolset, tool_names
+from .failures import MODEL_ERROR, StreamCut, model_error
 from .route import model_for, thinking
 
 if TYPE_CHECKING:
     from ..agent.turns import Turn
 
-MODEL_ERROR = -32603
 _KINDS: tuple[tuple[ToolKind, tuple[str, ...]], ...] = (
     ("read", ("read", "view", "open", "cat", "get_file", "list")),
     ("edit", ("write", "edit", "patch", "replace", "create_file", "insert")),
@@ -113,7 +115,9 @@ async def run_model(
     reasoning level (the `thought_level` option) is the run's `thinking` setting, unless
     `model_settings` names one.  `editor`: offer the editor's files and terminal as tools
     where the client declared them (editor.py); the session's MCP servers' tools are
-    offered too."""
+    offered too.  The turn's limits (limits.py) end it with `max_turn_requests`."""
+    from pydantic_ai import capture_run_messages
+
     llm = turn.llm
     default_model = default_model or llm.get("default_model")
     provider = provider or llm.get("provider")
@@ -125,6 +129,9 @@ async def run_model(
             "thinking": think,
             **(run_options.get("model_settings") or {}),
         }
+    if "usage_limits" not in run_options:
+        run_options["usage_limits"] = limits.usage_limits()
+    run_options["capabilities"] = [limits.output_bound(), *(run_options.get("capabilities") or ())]
     text = prompt if isinstance(prompt, str) else _text_of(prompt)
     messages, problem = history.load(turn.session)
     if problem:
@@ -141,33 +148,88 @@ async def run_model(
         extra.append(own)
     if turn.mcp_servers:
         extra.append(McpToolset(turn.mcp, show=False))
-    model = model_for(turn, provider, default_model, models)
     calls: dict[str, ToolCall] = {}
-    try:
-        async with agent.run_stream_events(
-            text,
-            message_history=messages or None,
-            model=model,
-            toolsets=extra or None,
-            **run_options,
-        ) as events:
-            async for event in events:
-                result = await _show(
-                    turn, event, calls, EDITOR_TOOLS - taken if own else frozenset()
-                )
-                if result is not None:
-                    history.save(turn.session, list(result.all_messages()))
-                    await _usage(turn, result)
-                    return result.output
-    except BaseException as exc:
-        for call in calls.values():  # what was in flight ends with the run
-            if call.status not in ("completed", "failed"):
-                await _quietly(call.cancel())
-        err = model_error(exc, provider)
-        if err is not None:
-            raise err from None
-        raise
+    shown = EDITOR_TOOLS - taken if own else frozenset()
+    with capture_run_messages() as ran:
+        try:
+            model = model_for(turn, provider, default_model, models)
+            async with agent.run_stream_events(
+                text,
+                message_history=messages or None,
+                model=model,
+                toolsets=extra or None,
+                **run_options,
+            ) as events:
+                async for event in events:
+                    result = await _show(turn, event, calls, shown)
+                    if result is not None:
+                        done = list(result.all_messages())
+                        _finished(done[len(messages) :])
+                        history.save(turn.session, done)
+                        await _usage(turn, result)
+                        return result.output
+        except Exception as exc:
+            why = _limit(exc)
+            if why is not None:  # a limit: the turn ends, what the run did is kept
+                await _limit_reached(turn, list(ran), why, list(calls.values()))
+                return None
+            err = model_error(exc, provider)
+            if err is not None:
+                raise err from None
+            raise
     return None
+
+
+def _finished(new: Sequence[Any]) -> None:
+    """Raise `StreamCut` when one of the run's answers ended before the provider said it
+    was finished (a Responses or Messages stream closed before its terminal event)."""
+    from pydantic_ai.messages import ModelResponse
+
+    for message in new:
+        if isinstance(message, ModelResponse) and message.state == "incomplete":
+            raise StreamCut(message.model_name or "the model")
+
+
+def _limit(exc: BaseException) -> str | None:
+    """Why `exc` is a limit of the turn (None: it is not one)."""
+    from pydantic_ai.exceptions import ModelAPIError, UnexpectedModelBehavior, UsageLimitExceeded
+
+    if isinstance(exc, UsageLimitExceeded):
+        said = str(exc).split(". Consider", 1)[0]
+        return f"{said} (ACP_MODEL_REQUEST_LIMIT, ACP_MODEL_TOOL_CALL_LIMIT)"
+    if isinstance(exc, UnexpectedModelBehavior) and not isinstance(exc, ModelAPIError):
+        said = str(exc)
+        if "retries" in said.lower():  # a tool it has not got, or arguments refused, again
+            return f"the model kept making tool calls that fail validation: {clip(said, 200)}"
+    return None
+
+
+async def _limit_reached(turn: Turn, ran: list[Any], why: str, unrun: list[ToolCall]) -> None:
+    """End the turn at a limit: the tool calls shown but never run (`unrun`: the limit
+    came first) fail, the user is told why, the stop reason is `max_turn_requests` (where
+    the revision has it), and the run's messages are kept up to the last whole step,
+    closed by a line telling the model where it stopped."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+
+    for call in unrun:
+        await call.fail(raw_output={"error": f"not run: {why}"})
+    keep = list(ran)
+    while (
+        keep
+        and isinstance(keep[-1], ModelResponse)
+        and (
+            keep[-1].state != "complete" or any(isinstance(p, ToolCallPart) for p in keep[-1].parts)
+        )
+    ):
+        keep.pop()  # an answer whose tool calls never ran, or one cut short
+    note = f"[the turn stopped here: {why}]"
+    if keep and isinstance(keep[-1], ModelRequest):
+        keep.append(ModelResponse(parts=[TextPart(note)]))
+    if keep:
+        history.save(turn.session, keep)
+    await turn.send_text(f"\n({note[1:-1]})\n")
+    if "max_turn_requests" in turn.stop_reasons:
+        turn.stop_reason = "max_turn_requests"
 
 
 async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall], shown: frozenset[str]) -> Any:
@@ -197,59 +259,38 @@ async def _show(turn: Turn, event: Any, calls: dict[str, ToolCall], shown: froze
             raw_input=args,
         )
     elif isinstance(event, FunctionToolResultEvent):
-        call = calls.get(event.tool_call_id)
+        call = calls.pop(event.tool_call_id, None)
         if call is not None:
-            done = event.part
-            if isinstance(done, ToolReturnPart):
-                await call.complete(raw_output=done.model_response_object())
-            else:  # a retry prompt: the tool failed (the model is told why)
-                await call.fail(raw_output={"error": str(getattr(done, "content", ""))})
+            await _result(call, event.part)
     elif kind == "AgentRunResultEvent":
         return event.result
     return None
 
 
+async def _result(call: ToolCall, done: Any) -> None:
+    """End a tool call as its result says: completed on success; failed, with the error as
+    its content, when the tool failed, was refused or has to be retried."""
+    outcome = getattr(done, "outcome", "success")
+    if isinstance(done, ToolReturnPart) and outcome == "success":
+        await call.complete(raw_output=done.model_response_object())
+        return
+    content = getattr(done, "content", "")
+    if isinstance(done, ToolReturnPart):
+        error = done.model_response_str(wrap_if_error=False)
+    else:
+        error = content if isinstance(content, str) else json.dumps(content, default=str)
+    await call.fail(raw_output={"error": error}, content=[TextContent(error)])
+
+
 async def _usage(turn: Turn, result: Any) -> None:
     usage = result.usage  # a property in pydantic-ai 2 (a method before)
-    if callable(usage):
+    if inspect.ismethod(usage):
         usage = usage()
     used = int(getattr(usage, "input_tokens", 0) or 0) + int(
         getattr(usage, "output_tokens", 0) or 0
     )
     if used:
         await turn.report_usage(used, max(used, int(getattr(usage, "total_tokens", 0) or used)))
-
-
-async def _quietly(awaitable: Any) -> None:
-    try:
-        await awaitable
-    except Exception:  # noqa: BLE001 - the connection may be gone: the run's error wins
-        return
-
-
-def model_error(exc: BaseException, provider: str | None) -> RpcError | None:
-    """The JSON-RPC error a model failure stands for (None: not a model failure).  The
-    message names the provider and the status; never a header, a key or the URL's query."""
-    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
-
-    if not isinstance(exc, ModelAPIError):
-        return None
-    who = provider or getattr(exc, "model_name", None) or "the model"
-    status = exc.status_code if isinstance(exc, ModelHTTPError) else None
-    if status in (401, 403):
-        return RpcError(
-            MODEL_ERROR,
-            f"the model provider {who!r} refused the credentials (HTTP {status}): "
-            "check the API key (or the route's headers)",
-            {"name": "ModelAuthentication", "transient": False, "details": {"status": status}},
-        )
-    data: dict[str, Any] = {"name": "ModelUnavailable", "transient": True}
-    retry_after = getattr(exc, "retry_after", None)
-    if isinstance(retry_after, int | float):
-        data["retry_after"] = float(retry_after)
-    data["details"] = {"status": status}
-    what = f"HTTP {status}" if status else type(exc).__name__
-    return RpcError(MODEL_ERROR, f"the model provider {who!r} failed ({what}); retry", data)
 
 
 def _text_of(blocks: Any) -> str:
@@ -260,4 +301,4 @@ def _text_of(blocks: Any) -> str:
     return str(blocks)
 
 
-__all__ = ["model_error", "run_model", "tool_kind"]
+__all__ = ["MODEL_ERROR", "model_error", "run_model", "tool_kind"]

@@ -5,7 +5,11 @@ declared them (v1 `fs.readTextFile`, `fs.writeTextFile`, `terminal`; v2 has none
 - `write_file(path, content)`: shown as a diff, asked with `session/request_permission`
   (in a session whose mode is `ask`, shown and never written);
 - `run_command(command, args)`: asked first, run in the client's terminal in the session's
-  folder, its output limited (`OUTPUT_LIMIT` bytes) and the terminal always released.
+  folder, its output limited (`ACP_TOOL_OUTPUT_LIMIT` bytes, 64 KiB) and the terminal
+  always released; in mode `ask` shown and never run.
+
+A file read is cut at the same bound, with a note (the model, the client and the history
+see the same text).
 
 Where the client serves no files, `read_file` and `write_file` may work on disk instead,
 inside the session's folder only (a path that leaves it, symbolic links included, is
@@ -28,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 from ..agent.authoring import DiffContent, Location, TerminalContent
 from ..agent.clientcalls import PermissionOption
 from ..wire.errors import RpcError
+from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, tool_output_limit
 
 if TYPE_CHECKING:
     from ..agent.turns import Turn
 
-OUTPUT_LIMIT = 64 * 1024  # bytes of a command's output the model gets
-ASK_MODE = "ask"  # a session mode in which writes are shown, never made
+OUTPUT_LIMIT = TOOL_OUTPUT_LIMIT  # bytes of a command's output the model gets (default)
+ASK_MODE = "ask"  # a session mode in which writes and commands are shown, never made
 EDITOR_TOOLS = frozenset({"read_file", "write_file", "run_command"})
 OPTIONS = (
     PermissionOption("allow", "Allow", "allow_once"),
@@ -128,6 +133,7 @@ def _reader(turn: Turn, disk: bool = False) -> Any:
                 reason = _reason(exc)
                 await call.fail(raw_output={"error": reason})
                 return _failed("read", path, reason)
+            text = bounded(text)
             await call.complete(raw_output={"lines": len(text.splitlines())})
         return text
 
@@ -224,13 +230,16 @@ def _runner(turn: Turn) -> Any:
         call = await turn.start_tool_call(
             shown, kind="execute", status="pending", raw_input={"command": command, "args": argv}
         )
+        if turn.mode == ASK_MODE:
+            await call.complete(raw_output={"ran": False, "mode": ASK_MODE})
+            return f"not run: the session is in {ASK_MODE} mode (the user saw the command)"
         answer = await turn.request_permission(OPTIONS, tool_call=call)
         if not answer.allowed:
             await call.fail(raw_output={"ran": False})
             return f"the user did not allow running `{shown}`"
         try:
             term = await turn.create_terminal(
-                command, argv, cwd=turn.cwd, output_byte_limit=OUTPUT_LIMIT
+                command, argv, cwd=turn.cwd, output_byte_limit=tool_output_limit()
             )
         except RpcError as exc:
             await call.fail(raw_output={"ran": False, "error": exc.message})

@@ -1,6 +1,6 @@
 """Small helpers on wire values, shared by the runtime's modules: a required field of a
 request's params, a generated model (or any value) as a wire value, a manifest name as a
-class-name prefix."""
+class-name prefix, an option from the environment, a tool's output within its bound."""
 
 from __future__ import annotations
 
@@ -59,3 +59,26 @@ def env_option(name: str, default: Any, kind: type = int, minimum: float = 0) ->
     if not math.isfinite(value) or value < minimum:
         return default
     return value
+
+
+TOOL_OUTPUT_LIMIT = 64 * 1024  # bytes of one tool's output a model gets (like run_command's)
+
+
+def tool_output_limit() -> int:
+    """``$ACP_TOOL_OUTPUT_LIMIT`` (at least 1 KiB), else ``TOOL_OUTPUT_LIMIT``."""
+    return int(env_option("ACP_TOOL_OUTPUT_LIMIT", TOOL_OUTPUT_LIMIT, minimum=1024))
+
+
+def bounded(text: str, limit: int | None = None) -> str:
+    """`text` whole when its UTF-8 form fits `limit` bytes (default `tool_output_limit()`),
+    else its start and a note saying how much was cut (the model, the client and the
+    stored history all get this same text)."""
+    limit = tool_output_limit() if limit is None else limit
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", "ignore")
+    return (
+        f"{head}\n[output cut: {len(data) - limit} more bytes not shown "
+        f"(the limit is {limit} bytes); ask for a smaller part]"
+    )

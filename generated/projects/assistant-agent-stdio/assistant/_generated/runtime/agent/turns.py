@@ -143,6 +143,11 @@ class Turn(Authoring, ClientCalls):
         return self.session.cwd or "/"
 
     @property
+    def stop_reasons(self) -> tuple[str, ...]:
+        """The stop reasons the revision has (a handler sets `stop_reason` to one)."""
+        return self._rev().turn.stop_reasons
+
+    @property
     def mode(self) -> str | None:
         """The session's current mode id (the manifest's `modes`), if it has modes."""
         return self.session.mode
@@ -390,9 +395,11 @@ class TurnRunner:
             raise
 
     async def _run_turn(self, s: Session, turn: Turn, input: Any, terminals: OpenTerminals) -> str:
-        """Run the handler; returns the stop reason (raises RpcError on failure)."""
+        """Run the handler; returns the stop reason (raises RpcError on failure).  Every
+        tool call the turn left open ends with it (completed, cancelled or failed)."""
         limit = asyncio.timeout(self.ctx.turn_timeout)
         ended = False
+        outcome = "failed"
         try:
             async with limit:
                 if isinstance(input, InputMismatch):  # accepted, but nothing to run
@@ -403,6 +410,7 @@ class TurnRunner:
                         await turn.send_output(out)
             self.ctx.transition(s, "agent", "agent_message")
             ended = True
+            outcome = "completed"
             return turn.stop_reason
         except TimeoutError as exc:
             if not limit.expired():  # the handler's own timeout: an error like any other
@@ -410,6 +418,7 @@ class TurnRunner:
                 raise RpcError(-32603, "internal error") from None
             log.warning("turn of session %s timed out after %s s", s.id, self.ctx.turn_timeout)
             s.state = self.ctx.machine.initial  # the session is free for the next prompt
+            outcome = "cancelled"
             raise RpcError(
                 -32603,
                 f"the turn timed out after {self.ctx.turn_timeout:g} s",
@@ -420,10 +429,12 @@ class TurnRunner:
                 },
             ) from None
         except asyncio.CancelledError:
+            outcome = "cancelled"
             if s.cancel_requested:
                 return "cancelled"
             raise
         except InterruptDeclined:
+            outcome = "cancelled"
             return "cancelled"
         except InterruptUnavailable as exc:  # the client cannot answer: say so, end normally
             log.info("session %s: interrupt %s unavailable", s.id, exc.interrupt)
@@ -436,6 +447,7 @@ class TurnRunner:
                 err = RpcError(-32603, "internal error")
             raise err from None
         finally:
+            await turn.end_tool_calls(outcome)  # before the turn's answer or idle
             await terminals.close_all()  # left open by the handler (or cancelled)
             # A turn that did not end with the agent's message (cancelled, declined
             # interrupt, error) leaves the session ready for the next prompt.

@@ -40,18 +40,20 @@ def load(session: Session) -> tuple[list[Any], str | None]:
 
 def save(session: Session, messages: list[Any]) -> None:
     """Keep `messages` (a whole run's) with the session, at most `history_limit()` of them,
-    cut where a user's request starts (a tool call is never parted from its result)."""
+    cut where a user's request starts (a tool call is never parted from its result).  One
+    turn longer than the limit is kept whole: the latest turn is never dropped."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+    def starts_turn(m: Any) -> bool:
+        return isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
 
     keep = messages
     limit = history_limit()
     if len(keep) > limit:
-        start = len(keep) - limit
-        while start < len(keep) and not (
-            isinstance(keep[start], ModelRequest)
-            and any(isinstance(p, UserPromptPart) for p in keep[start].parts)
-        ):
-            start += 1
+        starts = [i for i, m in enumerate(keep) if starts_turn(m)]
+        inside = [i for i in starts if i >= len(keep) - limit]
+        # the first turn that fits whole, else the latest turn (longer than the limit)
+        start = inside[0] if inside else (starts[-1] if starts else 0)
         keep = keep[start:]
     session.model_history = ModelMessagesTypeAdapter.dump_python(keep, mode="json")
 

@@ -10,6 +10,11 @@ the provider id (`apiType` `openai`: the Chat Completions API, what every
 OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route's
 `baseUrl` and `headers`), else the provider's usual environment variables.  Header values
 are credentials: they go to the endpoint and nowhere else.
+
+The agent's own clients never retry behind the editor's back (`max_retries=0`, both
+paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  A
+Chat Completions stream must end with its finish reason: one cut before it is an error,
+never a finished answer.
 """
 
 from __future__ import annotations
@@ -70,9 +75,7 @@ def model_for(
         return test_model()
     route = turn.provider(provider_id) if provider_id else None
     if route is None:
-        if name and name.startswith("openai:") and os.environ.get("OPENAI_BASE_URL"):
-            return "openai-chat:" + name.split(":", 1)[1]  # a gateway: Chat Completions
-        return name
+        return env_model(name) if name else None
     if not name:
         raise RpcError(-32602, f"provider {route.provider_id!r} is routed but no model is set")
     return routed_model(route, name.split(":", 1)[1] if ":" in name else name)
@@ -98,21 +101,63 @@ def routed_model(route: ProviderRoute, name: str) -> Any:
 
         auth = _header(headers, "authorization")
         key = auth[7:] if auth and auth.lower().startswith("bearer ") else "unused"
-        client = AsyncOpenAI(base_url=route.base_url, api_key=key, default_headers=headers)
-        return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client))
+        client = AsyncOpenAI(
+            base_url=route.base_url, api_key=key, default_headers=headers, max_retries=0
+        )
+        return OpenAIChatModel(
+            name, provider=OpenAIProvider(openai_client=client), profile=_chat_profile()
+        )
     if route.api_type == "anthropic":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
         key = _header(headers, "x-api-key") or "unused"
-        aclient = AsyncAnthropic(base_url=route.base_url, api_key=key, default_headers=headers)
+        aclient = AsyncAnthropic(
+            base_url=route.base_url, api_key=key, default_headers=headers, max_retries=0
+        )
         return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=aclient))
     raise RpcError(
         -32602,
         f"provider {route.provider_id!r} is routed to API type {route.api_type!r}, which this "
         f"agent's model cannot speak ({', '.join(SERVED)})",
     )
+
+
+def env_model(name: str) -> Any:
+    """The model for an id read from the environment's keys and base URL: for `openai:`,
+    `openai-chat:`, `openai-responses:` and `anthropic:` ids a model whose client does not
+    retry (`openai:` is spoken as Chat Completions when `OPENAI_BASE_URL` names a
+    gateway); any other id as it is (pydantic-ai builds it).  A missing key is pydantic-ai's
+    `UserError` naming the variable (failures.py: a configuration error)."""
+    prefix, colon, model = name.partition(":")
+    if not colon:
+        return name
+    if prefix == "openai" and os.environ.get("OPENAI_BASE_URL"):
+        prefix = "openai-chat"  # a gateway: Chat Completions
+    if prefix in ("openai", "openai-chat", "openai-responses"):
+        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(openai_client=OpenAIProvider().client.with_options(max_retries=0))
+        if prefix == "openai-chat":
+            return OpenAIChatModel(model, provider=provider, profile=_chat_profile())
+        return OpenAIResponsesModel(model, provider=provider)
+    if prefix == "anthropic":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        client = AnthropicProvider().client.with_options(max_retries=0)
+        return AnthropicModel(model, provider=AnthropicProvider(anthropic_client=client))
+    return name
+
+
+def _chat_profile() -> Any:
+    """A Chat Completions stream that ends without `finish_reason` was cut off: an error
+    (pydantic-ai's `ModelConnectionError`), never a finished answer."""
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+    return OpenAIModelProfile(openai_chat_streaming_requires_finish_reason=True)
 
 
 def _header(headers: dict[str, str], name: str) -> str | None:
@@ -125,6 +170,7 @@ __all__ = [
     "TEST_MODEL",
     "THINKING",
     "THOUGHT_OPTION",
+    "env_model",
     "model_for",
     "model_id",
     "routed_model",

@@ -6,7 +6,8 @@ the server's `serverId` (`acp_channel`).
 
 A link lives in one task of its own (the SDK's transports are anyio context managers that
 must be left in the task that entered them): it connects, lists the tools, is ready, and
-stays open until `aclose`.  Connecting is bounded by `timeout` seconds; a failure or a
+stays open until `aclose`.  Connecting is bounded by `timeout` seconds, each tool call by
+`ACP_MCP_CALL_TIMEOUT` (a server that never answers one fails that call); a failure or a
 server that stops is kept as `error` for the session to report once.  `mcp` is imported
 only here, inside the task: a project that never gets an MCP server needs no `mcp`.
 """
@@ -21,11 +22,14 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..wire.fields import env_option
+
 if TYPE_CHECKING:
     from .authoring import McpServer
 
 log = logging.getLogger("acp.runtime.mcp")
 
+CALL_TIMEOUT = 300.0  # seconds a tool call may take (ACP_MCP_CALL_TIMEOUT)
 STOP_TIMEOUT = 8.0  # seconds a link may take to close (the SDK's stdio shutdown: up to ~6)
 
 CONNECTING, READY, FAILED, CLOSED = "connecting", "ready", "failed", "closed"
@@ -40,6 +44,11 @@ class McpTool(NamedTuple):
     tool: str
     description: str | None
     input_schema: dict[str, Any]
+
+
+def call_timeout() -> float:
+    """``$ACP_MCP_CALL_TIMEOUT`` seconds (> 0), else ``CALL_TIMEOUT``."""
+    return float(env_option("ACP_MCP_CALL_TIMEOUT", CALL_TIMEOUT, kind=float, minimum=0.001))
 
 
 class McpToolResult(NamedTuple):
@@ -277,8 +286,12 @@ class McpLink:
         client = self._client
         if self.state != READY or client is None:
             raise McpLinkError(self.error or "not connected")
+        limit = call_timeout()
         try:
-            result = await client.call_tool(tool, arguments)
+            async with asyncio.timeout(limit):
+                result = await client.call_tool(tool, arguments)
+        except TimeoutError:  # the server lives on: only this call is given up
+            raise McpLinkError(f"{tool}: no answer within {limit:g} s") from None
         except Exception as exc:  # noqa: BLE001 - any failure: the call fails, reported
             if not self._closing.is_set():
                 # the SDK fails every call once its connection is gone: the server stopped
@@ -310,6 +323,7 @@ class McpLink:
 
 
 __all__ = [
+    "CALL_TIMEOUT",
     "Channel",
     "McpLink",
     "McpLinkError",

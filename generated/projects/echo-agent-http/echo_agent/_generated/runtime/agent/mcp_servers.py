@@ -32,8 +32,11 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
+
 from .. import observe
 from ..wire.errors import invalid_params
+from ..wire.fields import bounded, tool_output_limit
 from ..wire.logsafe import RedactingFilter, SecretLimit, redact, register_secrets
 from ..wire.masking import url_secrets
 from .authoring import McpServer, TextContent, ToolContent, mcp_servers
@@ -392,11 +395,11 @@ class TurnMcp:
         except asyncio.CancelledError:
             await call.cancel()
             raise
-        shown = _shown(result)
+        shown, raw = _shown(result)
         if result.is_error:
-            await call.fail(raw_output=result.wire(), content=shown)
+            await call.fail(raw_output=raw, content=shown)
         else:
-            await call.complete(raw_output=result.wire(), content=shown)
+            await call.complete(raw_output=raw, content=shown)
         return result
 
     async def call_quietly(
@@ -421,10 +424,16 @@ class TurnMcp:
         return module.McpToolset(self, show=show)
 
 
-def _shown(result: McpToolResult) -> list[ToolContent]:
-    """A result's text blocks as tool call content (other blocks stay in the raw output)."""
-    text = result.text()
-    return [TextContent(text)] if text else []
+def _shown(result: McpToolResult) -> tuple[list[ToolContent], dict[str, Any]]:
+    """What the client is shown of a result: its text blocks as tool call content, and the
+    result as its raw output (other blocks stay there), each within the tool output bound
+    (`ACP_TOOL_OUTPUT_LIMIT`: above it the text, cut with a note, stands for the whole)."""
+    limit = tool_output_limit()
+    text = bounded(result.text(), limit)
+    raw = result.wire()
+    if len(orjson.dumps(raw, default=str)) > limit:
+        raw = {"content": [{"type": "text", "text": text}], "isError": result.is_error}
+    return ([TextContent(text)] if text else []), raw
 
 
 __all__ = [

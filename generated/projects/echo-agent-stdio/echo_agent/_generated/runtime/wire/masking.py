@@ -1,6 +1,8 @@
 """Credentials inside URLs (``https://user:PW@host/v1?key=K``): the userinfo and every
 query value are secrets.  :func:`mask_url` is what may be shown (``providers/list``, a
 route's ``repr``, a handler's message); :func:`url_secrets` lists what to redact from logs.
+:func:`frame_secrets` finds the credentials a frame carries (header and env values, URL
+credentials), for a log line that quotes a frame before any of them is registered.
 """
 
 from __future__ import annotations
@@ -56,6 +58,44 @@ def mask_url(url: str) -> str:
         for key, eq, _ in (p.partition("=") for p in parts.query.split("&") if p)
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+_SECRET_LISTS = ("headers", "env")  # `{name: value}` maps or `[{name, value}]` lists
+_URL_KEYS = ("baseUrl", "url")
+_MIN_SHOWN_SECRET = 4  # shorter values would blank ordinary text
+_MAX_DEPTH = 32  # deeper than any frame the schema allows
+
+
+def frame_secrets(value: Any, depth: int = 0) -> list[str]:
+    """Every credential inside a parsed frame: the values of its `headers` and `env`
+    (a `providers/set` route, an MCP server), the credential parts of its URLs."""
+    found: list[str] = []
+    if depth > _MAX_DEPTH:
+        return found
+    if type(value) is dict:
+        for key, item in value.items():
+            if key in _SECRET_LISTS and type(item) is dict:
+                found += [v for v in item.values() if type(v) is str]
+            elif key in _SECRET_LISTS and type(item) is list:
+                found += [
+                    e["value"] for e in item if type(e) is dict and type(e.get("value")) is str
+                ]
+            elif key in _URL_KEYS and type(item) is str:
+                found += url_secrets(item)
+            else:
+                found += frame_secrets(item, depth + 1)
+    elif type(value) is list:
+        for item in value:
+            found += frame_secrets(item, depth + 1)
+    return found
+
+
+def mask_secrets(text: str, secrets: list[str]) -> str:
+    """`text` with each of `secrets` (longest first) replaced by ``***``."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if len(secret) >= _MIN_SHOWN_SECRET and secret in text:
+            text = text.replace(secret, MASK)
+    return text
 
 
 def register_route_secrets(ctx: Any, values: list[str]) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from .errors import plain_message
+from .masking import frame_secrets, mask_secrets
 from .revision import revision_for
 
 log = logging.getLogger("acp.runtime.wirecheck")
@@ -359,14 +360,25 @@ class WireCheck:
         except Exception as exc:  # noqa: BLE001 - the check must never break receiving
             problems = [f"the check itself failed: {type(exc).__name__}: {exc}"]
         if problems:
-            self._report("received", problems, orjson.dumps(msg))
+            self._report("received", problems, orjson.dumps(msg), msg)
 
-    def _report(self, direction: str, problems: list[str], frame: bytes) -> str:
-        shown = frame if len(frame) <= _SHOWN_BYTES else frame[:_SHOWN_BYTES] + b"..."
-        text = (
+    def _report(self, direction: str, problems: list[str], frame: bytes, msg: Any = None) -> str:
+        """Record a violation: the problems and the frame's start, its credentials (header
+        and env values, URL credentials: a malformed `providers/set` is never registered
+        for redaction) masked."""
+        if msg is None:
+            try:
+                msg = orjson.loads(frame)
+            except orjson.JSONDecodeError:
+                msg = None
+        secrets = frame_secrets(msg)
+        whole = mask_secrets(frame.decode("utf-8", "replace"), secrets)
+        shown = whole if len(whole) <= _SHOWN_BYTES else whole[:_SHOWN_BYTES] + "..."
+        text = mask_secrets(
             f"ACP wire check ({self.side} {direction}): "
             + "; ".join(problems)
-            + f" -- frame: {shown.decode('utf-8', 'replace')}"
+            + f" -- frame: {shown}",
+            secrets,
         )
         # what we send wrong is our bug (ERROR); what the peer sends wrong, the peer's
         _record(text, logging.ERROR if direction == "sent" else logging.WARNING)

@@ -123,6 +123,9 @@ def _location(loc: Location | str) -> dict[str, Any]:
     return out
 
 
+_ENDED = frozenset({"completed", "failed", "cancelled"})
+
+
 class ToolCall:
     """A tool call of a turn (from `Turn.start_tool_call` or `Turn.tool_call`)."""
 
@@ -193,7 +196,7 @@ class ToolCall:
 class Authoring:
     """The Turn's display calls (a part of Turn: it provides `_rt`, `_conn`, `session`)."""
 
-    __slots__ = ("_plan", "_plan_id", "_thought_id")
+    __slots__ = ("_calls", "_plan", "_plan_id", "_thought_id")
 
     if TYPE_CHECKING:
         _conn: Connection
@@ -211,6 +214,7 @@ class Authoring:
         self._plan: list[PlanEntry] = []
         self._plan_id: str | None = None  # made when the plan is first sent (v2)
         self._thought_id: str | None = None
+        self._calls: list[ToolCall] = []  # every tool call of the turn: each one ends
 
     async def _send(self, update: dict[str, Any]) -> None:
         self._conn.notify("session/update", {"sessionId": self.session_id, "update": update})
@@ -336,8 +340,27 @@ class Authoring:
             raw_output=_UNSET,
         )
         tag = "tool_call" if self._has("tool_call") else "tool_call_update"
+        self._calls.append(call)
         await self._send({"sessionUpdate": tag, "toolCallId": call.id, **fields})
         return call
+
+    async def end_tool_calls(self, outcome: str) -> None:
+        """End every tool call of the turn still open (pending or in progress) as the turn
+        ended: `completed`, `failed` or `cancelled` (failed where the revision has no
+        such status).  The turn's runner calls it last, whatever path the turn took: an
+        editor shows a call left open as running forever."""
+        open_calls = [c for c in self._calls if c.status not in _ENDED]
+        self._calls.clear()
+        for call in open_calls:
+            try:
+                if outcome == "cancelled":
+                    await call.cancel()
+                elif outcome == "completed":
+                    await call.complete()
+                else:
+                    await call.fail(raw_output={"error": "the turn ended before this tool call"})
+            except Exception:  # noqa: BLE001 - the connection may be gone: nothing to tell
+                return
 
     @asynccontextmanager
     async def tool_call(

@@ -356,6 +356,96 @@ def inspect(
     )
 
 
+conform_app = typer.Typer(
+    no_args_is_help=True,
+    help="Judge an ACP agent or client against the protocol's requirements (exit 0 "
+    "CONFORMANT, 1 not, 2 usage).",
+)
+app.add_typer(conform_app, name="conform")
+
+ConformProtocol = typer.Option(
+    "both", "--protocol", metavar="1|2|both", help="The protocol version(s) to judge"
+)
+ConformSchemas = typer.Option(
+    None,
+    "--schema",
+    metavar="SCHEMA",
+    help=SCHEMA_HELP + " (repeat for each revision; default: the locked v1 and v2)",
+)
+
+
+@conform_app.command("agent", context_settings={"allow_interspersed_args": False})
+def conform_agent(
+    target: list[str] | None = typer.Argument(
+        None,
+        metavar="-- CMD ARGS...",
+        help="The agent's command (stdio: a fresh process per check)",
+    ),
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The report as JSON on stdout"),
+    junit: Path | None = typer.Option(
+        None,
+        "--junit",
+        metavar="FILE",
+        help="Also write a JUnit XML report (one testcase per requirement)",
+    ),
+    keyword: str | None = typer.Option(
+        None,
+        "-k",
+        metavar="WORD",
+        help="Only the checks whose name or requirement id holds WORD ('not WORD': all others)",
+    ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", metavar="DIR", help="The sessions' folder (default: a temporary one)"
+    ),
+    timeout: float = typer.Option(
+        10.0, "--timeout", metavar="S", help="Seconds to wait for one response"
+    ),
+    quiet: float = typer.Option(
+        0.5, "--quiet", metavar="S", help="Seconds of silence that mean 'nothing more arrives'"
+    ),
+    cancel_prompt: str | None = typer.Option(
+        None,
+        "--cancel-prompt",
+        metavar="TEXT",
+        help="A prompt that keeps the agent busy long enough to cancel it",
+    ),
+    auth_method: str | None = typer.Option(
+        None, "--auth-method", metavar="ID", help="Authenticate with this advertised method first"
+    ),
+) -> None:
+    """Judge an agent: `agentgen conform agent -- CMD...` (stdio)."""
+    from .conform import run_conform_agent
+
+    _run(
+        run_conform_agent,
+        target or [],
+        protocol=protocol,
+        schemas=schema,
+        json_out=json_out,
+        junit=junit,
+        keyword=keyword,
+        cwd=cwd,
+        timeout=timeout,
+        quiet=quiet,
+        cancel_prompt=cancel_prompt,
+        auth_method=auth_method,
+    )
+
+
+@conform_app.command("list")
+def conform_list(
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The catalogue as JSON"),
+) -> None:
+    """The requirement catalogue: id, tier, capability gate, citation, text."""
+    from .conform import run_conform_list
+
+    _run(run_conform_list, protocol, schema, json_out)
+
+
 registry_app = typer.Typer(
     no_args_is_help=True,
     help="The ACP registry entry of an agent (acp-registry/<id>/agent.json + icon.svg).",

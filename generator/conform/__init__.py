@@ -1,0 +1,154 @@
+"""`agentgen conform`: judge an ACP agent (or client) against the protocol's requirements.
+
+catalogue.py     the requirements as data (id, tier, capability gate computed from the
+                 revision description, text, citation); `agentgen conform list`
+verdict.py       tiers, statuses, outcomes, the verdict rule (the official kit's)
+transcript.py    the one raw transcript type: every frame as bytes, direction, time
+schema_link.py   the one door to what the kit shares with the runtime: the revision
+                 description and the wire check (wirecheck.py over the revision's models)
+stdio_peer.py    a peer over stdio (a fresh process per check)
+conversation.py  the kit's side of a connection, on raw frames (ids, answers, waiting)
+engine.py        checks as code (`@check(name, *ids)`), the per-check runner
+agent_checks.py  the agent checks;  observers.py  what every transcript is judged on
+runner.py        one revision's run;  report.py  terminal table, JSON, JUnit XML
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentgenError
+
+PROTOCOLS = ("1", "2", "both")
+DEFAULT_SCHEMAS: dict[int, str | None] = {1: None, 2: "v2"}  # None: the locked default (v1)
+
+
+def load_judges(protocol: str, schemas: list[str] | None) -> list[Any]:
+    """The judges of the revisions to run: `--schema` each (filtered by `--protocol`),
+    else the locked schema of each protocol version asked for."""
+    from .schema_link import load_judge
+
+    if protocol not in PROTOCOLS:
+        raise AgentgenError(f"--protocol must be 1, 2 or both, not {protocol!r}")
+    wanted = {1, 2} if protocol == "both" else {int(protocol)}
+    if schemas:
+        judges = [load_judge(spec) for spec in schemas]
+        chosen = [j for j in judges if j.revision.protocol_version in wanted]
+        missing = wanted - {j.revision.protocol_version for j in chosen}
+        if missing and protocol != "both":
+            raise AgentgenError(
+                f"no --schema given describes protocol version {min(missing)}",
+                hint="give that revision's schema, or --protocol for the ones given",
+            )
+        return sorted(chosen, key=lambda j: j.revision.protocol_version)
+    return [load_judge(DEFAULT_SCHEMAS[v]) for v in sorted(wanted)]
+
+
+def run_conform_agent(
+    target: list[str],
+    *,
+    protocol: str = "both",
+    schemas: list[str] | None = None,
+    json_out: bool = False,
+    junit: Path | None = None,
+    keyword: str | None = None,
+    cwd: Path | None = None,
+    timeout: float = 10.0,
+    quiet: float = 0.5,
+    cancel_prompt: str | None = None,
+    auth_method: str | None = None,
+) -> int:
+    """Judge the agent `target` (its command after --); 0 CONFORMANT, 1 not."""
+    if not target:
+        raise AgentgenError(
+            "give the agent's command after --",
+            hint="agentgen conform agent -- python -m my_agent",
+        )
+    from .engine import Options
+    from .runner import run_revision
+    from .stdio_peer import StdioPeer
+
+    judges = load_judges(protocol, schemas)
+    with tempfile.TemporaryDirectory(prefix="agentgen-conform-") as scratch:
+        folder = str((cwd or Path(scratch)).resolve())
+        opts = Options(
+            command=list(target), cwd=folder, timeout=timeout, quiet=quiet, auth_method=auth_method
+        )
+        if cancel_prompt:
+            opts.cancel_prompt = cancel_prompt
+
+        async def start(transcript: Any) -> StdioPeer:
+            peer = StdioPeer(opts.command, transcript, env=opts.env, grace=opts.grace)
+            await peer.start()
+            return peer
+
+        async def main() -> list[Any]:
+            return [
+                await run_revision(j, opts, start, target=" ".join(target), keyword=keyword)
+                for j in judges
+            ]
+
+        runs = asyncio.run(main())
+    _write_reports(runs, json_out=json_out, junit=junit)
+    from .verdict import conformant
+
+    return 0 if conformant(runs) else 1
+
+
+def _write_reports(runs: list[Any], *, json_out: bool, junit: Path | None) -> None:
+    import orjson
+
+    from . import report
+
+    if junit is not None:
+        report.write_junit(junit, runs)
+    if json_out:
+        sys.stdout.write(
+            orjson.dumps(report.to_json(runs), option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
+    else:
+        sys.stdout.write(report.text(runs))
+    sys.stdout.flush()
+
+
+def run_conform_list(
+    protocol: str = "both", schemas: list[str] | None = None, json_out: bool = False
+) -> int:
+    """Print the catalogue of each revision: id, tier, capability, citation, text."""
+    import orjson
+
+    from .catalogue import catalogue
+
+    out: list[dict[str, Any]] = []
+    for judge in load_judges(protocol, schemas):
+        for row in catalogue(judge.revision, batches=judge.batches):
+            out.append(
+                {
+                    "protocol": judge.revision.protocol_version,
+                    "id": row.id,
+                    "tier": row.tier.value,
+                    "capability": row.capability,
+                    "role": row.role,
+                    "transport": row.transport,
+                    "citation": row.citation,
+                    "text": row.text,
+                }
+            )
+    if json_out:
+        sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    lines = [
+        "| v | id | tier | capability | citation | requirement |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in out:
+        lines.append(
+            f"| {r['protocol']} | {r['id']} | {r['tier']} | {r['capability'] or ''} | "
+            f"{r['citation']} | {r['text']} |"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0

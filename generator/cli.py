@@ -414,6 +414,9 @@ def conform_agent(
     auth_method: str | None = typer.Option(
         None, "--auth-method", metavar="ID", help="Authenticate with this advertised method first"
     ),
+    jobs: int = typer.Option(
+        2, "--jobs", "-j", metavar="N", help="Checks run at once (each its own agent)"
+    ),
 ) -> None:
     """Judge an agent: `agentgen conform agent -- CMD...` (stdio)."""
     from .conform import run_conform_agent
@@ -431,6 +434,7 @@ def conform_agent(
         quiet=quiet,
         cancel_prompt=cancel_prompt,
         auth_method=auth_method,
+        jobs=jobs,
     )
 
 

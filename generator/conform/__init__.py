@@ -61,6 +61,7 @@ def run_conform_agent(
     quiet: float = 0.5,
     cancel_prompt: str | None = None,
     auth_method: str | None = None,
+    jobs: int = 2,
 ) -> int:
     """Judge the agent `target` (its command after --); 0 CONFORMANT, 1 not."""
     if not target:
@@ -88,7 +89,9 @@ def run_conform_agent(
 
         async def main() -> list[Any]:
             return [
-                await run_revision(j, opts, start, target=" ".join(target), keyword=keyword)
+                await run_revision(
+                    j, opts, start, target=" ".join(target), keyword=keyword, jobs=jobs
+                )
                 for j in judges
             ]
 

@@ -156,6 +156,7 @@ async def notifications(ctx: Ctx) -> None:
 @check("unknown-method", "ACP-JSONRPC-004", "ACP-JSONRPC-005")
 async def unknown_method(ctx: Ctx) -> None:
     await ctx.initialize()
+    ctx.off_schema = True
     msg = await ctx.conv.request("conform/no_such_method", {})
     error = msg.get("error")
     code = error.get("code") if type(error) is dict else None
@@ -236,9 +237,8 @@ async def prompt(ctx: Ctx) -> None:
             f"stopReason {turn.stop_reason!r}",
         )
         _judge_updates(ctx, "ACP-PROMPT-002", turn)
-        mark = ctx.conv.mark()
         await ctx.conv.quiet(ctx.opts.quiet)
-        late = [u for u in ctx.conv.updates(mark) if u.get("sessionId") == sid]
+        late = [u for u in ctx.conv.updates(_after(turn)) if u.get("sessionId") == sid]
         ctx.judge_that(
             "AGENTGEN-PROMPT-001",
             not late,
@@ -263,6 +263,11 @@ async def prompt(ctx: Ctx) -> None:
         f"the turn ended with stopReason {reason!r}",
         f"stopReason {reason!r}",
     )
+
+
+def _after(turn: Turn) -> int:
+    """The index in `seen` just after what ended the turn."""
+    return (turn.ended if turn.ended is not None else 0) + 1
 
 
 def _ended_well(ctx: Ctx, turn: Turn) -> tuple[bool, str]:
@@ -363,9 +368,8 @@ async def cancel(ctx: Ctx) -> None:
             turn.stop_reason == "cancelled",
             f"after session/cancel the turn ended with {turn.stop_reason!r}",
         )
-    mark = ctx.conv.mark()
     await ctx.conv.quiet(ctx.opts.quiet)
-    late = [u for u in ctx.conv.updates(mark) if u.get("sessionId") == sid]
+    late = [u for u in ctx.conv.updates(_after(turn)) if u.get("sessionId") == sid]
     ctx.judge_that(
         own[1],
         not late,

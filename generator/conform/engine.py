@@ -97,6 +97,7 @@ class Ctx:
         self.init_result: dict[str, Any] | None = None
         self.last_new: dict[str, Any] = {}  # the latest session/new result
         self.provoked = False  # the kit sent something invalid on purpose
+        self.off_schema = False  # the kit sent a valid frame the schema does not name
 
     # ---- outcomes ----------------------------------------------------------------------------
     def applies(self, rid: str) -> bool:

@@ -417,8 +417,17 @@ def conform_agent(
     jobs: int = typer.Option(
         2, "--jobs", "-j", metavar="N", help="Checks run at once (each its own agent)"
     ),
+    launch: str | None = typer.Option(
+        None, "--launch", metavar="CMD", help="Start this server first (stopped at the end)"
+    ),
+    ready_url: str | None = typer.Option(
+        None,
+        "--ready-url",
+        metavar="URL",
+        help="--launch's server is ready when this answers (default: the agent's URL)",
+    ),
 ) -> None:
-    """Judge an agent: `agentgen conform agent -- CMD...` (stdio)."""
+    """Judge an agent: `agentgen conform agent -- CMD...` (stdio) or `... agent URL`."""
     from .conform import run_conform_agent
 
     _run(
@@ -435,6 +444,8 @@ def conform_agent(
         cancel_prompt=cancel_prompt,
         auth_method=auth_method,
         jobs=jobs,
+        launch=launch,
+        ready_url=ready_url,
     )
 
 

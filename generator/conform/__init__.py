@@ -16,8 +16,10 @@ runner.py        one revision's run;  report.py  terminal table, JSON, JUnit XML
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,15 @@ def load_judges(protocol: str, schemas: list[str] | None) -> list[Any]:
     return [load_judge(DEFAULT_SCHEMAS[v]) for v in sorted(wanted)]
 
 
+def _transport_of(target: list[str]) -> str:
+    """`stdio` for a command; `http` or `ws` for a single URL."""
+    if len(target) == 1 and target[0].startswith(("http://", "https://")):
+        return "http"
+    if len(target) == 1 and target[0].startswith(("ws://", "wss://")):
+        return "ws"
+    return "stdio"
+
+
 def run_conform_agent(
     target: list[str],
     *,
@@ -62,16 +73,22 @@ def run_conform_agent(
     cancel_prompt: str | None = None,
     auth_method: str | None = None,
     jobs: int = 2,
+    launch: str | None = None,
+    ready_url: str | None = None,
 ) -> int:
-    """Judge the agent `target` (its command after --); 0 CONFORMANT, 1 not."""
+    """Judge the agent `target` (its command after --, or its URL); 0 CONFORMANT, 1 not."""
     if not target:
         raise AgentgenError(
-            "give the agent's command after --",
-            hint="agentgen conform agent -- python -m my_agent",
+            "give the agent's command after --, or its URL",
+            hint="agentgen conform agent -- python -m my_agent   |   agentgen conform agent http://127.0.0.1:8000/acp",
         )
+    transport = _transport_of(target)
+    if launch and transport == "stdio":
+        raise AgentgenError("--launch starts a server: give the agent's URL with it")
+    if transport != "stdio":
+        _need_network_extra()
     from .engine import Options
-    from .runner import run_revision
-    from .stdio_peer import StdioPeer
+    from .verdict import conformant
 
     judges = load_judges(protocol, schemas)
     with tempfile.TemporaryDirectory(prefix="agentgen-conform-") as scratch:
@@ -81,25 +98,112 @@ def run_conform_agent(
         )
         if cancel_prompt:
             opts.cancel_prompt = cancel_prompt
+        with _launched(launch, ready_url or (target[0] if transport != "stdio" else None), timeout):
+            runs = asyncio.run(_run_all(judges, opts, transport, keyword, jobs))
+    _write_reports(runs, json_out=json_out, junit=junit)
+    return 0 if conformant(runs) else 1
 
-        async def start(transcript: Any) -> StdioPeer:
+
+async def _run_all(
+    judges: list[Any], opts: Any, transport: str, keyword: str | None, jobs: int
+) -> list[Any]:
+    from .runner import run_revision
+
+    runs = []
+    for judge in judges:
+        start = _peer_starter(judge, opts, transport)
+        runs.append(
+            await run_revision(
+                judge,
+                opts,
+                start,
+                transport=transport,
+                target=" ".join(opts.command),
+                keyword=keyword,
+                jobs=jobs,
+            )
+        )
+    return runs
+
+
+def _peer_starter(judge: Any, opts: Any, transport: str) -> Any:
+    if transport == "stdio":
+        from .stdio_peer import StdioPeer
+
+        async def stdio(transcript: Any) -> Any:
             peer = StdioPeer(opts.command, transcript, env=opts.env, grace=opts.grace)
             await peer.start()
             return peer
 
-        async def main() -> list[Any]:
-            return [
-                await run_revision(
-                    j, opts, start, target=" ".join(target), keyword=keyword, jobs=jobs
+        return stdio
+    from .http_peer import HttpPeer, WsPeer
+
+    url = opts.command[0]
+
+    async def http(transcript: Any) -> Any:
+        peer: Any = (
+            HttpPeer(url, transcript, judge.revision, timeout=opts.timeout)
+            if transport == "http"
+            else WsPeer(url, transcript, timeout=opts.timeout)
+        )
+        await peer.start()
+        return peer
+
+    return http
+
+
+def _need_network_extra() -> None:
+    import importlib.util
+
+    missing = [n for n in ("httpx", "h2", "websockets") if importlib.util.find_spec(n) is None]
+    if missing:
+        raise AgentgenError(
+            f"agentgen conform over HTTP and WebSocket needs {', '.join(missing)} (the runtime extra)",
+            hint='pip install "acp-agentgen[runtime]"',
+        )
+
+
+@contextlib.contextmanager
+def _launched(command: str | None, ready_url: str | None, timeout: float) -> Iterator[None]:
+    """`--launch CMD`: start the server, wait for `ready_url` to answer (any status
+    below 500), and stop it (SIGTERM, then SIGKILL) when the run ends."""
+    if not command:
+        yield
+        return
+    import shlex
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    proc = subprocess.Popen(shlex.split(command), stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + max(timeout, 30.0)
+        probe = (ready_url or "").replace("ws://", "http://").replace("wss://", "https://")
+        while True:
+            if proc.poll() is not None:
+                raise AgentgenError(
+                    f"--launch: the server exited ({proc.returncode}) before it was ready"
                 )
-                for j in judges
-            ]
-
-        runs = asyncio.run(main())
-    _write_reports(runs, json_out=json_out, junit=junit)
-    from .verdict import conformant
-
-    return 0 if conformant(runs) else 1
+            try:
+                with urllib.request.urlopen(probe, timeout=2):
+                    break
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:  # noqa: PLR2004
+                    break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise AgentgenError(f"--launch: {probe} did not answer within {deadline:g}s")
+            time.sleep(0.1)  # a poll: the server is another process
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def _write_reports(runs: list[Any], *, json_out: bool, junit: Path | None) -> None:

@@ -437,7 +437,17 @@ async def load(ctx: Ctx) -> None:
     )
     before = len([u for u in ctx.conv.updates(mark, at) if u.get("sessionId") == sid])
     await ctx.conv.quiet(ctx.opts.quiet)
-    after = [u for u in ctx.conv.updates(at + 1) if u.get("sessionId") == sid]
+    # order is seen within one channel: over HTTP a replay on the session's stream and
+    # the answer on the connection's are not ordered against each other
+    channel = ctx.conv.seen[at].frame.channel
+    after = [
+        s.msg["params"]
+        for s in ctx.conv.seen[at + 1 :]
+        if s.frame.channel == channel
+        and s.msg.get("method") == "session/update"
+        and type(s.msg.get("params")) is dict
+        and s.msg["params"].get("sessionId") == sid
+    ]
     ctx.judge_that(
         "ACP-LOAD-002",
         not after,

@@ -254,6 +254,7 @@ AGENT: tuple[Spec, ...] = (
         "not an array.",
         by_version(v2=doc("transports.mdx", "57-59").replace("{v}", "v2")),
         batches=True,
+        transport="not-http",
     ),
     Spec(
         "ACP-BATCH-202",
@@ -261,6 +262,7 @@ AGENT: tuple[Spec, ...] = (
         "A batch of notifications gets no reply at all, never an empty array.",
         by_version(v2=doc("transports.mdx", "66-72").replace("{v}", "v2")),
         batches=True,
+        transport="not-http",
     ),
     Spec(
         "ACP-BATCH-204",
@@ -268,6 +270,7 @@ AGENT: tuple[Spec, ...] = (
         "A batch of requests is answered with one array holding a response per request.",
         by_version(v2=doc("transports.mdx", "62-65").replace("{v}", "v2")),
         batches=True,
+        transport="not-http",
     ),
     # ---- initialize ------------------------------------------------------------------------
     Spec(
@@ -670,6 +673,14 @@ AGENT: tuple[Spec, ...] = (
 )
 
 
+def _on(wanted: str, transport: str) -> bool:
+    """`any`, one transport, or `not-<transport>` (batches: the HTTP RFD leaves batch
+    requests to its Phase 4, docs/rfds/streamable-http-websocket-transport.mdx:372)."""
+    if wanted.startswith("not-"):
+        return transport != wanted[4:]
+    return wanted in ("any", transport)
+
+
 def catalogue(
     rev: rv.Revision, *, role: str = "agent", transport: str = "stdio", batches: bool = False
 ) -> list[Requirement]:
@@ -677,7 +688,7 @@ def catalogue(
     a peer of `role` over `transport`."""
     rows = []
     for spec in SPECS:
-        if spec.role != role or spec.transport not in ("any", transport):
+        if spec.role != role or not _on(spec.transport, transport):
             continue
         if spec.batches is not None and spec.batches != batches:
             continue
@@ -686,7 +697,116 @@ def catalogue(
     return rows
 
 
-SPECS: tuple[Spec, ...] = AGENT
+RFD = f"docs/rfds/streamable-http-websocket-transport.mdx:{{}} @ {DOCS_AT}"
+
+
+def rfd(lines: str) -> str:
+    return RFD.format(lines)
+
+
+TRANSPORTS: tuple[Spec, ...] = (
+    Spec(
+        "AGENTGEN-HTTP-001",
+        MAN,
+        "`initialize` POSTed without `Acp-Connection-Id` is answered 200 with the JSON-RPC "
+        "response as its body and an `Acp-Connection-Id` header.",
+        rfd("55,137-138,306"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-002",
+        MAN,
+        "Every other POST the agent accepts is answered 202 Accepted with an empty body "
+        "(its response comes on a stream).",
+        rfd("37,55,310"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-003",
+        MAN,
+        "The routing errors: a POST or GET without `Acp-Connection-Id` 400, an unknown one "
+        "404, a session-scoped POST without `Acp-Session-Id` 400, a GET not accepting "
+        "`text/event-stream` 406, a POST that is not `application/json` 415; DELETE 202.",
+        rfd("265-268,297-314"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-004",
+        MAN,
+        "A session-scoped stream carries only its own session's messages; a response to a "
+        "connection-level request comes on the connection-scoped stream.",
+        rfd("35,56,123-124,396"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-005",
+        MAN,
+        "Two sessions of one connection prompted at once: each session's updates arrive on "
+        "its own stream, none on the other's.",
+        rfd("396,403"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-006",
+        MAN,
+        "The streams are `text/event-stream` and each event's data is one JSON-RPC message.",
+        rfd("14,35,56"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-007",
+        MAN,
+        "The agent serves HTTP/2 (h2c over cleartext, ALPN over TLS).",
+        rfd("39,270"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-HTTP-008",
+        CAP,
+        "A session made on one connection is resumed on a new connection.",
+        rfd("62,75,229-246"),
+        transport="http",
+        applies=has("session/resume"),
+        gate=session_method("resume"),
+    ),
+    Spec(
+        "AGENTGEN-HTTP-009",
+        INF,
+        "The cookies the agent sets (the kit returns them on every later request).",
+        rfd("47-49"),
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-WS-001",
+        MAN,
+        "The WebSocket upgrade is answered 101 with an `Acp-Connection-Id` header.",
+        rfd("276-287"),
+        transport="ws",
+    ),
+    Spec(
+        "AGENTGEN-WS-002",
+        MAN,
+        "Every message the agent sends is a text frame holding one JSON-RPC message.",
+        rfd("289-291"),
+        transport="ws",
+    ),
+    Spec(
+        "AGENTGEN-WS-003",
+        ADV,
+        "A ping is answered with a pong.",
+        "RFC 6455 section 5.5.2 (the RFD carries JSON-RPC over WebSocket as it is)",
+        transport="ws",
+    ),
+    Spec(
+        "AGENTGEN-WS-004",
+        ADV,
+        "The kit's close is answered with a close (the closing handshake completes).",
+        rfd("291"),
+        transport="ws",
+    ),
+)
+
+SPECS: tuple[Spec, ...] = AGENT + TRANSPORTS
 
 
 def all_ids() -> set[str]:

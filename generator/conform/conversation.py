@@ -62,6 +62,21 @@ class Conversation:
                     self._add(frame, item, True)
         self._changed.set()
 
+    def reject(self, rid: Any, frame: Frame) -> None:
+        """A request the transport refused (an HTTP status with an error body): its
+        answer, under the id the kit sent (the body's own id is the transport's)."""
+        body = frame.message()
+        error = body.get("error") if type(body) is dict else None
+        msg = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "error": error
+            if type(error) is dict
+            else {"code": -32600, "message": frame.text[:200]},
+        }
+        self.seen.append(Seen(len(self.seen), frame, msg, False))
+        self._changed.set()
+
     def _add(self, frame: Frame, msg: dict[str, Any], batch: bool) -> None:
         self.seen.append(Seen(len(self.seen), frame, msg, batch))
         if "method" in msg and "id" in msg:

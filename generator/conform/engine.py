@@ -98,6 +98,8 @@ class Ctx:
         self.last_new: dict[str, Any] = {}  # the latest session/new result
         self.provoked = False  # the kit sent something invalid on purpose
         self.off_schema = False  # the kit sent a valid frame the schema does not name
+        self.start_peer: Callable[[Transcript], Awaitable[Any]] | None = None
+        self.others: list[Any] = []  # peers of further connections the check opened
 
     # ---- outcomes ----------------------------------------------------------------------------
     def applies(self, rid: str) -> bool:
@@ -208,6 +210,19 @@ class Ctx:
         """initialize and a new session: the start of most checks."""
         await self.initialize()
         return await self.new_session()
+
+    async def second_connection(self) -> Ctx:
+        """Another connection to the same agent (its frames in the same transcript)."""
+        assert self.start_peer is not None
+        peer = await self.start_peer(self.conv.peer.transcript)
+        self.others.append(peer)
+        conv = Conversation(peer, timeout=self.opts.timeout)
+        peer.on_frame = conv.feed
+        if hasattr(peer, "on_reject"):
+            peer.on_reject = conv.reject
+        other = Ctx(self.name, self.judge, self.rows, self.opts, conv, self.shared)
+        other.start_peer = self.start_peer
+        return other
 
     # ---- a prompt turn ----------------------------------------------------------------------------
     def text(self, text: str) -> dict[str, Any]:
@@ -344,8 +359,13 @@ async def run_check(
     peer = await start_peer(transcript)
     conv = Conversation(peer, timeout=opts.timeout)
     peer.on_frame = conv.feed
+    if hasattr(peer, "on_reject"):
+        peer.on_reject = conv.reject
     ctx = Ctx(chk.name, judge, rows, opts, conv, shared)
+    ctx.start_peer = start_peer
     blocked = await _run_one(chk, ctx)
+    for other in ctx.others:
+        await other.close()
     ended = await peer.close()
     seconds = time.monotonic() - started
     outcomes = [

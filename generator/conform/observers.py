@@ -12,6 +12,7 @@ from typing import Any
 
 from .conversation import is_response, same_id
 from .engine import CheckRun
+from .http_checks import TRANSPORT_OBSERVED, http_observer, ws_observer
 from .verdict import Outcome, Status
 
 Finding = tuple[str, Status, str]  # (id, status, message)
@@ -33,6 +34,8 @@ def framing(run: CheckRun) -> list[Finding]:
     for frame in run.transcript.received():
         if not frame.utf8():
             not_utf8.append(f"a frame that is not UTF-8: {frame.data[:80]!r}")
+        if frame.channel != "stdio":
+            continue  # HTTP bodies, SSE events and WebSocket frames: the transport's rules
         value = frame.message()
         if type(value) is list and value and all(_envelope(v) for v in value):
             if not run.ctx.judge.batches:
@@ -65,8 +68,8 @@ def jsonrpc(run: CheckRun) -> list[Finding]:
     answered: list[Any] = []
     for seen in conv.seen:
         msg = seen.msg
-        if not is_response(msg):
-            continue
+        if not is_response(msg) or seen.frame.channel == "post-status":
+            continue  # (a transport's refusal is the HTTP rules' business)
         rid = msg.get("id")
         has_result, has_error = "result" in msg, "error" in msg
         if has_result == has_error:
@@ -191,7 +194,16 @@ def process(run: CheckRun) -> list[Finding]:
     return found
 
 
-OBSERVERS: tuple[Observer, ...] = (framing, jsonrpc, errors, schema, calls, process)
+OBSERVERS: tuple[Observer, ...] = (
+    framing,
+    jsonrpc,
+    errors,
+    schema,
+    calls,
+    process,
+    http_observer,
+    ws_observer,
+)
 
 OBSERVED = (
     "ACP-TRANSPORT-001",
@@ -209,6 +221,7 @@ OBSERVED = (
     "ACP-CLIENTCAP-202",
     "ACP-SHUTDOWN-001",
     "ACP-STDERR-001",
+    *TRANSPORT_OBSERVED,
 )
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import agent_checks  # noqa: F401 - registers the agent checks
+from . import agent_checks, http_checks  # noqa: F401 - register the checks
 from .catalogue import Requirement, catalogue
 from .engine import CHECKS, Check, CheckRun, Options, Shared, run_check, selected
 from .observers import OBSERVED, observe

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from generator.conform import peer_starter
 from generator.conform.engine import Options
 from generator.conform.runner import run_revision
 from generator.conform.schema_link import Judge, load_judge
-from generator.conform.stdio_peer import StdioPeer
 from generator.conform.verdict import Run, Status
 
 PY = sys.executable
@@ -39,17 +39,19 @@ async def judge_agent(
     cancel_prompt: str = "hang",
     keyword: str | None = None,
     jobs: int = 3,
+    transport: str = "stdio",
 ) -> Run:
-    """One run of the kit over stdio against `command`."""
+    """One run of the kit against `command` (stdio) or `[URL]` (http, ws)."""
     opts = Options(command=command, cwd=str(cwd), env=env, quiet=quiet, cancel_prompt=cancel_prompt)
-
-    async def start(transcript: Any) -> StdioPeer:
-        peer = StdioPeer(command, transcript, env=env, grace=opts.grace)
-        await peer.start()
-        return peer
-
+    start = peer_starter(judge, opts, transport)
     return await run_revision(
-        judge, opts, start, target=" ".join(command), keyword=keyword, jobs=jobs
+        judge,
+        opts,
+        start,
+        transport=transport,
+        target=" ".join(command),
+        keyword=keyword,
+        jobs=jobs,
     )
 
 

@@ -111,7 +111,7 @@ async def _run_all(
 
     runs = []
     for judge in judges:
-        start = _peer_starter(judge, opts, transport)
+        start = peer_starter(judge, opts, transport)
         runs.append(
             await run_revision(
                 judge,
@@ -126,7 +126,7 @@ async def _run_all(
     return runs
 
 
-def _peer_starter(judge: Any, opts: Any, transport: str) -> Any:
+def peer_starter(judge: Any, opts: Any, transport: str) -> Any:
     if transport == "stdio":
         from .stdio_peer import StdioPeer
 

@@ -449,6 +449,44 @@ def conform_agent(
     )
 
 
+@conform_app.command("client", context_settings={"allow_interspersed_args": False})
+def conform_client(
+    command: list[str] | None = typer.Argument(
+        None,
+        metavar="-- CMD ARGS... {agent}",
+        help="The client's command; {agent} is replaced by a command that connects it to the kit",
+    ),
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The report as JSON on stdout"),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="FILE", help="Also write a JUnit XML report"
+    ),
+    prompt_via: str = typer.Option(
+        "stdin",
+        "--prompt-via",
+        metavar="stdin|arg",
+        help="How the client gets its prompt ({prompt} for arg)",
+    ),
+    timeout: float = typer.Option(
+        15.0, "--timeout", metavar="S", help="Seconds for one check's turn"
+    ),
+) -> None:
+    """Judge a client: the kit plays the agent (`agentgen conform client -- CMD... {agent}`)."""
+    from .conform import run_conform_client
+
+    _run(
+        run_conform_client,
+        command or [],
+        protocol=protocol,
+        schemas=schema,
+        json_out=json_out,
+        junit=junit,
+        prompt_via=prompt_via,
+        timeout=timeout,
+    )
+
+
 @conform_app.command("list")
 def conform_list(
     protocol: str = ConformProtocol,

@@ -206,6 +206,43 @@ def _launched(command: str | None, ready_url: str | None, timeout: float) -> Ite
             proc.wait(5)
 
 
+def run_conform_client(
+    command: list[str],
+    *,
+    protocol: str = "both",
+    schemas: list[str] | None = None,
+    json_out: bool = False,
+    junit: Path | None = None,
+    prompt_via: str = "stdin",
+    timeout: float = 15.0,
+) -> int:
+    """Judge the client `command` (holding `{agent}`); 0 CONFORMANT, 1 not."""
+    if not command or not any("{agent}" in a for a in command):
+        raise AgentgenError(
+            "give the client's command after --, with {agent} where the agent command goes",
+            hint="agentgen conform client -- python -m my_client -- {agent}",
+        )
+    if prompt_via not in ("stdin", "arg"):
+        raise AgentgenError(f"--prompt-via must be stdin or arg, not {prompt_via!r}")
+    if prompt_via == "arg" and "{prompt}" not in command:
+        raise AgentgenError("--prompt-via arg: put {prompt} where the prompt goes")
+    from .client_checks import ClientOptions, run_client_revision
+    from .verdict import conformant
+
+    judges = load_judges(protocol, schemas)
+    with tempfile.TemporaryDirectory(prefix="agentgen-conform-") as scratch:
+        opts = ClientOptions(
+            list(command), str(Path(scratch).resolve()), prompt_via, timeout=timeout
+        )
+
+        async def main() -> list[Any]:
+            return [await run_client_revision(j, opts) for j in judges]
+
+        runs = asyncio.run(main())
+    _write_reports(runs, json_out=json_out, junit=junit)
+    return 0 if conformant(runs) else 1
+
+
 def _write_reports(runs: list[Any], *, json_out: bool, junit: Path | None) -> None:
     import orjson
 

@@ -806,7 +806,93 @@ TRANSPORTS: tuple[Spec, ...] = (
     ),
 )
 
-SPECS: tuple[Spec, ...] = AGENT + TRANSPORTS
+CLIENT: tuple[Spec, ...] = (
+    Spec(
+        "AGENTGEN-CLIENT-001",
+        MAN,
+        "The client's first message is `initialize`.",
+        doc("initialization.mdx", "24"),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-002",
+        MAN,
+        "`initialize` carries an integer `protocolVersion` (the latest the client speaks).",
+        _v(doc("initialization.mdx", "94"), doc("initialization.mdx", "92")),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-003",
+        MAN,
+        "The client calls nothing the agent did not advertise (no `session/load` without "
+        "`loadSession`, no optional session method without its capability) and no method "
+        "the revision does not have.",
+        _v(doc("session-setup.mdx", "104,213,278"), doc("session-delete.mdx", "52")),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-004",
+        MAN,
+        "Prompt blocks stay within the agent's prompt capabilities (text and resource links "
+        "when it advertises none).",
+        _v(doc("prompt-turn.mdx", "92"), doc("prompt-lifecycle.mdx", "99")),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-005",
+        MAN,
+        "A permission answer is one of the options offered (or `cancelled`).",
+        _v(doc("tool-calls.mdx", "146-170"), doc("tool-calls.mdx", "194-253")),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-007",
+        MAN,
+        "An unknown `session/update` kind, a `_` notification and a `$/cancel_request` for "
+        "no pending request are tolerated: the turn goes on, nothing is answered.",
+        _v(doc("extensibility.mdx", "109"), doc("extensibility.mdx", "109,118")),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-008",
+        CAP,
+        "A client that declares file reading answers `fs/read_text_file` with the file's text.",
+        by_version(v1=doc("file-system.mdx", "10-28").replace("{v}", "v1")),
+        role="client",
+        applies=has("fs/read_text_file"),
+        inferred="fs.readTextFile (the client's initialize)",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-009",
+        MAN,
+        "Each response of the client answers a request of the agent by its exact id, once.",
+        doc("overview.mdx", "219-223"),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-010",
+        MAN,
+        "A response carries exactly one of `result` and `error`.",
+        doc("overview.mdx", "219-222"),
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-011",
+        MAN,
+        "Every message the client sends validates against the revision's schema.",
+        "#/$defs (the --schema given) via templates/runtime/wire/wirecheck.py",
+        role="client",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-012",
+        ADV,
+        "No message the client sends carries a field the schema does not name.",
+        doc("extensibility.mdx", "39"),
+        role="client",
+    ),
+)
+
+SPECS: tuple[Spec, ...] = AGENT + TRANSPORTS + CLIENT
 
 
 def all_ids() -> set[str]:

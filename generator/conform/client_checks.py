@@ -41,8 +41,9 @@ class ClientOptions:
     cwd: str
     prompt_via: str = "stdin"
     prompt: str = "Hello from agentgen conform."
-    timeout: float = 15.0
+    timeout: float = 15.0  # one scenario's turn
     env: dict[str, str] | None = None
+    answer_timeout: float = 5.0  # the client's answer to one of the kit's requests
 
 
 @dataclass
@@ -189,6 +190,9 @@ async def _serve(
     while True:
         line = await reader.readline()
         if not line:
+            # the client closed the agent's stdin: an agent process would exit now
+            if s.writer is not None:
+                s.writer.close()
             return
         if not line.strip():
             continue
@@ -253,7 +257,7 @@ async def run_session(
             return
         s.writer = writer
         served.append(asyncio.current_task())  # type: ignore[arg-type]
-        await _serve(s, scenario, reader, opts.timeout)
+        await _serve(s, scenario, reader, opts.answer_timeout)
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -273,13 +277,16 @@ async def run_session(
     if opts.prompt_via == "stdin":
         proc.stdin.write(opts.prompt.encode() + b"\n")
         await proc.stdin.drain()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(s.turn_done.wait(), opts.timeout)
+    done = asyncio.ensure_future(s.turn_done.wait())
+    exited = asyncio.ensure_future(proc.wait())
+    await asyncio.wait({done, exited}, timeout=opts.timeout, return_when=asyncio.FIRST_COMPLETED)
+    done.cancel()
     await asyncio.sleep(0.3)  # the client's answers to the turn's last frames
-    proc.stdin.close()
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
     code: int | None = None
     try:
-        code = await asyncio.wait_for(proc.wait(), opts.timeout)
+        code = await asyncio.wait_for(exited, opts.timeout)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)

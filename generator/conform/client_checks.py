@@ -341,13 +341,12 @@ def judge_session(s: Session, code: int | None, scenario: Scenario) -> list[Find
         if type(b) is dict
     ]
     beyond = sorted({str(b) for b in blocks if b not in BASELINE_BLOCKS})
-    out.append(
-        _verdict(
-            "AGENTGEN-CLIENT-004", not beyond, f"prompt blocks {beyond} beyond what was advertised"
-        )
-    )
-    out.extend(_answers(s, code))
     out.extend(_discipline(s))
+    if "session/prompt" not in used:
+        return out  # no turn: what a turn would show stays NOT_TESTED
+    why = f"prompt blocks {beyond} beyond what was advertised"
+    out.append(_verdict("AGENTGEN-CLIENT-004", not beyond, why))
+    out.extend(_answers(s, code))
     return out
 
 

@@ -121,6 +121,8 @@ def schema(run: CheckRun) -> list[Finding]:
     JSON-RPC's (JSONRPC-002), a response to no request of the kit JSONRPC-001's."""
     judge, conv = run.ctx.judge, run.conv
     client = judge.revision.side("client")
+    if _other_version(run):
+        return []  # the agent chose another version: this schema cannot judge it
     lenient: list[str] = []
     strict: list[str] = []
     for seen in conv.seen:
@@ -142,6 +144,17 @@ def schema(run: CheckRun) -> list[Finding]:
             continue
         strict.extend(judge.problems(msg, answers, sender="agent", strict=True)[:1])
     return _ok_or("ACP-SCHEMA-001", lenient) + _ok_or("ACP-SCHEMA-002", strict)
+
+
+def _other_version(run: CheckRun) -> bool:
+    """The connection was initialized in a version other than the revision's (the
+    version probes): its frames are another revision's."""
+    for seen in run.conv.seen:
+        if run.conv.requests.get(seen.msg.get("id")) == "initialize" and "method" not in seen.msg:
+            result = seen.msg.get("result")
+            version = result.get("protocolVersion") if type(result) is dict else None
+            return version != run.ctx.judge.revision.protocol_version
+    return False
 
 
 def calls(run: CheckRun) -> list[Finding]:

@@ -32,6 +32,8 @@ from .transcript import Frame, Transcript
 from .verdict import Outcome, Result, Run, Status
 
 ALLOW, REJECT = "conform-allow", "conform-reject"
+# the requirements judge_session gives outcomes to
+JUDGED = tuple(f"AGENTGEN-CLIENT-{n:03d}" for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
 BASELINE_BLOCKS = ("text", "resource_link")
 
 

@@ -53,6 +53,18 @@ def test_the_fake_agent_without_defect_is_conformant(
     assert statuses[cancelled] == Status.PASS
 
 
+def test_an_agent_of_both_revisions_is_judged_in_each(judges: dict[int, Judge], tmp_path: Path) -> None:
+    """An agent that speaks v1 and v2 answers the version probes in the version it
+    chooses (v1 for the downgrade probe, v2 for 65535): those frames are that version's,
+    not judged by the other revision's schema (a v1 `agentInfo` answer is no schema
+    violation in the v2 run)."""
+    for protocol in (1, 2):
+        env = {**os.environ, "FAKE_PROTOCOL": "both"}
+        run = run_agent(judges[protocol], FAKE_CMD, tmp_path, env=env)
+        assert run.conformant, explain(run)
+        assert not failing(run), explain(run)
+
+
 # defect -> (protocol, the one requirement that must catch it)
 DEFECTS = {
     "string-id-as-int": (1, "ACP-JSONRPC-001"),  # a wrong id

@@ -1,6 +1,7 @@
 """A scriptable stdio ACP agent for the conformance kit's tests (stdlib only, quick to start).
 
-Right by default, for the protocol version FAKE_PROTOCOL names (1 or 2); FAKE_DEFECT
+Right by default, for the protocol version FAKE_PROTOCOL names (1, 2, or `both`: each
+connection in the version its client asks for, else 2); FAKE_DEFECT
 plants one defect, each one the kit must catch under the requirement named for it
 (tests/e2e/test_conform_agent.py lists them).  A prompt whose text is `hang` starts a turn
 that runs until it is cancelled.
@@ -15,9 +16,8 @@ import sys
 import uuid
 from typing import Any
 
-PROTOCOL = int(os.environ.get("FAKE_PROTOCOL", "1"))
+SPEAKS = os.environ.get("FAKE_PROTOCOL", "1")
 DEFECT = os.environ.get("FAKE_DEFECT", "")
-V2 = PROTOCOL >= 2
 
 
 class Agent:
@@ -27,6 +27,11 @@ class Agent:
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 1000
         self.out = sys.stdout.buffer
+        self.version = 2 if SPEAKS == "both" else int(SPEAKS)
+
+    @property
+    def v2(self) -> bool:
+        return self.version >= 2
 
     # ---- wire ------------------------------------------------------------------------------
     def write(self, msg: Any) -> None:
@@ -160,7 +165,9 @@ class Agent:
 
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocolVersion")
-        version = asked if DEFECT == "echo-version" else PROTOCOL
+        if SPEAKS == "both":
+            self.version = asked if asked in (1, 2) else 2
+        version = asked if DEFECT == "echo-version" else self.version
         title = "Fake Agent \u00e9t\u00e9" if DEFECT == "latin1" else "Fake Agent"
         info = {"name": "fake-agent", "version": "1.0.0", "title": title}
         methods: list[dict[str, Any]] = []
@@ -168,7 +175,7 @@ class Agent:
             methods.append(
                 {"id": "login", "name": "Log in", "type": "terminal", "args": ["--login"]}
             )
-        if V2:
+        if self.v2:
             caps = {"session": {"prompt": {"embeddedContext": {}}, "delete": {}}}
             return {
                 "protocolVersion": version,
@@ -189,7 +196,7 @@ class Agent:
         }
 
     def options(self, value: str) -> list[dict[str, Any]]:
-        key = "configId" if V2 else "id"
+        key = "configId" if self.v2 else "id"
         choices = [{"value": "small", "name": "Small"}, {"value": "large", "name": "Large"}]
         return [
             {
@@ -212,7 +219,7 @@ class Agent:
         sid = "sess_fixed" if DEFECT == "same-session" else f"sess_{uuid.uuid4().hex}"
         self.sessions[sid] = {"cwd": params.get("cwd"), "history": []}
         result: dict[str, Any] = {"sessionId": sid, "configOptions": self.options("small")}
-        if not V2:
+        if not self.v2:
             current = "missing" if DEFECT == "bad-mode" else "ask"
             result["modes"] = {
                 "currentModeId": current,
@@ -248,7 +255,7 @@ class Agent:
     # ---- a prompt turn --------------------------------------------------------------------------------
     def chunk(self, text: str, kind: str = "agent_message_chunk") -> dict[str, Any]:
         update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-        if V2:
+        if self.v2:
             update["messageId"] = str(uuid.uuid4())
         return update
 
@@ -267,7 +274,7 @@ class Agent:
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         history = self.sessions[sid]["history"]
         history.append(self.chunk(text, "user_message_chunk"))
-        if V2:
+        if self.v2:
             mid = str(uuid.uuid4())
             self.reply(rid, {"messageId": mid})
             self.update(sid, {"sessionUpdate": "user_message", "messageId": mid, "content": blocks})
@@ -277,7 +284,7 @@ class Agent:
             stop = await self.hang(sid)
         else:
             stop = await self.echo(sid, text, history)
-        if V2:
+        if self.v2:
             self.update(sid, self.state("idle", stop))
         else:
             self.reply(rid, {"stopReason": stop})

@@ -53,7 +53,9 @@ def test_the_fake_agent_without_defect_is_conformant(
     assert statuses[cancelled] == Status.PASS
 
 
-def test_an_agent_of_both_revisions_is_judged_in_each(judges: dict[int, Judge], tmp_path: Path) -> None:
+def test_an_agent_of_both_revisions_is_judged_in_each(
+    judges: dict[int, Judge], tmp_path: Path
+) -> None:
     """An agent that speaks v1 and v2 answers the version probes in the version it
     chooses (v1 for the downgrade probe, v2 for 65535): those frames are that version's,
     not judged by the other revision's schema (a v1 `agentInfo` answer is no schema

@@ -13,12 +13,11 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..protocol import runtime_revision as rv
 from .catalogue import Requirement
-from .conversation import Conversation, Unanswered, same_id
+from .conversation import Conversation, Unanswered
 from .schema_link import Judge
 from .transcript import Transcript
 from .verdict import Outcome, Status
@@ -407,15 +406,3 @@ def _broke_off(chk: Check, ctx: Ctx, why: str) -> None:
     for rid in chk.ids:
         if rid not in ctx.found:
             ctx.fail(rid, why)
-
-
-def response_ids(conv: Conversation) -> list[Any]:
-    return [s.msg.get("id") for s in conv.seen if "method" not in s.msg]
-
-
-def answered(conv: Conversation, rid: Any) -> bool:
-    return any(same_id(i, rid) for i in response_ids(conv))
-
-
-def session_folder(base: str | None) -> str:
-    return str(Path(base or ".").resolve())

@@ -269,7 +269,15 @@ def run_conform_list(
 
     out: list[dict[str, Any]] = []
     for judge in load_judges(protocol, schemas):
-        for row in catalogue(judge.revision, batches=judge.batches):
+        rows = {
+            row.id: row
+            for role in ("agent", "client")
+            for transport in ("stdio", "http", "ws")
+            for row in catalogue(
+                judge.revision, role=role, transport=transport, batches=judge.batches
+            )
+        }
+        for row in rows.values():
             out.append(
                 {
                     "protocol": judge.revision.protocol_version,

@@ -146,3 +146,35 @@ def test_junit_read_back_by_a_parser(tmp_path: Path) -> None:
     shown = to_json([run])
     assert shown["conformant"] is False
     assert shown["runs"][0]["requirements"][0]["outcomes"][0]["transcript"][1]["direction"] == "in"
+
+
+def test_conform_list_shows_every_role_and_transport(
+    shared_acp: Path,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`agentgen conform list --json`: the agent's (stdio, HTTP, WebSocket) and the
+    client's requirements of each revision, each with its citation."""
+    import json
+
+    from generator.conform import run_conform_list
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    schemas = [
+        str(shared_acp / "v1" / "schema.unstable.json"),
+        str(shared_acp / "v2" / "schema.json"),
+    ]
+    assert run_conform_list("both", schemas, json_out=True) == 0
+    rows = json.loads(capsys.readouterr().out)
+    kinds = {(r["protocol"], r["role"], r["transport"]) for r in rows}
+    assert {
+        (1, "agent", "stdio"),
+        (2, "agent", "http"),
+        (2, "agent", "ws"),
+        (1, "client", "any"),
+    } <= kinds
+    assert all(r["citation"] for r in rows)
+    assert {"AGENTGEN-HTTP-002", "AGENTGEN-WS-001", "AGENTGEN-CLIENT-005", "ACP-INIT-003"} <= {
+        r["id"] for r in rows
+    }

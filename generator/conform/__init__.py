@@ -217,11 +217,14 @@ def run_conform_client(
     timeout: float = 15.0,
 ) -> int:
     """Judge the client `command` (holding `{agent}`); 0 CONFORMANT, 1 not."""
-    if not command or not any("{agent}" in a for a in command):
+    if not command or not any("{agent}" in a or "{url}" in a for a in command):
         raise AgentgenError(
-            "give the client's command after --, with {agent} where the agent command goes",
+            "give the client's command after --, with {agent} where the agent command goes "
+            "(stdio) or {url} where the agent's URL goes (WebSocket)",
             hint="agentgen conform client -- python -m my_client -- {agent}",
         )
+    if any("{url}" in a for a in command):
+        _need_network_extra()
     if prompt_via not in ("stdin", "arg"):
         raise AgentgenError(f"--prompt-via must be stdin or arg, not {prompt_via!r}")
     if prompt_via == "arg" and "{prompt}" not in command:

@@ -69,7 +69,7 @@ class Session:
     sent_requests: dict[int, str] = field(default_factory=dict)
     init_params: dict[str, Any] = field(default_factory=dict)
     session_id: str = ""
-    writer: asyncio.StreamWriter | None = None
+    writer: Any = None  # asyncio.StreamWriter, or the WebSocket's _WsWriter
     turn_done: asyncio.Event = field(default_factory=asyncio.Event)
     waiters: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     next_id: int = 100
@@ -196,21 +196,67 @@ async def _serve(
             if s.writer is not None:
                 s.writer.close()
             return
-        if not line.strip():
-            continue
-        frame = s.transcript.add("in", line.rstrip(b"\r\n"))
-        msg = frame.message()
-        if type(msg) is not dict:
-            continue
-        s.received.append((frame, msg))
-        if "method" not in msg:
-            rid = msg.get("id")
-            fut = s.waiters.pop(rid, None) if type(rid) is int else None
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
-            continue
-        if "id" in msg:
-            asyncio.get_running_loop().create_task(_answer(s, scenario, msg, timeout))
+        if line.strip():
+            _on_frame(s, scenario, line.rstrip(b"\r\n"), timeout)
+
+
+def _on_frame(
+    s: Session, scenario: Scenario, data: bytes, timeout: float, channel: str = "stdio"
+) -> None:
+    frame = s.transcript.add("in", data, channel)
+    msg = frame.message()
+    if type(msg) is not dict:
+        return
+    s.received.append((frame, msg))
+    if "method" not in msg:
+        rid = msg.get("id")
+        fut = s.waiters.pop(rid, None) if type(rid) is int else None
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+        return
+    if "id" in msg:
+        asyncio.get_running_loop().create_task(_answer(s, scenario, msg, timeout))
+
+
+class _WsWriter:
+    """The kit's frames to a client over a WebSocket, as `Session.send` writes them."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.pending.append(data.rstrip(b"\n"))
+
+    async def drain(self) -> None:
+        while self.pending:
+            await self.ws.send(self.pending.pop(0).decode())
+
+    def close(self) -> None:
+        asyncio.get_running_loop().create_task(self.ws.close())
+
+
+async def _ws_server(s: Session, scenario: Scenario, timeout: float) -> tuple[Any, str]:
+    """A WebSocket endpoint for a client that connects by URL (`{url}`): the upgrade
+    answers with an `Acp-Connection-Id`, then text frames both ways."""
+    from websockets.asyncio.server import serve
+
+    async def handler(ws: Any) -> None:
+        if s.writer is not None:
+            await ws.close()
+            return
+        s.writer = _WsWriter(ws)
+        async for message in ws:
+            data = message if isinstance(message, bytes) else message.encode()
+            _on_frame(s, scenario, data, timeout, "ws")
+
+    def upgraded(connection: Any, request: Any, response: Any) -> Any:
+        response.headers["Acp-Connection-Id"] = f"conform-{uuid.uuid4().hex[:12]}"
+        return response
+
+    server = await serve(handler, "127.0.0.1", 0, process_response=upgraded, max_size=None)
+    port = next(iter(server.sockets)).getsockname()[1]
+    return server, f"ws://127.0.0.1:{port}/acp"
 
 
 async def _answer(s: Session, scenario: Scenario, msg: dict[str, Any], timeout: float) -> None:
@@ -229,11 +275,13 @@ async def _answer(s: Session, scenario: Scenario, msg: dict[str, Any], timeout: 
         await s.send({"jsonrpc": "2.0", "id": rid, "error": error})
 
 
-def _command(opts: ClientOptions, port: int) -> list[str]:
+def _command(opts: ClientOptions, port: int, url: str = "") -> list[str]:
     relay = [sys.executable, "-m", "agentgen.conform.relay", str(port)]
     out: list[str] = []
     for arg in opts.command:
-        if arg == "{agent}":
+        if "{url}" in arg:
+            out.append(arg.replace("{url}", url))
+        elif arg == "{agent}":
             out.extend(relay)
         elif "{agent}" in arg:
             out.append(arg.replace("{agent}", " ".join(relay)))
@@ -261,9 +309,12 @@ async def run_session(
         served.append(asyncio.current_task())  # type: ignore[arg-type]
         await _serve(s, scenario, reader, opts.answer_timeout)
 
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    argv = _command(opts, port)
+    if any("{url}" in a for a in opts.command):
+        server, url = await _ws_server(s, scenario, opts.answer_timeout)
+        argv = _command(opts, 0, url)
+    else:
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        argv = _command(opts, server.sockets[0].getsockname()[1])
     s.transcript.note(f"client: {' '.join(argv)}")
     env = {**(opts.env or os.environ)}
     proc = await asyncio.create_subprocess_exec(
@@ -499,7 +550,7 @@ async def run_client_revision(
         protocol=judge.revision.protocol_version,
         role="client",
         target=" ".join(opts.command),
-        transport="stdio",
+        transport="ws" if any("{url}" in a for a in opts.command) else "stdio",
         schema=judge.origin,
         results=list(results.values()),
         seconds=time.monotonic() - started,

@@ -62,6 +62,20 @@ def test_the_generated_client_is_conformant(
     assert not failing(run)
 
 
+def test_the_generated_http_client_is_conformant_over_websocket(
+    judges: dict[int, Judge], tmp_path: Path
+) -> None:
+    """The echo example's HTTP client, `--websocket --url {url}`: the kit serves the
+    WebSocket (`Acp-Connection-Id` on the upgrade) and judges it CONFORMANT."""
+    root = REPO / "generated" / "projects" / "echo-client-http"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    command = [PY, "-m", "echo_agent_client", "--yes", "--websocket", "--url", "{url}"]
+    run = _judge(judges[1], command, tmp_path, env)
+    assert run.transport == "ws"
+    assert run.conformant, explain(run)
+    assert not failing(run)
+
+
 def test_the_fake_client_without_defect_is_conformant(
     judges: dict[int, Judge], tmp_path: Path
 ) -> None:

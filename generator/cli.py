@@ -471,6 +471,12 @@ def conform_client(
     timeout: float = typer.Option(
         15.0, "--timeout", metavar="S", help="Seconds for one check's turn"
     ),
+    serve: str = typer.Option(
+        "ws",
+        "--serve",
+        metavar="ws|http",
+        help="What {url} is: a WebSocket or a Streamable HTTP endpoint the kit serves",
+    ),
 ) -> None:
     """Judge a client: the kit plays the agent (`agentgen conform client -- CMD... {agent}`)."""
     from .conform import run_conform_client
@@ -484,6 +490,7 @@ def conform_client(
         junit=junit,
         prompt_via=prompt_via,
         timeout=timeout,
+        serve=serve,
     )
 
 

@@ -215,6 +215,7 @@ def run_conform_client(
     junit: Path | None = None,
     prompt_via: str = "stdin",
     timeout: float = 15.0,
+    serve: str = "ws",
 ) -> int:
     """Judge the client `command` (holding `{agent}`); 0 CONFORMANT, 1 not."""
     if not command or not any("{agent}" in a or "{url}" in a for a in command):
@@ -234,9 +235,10 @@ def run_conform_client(
 
     judges = load_judges(protocol, schemas)
     with tempfile.TemporaryDirectory(prefix="agentgen-conform-") as scratch:
-        opts = ClientOptions(
-            list(command), str(Path(scratch).resolve()), prompt_via, timeout=timeout
-        )
+        if serve not in ("ws", "http"):
+            raise AgentgenError(f"--serve must be ws or http, not {serve!r}")
+        folder = str(Path(scratch).resolve())
+        opts = ClientOptions(list(command), folder, prompt_via, timeout=timeout, serve=serve)
 
         async def main() -> list[Any]:
             return [await run_client_revision(j, opts) for j in judges]

@@ -892,7 +892,42 @@ CLIENT: tuple[Spec, ...] = (
     ),
 )
 
-SPECS: tuple[Spec, ...] = AGENT + TRANSPORTS + CLIENT
+CLIENT_HTTP: tuple[Spec, ...] = (
+    Spec(
+        "AGENTGEN-CLIENT-HTTP-001",
+        MAN,
+        "Every request after `initialize` carries the `Acp-Connection-Id` the agent gave.",
+        rfd("123,265-268"),
+        role="client",
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-HTTP-002",
+        MAN,
+        "A POST of a session-scoped method carries `Acp-Session-Id`.",
+        rfd("124,267"),
+        role="client",
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-HTTP-003",
+        MAN,
+        "POSTs are `application/json`; stream GETs accept `text/event-stream`.",
+        rfd("265-266"),
+        role="client",
+        transport="http",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-HTTP-004",
+        MAN,
+        "The cookies the agent sets are returned on every later request.",
+        rfd("47-49"),
+        role="client",
+        transport="http",
+    ),
+)
+
+SPECS: tuple[Spec, ...] = AGENT + TRANSPORTS + CLIENT + CLIENT_HTTP
 
 
 def all_ids() -> set[str]:

@@ -33,7 +33,9 @@ from .verdict import Outcome, Result, Run, Status
 
 ALLOW, REJECT = "conform-allow", "conform-reject"
 # the requirements judge_session gives outcomes to
-JUDGED = tuple(f"AGENTGEN-CLIENT-{n:03d}" for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12))
+JUDGED = tuple(f"AGENTGEN-CLIENT-{n:03d}" for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)) + tuple(
+    f"AGENTGEN-CLIENT-HTTP-{n:03d}" for n in (1, 2, 3, 4)
+)
 BASELINE_BLOCKS = ("text", "resource_link")
 
 
@@ -46,6 +48,11 @@ class ClientOptions:
     timeout: float = 15.0  # one scenario's turn
     env: dict[str, str] | None = None
     answer_timeout: float = 5.0  # the client's answer to one of the kit's requests
+    serve: str = "ws"  # what `{url}` is: a WebSocket ("ws") or Streamable HTTP ("http")
+
+    @property
+    def transport(self) -> str:
+        return self.serve if any("{url}" in a for a in self.command) else "stdio"
 
 
 @dataclass
@@ -69,7 +76,8 @@ class Session:
     sent_requests: dict[int, str] = field(default_factory=dict)
     init_params: dict[str, Any] = field(default_factory=dict)
     session_id: str = ""
-    writer: Any = None  # asyncio.StreamWriter, or the WebSocket's _WsWriter
+    writer: Any = None  # asyncio.StreamWriter, the WebSocket's _WsWriter, an HttpEndpoint
+    http: Any = None  # the HttpEndpoint when the kit serves Streamable HTTP
     turn_done: asyncio.Event = field(default_factory=asyncio.Event)
     waiters: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     next_id: int = 100
@@ -309,7 +317,25 @@ async def run_session(
         served.append(asyncio.current_task())  # type: ignore[arg-type]
         await _serve(s, scenario, reader, opts.answer_timeout)
 
-    if any("{url}" in a for a in opts.command):
+    stop: Any = None
+    if opts.transport == "http":
+        from .client_http import HttpEndpoint, serve
+
+        def scoped(method: str) -> bool:
+            entry = s.rev.side("agent").get(method)
+            return (
+                entry is not None
+                and entry.scope == "session"
+                and entry.effect in ("uses", "closes")
+            )
+
+        def feed(data: bytes, channel: str) -> None:
+            _on_frame(s, scenario, data, opts.answer_timeout, channel)
+
+        s.http = s.writer = HttpEndpoint(feed, scoped)
+        server, url, stop = await serve(s.http)
+        argv = _command(opts, 0, url)
+    elif opts.transport == "ws":
         server, url = await _ws_server(s, scenario, opts.answer_timeout)
         argv = _command(opts, 0, url)
     else:
@@ -348,9 +374,15 @@ async def run_session(
     if err:
         s.transcript.add("err", err)
     s.transcript.note(f"client exited {proc.returncode}")
-    server.close()
-    if s.writer is not None:
-        s.writer.close()
+    if stop is not None:  # Hypercorn: its shutdown trigger, then its task
+        s.http.close()
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server, 5)
+    else:
+        server.close()
+        if s.writer is not None:
+            s.writer.close()
     return s, code
 
 
@@ -524,7 +556,9 @@ async def run_client_revision(
     started = time.monotonic()
     rows: dict[str, Requirement] = {
         r.id: r
-        for r in catalogue(judge.revision, role="client", transport="stdio", batches=judge.batches)
+        for r in catalogue(
+            judge.revision, role="client", transport=opts.transport, batches=judge.batches
+        )
     }
     results = {
         rid: Result(rid, r.tier, r.capability, r.text, r.citation, judge.revision.protocol_version)
@@ -535,7 +569,15 @@ async def run_client_revision(
         s, code = await run_session(judge, scenario, opts)
         if on_session is not None:
             await on_session(s)
-        for rid, status, message in judge_session(s, code, scenario):
+        found = judge_session(s, code, scenario)
+        if s.http is not None:
+            from .client_http import judge_requests
+
+            found += [
+                (i, Status.PASS if ok else Status.FAIL, why)
+                for i, ok, why in judge_requests(s.http)
+            ]
+        for rid, status, message in found:
             if rid in results and not (
                 scenario.name == "files"
                 and rid != "AGENTGEN-CLIENT-008"
@@ -550,7 +592,7 @@ async def run_client_revision(
         protocol=judge.revision.protocol_version,
         role="client",
         target=" ".join(opts.command),
-        transport="ws" if any("{url}" in a for a in opts.command) else "stdio",
+        transport=opts.transport,
         schema=judge.origin,
         results=list(results.values()),
         seconds=time.monotonic() - started,

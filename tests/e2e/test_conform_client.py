@@ -76,6 +76,23 @@ def test_the_generated_http_client_is_conformant_over_websocket(
     assert not failing(run)
 
 
+def test_the_generated_http_client_is_conformant_over_streamable_http(
+    judges: dict[int, Judge], tmp_path: Path
+) -> None:
+    """`--serve http`: the kit serves the RFD's endpoint (200 + Acp-Connection-Id and a
+    cookie for initialize, 202, SSE streams); the client sends the headers on every
+    request, Acp-Session-Id on session-scoped ones, and returns the cookie."""
+    root = REPO / "generated" / "projects" / "echo-client-http"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    command = [PY, "-m", "echo_agent_client", "--yes", "--url", "{url}"]
+    opts = ClientOptions(command, str(tmp_path), env=env, timeout=20, serve="http")
+    run = asyncio.run(run_client_revision(judges[1], opts))
+    assert run.transport == "http"
+    assert run.conformant, explain(run)
+    statuses = {r.id: r.status.value for r in run.results}
+    assert {statuses[f"AGENTGEN-CLIENT-HTTP-00{i}"] for i in (1, 2, 3, 4)} == {"PASS"}
+
+
 def test_the_fake_client_without_defect_is_conformant(
     judges: dict[int, Judge], tmp_path: Path
 ) -> None:

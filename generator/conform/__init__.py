@@ -10,6 +10,9 @@ stdio_peer.py    a peer over stdio (a fresh process per check)
 conversation.py  the kit's side of a connection, on raw frames (ids, answers, waiting)
 engine.py        checks as code (`@check(name, *ids)`), the per-check runner
 agent_checks.py  the agent checks;  observers.py  what every transcript is judged on
+http_peer.py     peers over Streamable HTTP and WebSocket;  http_checks.py  their rules
+client_checks.py the kit as the agent (scenarios, a fresh client each); relay.py the
+                 `{agent}` command; client_http.py the kit's Streamable HTTP endpoint
 runner.py        one revision's run;  report.py  terminal table, JSON, JUnit XML
 """
 
@@ -155,7 +158,7 @@ def peer_starter(judge: Any, opts: Any, transport: str) -> Any:
 def _need_network_extra() -> None:
     import importlib.util
 
-    missing = [n for n in ("httpx", "h2", "websockets") if importlib.util.find_spec(n) is None]
+    missing = [n for n in ("httpx", "h2", "websockets", "hypercorn") if importlib.util.find_spec(n) is None]
     if missing:
         raise AgentgenError(
             f"agentgen conform over HTTP and WebSocket needs {', '.join(missing)} (the runtime extra)",

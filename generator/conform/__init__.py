@@ -158,7 +158,9 @@ def peer_starter(judge: Any, opts: Any, transport: str) -> Any:
 def _need_network_extra() -> None:
     import importlib.util
 
-    missing = [n for n in ("httpx", "h2", "websockets", "hypercorn") if importlib.util.find_spec(n) is None]
+    missing = [
+        n for n in ("httpx", "h2", "websockets", "hypercorn") if importlib.util.find_spec(n) is None
+    ]
     if missing:
         raise AgentgenError(
             f"agentgen conform over HTTP and WebSocket needs {', '.join(missing)} (the runtime extra)",

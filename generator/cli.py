@@ -365,6 +365,156 @@ def inspect(
     )
 
 
+conform_app = typer.Typer(
+    no_args_is_help=True,
+    help="Judge an ACP agent or client against the protocol's requirements (exit 0 "
+    "CONFORMANT, 1 not, 2 usage).",
+)
+app.add_typer(conform_app, name="conform")
+
+ConformProtocol = typer.Option(
+    "both", "--protocol", metavar="1|2|both", help="The protocol version(s) to judge"
+)
+ConformSchemas = typer.Option(
+    None,
+    "--schema",
+    metavar="SCHEMA",
+    help=SCHEMA_HELP + " (repeat for each revision; default: the locked v1 and v2)",
+)
+
+
+@conform_app.command("agent", context_settings={"allow_interspersed_args": False})
+def conform_agent(
+    target: list[str] | None = typer.Argument(
+        None,
+        metavar="-- CMD ARGS...",
+        help="The agent's command (stdio: a fresh process per check)",
+    ),
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The report as JSON on stdout"),
+    junit: Path | None = typer.Option(
+        None,
+        "--junit",
+        metavar="FILE",
+        help="Also write a JUnit XML report (one testcase per requirement)",
+    ),
+    keyword: str | None = typer.Option(
+        None,
+        "-k",
+        metavar="WORD",
+        help="Only the checks whose name or requirement id holds WORD ('not WORD': all others)",
+    ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", metavar="DIR", help="The sessions' folder (default: a temporary one)"
+    ),
+    timeout: float = typer.Option(
+        10.0, "--timeout", metavar="S", help="Seconds to wait for one response"
+    ),
+    quiet: float = typer.Option(
+        0.5, "--quiet", metavar="S", help="Seconds of silence that mean 'nothing more arrives'"
+    ),
+    cancel_prompt: str | None = typer.Option(
+        None,
+        "--cancel-prompt",
+        metavar="TEXT",
+        help="A prompt that keeps the agent busy long enough to cancel it",
+    ),
+    auth_method: str | None = typer.Option(
+        None, "--auth-method", metavar="ID", help="Authenticate with this advertised method first"
+    ),
+    jobs: int = typer.Option(
+        2, "--jobs", "-j", metavar="N", help="Checks run at once (each its own agent)"
+    ),
+    launch: str | None = typer.Option(
+        None, "--launch", metavar="CMD", help="Start this server first (stopped at the end)"
+    ),
+    ready_url: str | None = typer.Option(
+        None,
+        "--ready-url",
+        metavar="URL",
+        help="--launch's server is ready when this answers (default: the agent's URL)",
+    ),
+) -> None:
+    """Judge an agent: `agentgen conform agent -- CMD...` (stdio) or `... agent URL`."""
+    from .conform import run_conform_agent
+
+    _run(
+        run_conform_agent,
+        target or [],
+        protocol=protocol,
+        schemas=schema,
+        json_out=json_out,
+        junit=junit,
+        keyword=keyword,
+        cwd=cwd,
+        timeout=timeout,
+        quiet=quiet,
+        cancel_prompt=cancel_prompt,
+        auth_method=auth_method,
+        jobs=jobs,
+        launch=launch,
+        ready_url=ready_url,
+    )
+
+
+@conform_app.command("client", context_settings={"allow_interspersed_args": False})
+def conform_client(
+    command: list[str] | None = typer.Argument(
+        None,
+        metavar="-- CMD ARGS... {agent}",
+        help="The client's command; {agent} is replaced by a command that connects it to the kit",
+    ),
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The report as JSON on stdout"),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="FILE", help="Also write a JUnit XML report"
+    ),
+    prompt_via: str = typer.Option(
+        "stdin",
+        "--prompt-via",
+        metavar="stdin|arg",
+        help="How the client gets its prompt ({prompt} for arg)",
+    ),
+    timeout: float = typer.Option(
+        15.0, "--timeout", metavar="S", help="Seconds for one check's turn"
+    ),
+    serve: str = typer.Option(
+        "ws",
+        "--serve",
+        metavar="ws|http",
+        help="What {url} is: a WebSocket or a Streamable HTTP endpoint the kit serves",
+    ),
+) -> None:
+    """Judge a client: the kit plays the agent (`agentgen conform client -- CMD... {agent}`)."""
+    from .conform import run_conform_client
+
+    _run(
+        run_conform_client,
+        command or [],
+        protocol=protocol,
+        schemas=schema,
+        json_out=json_out,
+        junit=junit,
+        prompt_via=prompt_via,
+        timeout=timeout,
+        serve=serve,
+    )
+
+
+@conform_app.command("list")
+def conform_list(
+    protocol: str = ConformProtocol,
+    schema: list[str] | None = ConformSchemas,
+    json_out: bool = typer.Option(False, "--json", help="The catalogue as JSON"),
+) -> None:
+    """The requirement catalogue: id, tier, capability gate, citation, text."""
+    from .conform import run_conform_list
+
+    _run(run_conform_list, protocol, schema, json_out)
+
+
 registry_app = typer.Typer(
     no_args_is_help=True,
     help="The ACP registry entry of an agent (acp-registry/<id>/agent.json + icon.svg).",

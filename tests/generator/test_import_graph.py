@@ -238,3 +238,59 @@ def test_an_agents_runtime_carries_no_client() -> None:
     ]
     for module in [*agent_side, "runtime.serve"]:
         assert not [t for t in graph[module] if t.startswith("runtime.client")], module
+
+
+# ---- the conformance kit (generator/conform/, ARCHITECTURE.md): a room of its own beside
+# inspect/, sharing the revision description and the wire check (loaded by schema_link.py
+# from the runtime's wire/ room), never the runtime's internals nor the inspector's
+CONFORM_MAY_IMPORT = frozenset(
+    {
+        "generator.errors",
+        "generator.files",
+        "generator.packaged",
+        "generator.protocol.models",  # the models the wire check validates with
+        "generator.protocol.revision",  # describe(): the revision description
+        "generator.protocol.runtime_revision",  # its types (the runtime's revision.py)
+        "generator.scaffold.inputs",  # --schema, as every command reads it
+        "generator.scaffold.project",  # agentgen's version (the models cache key)
+    }
+)
+
+
+def conform_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports out of generator/conform/ beyond what it may share, and imports of it from
+    anywhere but the command line."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        inside = module.startswith("generator.conform")
+        for target in sorted(targets):
+            if (
+                inside
+                and not target.startswith("generator.conform")
+                and target not in CONFORM_MAY_IMPORT
+            ):
+                bad.append(f"{module} -> {target}")
+            if not inside and target.startswith("generator.conform") and module != "generator.cli":
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_the_conformance_kit_shares_only_the_revision_and_the_wire_check() -> None:
+    graph = import_graph()
+    assert "generator.conform.schema_link" in graph
+    assert conform_violations(graph) == []
+
+
+def test_the_conform_check_finds_a_planted_import() -> None:
+    graph = {
+        "generator.conform.engine": {
+            "generator.inspect.runtime_link",
+            "generator.conform.catalogue",
+        },
+        "generator.inspect.bridge": {"generator.conform.transcript"},
+        "generator.conform.schema_link": {"generator.protocol.revision"},
+    }
+    assert conform_violations(graph) == [
+        "generator.conform.engine -> generator.inspect.runtime_link",
+        "generator.inspect.bridge -> generator.conform.transcript",
+    ]

@@ -509,7 +509,7 @@ def check_tests(
 
 # what a generated module's third-party import needs, as the project templates declare it
 _DISTRIBUTION = {"pydantic_core": "pydantic", "psycopg_pool": "psycopg"}
-_MODEL = "pydantic-ai-slim[openai,anthropic,mcp]>=2.0"  # the model's (manifest `llm`)
+_MODEL = "pydantic-ai-slim[openai,anthropic,mcp]>=2.78"  # the model's (manifest `llm`)
 _REQUIREMENT = {
     "pydantic": "pydantic>=2.11,<3",
     "orjson": "orjson>=3.10",
@@ -533,6 +533,9 @@ _PROVIDERS: dict[str, tuple[tuple[str, str | None], ...]] = {
         for name in ("openai", "anthropic", "mcp")
     },
 }
+# imports of a feature the runtime turns off when they are absent (telemetry: the `otel`
+# extra): never a missing dependency
+_OPTIONAL = frozenset({"opentelemetry", "prometheus_client"})
 _REQ = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
 
 
@@ -606,7 +609,7 @@ def missing_dependencies(
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in sys.stdlib_module_names or top in ("__future__", package):
+                if top in sys.stdlib_module_names or top in ("__future__", package, *_OPTIONAL):
                     continue
                 needed.setdefault(top, rel)
     advice: dict[str, list[str]] = {}  # what to add -> what imports need it

@@ -595,7 +595,7 @@ def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) 
     import tomllib
 
     meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
-    assert "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" in meta["dependencies"]
+    assert "pydantic-ai-slim[openai,anthropic,mcp]>=2.78" in meta["dependencies"]
     env = {**os.environ, "PYTHONPATH": str(project), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("ACP_MODEL", None)
     for cmd in (

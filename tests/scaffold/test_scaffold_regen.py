@@ -324,6 +324,9 @@ _MODEL_IMPORTS = {
     "runtime/model/adapter.py": "from pydantic_ai.messages import TextPart\n",
     "runtime/model/route.py": "from openai import AsyncOpenAI\nimport anthropic\n",
     "runtime/agent/mcp_toolset.py": "import mcp\nimport anyio\n",
+    # telemetry's imports: the runtime turns it off without them (the `otel` extra), so a
+    # project made before the extra existed is not missing a dependency
+    "runtime/observe/otel.py": "from opentelemetry import trace\nimport prometheus_client\n",
 }
 
 
@@ -331,7 +334,7 @@ _MODEL_IMPORTS = {
     ("requirements", "wanted"),
     [
         # the template's declaration: the extras install openai, anthropic and mcp
-        (['"pydantic-ai-slim[openai,anthropic,mcp]>=2.0"', '"anyio>=4"'], []),
+        (['"pydantic-ai-slim[openai,anthropic,mcp]>=2.78"', '"anyio>=4"'], []),
         (['"pydantic-ai[mcp]"', '"anyio"'], []),  # the whole pydantic-ai has every client
         (['"openai"', '"anthropic"', '"mcp"', '"pydantic_ai_slim"', '"anyio"'], []),
         (
@@ -351,7 +354,7 @@ _MODEL_IMPORTS = {
             ['"anyio>=4"'],
             [
                 (
-                    f'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.0" to [project] dependencies: '
+                    f'add "pydantic-ai-slim[openai,anthropic,mcp]>=2.78" to [project] dependencies: '
                     f"{_G}/model/route.py imports anthropic, {_G}/model/route.py imports openai, "
                     f"{_G}/model/adapter.py imports pydantic_ai"
                 ),

@@ -213,10 +213,9 @@ def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool)
     under the turn's span; the prompt and messages only with `content`.  Called at the
     first turn of a process that imported pydantic-ai (an agent without a model never
     imports it)."""
-    from pydantic_ai import Agent, InstrumentationSettings
-
-    Agent.instrument_all(
-        InstrumentationSettings(
+    pydantic_ai = sys.modules["pydantic_ai"]  # imported by the model room, never here
+    pydantic_ai.Agent.instrument_all(
+        pydantic_ai.InstrumentationSettings(
             tracer_provider=tracer_provider or trace.NoOpTracerProvider(),
             meter_provider=meter_provider or metrics.NoOpMeterProvider(),
             include_content=content,

@@ -145,3 +145,27 @@ def test_the_client_command_line(shared_acp: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert usage.returncode == 2 and "{agent}" in usage.stderr
+
+
+@pytest.mark.slow  # npm (the SDK, installed once per checkout) and Node
+def test_the_typescript_sdk_example_client_is_judged(
+    judges: dict[int, Judge], tmp_path: Path
+) -> None:
+    """The official TypeScript SDK 2.4.0 with its example client's behaviour
+    (tests/peers/ts_example_client.mjs): on v1 NOT CONFORMANT, failing exactly the
+    permission question it puts to a user on stdin (unanswered, so the turn's tolerance
+    is unproven too) and the file read it answers with fixed text -- README's result."""
+    import ts_peer
+
+    root = ts_peer.install()
+    command = ["node", str(root / "ts_example_client.mjs"), "--", "{agent}"]
+    run = _judge(judges[1], command, tmp_path, dict(os.environ))
+    assert not run.conformant
+    assert failing(run) == {
+        "AGENTGEN-CLIENT-005",
+        "AGENTGEN-CLIENT-007",
+        "AGENTGEN-CLIENT-008",
+    }, explain(run)
+    reasons = {r.id: r.reason() for r in run.results}
+    assert "Mock file content" in reasons["AGENTGEN-CLIENT-008"]
+    assert "no answer to the permission question" in reasons["AGENTGEN-CLIENT-005"]

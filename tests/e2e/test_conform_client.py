@@ -96,8 +96,14 @@ def test_the_generated_http_client_is_conformant_over_streamable_http(
 def test_the_fake_client_without_defect_is_conformant(
     judges: dict[int, Judge], tmp_path: Path
 ) -> None:
+    """... and proves the two requirements only a willing client shows: it lists sessions
+    (the kit's cursor sent back as given) and cancels on SIGINT while the kit's permission
+    question is open (the question answered `cancelled`)."""
     run = _judge(judges[1], [PY, str(FAKE_CLIENT), "--", "{agent}"], tmp_path, dict(os.environ))
     assert run.conformant, explain(run)
+    statuses = {r.id: r.status.value for r in run.results}
+    assert statuses["AGENTGEN-CLIENT-006"] == "PASS"
+    assert statuses["AGENTGEN-CLIENT-013"] == "PASS"
 
 
 CLIENT_DEFECTS = {
@@ -108,6 +114,9 @@ CLIENT_DEFECTS = {
     "crash-on-unknown": "AGENTGEN-CLIENT-007",
     "answers-notification": "AGENTGEN-CLIENT-007",
     "wrong-id": "AGENTGEN-CLIENT-009",
+    "cancel-keeps-question": "AGENTGEN-CLIENT-006",
+    "cancel-selects": "AGENTGEN-CLIENT-006",
+    "cursor-changed": "AGENTGEN-CLIENT-013",
 }
 
 
@@ -119,6 +128,8 @@ def test_a_planted_client_defect_is_caught_by_its_requirement(
     run = _judge(judges[1], [PY, str(FAKE_CLIENT), "--", "{agent}"], tmp_path, env)
     assert not run.conformant
     assert CLIENT_DEFECTS[defect] in failing(run), explain(run)
+    if defect in ("cancel-keeps-question", "cancel-selects", "cursor-changed"):
+        assert failing(run) == {CLIENT_DEFECTS[defect]}, explain(run)  # and by nothing else
 
 
 def test_the_client_command_line(shared_acp: Path, tmp_path: Path) -> None:

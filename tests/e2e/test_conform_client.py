@@ -93,6 +93,29 @@ def test_the_generated_http_client_is_conformant_over_streamable_http(
     assert {statuses[f"AGENTGEN-CLIENT-HTTP-00{i}"] for i in (1, 2, 3, 4)} == {"PASS"}
 
 
+HTTP_DEFECTS = {
+    "stream-accept-json": "AGENTGEN-CLIENT-HTTP-003",
+    "no-connection-id": "AGENTGEN-CLIENT-HTTP-001",
+}
+
+
+@pytest.mark.parametrize("defect", sorted(HTTP_DEFECTS))
+def test_a_planted_http_client_defect_is_caught_by_its_transport_requirement_alone(
+    judges: dict[int, Judge], tmp_path: Path, defect: str
+) -> None:
+    """The generated HTTP client with one header defect planted in what it sends
+    (tests/peers/conform_http_defect.py): the turn still works, and the one transport
+    requirement for that header is the only one that fails."""
+    root = REPO / "generated" / "projects" / "echo-client-http"
+    env = {**os.environ, "PYTHONPATH": str(root), "FAKE_CLIENT_DEFECT": defect}
+    wrapper = str(FAKE_CLIENT.parent / "conform_http_defect.py")
+    command = [PY, wrapper, "echo_agent_client", "--yes", "--url", "{url}"]
+    opts = ClientOptions(command, str(tmp_path), env=env, timeout=20, serve="http")
+    run = asyncio.run(run_client_revision(judges[1], opts))
+    assert not run.conformant
+    assert failing(run) == {HTTP_DEFECTS[defect]}, explain(run)
+
+
 def test_the_fake_client_without_defect_is_conformant(
     judges: dict[int, Judge], tmp_path: Path
 ) -> None:

@@ -5,8 +5,9 @@ the client's agent pipe to the kit on 127.0.0.1; the prompt reaches the client o
 stdin (`--prompt-via stdin`, the line then stdin closed) or as the argument `{prompt}`
 stands for (`--prompt-via arg`).  Each check is a scenario: what the kit advertises and
 what it does in the turn (stream, unknown updates and notifications, a permission
-question, a file read where the client declared it); every frame both ways is recorded
-raw, and the client is judged on its bytes.
+question, a file read where the client declared it, `session/list` a page at a time, a
+permission question held open while the client's process group gets SIGINT, a user's
+Ctrl-C); every frame both ways is recorded raw, and the client is judged on its bytes.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class Session:
     file_text: str = ""
     cwd: str = "/"
     scenario: Scenario | None = None
-    pid: int | None = None  # the client process (the kit's SIGINT)
+    pid: int | None = None  # the client process, its group's leader (the kit's SIGINT)
     interrupted: bool = False  # the kit sent SIGINT while its question was open
     cancel_seen: asyncio.Event = field(default_factory=asyncio.Event)
     permission_rid: int | None = None  # the question open when the client cancelled
@@ -236,8 +237,8 @@ async def _cancelled_question(s: Session, timeout: float) -> str:
     if s.pid is None:
         asking.cancel()
         return "end_turn"
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(s.pid, signal.SIGINT)
+    with contextlib.suppress(ProcessLookupError):  # as a terminal's Ctrl-C: the group
+        os.killpg(s.pid, signal.SIGINT)
     s.interrupted = True
     cancelled = asyncio.ensure_future(s.cancel_seen.wait())
     await asyncio.wait({cancelled}, timeout=CANCEL_WAIT)

@@ -203,3 +203,5 @@ def test_the_typescript_sdk_example_client_is_judged(
     reasons = {r.id: r.reason() for r in run.results}
     assert "Mock file content" in reasons["AGENTGEN-CLIENT-008"]
     assert "no answer to the permission question" in reasons["AGENTGEN-CLIENT-005"]
+    # SIGINT ends it (Node's default) without a session/cancel: not judged, never a FAIL
+    assert "no session/cancel on SIGINT" in reasons["AGENTGEN-CLIENT-006"]

@@ -60,6 +60,9 @@ def test_the_generated_client_is_conformant(
     run = _judge(judges[protocol], [PY, "-m", package, "--yes", "--", "{agent}"], work, env)
     assert run.conformant, explain(run)
     assert not failing(run)
+    # --yes answers the held permission question at once: no cancel to judge
+    cancel = next(r for r in run.results if r.id == "AGENTGEN-CLIENT-006")
+    assert cancel.status.value == "SKIPPED" and "at once" in cancel.reason()
 
 
 def test_the_generated_http_client_is_conformant_over_websocket(

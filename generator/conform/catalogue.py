@@ -846,6 +846,17 @@ CLIENT: tuple[Spec, ...] = (
         role="client",
     ),
     Spec(
+        "AGENTGEN-CLIENT-006",
+        CAP,
+        "A client that cancels a turn (`session/cancel`; the kit sends the client SIGINT, a "
+        "user's Ctrl-C, while its permission question is open) answers every pending "
+        "`session/request_permission` with the `cancelled` outcome.",
+        _v(doc("prompt-turn.mdx", "328"), doc("prompt-lifecycle.mdx", "499")),
+        role="client",
+        applies=both(has("session/cancel"), has("session/request_permission")),
+        inferred="session/cancel (the client cancels on SIGINT)",
+    ),
+    Spec(
         "AGENTGEN-CLIENT-007",
         MAN,
         "An unknown `session/update` kind, a `_` notification and a `$/cancel_request` for "
@@ -861,6 +872,16 @@ CLIENT: tuple[Spec, ...] = (
         role="client",
         applies=has("fs/read_text_file"),
         inferred="fs.readTextFile (the client's initialize)",
+    ),
+    Spec(
+        "AGENTGEN-CLIENT-013",
+        CAP,
+        "A client that lists sessions passes the agent's `nextCursor` back as `cursor` "
+        "unchanged (cursors are opaque).",
+        _v(doc("session-list.mdx", "170-173"), doc("session-list.mdx", "149-152")),
+        role="client",
+        applies=has("session/list"),
+        inferred="session/list (the client lists sessions)",
     ),
     Spec(
         "AGENTGEN-CLIENT-009",

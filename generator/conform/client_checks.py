@@ -5,8 +5,9 @@ the client's agent pipe to the kit on 127.0.0.1; the prompt reaches the client o
 stdin (`--prompt-via stdin`, the line then stdin closed) or as the argument `{prompt}`
 stands for (`--prompt-via arg`).  Each check is a scenario: what the kit advertises and
 what it does in the turn (stream, unknown updates and notifications, a permission
-question, a file read where the client declared it); every frame both ways is recorded
-raw, and the client is judged on its bytes.
+question, a file read where the client declared it, `session/list` a page at a time, a
+permission question held open while the client's process group gets SIGINT, a user's
+Ctrl-C); every frame both ways is recorded raw, and the client is judged on its bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,10 +35,15 @@ from .verdict import Outcome, Result, Run, Status
 
 ALLOW, REJECT = "conform-allow", "conform-reject"
 # the requirements judge_session gives outcomes to
-JUDGED = tuple(f"AGENTGEN-CLIENT-{n:03d}" for n in (1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12)) + tuple(
-    f"AGENTGEN-CLIENT-HTTP-{n:03d}" for n in (1, 2, 3, 4)
-)
+JUDGED = tuple(
+    f"AGENTGEN-CLIENT-{n:03d}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+) + tuple(f"AGENTGEN-CLIENT-HTTP-{n:03d}" for n in (1, 2, 3, 4))
 BASELINE_BLOCKS = ("text", "resource_link")
+# the kit's `nextCursor`: opaque, with the characters a client that decodes, re-encodes
+# or trims a cursor would change
+CURSOR = "eyJwYWdlIjogMn0=+/conform page 2"
+HOLD = 0.4  # seconds a permission question stays open before the kit interrupts the client
+CANCEL_WAIT = 3.0  # seconds for the client's session/cancel after the interrupt
 
 
 @dataclass
@@ -63,6 +70,10 @@ class Scenario:
     ask_permission: bool = True
     unknowns: bool = True  # an unknown update kind, a `_` notification, `$/cancel_request`
     read_file: bool = False  # fs/read_text_file when the client declared it
+    # the permission question held open, then SIGINT to the client (a user's Ctrl-C):
+    # a client that cancels must answer the question `cancelled`
+    cancel: bool = False
+    list_sessions: bool = False  # session/list advertised, answered a page at a time
 
 
 @dataclass
@@ -82,6 +93,13 @@ class Session:
     waiters: dict[int, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     next_id: int = 100
     file_text: str = ""
+    cwd: str = "/"
+    scenario: Scenario | None = None
+    pid: int | None = None  # the client process, its group's leader (the kit's SIGINT)
+    interrupted: bool = False  # the kit sent SIGINT while its question was open
+    cancel_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    permission_rid: int | None = None  # the question open when the client cancelled
+    answered_before_cancel: bool = False
 
     @property
     def rev(self) -> rv.Revision:
@@ -122,10 +140,24 @@ class Session:
             for key in caps.prompt[:-1]:
                 node = node.setdefault(key, {})
             node[caps.prompt[-1]] = {f: False for f in caps.prompt_flags}
+        if self.scenario is not None and self.scenario.list_sessions and self.list_gated():
+            node = capabilities
+            for key in caps.session:
+                node = node.setdefault(key, {})
+            node["list"] = {}
         result[init.response_capabilities] = capabilities
         if init.auth_methods:
             result[init.auth_methods] = []
         return result
+
+    def list_gated(self) -> bool:
+        """Whether `session/list` needs the agent's `list` session capability."""
+        return "list" in self.rev.agent_capabilities.session_fields
+
+    def lists(self) -> bool:
+        """Whether the kit, as the agent, serves `session/list` in this scenario."""
+        listing = self.scenario is not None and self.scenario.list_sessions
+        return "session/list" in self.rev.side("agent") and (listing or not self.list_gated())
 
 
 def _update(rev: rv.Revision, sid: str, update: dict[str, Any]) -> dict[str, Any]:
@@ -155,33 +187,68 @@ async def _turn(s: Session, scenario: Scenario, rid: Any, timeout: float) -> Non
         )
     if scenario.read_file:
         await _read_file(s, timeout)
-    if scenario.ask_permission and rev.request_permission:
-        params: dict[str, Any] = {
-            "sessionId": sid,
-            "options": [
-                {"optionId": ALLOW, "name": "Allow", "kind": "allow_once"},
-                {"optionId": REJECT, "name": "Reject", "kind": "reject_once"},
-            ],
-        }
-        if rev.permission.tool_call:
-            params[rev.permission.tool_call] = {
-                "toolCallId": "conform-call-1",
-                "title": "A harmless step",
-            }
-        if rev.permission.title:
-            params[rev.permission.title] = "May agentgen conform go on?"
-        await s.call("session/request_permission", params, timeout)
+    stop = "end_turn"
+    if scenario.cancel and rev.request_permission:
+        stop = await _cancelled_question(s, timeout)
+    elif scenario.ask_permission and rev.request_permission:
+        await s.call("session/request_permission", _question(s), timeout)
     if v2:
         await s.send(
             _update(
                 rev,
                 sid,
-                {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"},
+                {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop},
             )
         )
     else:
-        await s.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
+        await s.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
     s.turn_done.set()
+
+
+def _question(s: Session) -> dict[str, Any]:
+    rev = s.rev
+    params: dict[str, Any] = {
+        "sessionId": s.session_id,
+        "options": [
+            {"optionId": ALLOW, "name": "Allow", "kind": "allow_once"},
+            {"optionId": REJECT, "name": "Reject", "kind": "reject_once"},
+        ],
+    }
+    if rev.permission.tool_call:
+        params[rev.permission.tool_call] = {
+            "toolCallId": "conform-call-1",
+            "title": "A harmless step",
+        }
+    if rev.permission.title:
+        params[rev.permission.title] = "May agentgen conform go on?"
+    return params
+
+
+async def _cancelled_question(s: Session, timeout: float) -> str:
+    """The permission question held open; SIGINT to the client (a user's Ctrl-C) when it
+    is still unanswered after HOLD seconds; a client that then cancels (`session/cancel`)
+    must answer it `cancelled`.  The turn's stop reason: `cancelled` once it did."""
+    rid = s.next_id
+    asking = asyncio.ensure_future(s.call("session/request_permission", _question(s), timeout))
+    done, _ = await asyncio.wait({asking}, timeout=HOLD)
+    if done:
+        s.answered_before_cancel = True
+        return "end_turn"
+    if s.pid is None:
+        asking.cancel()
+        return "end_turn"
+    with contextlib.suppress(ProcessLookupError):  # as a terminal's Ctrl-C: the group
+        os.killpg(s.pid, signal.SIGINT)
+    s.interrupted = True
+    cancelled = asyncio.ensure_future(s.cancel_seen.wait())
+    await asyncio.wait({cancelled}, timeout=CANCEL_WAIT)
+    if not cancelled.done():  # no cancel: the client ignored the interrupt, or died of it
+        cancelled.cancel()
+        asking.cancel()
+        return "end_turn"
+    s.permission_rid = rid
+    await asyncio.wait({asking}, timeout=timeout)
+    return "cancelled"
 
 
 async def _read_file(s: Session, timeout: float) -> None:
@@ -224,6 +291,8 @@ def _on_frame(
         return
     if "id" in msg:
         asyncio.get_running_loop().create_task(_answer(s, scenario, msg, timeout))
+    elif msg.get("method") == "session/cancel":
+        s.cancel_seen.set()
 
 
 class _WsWriter:
@@ -278,6 +347,13 @@ async def _answer(s: Session, scenario: Scenario, msg: dict[str, Any], timeout: 
         await s.send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": s.session_id}})
     elif method == "session/prompt":
         await _turn(s, scenario, rid, timeout)
+    elif method == "session/list" and s.lists():
+        cursor = (params or {}).get("cursor")
+        result: dict[str, Any] = {"sessions": []}
+        if cursor is None:
+            sid = s.session_id or f"sess_conform_{uuid.uuid4().hex[:12]}"
+            result = {"sessions": [{"sessionId": sid, "cwd": s.cwd}], "nextCursor": CURSOR}
+        await s.send({"jsonrpc": "2.0", "id": rid, "result": result})
     else:
         error = {"code": -32601, "message": "Method not found"}
         await s.send({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -303,7 +379,7 @@ def _command(opts: ClientOptions, port: int, url: str = "") -> list[str]:
 async def run_session(
     judge: Judge, scenario: Scenario, opts: ClientOptions
 ) -> tuple[Session, int | None]:
-    s = Session(judge)
+    s = Session(judge, scenario=scenario, cwd=opts.cwd)
     note = Path(opts.cwd) / "conform-note.txt"
     note.write_text("a line the client reads for the kit\n", encoding="utf-8")
     s.file_text = str(note)
@@ -352,6 +428,7 @@ async def run_session(
         env=env,
         start_new_session=True,
     )
+    s.pid = proc.pid
     assert proc.stdin is not None
     if opts.prompt_via == "stdin":
         proc.stdin.write(opts.prompt.encode() + b"\n")
@@ -408,6 +485,8 @@ def judge_session(s: Session, code: int | None, scenario: Scenario) -> list[Find
     )
     agent_side = rev.side("agent")
     baseline = {"initialize", "session/new", "session/prompt", "session/cancel"}
+    if s.lists():
+        baseline.add("session/list")
     used = [str(m.get("method")) for m in calls]
     unadvertised = sorted({m for m in used if m in agent_side and m not in baseline})
     unknown = sorted({m for m in used if m not in agent_side and not m.startswith(("_", "$/"))})
@@ -427,12 +506,65 @@ def judge_session(s: Session, code: int | None, scenario: Scenario) -> list[Find
     ]
     beyond = sorted({str(b) for b in blocks if b not in BASELINE_BLOCKS})
     out.extend(_discipline(s))
+    if s.lists():
+        out.append(_cursors(s, calls))
+    if scenario.cancel:
+        if "session/prompt" in used:
+            out.append(_cancel(s))
+        return out  # the interrupt: what else the turn shows is judged in the others
     if "session/prompt" not in used:
         return out  # no turn: what a turn would show stays NOT_TESTED
     why = f"prompt blocks {beyond} beyond what was advertised"
     out.append(_verdict("AGENTGEN-CLIENT-004", not beyond, why))
     out.extend(_answers(s, code))
     return out
+
+
+def _cursors(s: Session, calls: list[dict[str, Any]]) -> Finding:
+    lists = [m for m in calls if m.get("method") == "session/list"]
+    if not lists:
+        return ("AGENTGEN-CLIENT-013", Status.SKIPPED, "the client did not list sessions")
+    params = [_obj(m.get("params")) for m in lists]
+    cursors = [p["cursor"] for p in params if "cursor" in p]
+    if not cursors:
+        why = "the client listed sessions and asked for no next page"
+        return ("AGENTGEN-CLIENT-013", Status.SKIPPED, why)
+    wrong = [c for c in cursors if c != CURSOR]
+    if not wrong:
+        return ("AGENTGEN-CLIENT-013", Status.PASS, "")
+    why = f"session/list sent cursor {wrong[0]!r} back; the kit's nextCursor was {CURSOR!r}"
+    return ("AGENTGEN-CLIENT-013", Status.FAIL, why)
+
+
+def _cancel(s: Session) -> Finding:
+    rid = "AGENTGEN-CLIENT-006"
+    if not s.interrupted:
+        why = (
+            "the client answered the permission question at once: nothing pending to cancel"
+            if s.answered_before_cancel
+            else "no permission question was open"
+        )
+        return (rid, Status.SKIPPED, why)
+    if not s.cancel_seen.is_set():
+        why = "the client sent no session/cancel on SIGINT: the kit cannot make it cancel"
+        return (rid, Status.SKIPPED, why)
+    order = [
+        ("cancel" if m.get("method") == "session/cancel" else "answer", m)
+        for _, m in s.received
+        if m.get("method") == "session/cancel"
+        or ("method" not in m and m.get("id") == s.permission_rid)
+    ]
+    answer = next((m for kind, m in order if kind == "answer"), None)
+    if answer is None:
+        why = "the permission question was still unanswered after the client's session/cancel"
+        return (rid, Status.FAIL, why)
+    outcome = _obj(_obj(answer.get("result")).get("outcome"))
+    if outcome.get("outcome") == "cancelled":
+        return (rid, Status.PASS, "")
+    if order[0][0] == "answer":
+        return (rid, Status.SKIPPED, "the client answered the question before it cancelled")
+    shown = answer.get("error") or outcome
+    return (rid, Status.FAIL, f"after its session/cancel the client answered {shown!r}")
 
 
 def _answers(s: Session, code: int | None) -> list[Finding]:
@@ -533,6 +665,10 @@ def _discipline(s: Session) -> list[Finding]:
     ]
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
 def _verdict(rid: str, ok: bool, why: str) -> Finding:
     return (rid, Status.PASS, "") if ok else (rid, Status.FAIL, why)
 
@@ -543,7 +679,8 @@ def _ok(rid: str, problems: list[str]) -> Finding:
 
 SCENARIOS = (
     Scenario("turn"),
-    Scenario("files", ask_permission=False, unknowns=False, read_file=True),
+    Scenario("files", ask_permission=False, unknowns=False, read_file=True, list_sessions=True),
+    Scenario("cancel", unknowns=False, cancel=True),
 )
 
 
@@ -580,7 +717,7 @@ async def run_client_revision(
         for rid, status, message in found:
             if rid in results and not (
                 scenario.name == "files"
-                and rid != "AGENTGEN-CLIENT-008"
+                and rid not in ("AGENTGEN-CLIENT-008", "AGENTGEN-CLIENT-013")
                 and status == Status.SKIPPED
             ):
                 results[rid].outcomes.append(

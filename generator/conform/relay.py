@@ -3,11 +3,13 @@
 `agentgen conform client` replaces `{agent}` in the client's command with this: it
 connects to the kit on 127.0.0.1:PORT and copies its stdin to the kit and the kit's
 bytes to its stdout, so the client speaks stdio to what it thinks is an agent process.
-Standard library only: it starts in a few milliseconds.
+Standard library only: it starts in a few milliseconds.  It ignores SIGINT: the kit's
+interrupt (a user's Ctrl-C, sent to the client's whole process group) is for the client.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 import threading
@@ -18,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m agentgen.conform.relay PORT", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.create_connection(("127.0.0.1", int(args[0])))
 
     def upstream() -> None:

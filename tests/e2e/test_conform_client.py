@@ -60,6 +60,9 @@ def test_the_generated_client_is_conformant(
     run = _judge(judges[protocol], [PY, "-m", package, "--yes", "--", "{agent}"], work, env)
     assert run.conformant, explain(run)
     assert not failing(run)
+    # --yes answers the held permission question at once: no cancel to judge
+    cancel = next(r for r in run.results if r.id == "AGENTGEN-CLIENT-006")
+    assert cancel.status.value == "SKIPPED" and "at once" in cancel.reason()
 
 
 def test_the_generated_http_client_is_conformant_over_websocket(
@@ -93,11 +96,40 @@ def test_the_generated_http_client_is_conformant_over_streamable_http(
     assert {statuses[f"AGENTGEN-CLIENT-HTTP-00{i}"] for i in (1, 2, 3, 4)} == {"PASS"}
 
 
+HTTP_DEFECTS = {
+    "stream-accept-json": "AGENTGEN-CLIENT-HTTP-003",
+    "no-connection-id": "AGENTGEN-CLIENT-HTTP-001",
+}
+
+
+@pytest.mark.parametrize("defect", sorted(HTTP_DEFECTS))
+def test_a_planted_http_client_defect_is_caught_by_its_transport_requirement_alone(
+    judges: dict[int, Judge], tmp_path: Path, defect: str
+) -> None:
+    """The generated HTTP client with one header defect planted in what it sends
+    (tests/peers/conform_http_defect.py): the turn still works, and the one transport
+    requirement for that header is the only one that fails."""
+    root = REPO / "generated" / "projects" / "echo-client-http"
+    env = {**os.environ, "PYTHONPATH": str(root), "FAKE_CLIENT_DEFECT": defect}
+    wrapper = str(FAKE_CLIENT.parent / "conform_http_defect.py")
+    command = [PY, wrapper, "echo_agent_client", "--yes", "--url", "{url}"]
+    opts = ClientOptions(command, str(tmp_path), env=env, timeout=20, serve="http")
+    run = asyncio.run(run_client_revision(judges[1], opts))
+    assert not run.conformant
+    assert failing(run) == {HTTP_DEFECTS[defect]}, explain(run)
+
+
 def test_the_fake_client_without_defect_is_conformant(
     judges: dict[int, Judge], tmp_path: Path
 ) -> None:
+    """... and proves the two requirements only a willing client shows: it lists sessions
+    (the kit's cursor sent back as given) and cancels on SIGINT while the kit's permission
+    question is open (the question answered `cancelled`)."""
     run = _judge(judges[1], [PY, str(FAKE_CLIENT), "--", "{agent}"], tmp_path, dict(os.environ))
     assert run.conformant, explain(run)
+    statuses = {r.id: r.status.value for r in run.results}
+    assert statuses["AGENTGEN-CLIENT-006"] == "PASS"
+    assert statuses["AGENTGEN-CLIENT-013"] == "PASS"
 
 
 CLIENT_DEFECTS = {
@@ -108,6 +140,9 @@ CLIENT_DEFECTS = {
     "crash-on-unknown": "AGENTGEN-CLIENT-007",
     "answers-notification": "AGENTGEN-CLIENT-007",
     "wrong-id": "AGENTGEN-CLIENT-009",
+    "cancel-keeps-question": "AGENTGEN-CLIENT-006",
+    "cancel-selects": "AGENTGEN-CLIENT-006",
+    "cursor-changed": "AGENTGEN-CLIENT-013",
 }
 
 
@@ -119,6 +154,8 @@ def test_a_planted_client_defect_is_caught_by_its_requirement(
     run = _judge(judges[1], [PY, str(FAKE_CLIENT), "--", "{agent}"], tmp_path, env)
     assert not run.conformant
     assert CLIENT_DEFECTS[defect] in failing(run), explain(run)
+    if defect in ("cancel-keeps-question", "cancel-selects", "cursor-changed"):
+        assert failing(run) == {CLIENT_DEFECTS[defect]}, explain(run)  # and by nothing else
 
 
 def test_the_client_command_line(shared_acp: Path, tmp_path: Path) -> None:
@@ -145,3 +182,29 @@ def test_the_client_command_line(shared_acp: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert usage.returncode == 2 and "{agent}" in usage.stderr
+
+
+@pytest.mark.slow  # npm (the SDK, installed once per checkout) and Node
+def test_the_typescript_sdk_example_client_is_judged(
+    judges: dict[int, Judge], tmp_path: Path
+) -> None:
+    """The official TypeScript SDK 2.4.0 with its example client's behaviour
+    (tests/peers/ts_example_client.mjs): on v1 NOT CONFORMANT, failing exactly the
+    permission question it puts to a user on stdin (unanswered, so the turn's tolerance
+    is unproven too) and the file read it answers with fixed text -- README's result."""
+    import ts_peer
+
+    root = ts_peer.install()
+    command = ["node", str(root / "ts_example_client.mjs"), "--", "{agent}"]
+    run = _judge(judges[1], command, tmp_path, dict(os.environ))
+    assert not run.conformant
+    assert failing(run) == {
+        "AGENTGEN-CLIENT-005",
+        "AGENTGEN-CLIENT-007",
+        "AGENTGEN-CLIENT-008",
+    }, explain(run)
+    reasons = {r.id: r.reason() for r in run.results}
+    assert "Mock file content" in reasons["AGENTGEN-CLIENT-008"]
+    assert "no answer to the permission question" in reasons["AGENTGEN-CLIENT-005"]
+    # SIGINT ends it (Node's default) without a session/cancel: not judged, never a FAIL
+    assert "no session/cancel on SIGINT" in reasons["AGENTGEN-CLIENT-006"]

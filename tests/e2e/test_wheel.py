@@ -538,3 +538,28 @@ def test_inspect_runs_from_a_plain_install_of_the_wheel(installed: dict[str, Any
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_conform_judges_a_stdio_agent_from_a_plain_install(
+    installed: dict[str, Any], shared_acp: Path
+) -> None:
+    """`agentgen conform agent -- CMD` from the wheel with no extra: the kit renders the
+    revision's models into its cache and judges the scriptable stdio agent
+    (tests/peers/conform_agent.py, stdlib only) CONFORMANT, exit 0; the same agent with
+    a planted defect is NOT CONFORMANT, exit 1."""
+    env = _clean_env(installed["tmp"], installed["bin"])
+    env.update(XDG_CACHE_HOME=str(installed["tmp"] / "conform-cache"), FAKE_PROTOCOL="1")
+    agent = [
+        str(installed["bin"] / "python"),
+        str(installed["src"] / "tests/peers/conform_agent.py"),
+    ]
+    schema = str(shared_acp / "v1" / "schema.unstable.json")
+    args = ["conform", "agent", "--protocol", "1", "--schema", schema, "--quiet", "0.2"]
+    args += ["--cancel-prompt", "hang"]
+    cmd = [str(installed["bin"] / "agentgen"), *args, "--", *agent]
+    done = _run(cmd, installed["work"], {**env, "FAKE_DEFECT": ""}, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "VERDICT: CONFORMANT" in done.stdout
+    bad = _run(cmd, installed["work"], {**env, "FAKE_DEFECT": "echo-version"}, timeout=240)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "VERDICT: NOT CONFORMANT (ACP-INIT-003 FAIL)" in bad.stdout

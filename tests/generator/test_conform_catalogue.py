@@ -52,6 +52,22 @@ def test_gates_come_from_the_revision_description(judges: dict[int, Judge]) -> N
     assert judges[2].batches and not judges[1].batches
 
 
+def test_what_only_a_willing_client_shows_stays_out_of_mandatory(judges: dict[int, Judge]) -> None:
+    """The cancel's `cancelled` answer (AGENTGEN-CLIENT-006: only a client that cancels on
+    the kit's SIGINT shows it) and the list cursor (AGENTGEN-CLIENT-013: only a client that
+    lists sessions) are capability requirements on both revisions: SKIPPED or NOT_TESTED
+    never decides the verdict, a FAIL does; each cites its revision's docs."""
+    for v, judge in judges.items():
+        rows = {r.id: r for r in catalogue(judge.revision, role="client", batches=judge.batches)}
+        for rid, page in (
+            ("AGENTGEN-CLIENT-006", "prompt-"),
+            ("AGENTGEN-CLIENT-013", "session-list"),
+        ):
+            assert rows[rid].tier == Tier.CAPABILITY, (v, rid)
+            assert (rows[rid].capability or "").startswith("inferred:"), (v, rid)
+            assert f"docs/protocol/v{v}/{page}" in rows[rid].citation, (v, rid)
+
+
 def test_every_row_is_cited_and_unique(judges: dict[int, Judge]) -> None:
     cite = re.compile(
         r"(docs/protocol/v[12]/[\w-]+\.mdx:[\d,-]+ @ b7f0005|#/\$defs|\(the docs are silent\))"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 DEFECT = os.environ.get("FAKE_CLIENT_DEFECT", "")
+THINK = 1.0  # seconds a permission question waits for the user (a SIGINT cancels the turn)
 
 
 def main() -> int:
@@ -24,6 +26,8 @@ def main() -> int:
     answers: dict[int, dict[str, Any]] = {}
     arrived = threading.Condition()
     sid_box: dict[str, str] = {}
+    interrupted = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: interrupted.set())  # Ctrl-C: cancel the turn
 
     def send(msg: dict[str, Any]) -> None:
         with lock:
@@ -58,6 +62,23 @@ def main() -> int:
             return
         if method == "session/request_permission":
             options = params.get("options") or []
+            if interrupted.wait(THINK):
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/cancel",
+                        "params": {"sessionId": sid_box["sid"]},
+                    }
+                )
+                if DEFECT == "cancel-keeps-question":
+                    return  # the question stays pending after the cancel
+                outcome = (
+                    {"outcome": "selected", "optionId": options[0]["optionId"]}
+                    if DEFECT == "cancel-selects"
+                    else {"outcome": "cancelled"}
+                )
+                send({"jsonrpc": "2.0", "id": rid, "result": {"outcome": outcome}})
+                return
             chosen = "made-up" if DEFECT == "unoffered-option" else options[0]["optionId"]
             send(
                 {
@@ -101,7 +122,14 @@ def main() -> int:
     }
     if DEFECT == "no-initialize":
         request(1, "session/new", {"cwd": cwd, "mcpServers": []})
-    request(2, "initialize", init)
+    advertised = request(2, "initialize", init).get("result", {}).get("agentCapabilities") or {}
+    if "list" in (advertised.get("sessionCapabilities") or {}):
+        page = request(10, "session/list", {}).get("result") or {}
+        if "nextCursor" in page:
+            cursor = page["nextCursor"]
+            if DEFECT == "cursor-changed":  # decoded and re-encoded: the padding dropped
+                cursor = cursor.rstrip("=").replace("=", "")
+            request(11, "session/list", {"cursor": cursor})
     sid = (
         request(3, "session/new", {"cwd": cwd, "mcpServers": []})
         .get("result", {})

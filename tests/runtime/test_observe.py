@@ -533,11 +533,12 @@ def test_the_prompt_is_traced_only_when_asked(
 
 
 def test_model_and_mcp_failures_are_counted_by_kind(
-    assistants: dict[str, Any], exported: Exported, tmp_path: Path
+    assistants: dict[str, Any], exported: Exported, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A provider refusing the key: the turn's error classified once (model/adapter.py's
     model_error) and counted as `acp.model.errors{kind}`; an MCP tool whose result is an
     error: `acp.mcp.errors{kind}`; both spans marked failed."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_SECRET)  # a key the scripted provider refuses
     module = assistants["v1"]
     package = module.__name__.split(".")[0]
     exported.on(package)
@@ -623,6 +624,63 @@ def test_a_queued_prompt_and_a_lease_that_moves(hard: Any, exported: Exported) -
     assert [p.value for _, p in exported.points("acp.prompts.queued")] == [0]
     assert [(a["take_over"], p.value) for a, p in exported.points("acp.lease.moves")] == [
         ("True", 1)
+    ]
+
+
+def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
+    exported: Exported,
+) -> None:
+    """Fully on, what is the same from request to request is built once per process (the
+    cost bench_observe.py measures): a label set, a connection's span attributes, the
+    store operation a `durably` lambda names; a peer sending thousands of method names
+    grows no cache past otel.MAX_CACHED; the spans and points are still right."""
+    from runtime import observe
+    from runtime.observe import otel
+
+    assert observe.configure(exported.tracer_provider, exported.meter_provider)
+    exported.rooms.append(observe)
+    telemetry = observe._state.on
+    assert telemetry is not None
+
+    class Store:
+        async def save_turn(self, sid: str) -> None:
+            return None
+
+        async def load(self, sid: str) -> None:
+            return None
+
+    async def nothing() -> None:
+        return None
+
+    async def main() -> None:
+        for i in range(otel.MAX_CACHED + 100):  # under the SDK's own limit (2000)
+            await observe.traced("request", nothing(), method=f"x/{i}", params={})
+        for _ in range(3):
+            params = {"sessionId": "sess_1"}
+            await observe.traced("request", nothing(), method="session/prompt", params=params)
+        store = Store()
+        for _ in range(2):
+            await observe.traced("store", store.save_turn("s"), op=lambda: store.save_turn("s"))
+            await observe.traced("store", store.load("s"), op=lambda: store.load("s"))
+
+    asyncio.run(main())
+    assert len(telemetry.labels) <= otel.MAX_CACHED
+    assert len(telemetry.connections) <= otel.MAX_CACHED
+    assert [
+        p.count
+        for a, p in exported.points("acp.request.duration")
+        if a["method"] == "session/prompt"
+    ] == [3]
+    spans = exported.finished()
+    prompts = [s for s in spans if s.name == "session/prompt"]
+    assert [dict(s.attributes or {}) for s in prompts] == [
+        {"rpc.system": "jsonrpc", "rpc.method": "session/prompt", "acp.session_id": "sess_1"}
+    ] * 3
+    ops = [s.attributes["acp.store.op"] for s in spans if s.name.startswith("store ")]
+    assert ops == ["save_turn", "load", "save_turn", "load"]
+    assert [(a["op"], p.count) for a, p in exported.points("acp.store.duration")] == [
+        ("save_turn", 2),
+        ("load", 2),
     ]
 
 

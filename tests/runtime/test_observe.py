@@ -215,13 +215,16 @@ async def serving(package: str, agent_cls: Any) -> AsyncIterator[int]:
 
 
 @contextlib.asynccontextmanager
-async def over_websocket(package: str, agent_cls: Any, root: Path) -> AsyncIterator[LinkedEditor]:
-    """The editor on the HTTP agent's WebSocket."""
+async def over_websocket(
+    package: str, agent_cls: Any, root: Path, headers: dict[str, str] | None = None
+) -> AsyncIterator[LinkedEditor]:
+    """The editor on the HTTP agent's WebSocket (`headers` on its upgrade request)."""
     from websockets.asyncio.client import connect
 
     async with serving(package, agent_cls) as port:
         frames: asyncio.Queue[bytes | None] = asyncio.Queue()
-        async with connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
+        url = f"ws://127.0.0.1:{port}/acp"
+        async with connect(url, max_size=None, additional_headers=headers) as ws:
 
             async def pump() -> None:
                 with contextlib.suppress(Exception):
@@ -366,6 +369,41 @@ def test_over_http_post_the_traceparent_header_is_the_parent_and_meta_wins(
     init_span = one(spans, "initialize")
     assert parent_id(init_span) == header_span.get_span_context().span_id
     assert init_span.attributes["acp.transport"] == "http"
+    by_header, by_meta = sorted(
+        (s for s in spans if s.name == "session/new"), key=lambda s: s.start_time or 0
+    )
+    assert parent_id(by_header) == header_span.get_span_context().span_id
+    assert parent_id(by_meta) == meta_span.get_span_context().span_id
+    assert by_meta.context.trace_id == meta_span.get_span_context().trace_id
+
+
+def test_the_websocket_upgrades_traceparent_is_the_parent_of_its_requests_and_meta_wins(
+    coders: dict[str, Any], exported: Exported, tmp_path: Path
+) -> None:
+    """A `traceparent` header on the WebSocket's upgrade request: the parent of every
+    request the connection serves; a request's own `_meta.traceparent` wins.  (Before,
+    the upgrade's header was ignored: each request without `_meta` was a root.)"""
+    handlers = coders["v1"]
+    package = handlers.__name__.split(".")[0]
+    exported.on(package)
+    header_span, header = exported.root()
+    meta_span, meta = exported.root()
+
+    async def main() -> None:
+        async with over_websocket(package, handlers.Agent, tmp_path, header) as ed:
+            await ed.initialize(1, CAPS)
+            new = {"cwd": str(tmp_path), "mcpServers": []}
+            await ed.call("session/new", new)
+            ed.meta = meta
+            await ed.call("session/new", new)
+            await _finished(exported, "session/new", 2)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    spans = exported.finished()
+    init_span = one(spans, "initialize")
+    assert parent_id(init_span) == header_span.get_span_context().span_id
+    assert init_span.context.trace_id == header_span.get_span_context().trace_id
+    assert init_span.attributes["acp.transport"] == "websocket"
     by_header, by_meta = sorted(
         (s for s in spans if s.name == "session/new"), key=lambda s: s.start_time or 0
     )

@@ -28,19 +28,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import hardening_support as hs
 import httpx
 import mcp_support as ms
+import otlp_support as otlp
 import pytest
 import uvicorn
-from coder_support import LinkedEditor, build_coder
+from coder_support import Editor, LinkedEditor, build_coder
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -865,69 +864,102 @@ def test_an_http_agent_configured_by_the_environment_takes_the_header_as_parent(
     assert served["attributes"]["acp.transport"] == "http"
 
 
-class Collector(BaseHTTPRequestHandler):
-    """An OTLP/HTTP collector on 127.0.0.1: the span names and metric names it received,
-    with their resources' service names (decoded with opentelemetry-proto)."""
-
-    spans: ClassVar[list[tuple[str, str]]] = []
-    metrics: ClassVar[list[tuple[str, str]]] = []
-    arrived = threading.Event()
-
-    def log_message(self, *args: Any) -> None:
-        return
-
-    def do_POST(self) -> None:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-            ExportMetricsServiceRequest,
-        )
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if self.path == "/v1/traces":
-            traces = ExportTraceServiceRequest.FromString(body)
-            for rs in traces.resource_spans:
-                service = _service(rs.resource)
-                type(self).spans += [(service, s.name) for ss in rs.scope_spans for s in ss.spans]
-        elif self.path == "/v1/metrics":
-            metrics = ExportMetricsServiceRequest.FromString(body)
-            for rm in metrics.resource_metrics:
-                service = _service(rm.resource)
-                type(self).metrics += [
-                    (service, m.name) for sm in rm.scope_metrics for m in sm.metrics
-                ]
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-        type(self).arrived.set()
-
-
-def _service(resource: Any) -> str:
-    return next((a.value.string_value for a in resource.attributes if a.key == "service.name"), "")
-
-
 def test_an_otlp_endpoint_alone_sends_traces_and_metrics_to_the_collector(hard: Any) -> None:
     """`OTEL_EXPORTER_OTLP_ENDPOINT` (and a service name) is all a deployment sets: the
     HTTP agent process sends its spans and its metrics over OTLP/HTTP."""
-    Collector.spans, Collector.metrics = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(hard.__file__).parents[1]), *sys.path])
-    env.update(
-        ACP_TEST_TRANSPORT="http",
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}",
-        OTEL_SERVICE_NAME="obs-hard",
-    )
     init = {"protocolVersion": 1, "clientCapabilities": {}}
-    try:
+    with otlp.collector() as got:
+        env.update(
+            ACP_TEST_TRANSPORT="http",
+            OTEL_EXPORTER_OTLP_ENDPOINT=got.url,
+            OTEL_SERVICE_NAME="obs-hard",
+        )
         with hs.listening(env, "obs_hard") as agent:
             body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
             assert httpx.post(agent.url, json=body, timeout=10).status_code == 200
         assert agent.proc.returncode == 0  # SIGTERM: both providers flushed at exit
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert ("obs-hard", "initialize") in Collector.spans
-    assert ("obs-hard", "acp.request.duration") in Collector.metrics
+    assert ("obs-hard", "initialize") in {(s.service, s.name) for s in got.spans}
+    assert ("obs-hard", "acp.request.duration") in {(p[0], p[1]) for p in got.points}
+
+
+def test_configured_by_the_environment_no_secret_reaches_the_collector_nor_the_mcp_sdks_spans(
+    assistants: dict[str, Any], tmp_path: Path
+) -> None:
+    """The assistant as a deployment runs it: its own process over stdio, configured only
+    by `OTEL_*` (traces and metrics over OTLP/HTTP to a collector on 127.0.0.1 written
+    here), so the SDK's providers are the process's global ones and the MCP SDK's own
+    spans (`mcp-python-sdk`: each MCP request it sends) are exported beside the runtime's
+    and pydantic-ai's; a route with a key in its headers, an API key, an MCP server over
+    HTTP with a header secret and one over stdio with an env secret, a prompt with a
+    secret: none of them in any span, attribute, event or metric point received (the
+    decoded requests and their raw bytes)."""
+    module = assistants["v1"]
+    package = module.__name__.split(".")[0]
+    serve = (
+        "import asyncio\n"
+        f"from {package}.scripted import Scripted\n"
+        f"from {package}._generated.runtime.serve import serve_agent_stdio\n"
+        f"from {package}._generated.runtime.sessions.store import MemorySessionStore\n"
+        "asyncio.run(serve_agent_stdio(Scripted(), store=MemorySessionStore()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(module.__file__).parents[1]), *sys.path])
+    env["OPENAI_API_KEY"] = API_SECRET
+    secrets = (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET, PROMPT_SECRET)
+
+    async def main(collector_url: str, mcp_url: str) -> str:
+        env.update(otlp.otlp_env(collector_url, "assistant"))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            serve,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        ed = Editor(proc, tmp_path)
+        try:
+            await ed.initialize(1, {})
+            route = {
+                "providerId": "main",
+                "apiType": "openai",
+                "baseUrl": "http://127.0.0.1:9/v1",  # never called: the model is scripted
+                "headers": {"Authorization": f"Bearer {ROUTE_SECRET}"},
+            }
+            await ed.call("providers/set", route)
+            servers = [
+                ms.http_server(mcp_url, headers={"X-Api-Key": MCP_HEADER_SECRET}),
+                ms.stdio_server(tmp_path, env={"TOKEN": MCP_ENV_SECRET}),
+            ]
+            new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            sid = str(new["sessionId"])
+            text = f"multiply 6 by 7 ({PROMPT_SECRET})"
+            assert await ed.prompt(sid, text, v2=False) == "end_turn"
+            return "".join(ed.texts())
+        finally:
+            stderr = (await ed.stop()).decode(errors="replace")
+            for secret in secrets:
+                assert secret not in stderr, secret
+
+    with otlp.collector() as got, ms.running_http_mcp() as (mcp_url, _):
+        said = asyncio.run(asyncio.wait_for(main(got.url, mcp_url), 90))
+        assert "42" in said
+        got.until(
+            "the turn's spans, the MCP SDK's and the metrics",
+            lambda: (
+                got.named("acp.turn")
+                and any(s.scope == "mcp-python-sdk" for s in got.spans)
+                and any(p[1] == "gen_ai.client.token.usage" for p in got.points)
+            ),
+        )
+    names = {(s.scope, s.name) for s in got.spans}
+    assert ("acp.runtime", "tools/call mul") in names, names
+    mcp_sent = {name for scope, name in names if scope == "mcp-python-sdk"}
+    assert any("tools/call" in name for name in mcp_sent), mcp_sent
+    assert {p[1] for p in got.points} >= {"acp.request.duration", "acp.turn.duration"}
+    everything = got.everything()
+    for secret in secrets:
+        assert secret not in everything, secret

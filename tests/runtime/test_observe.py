@@ -8,14 +8,19 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
   client call (fs/*, terminal/*, session/request_permission), whose own trace context
   the editor gets in `_meta`; the turn's save as a store span;
 - over HTTP POST the `traceparent` header is the parent, and `_meta`'s when it has one;
+  over a WebSocket the upgrade request's header is the parent of every request it serves
+  (a relayed POST keeps its header: test_redis_router.py);
 - the assistant example with a scripted model (FunctionModel) and an MCP server:
   pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
-  content) in any exported span or metric; the prompt only with ACP_TRACE_CONTENT=1;
+  content) in any exported span or metric, also in an agent process configured only by
+  `OTEL_*` (an OTLP collector on 127.0.0.1: otlp_support.py) where the MCP SDK's own spans
+  are exported too; the prompt only with ACP_TRACE_CONTENT=1;
 - the metrics: requests by method and outcome, turn duration by stop reason, active
   sessions, store latency by operation, the model's tokens by model, model and MCP
   failures by kind, queued prompts, lease moves;
-- without configuration nothing is on and the SDK is never imported;
+- without configuration nothing is on and the SDK is never imported; fully on, what is
+  the same from request to request is built once (bounded caches);
 - across processes: a generated client's request is the parent of a stdio agent's span.
 """
 

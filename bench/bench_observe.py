@@ -18,6 +18,12 @@ three agents alternating within each round.
 On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
 2%, so the off path is also measured directly: how many hook calls an echo prompt passes
 (counted in process) times one call's CPU (timeit, best of 5).
+
+Then what an operator runs: a model turn (bench_model.py's agent: `run_model` serving a
+pydantic-ai FunctionModel that makes one tool call and answers text, `tools 1`, one
+session, turns one after another) ``off`` and ``on`` as above, interleaved, the agent
+process's CPU per turn after the session opened; and the SDK's own floor, measured alone:
+one span (6 attributes) started and ended, one span OTLP-encoded, one histogram record.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import bench_before_after as ba
+import bench_model as bm
 import bench_stdio as b
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,6 +123,79 @@ per = min(timeit.repeat(
 work.close()
 print(calls[0] / 1000, per)
 """
+
+
+FLOOR = """
+import time
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.metrics import MeterProvider, AlwaysOffExemplarFilter
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.trace import SpanKind
+
+class Keep(SpanExporter):
+    def __init__(self): self.spans = []
+    def export(self, spans): self.spans.extend(spans); return SpanExportResult.SUCCESS
+keep = Keep()
+tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(keep))
+tracer = tp.get_tracer("floor")
+attrs = {"rpc.system": "jsonrpc", "rpc.method": "session/prompt", "acp.transport": "stdio", "acp.revision": 1, "acp.replica": "host:1", "acp.session_id": "sess_" + "0" * 32}
+def best(fn, n, rounds=5):
+    out = []
+    for _ in range(rounds):
+        t = time.process_time()
+        for _ in range(n): fn()
+        out.append((time.process_time() - t) / n)
+    return min(out)
+def span():
+    tracer.start_span("session/prompt", None, SpanKind.SERVER, attrs).end()
+n = 20000
+per_span = best(span, n)
+spans = keep.spans[-512:]
+per_encode = best(lambda: encode_spans(spans).SerializeToString(), 20) / len(spans)
+mp = MeterProvider(metric_readers=[InMemoryMetricReader()], exemplar_filter=AlwaysOffExemplarFilter())
+h = mp.get_meter("floor").create_histogram("h", "s", "", explicit_bucket_boundaries_advisory=[0.001, 0.01, 0.1, 1.0])
+labels = {"method": "session/prompt", "outcome": "ok", "code": "0"}
+per_record = best(lambda: h.record(0.001, labels), n)
+print(per_span, per_encode, per_record)
+"""
+
+
+def sdk_floor() -> tuple[float, float, float]:
+    """The SDK's own CPU, alone: a span started and ended, a span OTLP-encoded, a record."""
+    r = subprocess.run([b.PY, "-c", FLOOR], capture_output=True, text=True, check=True)
+    span, encode, record = (float(x) for x in r.stdout.split())
+    return span, encode, record
+
+
+MODEL_TURNS = 100
+
+
+def model_rows(plain: dict[str, str], on: dict[str, str], rounds: int, quick: bool) -> None:
+    """A model turn with one tool call, off and on, interleaved: CPU per turn, latency."""
+    turns = 20 if quick else MODEL_TURNS
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
+    lat: dict[str, list[float]] = {"off": [], "on": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = bm.build(Path(tmp))
+        for r in range(rounds):
+            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                env = {
+                    **(plain if name == "off" else on),
+                    "PYTHONPATH": str(root),
+                    "ACP_SESSION_DB": str(Path(tmp) / f"{name}-{r}.db"),
+                }
+                got = bm.drive([b.PY, "-m", "model_bench"], env, "tools 1", turns)
+                cpu[name].append(got["cpu"] / turns)
+                lat[name].append(got["latency"])
+    per = {k: statistics.median(v) for k, v in cpu.items()}
+    for name in ("off", "on"):
+        print(
+            f"{'model tools 1':<16}{name:<8}{turns:>11}{per[name] * 1000:>15.3f}"
+            f"{'':>15}{per[name] / per['off']:>11.3f}x"
+            f"   latency {statistics.median(lat[name]) * 1000:.1f} ms"
+        )
 
 
 def hooks_off(env: dict[str, str]) -> tuple[float, float]:
@@ -236,11 +316,21 @@ def main() -> int:
                     f"{per[name] * 1000:>15.3f}{per[name] / per['before']:>14.3f}x"
                     f"{per[name] / per['off']:>11.3f}x"
                 )
+        if not opts.hooks_only:
+            print(
+                f"{'load':<16}{'agent':<8}{'turns':>11}{'ms CPU/turn':>15}{'':>15}{'CPU vs off':>12}"
+            )
+            model_rows(plain, on, opts.rounds, opts.quick)
         print(f"load average after {b.loadavg()}; the OTLP sink received {Sink.received} bytes")
         calls, per = hooks_off(plain)
         print(
             f"off: {calls:g} hook calls per echo prompt, {per * 1e9:.0f} ns each (best of 5): "
             f"{calls * per * 1e6:.2f} us per prompt"
+        )
+        span, encode, record = sdk_floor()
+        print(
+            f"the SDK alone (best of 5): a span started and ended {span * 1e6:.1f} us, "
+            f"OTLP-encoded {encode * 1e6:.1f} us, a histogram record {record * 1e6:.1f} us"
         )
     server.shutdown()
     return 0

@@ -8,14 +8,19 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
   client call (fs/*, terminal/*, session/request_permission), whose own trace context
   the editor gets in `_meta`; the turn's save as a store span;
 - over HTTP POST the `traceparent` header is the parent, and `_meta`'s when it has one;
+  over a WebSocket the upgrade request's header is the parent of every request it serves
+  (a relayed POST keeps its header: test_redis_router.py);
 - the assistant example with a scripted model (FunctionModel) and an MCP server:
   pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
-  content) in any exported span or metric; the prompt only with ACP_TRACE_CONTENT=1;
+  content) in any exported span or metric, also in an agent process configured only by
+  `OTEL_*` (an OTLP collector on 127.0.0.1: otlp_support.py) where the MCP SDK's own spans
+  are exported too; the prompt only with ACP_TRACE_CONTENT=1;
 - the metrics: requests by method and outcome, turn duration by stop reason, active
   sessions, store latency by operation, the model's tokens by model, model and MCP
   failures by kind, queued prompts, lease moves;
-- without configuration nothing is on and the SDK is never imported;
+- without configuration nothing is on and the SDK is never imported; fully on, what is
+  the same from request to request is built once (bounded caches);
 - across processes: a generated client's request is the parent of a stdio agent's span.
 """
 
@@ -28,19 +33,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import hardening_support as hs
 import httpx
 import mcp_support as ms
+import otlp_support as otlp
 import pytest
 import uvicorn
-from coder_support import LinkedEditor, build_coder
+from coder_support import Editor, LinkedEditor, build_coder
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -215,13 +219,16 @@ async def serving(package: str, agent_cls: Any) -> AsyncIterator[int]:
 
 
 @contextlib.asynccontextmanager
-async def over_websocket(package: str, agent_cls: Any, root: Path) -> AsyncIterator[LinkedEditor]:
-    """The editor on the HTTP agent's WebSocket."""
+async def over_websocket(
+    package: str, agent_cls: Any, root: Path, headers: dict[str, str] | None = None
+) -> AsyncIterator[LinkedEditor]:
+    """The editor on the HTTP agent's WebSocket (`headers` on its upgrade request)."""
     from websockets.asyncio.client import connect
 
     async with serving(package, agent_cls) as port:
         frames: asyncio.Queue[bytes | None] = asyncio.Queue()
-        async with connect(f"ws://127.0.0.1:{port}/acp", max_size=None) as ws:
+        url = f"ws://127.0.0.1:{port}/acp"
+        async with connect(url, max_size=None, additional_headers=headers) as ws:
 
             async def pump() -> None:
                 with contextlib.suppress(Exception):
@@ -366,6 +373,41 @@ def test_over_http_post_the_traceparent_header_is_the_parent_and_meta_wins(
     init_span = one(spans, "initialize")
     assert parent_id(init_span) == header_span.get_span_context().span_id
     assert init_span.attributes["acp.transport"] == "http"
+    by_header, by_meta = sorted(
+        (s for s in spans if s.name == "session/new"), key=lambda s: s.start_time or 0
+    )
+    assert parent_id(by_header) == header_span.get_span_context().span_id
+    assert parent_id(by_meta) == meta_span.get_span_context().span_id
+    assert by_meta.context.trace_id == meta_span.get_span_context().trace_id
+
+
+def test_the_websocket_upgrades_traceparent_is_the_parent_of_its_requests_and_meta_wins(
+    coders: dict[str, Any], exported: Exported, tmp_path: Path
+) -> None:
+    """A `traceparent` header on the WebSocket's upgrade request: the parent of every
+    request the connection serves; a request's own `_meta.traceparent` wins.  (Before,
+    the upgrade's header was ignored: each request without `_meta` was a root.)"""
+    handlers = coders["v1"]
+    package = handlers.__name__.split(".")[0]
+    exported.on(package)
+    header_span, header = exported.root()
+    meta_span, meta = exported.root()
+
+    async def main() -> None:
+        async with over_websocket(package, handlers.Agent, tmp_path, header) as ed:
+            await ed.initialize(1, CAPS)
+            new = {"cwd": str(tmp_path), "mcpServers": []}
+            await ed.call("session/new", new)
+            ed.meta = meta
+            await ed.call("session/new", new)
+            await _finished(exported, "session/new", 2)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    spans = exported.finished()
+    init_span = one(spans, "initialize")
+    assert parent_id(init_span) == header_span.get_span_context().span_id
+    assert init_span.context.trace_id == header_span.get_span_context().trace_id
+    assert init_span.attributes["acp.transport"] == "websocket"
     by_header, by_meta = sorted(
         (s for s in spans if s.name == "session/new"), key=lambda s: s.start_time or 0
     )
@@ -533,11 +575,12 @@ def test_the_prompt_is_traced_only_when_asked(
 
 
 def test_model_and_mcp_failures_are_counted_by_kind(
-    assistants: dict[str, Any], exported: Exported, tmp_path: Path
+    assistants: dict[str, Any], exported: Exported, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A provider refusing the key: the turn's error classified once (model/adapter.py's
     model_error) and counted as `acp.model.errors{kind}`; an MCP tool whose result is an
     error: `acp.mcp.errors{kind}`; both spans marked failed."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_SECRET)  # a key the scripted provider refuses
     module = assistants["v1"]
     package = module.__name__.split(".")[0]
     exported.on(package)
@@ -623,6 +666,63 @@ def test_a_queued_prompt_and_a_lease_that_moves(hard: Any, exported: Exported) -
     assert [p.value for _, p in exported.points("acp.prompts.queued")] == [0]
     assert [(a["take_over"], p.value) for a, p in exported.points("acp.lease.moves")] == [
         ("True", 1)
+    ]
+
+
+def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
+    exported: Exported,
+) -> None:
+    """Fully on, what is the same from request to request is built once per process (the
+    cost bench_observe.py measures): a label set, a connection's span attributes, the
+    store operation a `durably` lambda names; a peer sending thousands of method names
+    grows no cache past otel.MAX_CACHED; the spans and points are still right."""
+    from runtime import observe
+    from runtime.observe import otel
+
+    assert observe.configure(exported.tracer_provider, exported.meter_provider)
+    exported.rooms.append(observe)
+    telemetry = observe._state.on
+    assert telemetry is not None
+
+    class Store:
+        async def save_turn(self, sid: str) -> None:
+            return None
+
+        async def load(self, sid: str) -> None:
+            return None
+
+    async def nothing() -> None:
+        return None
+
+    async def main() -> None:
+        for i in range(otel.MAX_CACHED + 100):  # under the SDK's own limit (2000)
+            await observe.traced("request", nothing(), method=f"x/{i}", params={})
+        for _ in range(3):
+            params = {"sessionId": "sess_1"}
+            await observe.traced("request", nothing(), method="session/prompt", params=params)
+        store = Store()
+        for _ in range(2):
+            await observe.traced("store", store.save_turn("s"), op=lambda: store.save_turn("s"))
+            await observe.traced("store", store.load("s"), op=lambda: store.load("s"))
+
+    asyncio.run(main())
+    assert len(telemetry.labels) <= otel.MAX_CACHED
+    assert len(telemetry.connections) <= otel.MAX_CACHED
+    assert [
+        p.count
+        for a, p in exported.points("acp.request.duration")
+        if a["method"] == "session/prompt"
+    ] == [3]
+    spans = exported.finished()
+    prompts = [s for s in spans if s.name == "session/prompt"]
+    assert [dict(s.attributes or {}) for s in prompts] == [
+        {"rpc.system": "jsonrpc", "rpc.method": "session/prompt", "acp.session_id": "sess_1"}
+    ] * 3
+    ops = [s.attributes["acp.store.op"] for s in spans if s.name.startswith("store ")]
+    assert ops == ["save_turn", "load", "save_turn", "load"]
+    assert [(a["op"], p.count) for a, p in exported.points("acp.store.duration")] == [
+        ("save_turn", 2),
+        ("load", 2),
     ]
 
 
@@ -769,69 +869,102 @@ def test_an_http_agent_configured_by_the_environment_takes_the_header_as_parent(
     assert served["attributes"]["acp.transport"] == "http"
 
 
-class Collector(BaseHTTPRequestHandler):
-    """An OTLP/HTTP collector on 127.0.0.1: the span names and metric names it received,
-    with their resources' service names (decoded with opentelemetry-proto)."""
-
-    spans: ClassVar[list[tuple[str, str]]] = []
-    metrics: ClassVar[list[tuple[str, str]]] = []
-    arrived = threading.Event()
-
-    def log_message(self, *args: Any) -> None:
-        return
-
-    def do_POST(self) -> None:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-            ExportMetricsServiceRequest,
-        )
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if self.path == "/v1/traces":
-            traces = ExportTraceServiceRequest.FromString(body)
-            for rs in traces.resource_spans:
-                service = _service(rs.resource)
-                type(self).spans += [(service, s.name) for ss in rs.scope_spans for s in ss.spans]
-        elif self.path == "/v1/metrics":
-            metrics = ExportMetricsServiceRequest.FromString(body)
-            for rm in metrics.resource_metrics:
-                service = _service(rm.resource)
-                type(self).metrics += [
-                    (service, m.name) for sm in rm.scope_metrics for m in sm.metrics
-                ]
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-        type(self).arrived.set()
-
-
-def _service(resource: Any) -> str:
-    return next((a.value.string_value for a in resource.attributes if a.key == "service.name"), "")
-
-
 def test_an_otlp_endpoint_alone_sends_traces_and_metrics_to_the_collector(hard: Any) -> None:
     """`OTEL_EXPORTER_OTLP_ENDPOINT` (and a service name) is all a deployment sets: the
     HTTP agent process sends its spans and its metrics over OTLP/HTTP."""
-    Collector.spans, Collector.metrics = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(hard.__file__).parents[1]), *sys.path])
-    env.update(
-        ACP_TEST_TRANSPORT="http",
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}",
-        OTEL_SERVICE_NAME="obs-hard",
-    )
     init = {"protocolVersion": 1, "clientCapabilities": {}}
-    try:
+    with otlp.collector() as got:
+        env.update(
+            ACP_TEST_TRANSPORT="http",
+            OTEL_EXPORTER_OTLP_ENDPOINT=got.url,
+            OTEL_SERVICE_NAME="obs-hard",
+        )
         with hs.listening(env, "obs_hard") as agent:
             body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
             assert httpx.post(agent.url, json=body, timeout=10).status_code == 200
         assert agent.proc.returncode == 0  # SIGTERM: both providers flushed at exit
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert ("obs-hard", "initialize") in Collector.spans
-    assert ("obs-hard", "acp.request.duration") in Collector.metrics
+    assert ("obs-hard", "initialize") in {(s.service, s.name) for s in got.spans}
+    assert ("obs-hard", "acp.request.duration") in {(p[0], p[1]) for p in got.points}
+
+
+def test_configured_by_the_environment_no_secret_reaches_the_collector_nor_the_mcp_sdks_spans(
+    assistants: dict[str, Any], tmp_path: Path
+) -> None:
+    """The assistant as a deployment runs it: its own process over stdio, configured only
+    by `OTEL_*` (traces and metrics over OTLP/HTTP to a collector on 127.0.0.1 written
+    here), so the SDK's providers are the process's global ones and the MCP SDK's own
+    spans (`mcp-python-sdk`: each MCP request it sends) are exported beside the runtime's
+    and pydantic-ai's; a route with a key in its headers, an API key, an MCP server over
+    HTTP with a header secret and one over stdio with an env secret, a prompt with a
+    secret: none of them in any span, attribute, event or metric point received (the
+    decoded requests and their raw bytes)."""
+    module = assistants["v1"]
+    package = module.__name__.split(".")[0]
+    serve = (
+        "import asyncio\n"
+        f"from {package}.scripted import Scripted\n"
+        f"from {package}._generated.runtime.serve import serve_agent_stdio\n"
+        f"from {package}._generated.runtime.sessions.store import MemorySessionStore\n"
+        "asyncio.run(serve_agent_stdio(Scripted(), store=MemorySessionStore()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(module.__file__).parents[1]), *sys.path])
+    env["OPENAI_API_KEY"] = API_SECRET
+    secrets = (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET, PROMPT_SECRET)
+
+    async def main(collector_url: str, mcp_url: str) -> str:
+        env.update(otlp.otlp_env(collector_url, "assistant"))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            serve,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        ed = Editor(proc, tmp_path)
+        try:
+            await ed.initialize(1, {})
+            route = {
+                "providerId": "main",
+                "apiType": "openai",
+                "baseUrl": "http://127.0.0.1:9/v1",  # never called: the model is scripted
+                "headers": {"Authorization": f"Bearer {ROUTE_SECRET}"},
+            }
+            await ed.call("providers/set", route)
+            servers = [
+                ms.http_server(mcp_url, headers={"X-Api-Key": MCP_HEADER_SECRET}),
+                ms.stdio_server(tmp_path, env={"TOKEN": MCP_ENV_SECRET}),
+            ]
+            new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            sid = str(new["sessionId"])
+            text = f"multiply 6 by 7 ({PROMPT_SECRET})"
+            assert await ed.prompt(sid, text, v2=False) == "end_turn"
+            return "".join(ed.texts())
+        finally:
+            stderr = (await ed.stop()).decode(errors="replace")
+            for secret in secrets:
+                assert secret not in stderr, secret
+
+    with otlp.collector() as got, ms.running_http_mcp() as (mcp_url, _):
+        said = asyncio.run(asyncio.wait_for(main(got.url, mcp_url), 90))
+        assert "42" in said
+        got.until(
+            "the turn's spans, the MCP SDK's and the metrics",
+            lambda: (
+                got.named("acp.turn")
+                and any(s.scope == "mcp-python-sdk" for s in got.spans)
+                and any(p[1] == "gen_ai.client.token.usage" for p in got.points)
+            ),
+        )
+    names = {(s.scope, s.name) for s in got.spans}
+    assert ("acp.runtime", "tools/call mul") in names, names
+    mcp_sent = {name for scope, name in names if scope == "mcp-python-sdk"}
+    assert any("tools/call" in name for name in mcp_sent), mcp_sent
+    assert {p[1] for p in got.points} >= {"acp.request.duration", "acp.turn.duration"}
+    everything = got.everything()
+    for secret in secrets:
+        assert secret not in everything, secret

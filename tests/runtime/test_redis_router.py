@@ -18,6 +18,7 @@ import cluster_support as cs
 import hardening_support as hs
 import httpx
 import orjson
+import otlp_support as otlp
 import pytest
 from wait_support import Arrivals
 
@@ -253,6 +254,45 @@ def test_relayed_stream_outlives_a_minute_of_silence(
                 await main.stop()
 
         asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_a_relayed_post_keeps_its_trace(redis: cs.Server, tmp_path: Path, shared_acp: Path) -> None:
+    """Both replicas send traces to an OTLP collector on 127.0.0.1: a POST through B for a
+    connection A owns is served on A under the POST's `traceparent` header (carried in
+    the relay; before, A served it as a root), and under its `_meta.traceparent` when it
+    has one (that wins, as on one replica)."""
+    header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    meta = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    env = {k: v for k, v in hs.build(tmp_path, shared_acp, PKG).items() if "OTEL_" not in k}
+    with otlp.collector() as got:
+        env.update(otlp.otlp_env(got.url, "relay"))
+        with replicas(env, redis.url, tmp_path / "s.db", "ra", "rb") as (a, b):
+
+            async def go() -> None:
+                async with httpx.AsyncClient(timeout=20) as http:
+                    json_ = {"Content-Type": "application/json"}
+                    r = await http.post(
+                        a, content=rpc(0, "initialize", {"protocolVersion": 1}), headers=json_
+                    )
+                    h = {"Acp-Connection-Id": r.headers["Acp-Connection-Id"], **json_}
+                    http.cookies.clear()  # everything below through B
+                    new = {"cwd": "/tmp", "mcpServers": []}
+                    for rid, params in (("h", new), ("m", {**new, "_meta": {"traceparent": meta}})):
+                        r = await http.post(
+                            b,
+                            content=rpc(rid, "session/new", params),
+                            headers={**h, "traceparent": header},
+                        )
+                        assert r.status_code == 202, r.text
+
+            asyncio.run(go())
+            got.until("both session/new spans", lambda: len(got.named("session/new")) == 2)
+    served = got.named("session/new")
+    assert {s.attributes["acp.replica"] for s in served} == {"ra"}  # the owner served both
+    by = {s.trace_id: s for s in served}
+    assert by["0af7651916cd43dd8448eb211c80319c"].parent_id == "b7ad6b7169203331"
+    assert by["4bf92f3577b34da6a3ce929d0e0e4736"].parent_id == "00f067aa0ba902b7"
 
 
 @pytest.mark.slow

@@ -286,7 +286,12 @@ class AcpHttpServer:
         known = self.connections.get(cid)
         if known is None:
             owner = await self.router.owner(cid) if self.router is not None else None
-            relayed = await self.router.relay_post(owner, cid, sid, parsed.body) if owner else None
+            # the owner serves it: the POST's trace context goes along (its `_meta`, in the
+            # body, does anyway)
+            trace = {k: v for k in ("traceparent", "tracestate") if (v := headers.get(k))}
+            relayed = (
+                await self.router.relay_post(owner, cid, sid, parsed.body, trace) if owner else None
+            )
             if relayed is None:
                 return error_response(404, -32600, "unknown connection id")
             status, content, ctype = relayed
@@ -478,24 +483,29 @@ class AcpHttpServer:
         self._add(conn)
         await ws.accept(headers=[(CONNECTION_ID_HEADER.lower().encode(), conn.id.encode())])
         try:
-            while True:
-                try:
-                    message = await asyncio.wait_for(ws.receive(), self.idle_timeout or None)
-                except TimeoutError:
-                    if getattr(conn.core, "_incoming", None) or getattr(
-                        conn.core, "_pending", None
-                    ):
-                        continue  # a request still runs: the client is waiting, not idle
-                    log.info("WebSocket connection %s idle: closed", conn.id[:8])
-                    await ws.close(code=1001, reason="idle")
-                    return
-                if message["type"] == "websocket.disconnect":
-                    return
-                self._ws_message(conn, message)
+            # the upgrade request's `traceparent` is the parent of every request the
+            # connection serves (a request's own `_meta.traceparent` wins)
+            with observe.parent(ws.scope["headers"]):
+                await self._ws_receive(ws, conn)
         except WebSocketDisconnect:
             return
         finally:
             await self.remove(conn.id)
+
+    async def _ws_receive(self, ws: WebSocket, conn: HttpConnection) -> None:
+        """A WebSocket's messages to its connection, until it closes or idles out."""
+        while True:
+            try:
+                message = await asyncio.wait_for(ws.receive(), self.idle_timeout or None)
+            except TimeoutError:
+                if getattr(conn.core, "_incoming", None) or getattr(conn.core, "_pending", None):
+                    continue  # a request still runs: the client is waiting, not idle
+                log.info("WebSocket connection %s idle: closed", conn.id[:8])
+                await ws.close(code=1001, reason="idle")
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            self._ws_message(conn, message)
 
     async def _ws_refused(self, ws: WebSocket, peer: str | None) -> bool:
         """Auth and the connection caps for a WebSocket: refused (and answered) or not."""

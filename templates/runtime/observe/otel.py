@@ -28,6 +28,7 @@ REQUEST_CANCELLED = -32800
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 MAX_ID = 128  # characters of a session id kept in an attribute
+MAX_CACHED = 1024  # label sets and connection attributes kept ready, at most
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -119,13 +120,19 @@ def _header_context(headers: Any) -> Any:
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
+_OPS: dict[Any, str] = {}  # a `durably` lambda's code -> the store method it calls
+
+
 def _store_op(op: Any) -> str:
-    """The store method a `durably` call runs (its lambda names it), else `call`."""
+    """The store method a `durably` call runs (its lambda names it), else `call`; found
+    once per lambda (its code object, shared by every call of the line that makes it)."""
     code = getattr(op, "__code__", None)
-    for name in getattr(code, "co_names", ()):
-        if name in STORE_OPS:
-            return str(name)
-    return "call"
+    found = _OPS.get(code)
+    if found is None:
+        found = next((str(n) for n in getattr(code, "co_names", ()) if n in STORE_OPS), "call")
+        if code is not None and len(_OPS) < MAX_CACHED:
+            _OPS[code] = found
+    return found
 
 
 def _names(variable: str) -> list[str]:
@@ -245,6 +252,8 @@ class Telemetry:
         self.tracer = (tracer_provider or trace.NoOpTracerProvider()).get_tracer("acp.runtime")
         meter = (meter_provider or metrics.NoOpMeterProvider()).get_meter("acp.runtime")
         self.instruments: dict[str, Any] = {}
+        # per instrument its `add` or `record`, looked up once (not per call)
+        self.recorders: dict[str, Callable[..., None]] = {}
         for name, (kind, unit, text, buckets) in INSTRUMENTS.items():
             if kind == "counter":
                 self.instruments[name] = meter.create_counter(name, unit, text)
@@ -254,6 +263,16 @@ class Telemetry:
                 self.instruments[name] = meter.create_histogram(
                     name, unit, text, explicit_bucket_boundaries_advisory=list(buckets)
                 )
+            instrument = self.instruments[name]
+            self.recorders[name] = instrument.record if kind == "histogram" else instrument.add
+        self.request_duration = self.recorders["acp.request.duration"]
+        self.turn_duration = self.recorders["acp.turn.duration"]
+        self.store_duration = self.recorders["acp.store.duration"]
+        self.calls = self.recorders["acp.calls"]
+        self.queued = self.recorders["acp.prompts.queued"]
+        # label sets and span attributes built once and handed to the SDK again
+        self.labels: dict[tuple[Any, ...], dict[str, str]] = {}
+        self.connections: dict[tuple[Any, ...], dict[str, Any]] = {}
         for name, (unit, text) in GAUGES.items():
             meter.create_observable_gauge(name, [self._reader(gauges, name)], unit, text)
 
@@ -299,12 +318,16 @@ class Telemetry:
 
     # ---- metrics ---------------------------------------------------------------
     def metric(self, name: str, value: float, labels: dict[str, Any]) -> None:
-        instrument = self.instruments[name]
-        attrs = {k: str(v) for k, v in labels.items()}
-        if INSTRUMENTS[name][0] == "histogram":
-            instrument.record(value, attrs)
-        else:
-            instrument.add(value, attrs)
+        self.recorders[name](value, {k: str(v) for k, v in labels.items()})
+
+    def _labels(self, key: tuple[Any, ...], make: Callable[[], dict[str, str]]) -> dict[str, str]:
+        """The label set `key` names, made once (the SDK copies what it is given)."""
+        found = self.labels.get(key)
+        if found is None:
+            found = make()
+            if len(self.labels) < MAX_CACHED:
+                self.labels[key] = found
+        return found
 
     def exposition(self) -> tuple[bytes, str] | None:
         if not self.prometheus:
@@ -327,18 +350,41 @@ class Telemetry:
             otel_context.detach(token)
 
     # ---- spans -------------------------------------------------------------------
+    # Each kind opens its span with `_open` and ends it with `_close` in a `finally`: the
+    # SDK's `start_span` and one context attach (`start_as_current_span` wraps the same
+    # in two generator context managers and `use_span`'s handlers, per span).
     def traced(self, kind: str, work: Awaitable[Any], attrs: dict[str, Any]) -> Awaitable[Any]:
         return getattr(self, f"_{kind}")(work, attrs)  # type: ignore[no-any-return]
 
-    def _span(self, name: str, kind: SpanKind, context: Any, attrs: dict[str, Any]) -> Any:
-        return self.tracer.start_as_current_span(
+    def _open(self, name: str, kind: SpanKind, context: Any, attrs: dict[str, Any]) -> Any:
+        span = self.tracer.start_span(
             name,
-            context=context,
-            kind=kind,
-            attributes=attrs,
+            context,
+            kind,
+            attrs,
             record_exception=False,  # an exception's text may hold anything: its type only
             set_status_on_exception=False,
         )
+        return span, otel_context.attach(trace.set_span_in_context(span))
+
+    @staticmethod
+    def _close(opened: Any) -> None:
+        span, token = opened
+        otel_context.detach(token)
+        span.end()
+
+    def _connection(self, conn: Any, method: str) -> dict[str, Any]:
+        """A served request's attributes but its session: its connection's (transport,
+        revision, replica) and its method, built once per combination."""
+        about = getattr(conn, "about", None)  # the agent's connections have it
+        facts = about() if about is not None else {}
+        key = (method, *facts.values())
+        found = self.connections.get(key)
+        if found is None:
+            found = {"rpc.system": "jsonrpc", "rpc.method": method, **facts}
+            if len(self.connections) < MAX_CACHED:
+                self.connections[key] = found
+        return found
 
     @staticmethod
     def _failed(span: Any, exc: BaseException) -> int:
@@ -350,31 +396,27 @@ class Telemetry:
     async def _request(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome)."""
         method, params = attrs["method"], attrs.get("params")
-        about = getattr(attrs.get("conn"), "about", None)  # the agent's: transport, revision
-        values: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method}
+        values = self._connection(attrs.get("conn"), method)
         sid = _session(params)
         if sid is not None:
-            values["acp.session_id"] = sid
-        if about is not None:
-            values.update(about())
+            values = {**values, "acp.session_id": sid}
         started = time.perf_counter()
         outcome, code = "ok", 0
-        with self._span(method, SpanKind.SERVER, _meta_context(params), values) as span:
-            try:
-                return await work
-            except BaseException as exc:
-                code = self._failed(span, exc)
-                outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
-                raise
-            finally:
-                labels = {
-                    "method": method if code != METHOD_NOT_FOUND else "unknown",
-                    "outcome": outcome,
-                    "code": str(code),
-                }
-                self.instruments["acp.request.duration"].record(
-                    time.perf_counter() - started, labels
-                )
+        opened = self._open(method, SpanKind.SERVER, _meta_context(params), values)
+        try:
+            return await work
+        except BaseException as exc:
+            code = self._failed(opened[0], exc)
+            outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
+            raise
+        finally:
+            name = method if code != METHOD_NOT_FOUND else "unknown"
+            labels = self._labels(
+                ("request", name, outcome, code),
+                lambda: {"method": name, "outcome": outcome, "code": str(code)},
+            )
+            self.request_duration(time.perf_counter() - started, labels)
+            self._close(opened)
 
     async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A request sent to the peer (a CLIENT span): its trace context in `_meta`."""
@@ -384,20 +426,26 @@ class Telemetry:
         if sid is not None:
             values["acp.session_id"] = sid
         outcome = "ok"
-        with self._span(method, SpanKind.CLIENT, None, values) as span:
+        opened = self._open(method, SpanKind.CLIENT, None, values)
+        try:
             carrier: dict[str, str] = {}
             W3C.inject(carrier)  # nothing when no span is recorded (metrics only)
             if carrier and type(params) is dict:  # the frame is built when `work` starts
                 meta = params.get("_meta")
                 params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
-            try:
-                return await work
-            except BaseException as exc:
-                code = self._failed(span, exc)
-                outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
-                raise
-            finally:
-                self.instruments["acp.calls"].add(1, {"method": method, "outcome": outcome})
+            return await work
+        except BaseException as exc:
+            code = self._failed(opened[0], exc)
+            outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
+            raise
+        finally:
+            self.calls(
+                1,
+                self._labels(
+                    ("call", method, outcome), lambda: {"method": method, "outcome": outcome}
+                ),
+            )
+            self._close(opened)
 
     async def _turn(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A prompt turn: its stop reason, its duration by stop reason; a model failure
@@ -413,65 +461,76 @@ class Telemetry:
             )
         started = time.perf_counter()
         reason = "error"
-        with self._span("acp.turn", SpanKind.INTERNAL, None, values) as span:
-            try:
-                reason = await work
-                return reason
-            except asyncio.CancelledError:
-                reason = "cancelled"
-                raise
-            except BaseException as exc:
-                self._failed(span, exc)
-                name = _error_name(exc)
-                if name is not None and name.startswith("Model"):
-                    self.metric("acp.model.errors", 1, {"kind": name})
-                raise
-            finally:
-                span.set_attribute("acp.stop_reason", str(reason))
-                self.instruments["acp.turn.duration"].record(
-                    time.perf_counter() - started, {"stop_reason": str(reason)}
-                )
+        opened = self._open("acp.turn", SpanKind.INTERNAL, None, values)
+        try:
+            reason = await work
+            return reason
+        except asyncio.CancelledError:
+            reason = "cancelled"
+            raise
+        except BaseException as exc:
+            self._failed(opened[0], exc)
+            name = _error_name(exc)
+            if name is not None and name.startswith("Model"):
+                self.metric("acp.model.errors", 1, {"kind": name})
+            raise
+        finally:
+            stop = str(reason)
+            opened[0].set_attribute("acp.stop_reason", stop)
+            self.turn_duration(
+                time.perf_counter() - started,
+                self._labels(("turn", stop), lambda: {"stop_reason": stop}),
+            )
+            self._close(opened)
 
     async def _tool(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One MCP tool call (a CLIENT span); failures counted by kind."""
         values = {"mcp.method.name": "tools/call", "gen_ai.tool.name": str(attrs.get("tool"))}
         if attrs.get("server"):
             values["mcp.server"] = str(attrs["server"])
-        with self._span(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values) as span:
-            try:
-                result = await work
-            except BaseException as exc:
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                self.metric("acp.mcp.errors", 1, {"kind": type(exc).__name__})
-                raise
+        opened = self._open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values)
+        span = opened[0]
+        try:
+            result = await work
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            self.metric("acp.mcp.errors", 1, {"kind": type(exc).__name__})
+            raise
+        else:
             if getattr(result, "is_error", False):
                 span.set_status(Status(StatusCode.ERROR, "tool error"))
                 self.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
             return result
+        finally:
+            self._close(opened)
 
     async def _store(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
         op = _store_op(attrs.get("op"))
         started = time.perf_counter()
         outcome = "ok"
-        with self._span(f"store {op}", SpanKind.CLIENT, None, {"acp.store.op": op}) as span:
-            try:
-                return await work
-            except BaseException as exc:
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                outcome = "error"
-                raise
-            finally:
-                self.instruments["acp.store.duration"].record(
-                    time.perf_counter() - started, {"op": op, "outcome": outcome}
-                )
+        values = self._labels(("store-span", op), lambda: {"acp.store.op": op})
+        opened = self._open(f"store {op}", SpanKind.CLIENT, None, values)
+        try:
+            return await work
+        except BaseException as exc:
+            opened[0].set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            outcome = "error"
+            raise
+        finally:
+            self.store_duration(
+                time.perf_counter() - started,
+                self._labels(("store", op, outcome), lambda: {"op": op, "outcome": outcome}),
+            )
+            self._close(opened)
 
     async def _queued(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A prompt waiting for its session's turn."""
-        queued = self.instruments["acp.prompts.queued"]
-        queued.add(1)
+        queued = self.queued
+        queued(1)
+        opened = self._open("acp.prompt.queued", SpanKind.INTERNAL, None, {})
         try:
-            with self._span("acp.prompt.queued", SpanKind.INTERNAL, None, {}):
-                return await work
+            return await work
         finally:
-            queued.add(-1)
+            self._close(opened)
+            queued(-1)

@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 
+from .. import observe
 from ..wire.logsafe import register_secrets
 from ..wire.masking import url_secrets
 
@@ -167,12 +168,25 @@ class RedisRouter:
         return orjson.loads(got[1]) if got is not None else None
 
     async def relay_post(
-        self, owner: str, cid: str, sid: str | None, body: bytes
+        self,
+        owner: str,
+        cid: str,
+        sid: str | None,
+        body: bytes,
+        trace: dict[str, str] | None = None,
     ) -> tuple[int, bytes, str | None] | None:
-        """The owner's answer to this POST, or None when the owner did not answer."""
-        ans = await self._ask(
-            owner, {"op": "post", "cid": cid, "sid": sid, "body": body.decode("utf-8", "replace")}
-        )
+        """The owner's answer to this POST, or None when the owner did not answer.  `trace`:
+        the POST's `traceparent` and `tracestate` headers, the parent of what the owner
+        serves (observe)."""
+        op: dict[str, Any] = {
+            "op": "post",
+            "cid": cid,
+            "sid": sid,
+            "body": body.decode("utf-8", "replace"),
+        }
+        if trace:
+            op["trace"] = trace
+        ans = await self._ask(owner, op)
         if ans is None:
             await self._drop_owner(cid, owner)
             return None
@@ -284,9 +298,16 @@ class RedisRouter:
                     pump.cancel()
                 return
             if kind == "post" and self.on_post is not None:
-                status, body, ctype = await self.on_post(
-                    op["cid"], op.get("sid"), op["body"].encode()
-                )
+                trace = op.get("trace")
+                carried = {
+                    k: v
+                    for k, v in (trace.items() if type(trace) is dict else ())
+                    if k in ("traceparent", "tracestate") and type(v) is str
+                }
+                with observe.parent(carried):  # the relaying replica's POST header
+                    status, body, ctype = await self.on_post(
+                        op["cid"], op.get("sid"), op["body"].encode()
+                    )
                 answer: dict[str, Any] = {"status": status, "body": body.decode(), "type": ctype}
             elif kind == "delete" and self.on_delete is not None:
                 answer = {"status": await self.on_delete(op["cid"])}

@@ -16,8 +16,9 @@ to `configure` (tests: the SDK's in-memory exporters).  Only then is the SDK imp
   (a prompt waiting for its session's turn);
 * ``metric(name, value, **labels)``: a count (`otel.INSTRUMENTS` names them all);
 * ``gauge(name, owner, read)``: a value read when metrics are collected;
-* ``parent(headers)``: a `with` block whose requests take the HTTP `traceparent` header's
-  trace as their parent; ``exposition()``: the Prometheus text of the metrics.
+* ``parent(headers)``: a `with` block whose requests take the `traceparent` header's
+  trace as their parent (a POST's, a WebSocket upgrade's, a relayed POST's);
+  ``exposition()``: the Prometheus text of the metrics.
 
 Never a secret: attributes and labels are method names, ids, codes and stop reasons; no
 header value, key, prompt or file content (the prompt's text only with

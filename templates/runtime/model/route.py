@@ -58,10 +58,27 @@ def model_id(turn: Turn, default: str | None) -> str | None:
     return os.environ.get("ACP_MODEL", "").strip() or default
 
 
-# the modules the first turn of each provider imports (env_model, routed_model)
+# the modules the first turn of each provider imports (env_model, routed_model, the
+# client's request and stream, the run's usage prices)
+_FIRST_RUN = ("anyio._backends._asyncio", "jiter", "genai_prices.data")
 _WARM = {
-    "openai": ("openai", "pydantic_ai.models.openai", "pydantic_ai.providers.openai"),
-    "anthropic": ("anthropic", "pydantic_ai.models.anthropic", "pydantic_ai.providers.anthropic"),
+    "openai": (
+        "openai",
+        "pydantic_ai.models.openai",
+        "pydantic_ai.providers.openai",
+        "openai.resources.chat",
+        "openai.resources.responses",
+        "openai.lib.streaming.chat",
+        *_FIRST_RUN,
+    ),
+    "anthropic": (
+        "anthropic",
+        "pydantic_ai.models.anthropic",
+        "pydantic_ai.providers.anthropic",
+        "anthropic.resources.messages",
+        "anthropic.lib.streaming",
+        *_FIRST_RUN,
+    ),
 }
 _warmed = threading.Event()  # one warm-up a process
 

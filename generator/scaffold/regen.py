@@ -367,11 +367,12 @@ def _lost_capabilities(
             if on_disk is False or (on_disk is None and http):
                 what = "read_file, write_file and run_command are offered to no client"
                 if http and on_disk is None:
-                    what += " (llm.on_disk: true offers the file tools on the server's disk)"
+                    what += " (llm.on_disk: true offers them on the server's disk)"
             else:
                 what = (
-                    "run_command is offered to no client; read_file and write_file work on "
-                    "disk, in the session's folder"
+                    "read_file, write_file and run_command work on disk instead, in the "
+                    "session's folder (files as saved, commands run by the agent, not in the "
+                    "editor's terminal)"
                 )
             out.append(
                 f"the model's editor tools: {was} serves the client's files and terminal "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,9 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     ]
     if prompts[-1] == "disk":  # no terminal; a path that leaves the session's folder
         steps = [*steps[:2], ("read_file", {"path": "../outside.txt"})]
+    if prompts[-1].startswith("cmd "):  # one command: ["program", "arg", ...]
+        argv = json.loads(prompts[-1][4:])
+        steps = [("run_command", {"command": argv[0], "args": argv[1:]})]
     if prompts[-1] == "small":  # a one-line file; a program that does not exist
         steps = [("read_file", {"path": "one.txt"}), ("run_command", {"command": "no-such-program-37"})]
     if len(since) < len(steps):
@@ -124,13 +129,15 @@ async def _session(ed: Editor, root: Path, v2: bool, caps: dict[str, Any]) -> st
         ("v1", {}, ""),
         ("v1", {"fs": FS}, "read_file,write_file"),
         ("v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
-        # v2 has no fs: by default the file tools work on disk for a local (stdio) client
-        # (issue 37 item 3: before, a project moved to v2 lost them unless llm.on_disk)
-        ("v2", {}, "read_file,write_file"),
-        # llm.on_disk: true, the file tools without a client's fs (v1 too); false: never
-        ("disk_v1", {}, "read_file,write_file"),
+        # v2 has no fs or terminal: by default the tools work on disk for a local (stdio)
+        # client (issue 37 item 3: before, a project moved to v2 lost them unless
+        # llm.on_disk, and run_command even then)
+        ("v2", {}, "read_file,run_command,write_file"),
+        # llm.on_disk: true, the tools without a client's fs or terminal (v1 too); false: never
+        ("disk_v1", {}, "read_file,run_command,write_file"),
+        ("disk_v1", {"fs": FS}, "read_file,run_command,write_file"),
         ("disk_v1", {"fs": FS, "terminal": True}, "read_file,run_command,write_file"),
-        ("disk_v2", {}, "read_file,write_file"),
+        ("disk_v2", {}, "read_file,run_command,write_file"),
         ("never_v2", {}, ""),
     ],
 )
@@ -310,13 +317,15 @@ def test_the_test_model_answers_text_and_calls_no_tool(built: Any, tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("built_as", "offered"), [("v2", ""), ("disk_v2", "read_file,write_file")])
+@pytest.mark.parametrize(
+    ("built_as", "offered"), [("v2", ""), ("disk_v2", "read_file,run_command,write_file")]
+)
 def test_over_http_the_file_tools_work_on_disk_only_when_the_manifest_says_so(
     built: Any, tmp_path: Path, built_as: str, offered: str
 ) -> None:
-    """The default on-disk file tools of v2 are for a client on the agent's machine: an
-    HTTP agent's session folder is the server's, so there only `llm.on_disk: true`
-    offers them (issue 37 item 3)."""
+    """The default on-disk tools of v2 are for a client on the agent's machine: an HTTP
+    agent's session folder is the server's, so there only `llm.on_disk: true` offers
+    them (issue 37 item 3)."""
     import mcp_support as ms
     from mcp_support import WsPeer, ws_turn
 
@@ -334,3 +343,188 @@ def test_over_http_the_file_tools_work_on_disk_only_when_the_manifest_says_so(
         proc.communicate(timeout=30)
     texts = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(texts) == "tools " + offered
+
+
+# ---- run_command on disk (v2 has no terminal; issue 37 item 3) ---------------------------------
+SECRET = "sk-disk-secret-3737"
+SHOW_ENV = (
+    "import os, sys; print(sorted(k for k in os.environ if k.startswith(('ACP_', 'OPENAI_'))));"
+    "print(os.getcwd()); print('SHOWN' if 'KEEP_ME' in os.environ else 'LOST');"
+    "print(any(v.startswith('sk-disk-') for v in os.environ.values())); sys.exit(3)"
+)
+
+
+def _cmd(*argv: str) -> str:
+    return "cmd " + json.dumps([sys.executable, *argv])
+
+
+def _finals(ed: Editor) -> list[str]:
+    out: dict[str, str] = {}
+    for u in ed.updates:
+        if u.get("sessionUpdate") in ("tool_call", "tool_call_update") and u.get("status"):
+            out[u["toolCallId"]] = u["status"]
+    return list(out.values())
+
+
+@pytest.mark.parametrize("permit", ["allow_once", "reject_once"])
+def test_on_v2_a_command_runs_on_disk_asked_first_without_the_agents_secrets(
+    built: Any, tmp_path: Path, permit: str
+) -> None:
+    """Fails on the old code (no `run_command` on v2): asked with v2's permission request,
+    run by the agent in the session's folder with no ACP_/OPENAI_ variable or key, shown
+    as an `execute` tool call with its output, the model told its exit code and output."""
+    env, package = built["v2"]
+    env = {**env, "OPENAI_API_KEY": SECRET, "ACP_SESSION_SECRET": SECRET, "KEEP_ME": "1"}
+
+    async def main() -> tuple[Editor, bytes]:
+        ed = await Editor.start(env, package, tmp_path)
+        ed.permit = permit
+        sid = await _session(ed, tmp_path, True, {})
+        assert await ed.prompt(sid, _cmd("-c", SHOW_ENV), v2=True) == "end_turn"
+        return ed, await ed.stop()
+
+    ed, stderr = asyncio.run(main())
+    assert not [m for m in ed.methods() if m.startswith(("fs/", "terminal/"))]
+    asked = [r for r in ed.requests if r["method"] == "session/request_permission"]
+    assert len(asked) == 1
+    (said,) = json.loads(ed.texts()[-1])
+    calls = [u for u in ed.updates if u["sessionUpdate"] in ("tool_call", "tool_call_update")]
+    assert calls[0]["kind"] == "execute" and calls[0]["status"] == "pending"
+    if permit == "reject_once":
+        assert said == f"the user did not allow running `{sys.executable} -c {SHOW_ENV}`"
+        assert _finals(ed) == ["failed"]
+        return
+    assert said == f"exit code 3\n[]\n{tmp_path.resolve()}\nSHOWN\nFalse\n", said
+    assert _finals(ed) == ["failed"]  # a non-zero exit, as from a terminal
+    last = calls[-1]
+    assert last["rawOutput"] == {"exitCode": 3, "truncated": False}
+    assert last["content"][0]["content"]["text"] == said.split("\n", 1)[1]
+    assert SECRET.encode() not in stderr and SECRET not in json.dumps(ed.updates)
+
+
+def test_a_command_on_disk_tells_the_model_what_a_terminal_would(
+    built: Any, tmp_path: Path
+) -> None:
+    """The same program, its output above `ACP_TOOL_OUTPUT_LIMIT`: run in the generated
+    client's terminal (v1) and on disk (v2), the model is told the same text (the last
+    bytes kept, `(cut)`); a program that does not exist fails the same way too."""
+    from runtime.client.client_tools import Terminals
+    from runtime.wire.errors import RpcError
+
+    big = "import sys; sys.stdout.write('a' * 9000 + 'é' * 3000 + 'END\\n')"
+    limit = {"ACP_TOOL_OUTPUT_LIMIT": "4096"}
+    terminals = Terminals(str(tmp_path))
+
+    async def said(rev: str, prompt: str) -> str:
+        env, package = built[rev]
+        v2 = rev == "v2"
+        ed = await Editor.start({**env, **limit}, package, tmp_path)
+        served = ed.serves.serve
+
+        async def serve(method: str, params: dict[str, Any]) -> Any:
+            if method == "terminal/create":
+                try:
+                    return await terminals.create(params)
+                except RpcError as exc:
+                    raise OSError(exc.message) from None
+            if method in ("terminal/output", "terminal/wait_for_exit", "terminal/release"):
+                return await getattr(terminals, method.split("/")[1])(params)
+            return await served(method, params)
+
+        ed.serves.serve = serve  # type: ignore[method-assign]
+        sid = await _session(ed, tmp_path, v2, {} if v2 else {"terminal": True})
+        assert await ed.prompt(sid, prompt, v2=v2) == "end_turn"
+        await ed.stop()
+        if not v2:
+            assert "terminal/create" in ed.methods()
+        return str(json.loads(ed.texts()[-1])[0])
+
+    async def main() -> list[str]:
+        return [
+            await said(rev, prompt)
+            for prompt in (_cmd("-c", big), "cmd " + json.dumps(["no-such-program-37"]))
+            for rev in ("v1", "v2")
+        ]
+
+    term, disk, term_missing, disk_missing = asyncio.run(main())
+    assert disk == term, (disk[:200], term[:200])
+    assert disk.startswith("exit code 0 (cut)\n") and "[output cut:" in disk
+    assert "éé" in disk and "aaaa" not in disk  # the last bytes, whole characters
+    assert disk_missing == term_missing == "cannot run no-such-program-37: command not found"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+SLEEPER = (
+    "import os, subprocess, sys, time;"
+    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+    "open('pids', 'w').write(f'{os.getpid()} {p.pid}'); print('started', flush=True);"
+    "time.sleep(60)"
+)
+
+
+def test_a_cancel_kills_a_command_on_disk_and_ends_its_tool_call_cancelled(
+    built: Any, tmp_path: Path
+) -> None:
+    """v2, `session/cancel` while the command (and a child of its own) runs: the turn ends
+    `cancelled`, its tool call `cancelled`, the whole process group killed."""
+    env, package = built["v2"]
+
+    async def main() -> tuple[str, Editor, list[int]]:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, True, {})
+        turn = asyncio.get_running_loop().create_task(ed.prompt(sid, _cmd("-c", SLEEPER), v2=True))
+        for _ in range(600):  # the command has started its child
+            if (tmp_path / "pids").exists() and (tmp_path / "pids").read_text().count(" "):
+                break
+            await asyncio.sleep(0.05)
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert all(_alive(p) for p in pids)
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        await ed.send(cancel)
+        stop = await turn
+        await ed.stop()
+        return stop, ed, pids
+
+    stop, ed, pids = asyncio.run(main())
+    assert stop == "cancelled"
+    assert _finals(ed) == ["cancelled"]
+    for _ in range(100):  # the kill is sent before the turn ends; the child may linger a moment
+        if not any(_alive(p) for p in pids):
+            break
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), pids
+
+
+def test_a_command_on_disk_past_its_time_is_killed_and_in_ask_mode_never_runs(
+    built: Any, tmp_path: Path
+) -> None:
+    """`ACP_COMMAND_TIMEOUT`: the command is killed, the model told so with its output so
+    far; in mode `ask` the command is shown, never asked, never run."""
+    env, package = built["v2"]
+    env = {**env, "ACP_COMMAND_TIMEOUT": "0.5"}
+
+    async def main() -> Editor:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, True, {})
+        assert await ed.prompt(sid, _cmd("-c", SLEEPER), v2=True) == "end_turn"
+        (tmp_path / "pids").unlink()
+        params = {"sessionId": sid, "configId": "mode", "type": "id", "value": "ask"}
+        await ed.call("session/set_config_option", params)
+        assert await ed.prompt(sid, _cmd("-c", SLEEPER), v2=True) == "end_turn"
+        await ed.stop()
+        return ed
+
+    ed = asyncio.run(main())
+    timed_out, in_ask = [json.loads(t)[0] for t in ed.texts() if t.startswith("[")]
+    assert timed_out == "killed after 0.5 s (ACP_COMMAND_TIMEOUT)\nstarted\n", timed_out
+    assert in_ask.startswith("not run: the session is in ask mode")
+    assert not (tmp_path / "pids").exists()
+    assert len([r for r in ed.requests if r["method"] == "session/request_permission"]) == 1
+    assert _finals(ed) == ["failed", "completed"]

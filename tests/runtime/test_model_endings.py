@@ -37,7 +37,7 @@ import json
 import os
 from typing import Any
 
-from pydantic_ai import Agent as Model
+from pydantic_ai import Agent as Model, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
@@ -63,6 +63,8 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
                 since.append(p)
     if word == "loop":  # a tool, again and again
         return ModelResponse(parts=[ToolCallPart("noop", {}, tool_call_id=f"n{len(since)}")])
+    if word == "badargs":  # a tool it has, with arguments the tool refuses, again
+        return ModelResponse(parts=[ToolCallPart("count", {"n": "many"}, tool_call_id=f"b{len(messages)}")])
     if word == "unknown":  # a tool it has not got
         return ModelResponse(parts=[ToolCallPart("nope", {}, tool_call_id=f"u{len(since)}")])
     if word in CALLS and not since:
@@ -73,7 +75,9 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if word == "history":  # what the model's history holds
         returns = [p for m in messages for p in m.parts if p.part_kind == "tool-return"]
         said = [p.content for m in messages for p in m.parts if p.part_kind == "text"]
-        return ModelResponse(parts=[TextPart(json.dumps({"returns": len(returns), "said": said}))])
+        retried = [p for m in messages for p in m.parts if p.part_kind == "retry-prompt"]
+        seen = {"returns": len(returns), "said": said, "retried": len(retried)}
+        return ModelResponse(parts=[TextPart(json.dumps(seen))])
     return ModelResponse(parts=[TextPart("ok")])
 
 
@@ -99,7 +103,19 @@ def big() -> str:
     return "x" * 200_000
 
 
+@SCRIPTED.tool_plain
+def count(n: int) -> str:
+    return str(n)
+
+
 ROUTED = Model(instructions="Be brief.")
+HELPER = Model(instructions="Help.")
+
+
+@ROUTED.tool
+async def delegate(ctx: RunContext[None], topic: str) -> str:
+    # ask a helper model (the same endpoint) about `topic`
+    return (await HELPER.run(topic, model=ctx.model)).output
 
 
 class Agent(AgentBase):
@@ -145,6 +161,9 @@ class Endpoint(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append({"path": self.path, "body": body})
         step = type(self).script.pop(0) if type(self).script else ("stream", ["ok"], True)
+        if step[0] == "tool":  # a Chat Completions stream calling one tool
+            self._tool_call(body["model"], step[1], step[2])
+            return
         if step[0] == "status":
             _, code, headers, payload = step
             self.send_response(code)
@@ -164,6 +183,19 @@ class Endpoint(BaseHTTPRequestHandler):
             self._responses(body["model"], pieces, finished)
         else:
             self._chat(body["model"], pieces, finished)
+
+    def _tool_call(self, model: str, name: str, args: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
+        call = {"index": 0, "id": "call_1", "type": "function"}
+        call["function"] = {"name": name, "arguments": json.dumps(args)}
+        delta = {"role": "assistant", "tool_calls": [call]}
+        self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        end = {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+        self._event({**base, "choices": [end]})
+        self.wfile.write(b"data: [DONE]\n\n")
 
     def _event(self, data: dict[str, Any], name: str | None = None) -> None:
         head = f"event: {name}\n".encode() if name else b""
@@ -678,3 +710,71 @@ def test_in_ask_mode_run_command_never_runs(built: Any, tmp_path: Path) -> None:
     # the run's usage read as pydantic-ai 2 gives it (the old `usage()` warned each turn)
     assert any(u.get("sessionUpdate") == "usage_update" for u in ed.updates)
     assert b"PydanticAIDeprecationWarning" not in err, err.decode()[-2000:]
+
+
+# ---- issue 36 leftovers: arguments refused twice; a model error with a tool call open ----------
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_tool_called_with_bad_arguments_again_ends_the_turn_cleanly_and_keeps_the_run(
+    built: Any, tmp_path: Path, rev: str
+) -> None:
+    """A tool the model has, called twice with arguments it refuses (`n` not a number):
+    the turn ends `max_turn_requests` (not -32603), every tool call shown ends, and the
+    next turn's model sees the run (its refused calls and the note where it stopped)."""
+    env, package = built[rev]
+    v2 = rev == "v2"
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], Editor, bytes]:
+        ed = await Editor.start(env, package, tmp_path)
+        sid = await _session(ed, tmp_path, v2)
+        first = await _turn(ed, sid, "badargs", v2)
+        after = await _turn(ed, sid, "history", v2)
+        return first, after, ed, await ed.stop()
+
+    first, after, ed, err = asyncio.run(main())
+    assert first == {"stop": "max_turn_requests"}, first
+    assert after == {"stop": "end_turn"}, after
+    said = _said(ed)
+    # the refused calls and what the model was told of them (a retry prompt, or in
+    # pydantic-ai 2 a tool return with a retry outcome) are kept
+    assert said["retried"] + said["returns"] >= 1, said
+    assert any("fail validation" in s for s in said["said"]), said
+    assert set(_finals(ed).values()) <= {"completed", "failed"}, _finals(ed)
+    assert b"Traceback" not in err, err.decode()[-2000:]
+
+
+SERVER_ERROR = ("status", 500, {}, {"error": {"message": "the server broke"}})
+
+
+@pytest.mark.parametrize("rev", ["v1", "v2"])
+def test_a_model_error_while_a_tool_call_is_open_ends_it_failed_and_answers_transient(
+    built: Any, tmp_path: Path, rev: str
+) -> None:
+    """The endpoint streams a call of the agent's tool `delegate` (shown in progress),
+    whose helper model then gets a 500: the call ends `failed` with the model error as its
+    content (fails on the old code: a bare "the turn ended before this tool call"), the
+    turn answers the transient model error, and nothing of the run is kept."""
+    env, package = built[rev]
+    v2 = rev == "v2"
+    with endpoint(("tool", "delegate", {"topic": "x"}), SERVER_ERROR) as url:
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any], Editor, bytes]:
+            ed = await Editor.start(_env_path(env, url), package, tmp_path)
+            sid = await _session(ed, tmp_path, v2)
+            answer = await _turn(ed, sid, "hello", v2)
+            again = await _turn(ed, sid, "hello again", v2)  # the endpoint's default: "ok"
+            return answer, again, ed, await ed.stop()
+
+        answer, again, ed, err = asyncio.run(main())
+    data = answer["error"]["data"]
+    assert data["transient"] is True and data["name"] == "ModelUnavailable", answer
+    assert list(_finals(ed).values()) == ["failed"], _finals(ed)
+    calls = [u for u in ed.updates if u.get("sessionUpdate") in ("tool_call", "tool_call_update")]
+    assert calls[0]["status"] == "in_progress" and "delegate" in calls[0]["title"]
+    # the call says why it failed: the model error (before: "the turn ended before ...")
+    assert calls[-1]["rawOutput"] == {"error": answer["error"]["message"]}, calls[-1]
+    assert calls[-1]["content"][0]["content"]["text"] == answer["error"]["message"]
+    assert again == {"stop": "end_turn"}, again
+    # the failed run left nothing in the history: the next request holds no tool call
+    last = Endpoint.seen[-1]["body"]["messages"]
+    assert not any(m.get("tool_calls") for m in last), last
+    assert SECRET not in json.dumps(answer) and SECRET.encode() not in err

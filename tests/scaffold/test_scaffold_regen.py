@@ -433,9 +433,9 @@ def test_regen_says_first_what_a_revision_takes_from_a_model_project(
         ),
         (
             "agent.yaml: the model's editor tools: v1-unstable serves the client's files and "
-            f"terminal (fs/*, terminal/*), {v2} does not: run_command is offered to no client; "
-            "read_file and write_file work on disk, in the session's folder. Keep them for v1 "
-            f"clients: {keep}"
+            f"terminal (fs/*, terminal/*), {v2} does not: read_file, write_file and run_command "
+            "work on disk instead, in the session's folder (files as saved, commands run by the "
+            f"agent, not in the editor's terminal). Keep them for v1 clients: {keep}"
         ),
     ], out
     assert f"its peers are refused. Serve both: {keep}\n" in out

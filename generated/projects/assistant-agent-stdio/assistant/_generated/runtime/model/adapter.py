@@ -175,9 +175,18 @@ async def run_model(
                 return None
             err = model_error(exc, provider)
             if err is not None:
+                await _failed_with(list(calls.values()), err.message)
                 raise err from None
             raise
     return None
+
+
+async def _failed_with(open_calls: list[ToolCall], message: str) -> None:
+    """The tool calls still open when a model error ends the turn (a tool of the agent's
+    whose own model call failed, say) fail with that error as their content."""
+    for call in open_calls:
+        if call.status in ("pending", "in_progress"):
+            await call.fail(raw_output={"error": message}, content=[TextContent(message)])
 
 
 def _finished(new: Sequence[Any]) -> None:

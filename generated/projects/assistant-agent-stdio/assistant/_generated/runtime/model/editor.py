@@ -5,18 +5,25 @@ declared them (v1 `fs.readTextFile`, `fs.writeTextFile`, `terminal`; v2 has none
 - `write_file(path, content)`: shown as a diff, asked with `session/request_permission`
   (in a session whose mode is `ask`, shown and never written);
 - `run_command(command, args)`: asked first, run in the client's terminal in the session's
-  folder, its output limited (`ACP_TOOL_OUTPUT_LIMIT` bytes, 64 KiB) and the terminal
-  always released; in mode `ask` shown and never run.
+  folder, its output limited (`ACP_TOOL_OUTPUT_LIMIT` bytes, 64 KiB, the last ones kept)
+  and the terminal always released; in mode `ask` shown and never run.
 
 A file read is cut at the same bound, with a note (the model, the client and the history
 see the same text).
 
-Where the client serves no files, `read_file` and `write_file` may work on disk instead,
-inside the session's folder only (a path that leaves it, symbolic links included, is
-refused); a write is still shown as a diff and asked first.  The manifest's
-`llm.on_disk`: `true`, wherever the client serves no files (v2 has no `fs`; a v1 client
-may not declare it); unset, where the revision has no `fs` (v2) and the client runs on
-this machine (stdio: over HTTP the folder would be the server's); `false`, never.
+Where the client serves no files or terminal, the tools may work on disk instead:
+`read_file` and `write_file` inside the session's folder only (a path that leaves it,
+symbolic links included, is refused), a write still shown as a diff and asked first;
+`run_command` asked first, then run by the agent as a process of its own (no shell: the
+program and its arguments; its own process group) in the session's folder, with the
+agent's environment less the secrets the agent holds (`ACP_*`, `OPENAI_*`,
+`ANTHROPIC_*`, `*_API_KEY`), its output (stdout and stderr together) cut like the
+terminal's, killed past `ACP_COMMAND_TIMEOUT` seconds (600) or with the turn (a cancel
+ends its tool call cancelled), the model told the same as from a terminal.  The
+manifest's `llm.on_disk`: `true`, wherever the client serves no files or terminal (v2
+has neither; a v1 client may not declare them); unset, where the revision has no such
+method (v2) and the client runs on this machine (stdio: over HTTP the folder would be
+the server's); `false`, never.
 
 Each shows its own tool call (the adapter does not show these a second time); a refusal,
 a cancelled question or a client error is the tool's answer to the model, not the turn's
@@ -26,18 +33,23 @@ end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from typing import TYPE_CHECKING, Any
 
-from ..agent.authoring import DiffContent, Location, TerminalContent
+from ..agent.authoring import DiffContent, Location, TerminalContent, TextContent
 from ..agent.clientcalls import PermissionOption
 from ..wire.errors import RpcError
-from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, tool_output_limit
+from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, env_option, tool_output_limit
 
 if TYPE_CHECKING:
     from ..agent.turns import Turn
 
 OUTPUT_LIMIT = TOOL_OUTPUT_LIMIT  # bytes of a command's output the model gets (default)
+COMMAND_TIMEOUT = 600.0  # seconds a command run on disk may take (ACP_COMMAND_TIMEOUT)
+_UTF8_TOP, _UTF8_CONTINUATION = 0xC0, 0x80  # a byte inside a character, not its start
+HELD_PREFIXES = ("ACP_", "OPENAI_", "ANTHROPIC_")  # the agent's own settings and keys
 ASK_MODE = "ask"  # a session mode in which writes and commands are shown, never made
 EDITOR_TOOLS = frozenset({"read_file", "write_file", "run_command"})
 OPTIONS = (
@@ -66,6 +78,10 @@ def editor_toolset(
             tools.append(make(turn, disk=not served))
     if turn.client_can("terminal/create"):
         tools.append(_runner(turn))
+    elif on_disk or (
+        on_disk is None and turn.local_client and not turn.revision_has("terminal/create")
+    ):
+        tools.append(_runner(turn, disk=True))
     tools = [t for t in tools if t.__name__ not in taken]
     return FunctionToolset(tools, max_retries=1, id="acp-editor") if tools else None
 
@@ -216,10 +232,93 @@ def _writer(turn: Turn, disk: bool = False) -> Any:
     return write_file
 
 
-def _runner(turn: Turn) -> Any:
+def command_timeout() -> float:
+    """``$ACP_COMMAND_TIMEOUT`` seconds (> 0), else ``COMMAND_TIMEOUT``."""
+    return float(env_option("ACP_COMMAND_TIMEOUT", COMMAND_TIMEOUT, kind=float, minimum=0.001))
+
+
+def command_env() -> dict[str, str]:
+    """The environment a command run on disk gets: the agent's, less the secrets it holds
+    (its own `ACP_*` settings, the model providers' `OPENAI_*`/`ANTHROPIC_*`, any
+    `*_API_KEY`)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith(HELD_PREFIXES) and not k.upper().endswith("_API_KEY")
+    }
+
+
+class _Ran:
+    """What a command run on disk did: its exit code (None: ended by a signal), the last
+    `limit` bytes of its output, whether more was cut, whether its time ran out."""
+
+    def __init__(self) -> None:
+        self.code: int | None = None
+        self.out = bytearray()
+        self.cut = False
+        self.timed_out = False
+
+    def keep(self, chunk: bytes, limit: int) -> None:
+        self.out += chunk
+        if len(self.out) > limit:  # keep the end, as a terminal does
+            del self.out[: len(self.out) - limit]
+            while self.out and (self.out[0] & _UTF8_TOP) == _UTF8_CONTINUATION:
+                del self.out[0]
+            self.cut = True
+
+    @property
+    def text(self) -> str:
+        return self.out.decode("utf-8", "replace")
+
+
+async def _run_on_disk(turn: Turn, command: str, argv: list[str]) -> _Ran:
+    """Run `command` with `argv` in the session's folder (no shell, its own process
+    group), killed past `command_timeout()` or when the turn is cancelled; OSError when
+    it cannot start."""
+    limit = tool_output_limit()
+    proc = await asyncio.create_subprocess_exec(
+        command,
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=os.path.realpath(turn.cwd),
+        env=command_env(),
+        start_new_session=True,
+    )
+    ran = _Ran()
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            ran.keep(chunk, limit)
+
+    reader = asyncio.get_running_loop().create_task(pump())
+    deadline = asyncio.timeout(command_timeout())
+    try:
+        async with deadline:
+            await proc.wait()
+            await asyncio.wait({reader}, timeout=1.0)  # what is left in the pipe
+    except TimeoutError:
+        if not deadline.expired():  # the turn's own limit: not this command's
+            raise
+        ran.timed_out = True
+    finally:
+        if proc.returncode is None:  # timed out, or the turn was cancelled
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5.0)
+        reader.cancel()
+    code = proc.returncode
+    ran.code = code if code is not None and code >= 0 else None
+    return ran
+
+
+def _runner(turn: Turn, disk: bool = False) -> Any:
     async def run_command(command: str, args: list[str] | None = None) -> str:
-        """Run a program in the project folder, in the editor's terminal (the user is asked
-        first); returns its exit code and output.
+        """Run a program in the project folder (the user is asked first); returns its exit
+        code and output.
 
         Args:
             command: the program, e.g. `pytest` or `python`.
@@ -237,6 +336,8 @@ def _runner(turn: Turn) -> Any:
         if not answer.allowed:
             await call.fail(raw_output={"ran": False})
             return f"the user did not allow running `{shown}`"
+        if disk:
+            return await _ran_on_disk(turn, call, command, argv)
         try:
             term = await turn.create_terminal(
                 command, argv, cwd=turn.cwd, output_byte_limit=tool_output_limit()
@@ -257,4 +358,37 @@ def _runner(turn: Turn) -> Any:
     return run_command
 
 
-__all__ = ["EDITOR_TOOLS", "OUTPUT_LIMIT", "editor_toolset", "tool_names"]
+async def _ran_on_disk(turn: Turn, call: Any, command: str, argv: list[str]) -> str:
+    """`run_command` on disk once allowed: its tool call shows the output at the end."""
+    await call.update(status="in_progress")
+    try:
+        ran = await _run_on_disk(turn, command, argv)
+    except OSError as exc:
+        missing = isinstance(exc, FileNotFoundError) and exc.filename in (command, None)
+        why = "command not found" if missing else _reason(exc)
+        await call.fail(raw_output={"ran": False, "error": why})
+        return f"cannot run {command}: {why}"
+    result: dict[str, Any] = {"exitCode": ran.code, "truncated": ran.cut}
+    cut = " (cut)" if ran.cut else ""
+    if ran.timed_out:
+        result["timedOut"] = True
+        head = f"killed after {command_timeout():g} s (ACP_COMMAND_TIMEOUT){cut}"
+    else:
+        head = f"exit code {ran.code}{cut}"
+    shown = [TextContent(ran.text)] if ran.out else None
+    if ran.code == 0:
+        await call.complete(raw_output=result, content=shown)
+    else:
+        await call.fail(raw_output=result, content=shown)
+    return f"{head}\n{ran.text}"
+
+
+__all__ = [
+    "COMMAND_TIMEOUT",
+    "EDITOR_TOOLS",
+    "OUTPUT_LIMIT",
+    "command_env",
+    "command_timeout",
+    "editor_toolset",
+    "tool_names",
+]

@@ -15,11 +15,18 @@ The agent's own clients never retry behind the editor's back (`max_retries=0`, b
 paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  A
 Chat Completions stream must end with its finish reason: one cut before it is an error,
 never a finished answer.
+
+The first turn would import a provider's model code (the `openai` SDK: about 1 s):
+`warm` does it in a background thread once the agent has answered `initialize`
+(agent.py), so the first prompt does not wait for it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +56,68 @@ def model_id(turn: Turn, default: str | None) -> str | None:
     if type(picked) is str and picked and picked != turn.option_default(MODEL_OPTION):
         return picked
     return os.environ.get("ACP_MODEL", "").strip() or default
+
+
+# the modules the first turn of each provider imports (env_model, routed_model, the
+# client's request and stream, the run's usage prices)
+_FIRST_RUN = ("anyio._backends._asyncio", "jiter", "genai_prices.data")
+_WARM = {
+    "openai": (
+        "openai",
+        "pydantic_ai.models.openai",
+        "pydantic_ai.providers.openai",
+        "openai.resources.chat",
+        "openai.resources.responses",
+        "openai.lib.streaming.chat",
+        *_FIRST_RUN,
+    ),
+    "anthropic": (
+        "anthropic",
+        "pydantic_ai.models.anthropic",
+        "pydantic_ai.providers.anthropic",
+        "anthropic.resources.messages",
+        "anthropic.lib.streaming",
+        *_FIRST_RUN,
+    ),
+}
+_warmed = threading.Event()  # one warm-up a process
+
+
+def providers_to_warm(llm: Mapping[str, Any]) -> list[str]:
+    """The providers whose model code a first turn likely imports: the one of
+    `$ACP_MODEL` or the manifest's default model when it names one, else each whose
+    variables are set, else every one of a manifest that lets the editor route the model
+    (`providers/set`)."""
+    name = os.environ.get("ACP_MODEL", "").strip() or str(llm.get("default_model") or "")
+    prefix = name.partition(":")[0] if ":" in name else ""
+    if prefix.startswith("openai"):
+        return ["openai"]
+    if prefix in _WARM:
+        return [prefix]
+    if name == TEST_MODEL or prefix:
+        return []  # the test model, or a provider pydantic-ai builds itself
+    out = [p for p in _WARM if any(k.startswith(p.upper() + "_") for k in os.environ)]
+    return out or (list(_WARM) if llm.get("provider") else [])
+
+
+def warm(llm: Mapping[str, Any]) -> threading.Thread | None:
+    """Import the model code of `providers_to_warm(llm)` in a daemon thread (once a
+    process); returns the thread (None: nothing to do).  An import that fails is left
+    to the turn, which says why."""
+    names = providers_to_warm(llm)
+    if not names or _warmed.is_set():
+        return None
+    _warmed.set()
+
+    def run() -> None:
+        for provider in names:
+            for module in _WARM[provider]:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(module)
+
+    thread = threading.Thread(target=run, name="acp-model-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def thinking(turn: Turn) -> bool | str | None:

@@ -18,6 +18,8 @@ and modes).  Initialize, authentication, `_agent/info` and session/new live here
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 import sys
 import uuid
@@ -226,6 +228,9 @@ class AgentRuntime(Dispatcher):
         result[shape.response_capabilities] = self._capabilities()
         if shape.auth_methods:
             result[shape.auth_methods] = self._auth_methods()
+        llm = self._acp_manifest.get("llm")
+        if type(llm) is dict:  # a model agent: its model code loads once this is answered
+            asyncio.get_running_loop().call_soon(_warm_model, llm)
         return result
 
     async def _rt_authenticate(self, params: Any, ctx: Any) -> Any:
@@ -438,6 +443,16 @@ def _turn_timeout(rt: AgentRuntime) -> float | None:
 
 def iter_sessions(rt: AgentRuntime) -> Iterable[Session]:
     return rt.sessions.values()
+
+
+def _warm_model(llm: dict[str, Any]) -> None:
+    """Start importing the model code the first turn needs (model/route.py `warm`), in a
+    background thread; the model room ships with model projects only."""
+    try:
+        route = importlib.import_module("..model.route", __package__)
+    except ImportError:
+        return
+    route.warm(llm)
 
 
 __all__ = [

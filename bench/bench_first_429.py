@@ -1,0 +1,187 @@
+"""The first turn of a fresh model agent answering a 429 (issue 36: "a 429 with
+`Retry-After: 7` answers within 1 s").  A generated stdio agent whose model is
+`openai:gpt-test` through `OPENAI_BASE_URL`, a scripted Chat Completions endpoint on
+127.0.0.1 answering every request `429 Retry-After: 7`; per round a fresh agent process
+of each kind, interleaved: `warm` (the runtime as it is: the model code imported in a
+background thread once `initialize` is answered, model/route.py `warm`) and `cold` (the
+same agent with `warm` replaced by a no-op: the runtime before, importing it in the
+first turn):
+`initialize`, `session/new`, then the first `session/prompt`, either at once or after a
+pause (`--pause`, an editor's user typing the prompt); the figure is the time from
+sending the prompt to its answer (the JSON-RPC error with `retry_after`), and the
+`initialize` answer's time from the process start.  Medians of the rounds.
+
+    .venv/bin/python bench/bench_first_429.py [--rounds 7] [--pause 0 --pause 1.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench_stdio import REPO, commit, loadavg
+
+HANDLERS = """from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import Agent as Model
+
+from ._generated.acp import AgentBase, Turn, run_model
+
+MODEL = Model(instructions="Be brief.")
+
+
+class Agent(AgentBase):
+    async def prompt(self, turn: Turn, input: Any) -> None:
+        await run_model(turn, MODEL, input, default_model="openai:gpt-test")
+"""
+RETRY_AFTER = 7  # what the endpoint says
+MANIFEST = {"name": "first-429", "version": "0.1.0", "llm": {"instructions": "Be brief."}}
+
+
+class Limited(BaseHTTPRequestHandler):
+    requests = 0
+
+    def log_message(self, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).requests += 1
+        body = json.dumps({"error": {"message": "slow down"}}).encode()
+        self.send_response(429)
+        self.send_header("Retry-After", "7")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def build(dest: Path, package: str = "first_429", cold: bool = False) -> Path:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from generator.render import render_generated
+    from generator.scaffold.project import write_generated
+
+    schema = json.loads((REPO.parent / "shared" / "acp" / "v1" / "schema.json").read_text())
+    files = render_generated(
+        schema=schema,
+        meta=None,
+        manifest=MANIFEST,
+        role="agent",
+        transport="stdio",
+        package=package,
+    )
+    pkg = dest / package
+    write_generated(pkg / "_generated", files)
+    if cold:  # the runtime before: no warm-up, the first turn imports the model code
+        route = pkg / "_generated" / "runtime" / "model" / "route.py"
+        route.write_text(route.read_text() + "\n\ndef warm(llm: Any) -> None:\n    return None\n")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "handlers.py").write_text(HANDLERS)
+    (pkg / "__main__.py").write_text(
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    )
+    return dest
+
+
+def one(env: dict[str, str], cwd: str, pause: float, package: str) -> tuple[float, float, Any]:
+    """(initialize answered after s, prompt answered after s, the answer's error data)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", package],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    rid = 0
+
+    def call(method: str, params: Any) -> dict[str, Any]:
+        nonlocal rid
+        rid += 1
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        while True:
+            got = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            if got.get("id") == rid and "method" not in got:
+                return dict(got)
+
+    call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    init = time.perf_counter() - start
+    sid = call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
+    time.sleep(pause)
+    sent = time.perf_counter()
+    answer = call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
+    took = time.perf_counter() - sent
+    proc.stdin.close()  # type: ignore[union-attr]
+    proc.wait(timeout=30)
+    return init, took, answer.get("error", {}).get("data")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--pause", type=float, action="append")
+    a = ap.parse_args()
+    pauses = a.pause or [0.0, 1.5]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Limited)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    with tempfile.TemporaryDirectory() as tmp:
+        build(Path(tmp))
+        build(Path(tmp), "first_429_cold", cold=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": tmp,
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "sk-bench",
+            "ACP_SESSION_STORE": "memory:",
+        }
+        env.pop("ACP_MODEL", None)
+        print(
+            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, "
+            f"load {loadavg()}"
+        )
+        for pause in pauses:
+            inits: dict[str, list[float]] = {"cold": [], "warm": []}
+            takes: dict[str, list[float]] = {"cold": [], "warm": []}
+            Limited.requests = 0
+            for _ in range(a.rounds):
+                for kind, package in (("cold", "first_429_cold"), ("warm", "first_429")):
+                    init, took, data = one(env, tmp, pause, package)
+                    assert data and data.get("retry_after") == RETRY_AFTER, data
+                    inits[kind].append(init)
+                    takes[kind].append(took)
+            for kind in ("cold", "warm"):
+                print(
+                    f"{kind}: prompt {pause:g} s after session/new: the 429 answered in "
+                    f"{statistics.median(takes[kind]) * 1000:.0f} ms "
+                    f"(min {min(takes[kind]) * 1000:.0f}); initialize answered "
+                    f"{statistics.median(inits[kind]) * 1000:.0f} ms after start"
+                )
+            ratio = statistics.median(takes["warm"]) / statistics.median(takes["cold"])
+            print(
+                f"  warm/cold: {ratio:.2f}; requests to the endpoint "
+                f"{Limited.requests / (2 * a.rounds):g} a turn"
+            )
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

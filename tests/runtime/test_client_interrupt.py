@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import asyncio
 import sys
 from typing import Any
 
-from ._generated.acp import AgentBase, Turn
+from ._generated.acp import AgentBase, PermissionOption, Turn
 
 
 class Agent(AgentBase):
@@ -34,6 +35,17 @@ class Agent(AgentBase):
         text = input[0]["text"]
         sys.stderr.write(f"turn started: {text}\\n")
         sys.stderr.flush()
+        if text == "ask":
+            options = [PermissionOption("yes", "Allow", "allow_once")]
+            asked = asyncio.ensure_future(turn.request_permission(options, title="may I?"))
+            try:
+                answer = await asyncio.shield(asked)
+            except asyncio.CancelledError:  # the turn is cancelled: the answer still comes
+                answer = await asked
+            said = "cancelled" if answer.option is None else "chosen"
+            sys.stderr.write(f"permission: {said}\\n")
+            sys.stderr.flush()
+            return
         while True:
             try:
                 await asyncio.sleep(60)
@@ -60,16 +72,22 @@ MANIFEST: dict[str, Any] = {"name": "waiting-agent", "version": "0.1.0"}
 
 
 class _Tty:
-    """Typed-in lines, as a terminal gives them."""
+    """Typed-in lines, as a terminal gives them; at `None` the user types nothing until
+    `typing` is set."""
 
-    def __init__(self, *lines: str) -> None:
-        self.lines = [line + "\n" for line in lines]
+    def __init__(self, *lines: str | None) -> None:
+        self.lines = [None if line is None else line + "\n" for line in lines]
+        self.typing = threading.Event()
 
     def isatty(self) -> bool:
         return True
 
     def readline(self) -> str:
-        return self.lines.pop(0) if self.lines else ""
+        line = self.lines.pop(0) if self.lines else ""
+        if line is None:
+            self.typing.wait(60)
+            return ""
+        return line
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +173,54 @@ def test_a_second_ctrl_c_quits(
     )
     assert status == 130, err
     assert "^C: quit" in err and "turn started: never sent" not in err, err
+
+
+def test_ctrl_c_answers_the_waiting_permission_question_cancelled(
+    built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The protocol: after `session/cancel` the client answers the turn's pending
+    permission requests `cancelled`. Before, the question shown on the terminal kept
+    waiting for a line after the first Ctrl-C, and an agent waiting for its answer hung
+    the turn (found by `agentgen conform client`'s AGENTGEN-CLIENT-006)."""
+    import_from(built, "iclient")
+    from iclient._generated.dispatcher import AgentConnection
+    from iclient._generated.runtime.client.client import spawn_agent
+    from iclient._generated.runtime.client.prompts import Terminal
+    from iclient._generated.runtime.console.console import console
+    from iclient.handlers import Client
+
+    monkeypatch.setenv("PYTHONPATH", str(built))
+    client = Client()
+    tty = _Tty("ask", None)
+    seen: list[str] = []
+
+    async def main() -> int:
+        run = asyncio.ensure_future(
+            console(
+                client,
+                lambda: spawn_agent(client, AgentConnection, PY, "-m", "iagent", grace=2.0),
+                terminal=Terminal(tty),
+                retries=0,
+            )
+        )
+        pressed = False
+        try:
+            while not run.done():
+                seen.append(capsys.readouterr().err)
+                said = "".join(seen)
+                if "choose 1-1" in said and not pressed:
+                    pressed = True
+                    os.kill(os.getpid(), signal.SIGINT)
+                if "permission: " in said:
+                    tty.typing.set()  # the user leaves: the input ends
+                await asyncio.sleep(0.05)
+            return await run
+        finally:
+            tty.typing.set()
+
+    status = asyncio.run(asyncio.wait_for(main(), 60))
+    seen.append(capsys.readouterr().err)
+    err = "".join(seen)
+    assert status == 0, err
+    assert "cancelled with the turn" in err, err
+    assert "permission: cancelled" in err, err

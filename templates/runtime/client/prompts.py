@@ -27,6 +27,34 @@ class Terminal:
         self._eof = False
         # questions from the agent declined because nobody can answer here
         self.unanswered = 0
+        # the running turn was cancelled: its questions are answered `cancelled`
+        self.questions_cancelled = False
+        self._waiting: set[asyncio.Future[str]] = set()
+
+    def cancel_questions(self) -> None:
+        """The user cancelled the turn: a question of the agent waiting here, and any it
+        asks before the turn ends, is answered `cancelled` (the protocol's rule for the
+        pending requests of a cancelled turn), not left waiting for a line."""
+        self.questions_cancelled = True
+        for waiter in list(self._waiting):
+            waiter.cancel()
+
+    async def answer(self) -> str | None:
+        """The next line for a question of the agent; None once the turn is cancelled (a
+        line typed later stays for the next read)."""
+        if self.questions_cancelled:
+            return None
+        waiter = asyncio.ensure_future(self.readline())
+        self._waiting.add(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if waiter.cancelled() and self.questions_cancelled and not (task and task.cancelling()):
+                return None
+            raise
+        finally:
+            self._waiting.discard(waiter)
 
     def interactive(self) -> bool:
         """Whether a person can answer here (stdin is a terminal)."""
@@ -211,7 +239,10 @@ async def ask_choice(
         say(f"  {i}. {o.get('name') or o.get('optionId')} ({o.get('kind', '')})\n")
     while True:
         say(f"  choose 1-{len(options)} (empty: decline): ")
-        line = await terminal.readline()
+        line = await terminal.answer()
+        if line is None:
+            say("\n  cancelled with the turn\n")
+            return None
         text = line.strip()
         if not text:
             return reject

@@ -181,11 +181,13 @@ async def _interruptible(
         if presses == 1:
             say("\n^C: cancelling the turn (Ctrl-C again quits)\n")
             agent.connection.notify("session/cancel", {"sessionId": sid})
+            term.cancel_questions()
         else:
             task.cancel()
 
     if not term.interactive():
         return await task
+    term.questions_cancelled = False  # a new turn: its questions are answered again
     before = signal.getsignal(signal.SIGINT)
     try:
         loop.add_signal_handler(signal.SIGINT, interrupted)

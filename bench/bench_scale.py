@@ -120,23 +120,21 @@ def one_round(
     order alternating round by round."""
     rows: dict[str, dict[str, float]] = {}
     names = list(agents)
-    for i, prefix in enumerate(names if n % 2 == 0 else names[::-1]):
-        for name, cmd, run_env, http2 in _servers(base, agents[prefix], f"{n}{prefix[:1]}"):
-            if prefix and name.startswith("SDK"):
-                continue
-            if i and name.startswith("SDK"):
+    order = ["SDK", *(names if n % 2 == 0 else names[::-1])]
+    for k, prefix in enumerate(order):
+        for name, cmd, run_env, http2 in _servers(base, agents.get(prefix, base), f"{n}-{k}"):
+            if name.startswith("SDK") != (prefix == "SDK"):
                 continue
             if args.only and not name.startswith("SDK") and not any(o in name for o in args.only):
                 continue
+            row = name if prefix == "SDK" else prefix + name
             port = cs.free_port()
             p = _start([*cmd, str(port)], run_env, port, name)
             try:
-                rows[prefix + name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, http2)
+                rows[row] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, http2)
             finally:
                 _stop([p])
-            print(
-                prefix + name, {k: round(v, 2) for k, v in rows[prefix + name].items()}, flush=True
-            )
+            print(row, {k: round(v, 2) for k, v in rows[row].items()}, flush=True)
     return rows
 
 

@@ -38,8 +38,8 @@ class CoreConnection(Protocol):
     admit_entry: Callable[[dict[str, Any]], RpcError | None] | None  # per batch entry
     session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None
     transport: str  # what its requests' spans name (observe)
-    sink_now: Callable[[list[tuple[bytes, str | None]]], bool] | None  # (jsonrpc.Connection)
 
+    def sink_each(self, now: Callable[[list[tuple[bytes, str | None]]], bool]) -> None: ...
     def feed(self, frame: bytes | str) -> None: ...
     def feed_message(self, msg: Any, frame: bytes | str) -> None: ...
     def route(self, method: str) -> Route | None: ...
@@ -83,7 +83,7 @@ class HttpConnection:
         if ws_send is not None:
             self.core.admit_entry = self.admit  # a batch's session/new entries count too
         else:
-            self.core.sink_now = self._sink_now
+            self.core.sink_each(self._sink_now)  # each frame queued as it is sent
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
@@ -162,9 +162,9 @@ class HttpConnection:
         return target or self.main
 
     def _sink_now(self, batch: list[tuple[bytes, str | None]]) -> bool:
-        """The sink's work done in the caller's pass (``Connection.sink_now``) when no
-        stream it writes to could make it wait (each has room for the whole batch): an
-        answer then reaches its SSE stream without a hop through the writer task."""
+        """The sink's work done in the caller's pass (``Connection.sink_each``) when no
+        stream it writes to could make it wait (each has room for the whole batch): a
+        frame then reaches its SSE stream without a hop through the writer task."""
         size = sum(len(frame) for frame, _ in batch) + EVENT_OVERHEAD * len(batch)
         if not self.main.has_room(size):
             return False

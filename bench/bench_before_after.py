@@ -33,8 +33,11 @@ RENDER = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
+from agentgen.packaged import data_dir
 from agentgen.render import render_generated
 from agentgen.scaffold.project import write_generated
+# the tree's own generator and runtime (see ``importable``), never this checkout's
+assert data_dir("templates").resolve() == (Path(sys.argv[1]) / "templates").resolve()
 inputs = json.loads(Path(sys.argv[3]).read_text())
 pkg = Path(sys.argv[2])
 write_generated(pkg / "_generated", render_generated(
@@ -43,8 +46,31 @@ write_generated(pkg / "_generated", render_generated(
 """
 
 
+def importable(tree: Path) -> Path:
+    """``tree`` (a checkout, or ``git archive``'s generator/templates/schema) with its
+    generator importable as ``agentgen`` from ``sys.path``: the repository's generator/
+    folder installs as ``agentgen``, so without this link ``import agentgen`` found the
+    editable install, i.e. this checkout, and a "before" was rendered by the "after"."""
+    if tree.resolve() != REPO.resolve() and not (tree / "agentgen").exists():
+        (tree / "agentgen").symlink_to("generator", target_is_directory=True)
+    return tree
+
+
+def checkout(rev: str, dest: Path) -> Path:
+    """The generator, runtime and schemas of git revision ``rev`` under ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "generator", "templates", "schema"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return importable(dest)
+
+
 def render(tree: Path, dest: Path, package: str, inputs: Path) -> None:
     """``package`` under ``dest``, rendered by the generator in ``tree``, with the handler."""
+    importable(tree)
     pkg = dest / package
     subprocess.run([PY, "-c", RENDER, str(tree), str(pkg), str(inputs)], check=True, cwd=dest)
     (pkg / "__init__.py").write_text("")
@@ -117,15 +143,7 @@ def main() -> int:
                 }
             )
         )
-        old = root / "baseline-src"
-        old.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", opts.rev, "generator", "templates", "schema"],
-            capture_output=True,
-            check=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-        render(old, root, "echo_base", inputs)
+        render(checkout(opts.rev, root / "baseline-src"), root, "echo_base", inputs)
         render(REPO, root, "echo_bench", inputs)
         env = {**os.environ, "PYTHONPATH": str(root)}
         env.pop("ACP_SESSION_STORE", None)  # the default store (SQLite)

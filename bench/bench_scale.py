@@ -2,6 +2,8 @@
 server, HTTP/2 against HTTP/1.1, one replica against three behind HAProxy.
 
     .venv/bin/python bench/bench_scale.py [--prompts 100] [--clients 8] [--procs 2] [--rounds 1]
+    .venv/bin/python bench/bench_scale.py --no-cluster --before REV --only "SQLite store (the
+        default), HTTP/1.1" --stream-prompts 0 --rounds 6    # a same-run before/after
 
 Every server runs the same echo behaviour (each text block of a prompt comes back as one
 ``agent_message_chunk``) on 127.0.0.1 and is driven by bench/loadgen.py (a wire-level
@@ -19,7 +21,11 @@ and with the SQLite default; then ours with PostgreSQL + Redis behind HAProxy, 1
 3 replicas (needs the Debian packages postgresql, redis-server, haproxy).  Ratios are to the
 SDK row of the same run (with ``--rounds N``, the single-server rows run N times, the SDK
 first in each round: each figure and each ratio to that round's SDK row is the median of
-the rounds; one run moves by up to 30%).  Nothing is asserted.
+the rounds; one run moves by up to 30%).  ``--before REV``: each of our rows also for the
+agent git revision REV renders (``before: ...``, its runtime and generator; the golden
+project around it is this checkout's), the two alternating first round by round;
+``--only TEXT`` (repeatable) keeps the single-server rows whose name holds TEXT (and the
+SDK's); ``--stream-prompts 0`` skips the streamed load.  Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +86,12 @@ def measure(url: str, pids: list[int], args: argparse.Namespace, http2: bool) ->
         url, procs=args.procs, clients=args.clients, prompts=args.prompts, blocks=1, http2=http2
     )
     cpu1 = sum(cpu_seconds(p) for p in pids)
-    b = load(url, procs=1, clients=2, prompts=args.stream_prompts, blocks=args.blocks, http2=http2)
+    if args.stream_prompts:
+        b = load(
+            url, procs=1, clients=2, prompts=args.stream_prompts, blocks=args.blocks, http2=http2
+        )
+    else:  # skipped: no updates, no CPU
+        b = {"updates": float("nan"), "seconds": 1.0}
     cpu2 = sum(cpu_seconds(p) for p in pids)
     return {
         "prompts/s": a["prompts"] / a["seconds"],
@@ -100,15 +112,42 @@ def _ours_uvicorn(port: int) -> None:
     uvicorn.run(app_for(Agent), host="127.0.0.1", port=port, log_level="warning")
 
 
-def one_round(args: argparse.Namespace, base: Path, agent: Path, n: int) -> dict[str, Any]:
-    """Every single-server row once, the SDK's first (round ``n``: its own store files)."""
+def one_round(
+    args: argparse.Namespace, base: Path, agents: dict[str, Path], n: int
+) -> dict[str, Any]:
+    """Every single-server row once, the SDK's first (round ``n``: its own store files);
+    ``agents``: the agent of each row prefix ("" ours, "before: " the --before one), their
+    order alternating round by round."""
+    rows: dict[str, dict[str, float]] = {}
+    names = list(agents)
+    order = ["SDK", *(names if n % 2 == 0 else names[::-1])]
+    for k, prefix in enumerate(order):
+        for name, cmd, run_env, http2 in _servers(base, agents.get(prefix, base), f"{n}-{k}"):
+            if name.startswith("SDK") != (prefix == "SDK"):
+                continue
+            if args.only and not name.startswith("SDK") and not any(o in name for o in args.only):
+                continue
+            row = name if prefix == "SDK" else prefix + name
+            port = cs.free_port()
+            p = _start([*cmd, str(port)], run_env, port, name)
+            try:
+                rows[row] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, http2)
+            finally:
+                _stop([p])
+            print(row, {k: round(v, 2) for k, v in rows[row].items()}, flush=True)
+    return rows
+
+
+def _servers(
+    base: Path, agent: Path, n: str
+) -> tuple[tuple[str, list[str], dict[str, str], bool], ...]:
     ours = [sys.executable, "-m", "echo_agent", "--port"]
     env = {**os.environ, "PYTHONPATH": str(agent)}
 
     def store(url: str) -> dict[str, str]:
         return {**env, "ACP_SESSION_STORE": url}
 
-    servers = (  # (row, command but its port, environment, HTTP/2)
+    return (  # (row, command but its port, environment, HTTP/2)
         ("SDK server, HTTP/1.1", [sys.executable, __file__, "--sdk"], dict(os.environ), False),
         ("ours, memory store, HTTP/1.1", ours, store("memory:"), False),
         ("ours, memory store, HTTP/2", ours, store("memory:"), True),
@@ -131,16 +170,6 @@ def one_round(args: argparse.Namespace, base: Path, agent: Path, n: int) -> dict
             False,
         ),
     )
-    rows: dict[str, dict[str, float]] = {}
-    for name, cmd, run_env, http2 in servers:
-        port = cs.free_port()
-        p = _start([*cmd, str(port)], run_env, port, name)
-        try:
-            rows[name] = measure(f"http://127.0.0.1:{port}/acp", [p.pid], args, http2)
-        finally:
-            _stop([p])
-        print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
-    return rows
 
 
 RATIOS = (  # (label, figure)
@@ -166,13 +195,25 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=1, help="single-server rounds (medians)")
     ap.add_argument("--no-cluster", action="store_true", help="skip the HAProxy rows")
+    ap.add_argument("--before", metavar="REV", help="our rows also as git revision REV renders")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT", help="rows holding it")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="acp-bench-"))
-    agent = _agent_dir(base)
+    agents = {"": _agent_dir(base)}
+    if args.before:
+        from bench_before_after import checkout
+
+        agents["before: "] = _agent_dir(base / "before", checkout(args.before, base / "before-src"))
+    print(
+        f"bench_scale: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit "
+        f"{_commit()}{f' against {args.before}' if args.before else ''}, load average "
+        f"{_load()} before",
+        flush=True,
+    )
     rounds: list[dict[str, Any]] = []
     try:
         for n in range(args.rounds):
-            rounds.append(one_round(args, base, agent, n))
+            rounds.append(one_round(args, base, agents, n))
         if not args.no_cluster and not cs.missing():
             cluster_rows = _cluster_rows(args)
             for r in rounds:  # each round's SDK row is the peer of these too
@@ -182,7 +223,7 @@ def main() -> None:
     med = statistics.median
     what = f"median of {args.rounds} rounds, " if args.rounds > 1 else ""
     print(
-        f"\n({what}ratios to the SDK row of the same round)\n"
+        f"\n({what}ratios to the SDK row of the same round; load average {_load()} after)\n"
         f"{'server':44} {'prompts/s':>10} {'updates/s':>10} {'CPU ms/prompt':>14} "
         f"{'CPU us/update':>14}"
     )
@@ -193,12 +234,33 @@ def main() -> None:
             for label, k in RATIOS
         }
         print(
-            f"{name:44} {r['prompts/s']:10.1f} {r['updates/s']:10.1f} {r['cpu ms/prompt']:14.2f}"
+            f"{name:44} {r['prompts/s']:10.1f} {r['updates/s']:10.1f} {r['cpu ms/prompt']:14.3f}"
             f" {r['cpu us/update']:14.1f}"
             f"   ({ratio['prompts/s']:.2f}x, {ratio['updates/s']:.2f}x, "
             f"CPU/SDK {ratio['CPU a prompt']:.2f}x a prompt, "
             f"{ratio['CPU an update']:.2f}x an update)"
         )
+    for name in rounds[0]:
+        if "before: " + name not in rounds[0]:
+            continue
+        cpu = [x[name]["cpu ms/prompt"] / x["before: " + name]["cpu ms/prompt"] for x in rounds]
+        print(
+            f"after/before, {name}: CPU a prompt {med(cpu):.3f}x (rounds: "
+            f"{', '.join(f'{c:.2f}' for c in cpu)})"
+        )
+
+
+def _commit() -> str:
+    r = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, check=False
+    )
+    dirty = subprocess.run(["git", "-C", str(HERE), "diff", "--quiet", "HEAD"], check=False)
+    dirty = dirty.returncode
+    return r.stdout.decode().strip() + ("+changes" if dirty else "")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _cluster_rows(args: argparse.Namespace) -> dict[str, Any]:

@@ -122,34 +122,45 @@ class Cluster:
     prometheus: cs.Server | None = None  # scraping every replica's /metrics (--prometheus)
 
 
-def _agent_dir(base: Path) -> Path:
-    """The golden project, its ``_generated/`` rendered for v2 (primary) and v1."""
-    import json
+RENDER = """
+import json, sys
+from pathlib import Path
+tree, pkg, schemas, manifest = map(Path, sys.argv[1:5])
+sys.path.insert(0, str(tree))
+from agentgen.manifest.load import load_manifest
+from agentgen.packaged import data_dir
+from agentgen.render import render_generated
+from agentgen.scaffold.project import write_generated
+# the tree's own generator and runtime (bench_before_after.importable), never this checkout's
+assert data_dir("templates").resolve() == (tree / "templates").resolve()
+v1 = json.loads((schemas / "v1" / "schema.unstable.json").read_text())
+v2 = json.loads((schemas / "v2" / "schema.json").read_text())
+files = render_generated(
+    schema=v2,
+    meta=None,
+    manifest=load_manifest(manifest).data,
+    role="agent",
+    transport="http",
+    package="echo_agent",
+    source_label="v2/schema.json",
+    also=((v1, None, "v1/schema.unstable.json"),),
+)
+write_generated(pkg / "_generated", files)
+"""
 
+
+def _agent_dir(base: Path, tree: Path = ROOT) -> Path:
+    """The golden project, its ``_generated/`` rendered for v2 (primary) and v1 by the
+    generator and runtime in ``tree`` (this checkout, or bench_before_after.checkout's)."""
+    from bench_before_after import importable
     from conftest import upstream_schemas
 
-    sys.path.insert(0, str(ROOT))
-    from agentgen.manifest.load import load_manifest
-    from agentgen.render import render_generated
-    from agentgen.scaffold.project import write_generated
-
+    sys.path.insert(0, str(ROOT))  # conftest imports the checkout's generator/
     pkg = base / "agent" / "echo_agent"
     shutil.copytree(GOLDEN, pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    schemas = upstream_schemas()
-    v1 = json.loads((schemas / "v1" / "schema.unstable.json").read_text())
-    v2 = json.loads((schemas / "v2" / "schema.json").read_text())
     shutil.rmtree(pkg / "_generated")
-    files = render_generated(
-        schema=v2,
-        meta=None,
-        manifest=load_manifest(GOLDEN.parent / "agent.yaml").data,
-        role="agent",
-        transport="http",
-        package="echo_agent",
-        source_label="v2/schema.json",
-        also=((v1, None, "v1/schema.unstable.json"),),
-    )
-    write_generated(pkg / "_generated", files)
+    args = [importable(tree), pkg, upstream_schemas(), GOLDEN.parent / "agent.yaml"]
+    subprocess.run([sys.executable, "-c", RENDER, *map(str, args)], check=True)
     (pkg / "handlers.py").write_text(HANDLERS)
     return base / "agent"
 

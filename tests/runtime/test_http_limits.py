@@ -507,3 +507,51 @@ def test_stream_reader_waits_without_a_task_and_every_waiter_wakes() -> None:
         assert stream._waiters == []
 
     asyncio.run(main())
+
+
+def test_frames_reach_their_stream_in_the_pass_they_are_sent_and_a_full_one_keeps_order() -> None:
+    """Nothing queued before it and room in its stream: a frame is an SSE event at once,
+    in the pass that sent it, with no writer task (the per-prompt CPU: bench/README.md);
+    a stream without room holds what follows back (the writer task waits for room) and
+    every event still comes out once, in the order sent."""
+    from runtime.http.http_connection import HttpConnection
+
+    class Host:
+        factory = staticmethod(echo_factory)
+        stream_buffer = 300
+        stall_timeout = 5.0
+        replay_window = 1 << 20
+        max_sessions = 10
+
+        async def remove(self, cid: str) -> None:
+            raise AssertionError("no stream stalls here")
+
+    def update(n: int, pad: int = 0) -> bytes:
+        params = {"sessionId": "s1", "update": {"n": n, "pad": "x" * pad}}
+        return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).encode()
+
+    async def main() -> None:
+        conn = HttpConnection(Host())
+        stream = conn.session_stream("s1")
+        tasks = len(asyncio.all_tasks())
+        conn.core.send_raw(update(1), "s1")
+        conn.core.send_raw(update(2), "s1")
+        assert [i for i, _ in stream._frames] == [1, 2]  # no loop pass in between
+        assert len(asyncio.all_tasks()) == tasks  # no writer task
+        conn.core.send_raw(update(3, pad=400), "s1")  # over the room left: the writer's
+        conn.core.send_raw(update(4), "s1")  # queued behind it, not ahead
+        assert [i for i, _ in stream._frames] == [1, 2]
+        got: list[int] = []
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            got += [event_n(e) for _, e in stream.take_all()]
+            if len(got) == 4:
+                break
+        assert got == [1, 2, 3, 4]
+        await conn.close()
+
+    def event_n(event: bytes) -> int:
+        data = event.split(b"data: ", 1)[1]
+        return int(json.loads(data)["params"]["update"]["n"])
+
+    asyncio.run(main())

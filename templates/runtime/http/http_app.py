@@ -79,6 +79,7 @@ from .http_requests import (
     body_unread,
     error_response,
     parse_post,
+    post_headers,
     send_accepted,
 )
 from .http_streams import (
@@ -99,6 +100,7 @@ DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_UNUSED_TIMEOUT = 30.0  # a connection that never opened a session, left idle
 DEFAULT_MAX_PER_ADDRESS = 100  # ACP connections from one peer address
 DEFAULT_MAX_SESSIONS = 100
+_CID, _SID = CONNECTION_ID_HEADER.lower().encode(), SESSION_ID_HEADER.lower().encode()
 
 
 class AcpHttpServer:
@@ -223,8 +225,8 @@ class AcpHttpServer:
             response = await self.endpoint(Request(scope, receive))
         await response(scope, receive, send)
 
-    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
-        declared = headers.get("content-length")
+    async def _read_body(self, headers: dict[bytes, str], receive: Receive) -> bytes | None:
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             return None
         chunks: list[bytes] = []
@@ -242,14 +244,14 @@ class AcpHttpServer:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _post_body(
-        self, scope: Scope, receive: Receive, headers: Headers
+        self, scope: Scope, receive: Receive, headers: dict[bytes, str]
     ) -> Parsed | Response:
         """A POST's checks before its body counts (auth, Content-Type, size), then the body
         parsed; an error answer where one of them refuses it."""
-        denied = self.auth.check(headers)
+        denied = self.auth.check(Headers(scope=scope)) if self.auth.enabled else None
         if denied is not None:
             return await body_unread(scope, receive, denied)
-        ctype = headers.get("content-type", "")
+        ctype = headers.get(b"content-type", "")
         if not ctype.lower().startswith("application/json"):
             return await body_unread(
                 scope, receive, error_response(415, -32600, "Content-Type must be application/json")
@@ -271,7 +273,7 @@ class AcpHttpServer:
 
     async def post(self, scope: Scope, receive: Receive) -> Response | None:
         """``POST /acp``: an error or initialize answer, or None for 202 Accepted."""
-        headers = Headers(scope=scope)
+        headers = post_headers(scope)  # (auth, when on, reads them all)
         parsed = await self._post_body(scope, receive, headers)
         if isinstance(parsed, Response):
             return parsed
@@ -279,10 +281,10 @@ class AcpHttpServer:
         if msg.get("method") == "initialize" and "id" in msg:
             client = scope.get("client")
             return await self._initialize(parsed, client[0] if client else None)
-        cid = headers.get(CONNECTION_ID_HEADER)
+        cid = headers.get(_CID)
         if cid is None:
             return error_response(400, -32600, f"missing {CONNECTION_ID_HEADER} header")
-        sid = headers.get(SESSION_ID_HEADER)
+        sid = headers.get(_SID)
         known = self.connections.get(cid)
         if known is None:
             owner = await self.router.owner(cid) if self.router is not None else None

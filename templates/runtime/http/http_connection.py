@@ -23,7 +23,7 @@ import orjson
 from ..wire.errors import RpcError
 from ..wire.inbox import Effect
 from ..wire.routes import Route
-from .http_streams import OutStream, Stall
+from .http_streams import EVENT_OVERHEAD, OutStream, Stall
 
 log = logging.getLogger("acp.runtime.http")
 
@@ -39,6 +39,7 @@ class CoreConnection(Protocol):
     session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None
     transport: str  # what its requests' spans name (observe)
 
+    def sink_each(self, now: Callable[[list[tuple[bytes, str | None]]], bool]) -> None: ...
     def feed(self, frame: bytes | str) -> None: ...
     def feed_message(self, msg: Any, frame: bytes | str) -> None: ...
     def route(self, method: str) -> Route | None: ...
@@ -81,6 +82,8 @@ class HttpConnection:
         self.core.transport = "websocket" if ws_send is not None else "http"
         if ws_send is not None:
             self.core.admit_entry = self.admit  # a batch's session/new entries count too
+        else:
+            self.core.sink_each(self._sink_now)  # each frame queued as it is sent
         self.main = OutStream(server.stream_buffer, server.stall_timeout, server.replay_window)
         self.sessions: dict[str, OutStream] = {}
         self.waiters: dict[Any, asyncio.Future[bytes]] = {}
@@ -147,6 +150,34 @@ class HttpConnection:
             )
         return s
 
+    def _target(self, frame: bytes, sid: str | None) -> OutStream | None:
+        """The stream `frame` goes to (None: the initialize answer, which its POST returns);
+        the sessions an answer opened have their streams from here on."""
+        core = self.core
+        if core.session_effects:
+            self._opened(core.effects_of(frame))
+        if self.waiters and self._initialized(frame):
+            return None
+        target = self.sessions.get(sid) if sid is not None else None
+        return target or self.main
+
+    def _sink_now(self, batch: list[tuple[bytes, str | None]]) -> bool:
+        """The sink's work done in the caller's pass (``Connection.sink_each``) when no
+        stream it writes to could make it wait (each has room for the whole batch): a
+        frame then reaches its SSE stream without a hop through the writer task."""
+        size = sum(len(frame) for frame, _ in batch) + EVENT_OVERHEAD * len(batch)
+        if not self.main.has_room(size):
+            return False
+        for _frame, sid in batch:
+            target = self.sessions.get(sid) if sid is not None else None
+            if target is not None and not target.has_room(size):
+                return False
+        for frame, sid in batch:
+            target = self._target(frame, sid)
+            if target is not None:
+                target.put_now(frame)
+        return True
+
     async def _sink(self, batch: list[tuple[bytes, str | None]]) -> None:
         core = self.core
         if self.ws_send is not None:
@@ -156,13 +187,11 @@ class HttpConnection:
                 await self.ws_send(frame)
             return
         for frame, sid in batch:
-            if core.session_effects:
-                self._opened(core.effects_of(frame))
-            if self.waiters and self._initialized(frame):
+            target = self._target(frame, sid)
+            if target is None:
                 continue
-            target = self.sessions.get(sid) if sid is not None else None
             try:
-                await (target or self.main).put(frame)
+                await target.put(frame)
             except Stall:
                 log.warning(
                     "connection %s: stream buffer full with no reader; ending the connection",

@@ -30,6 +30,9 @@ DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_REPLAY_WINDOW = 4 * 1024 * 1024
 
 
+EVENT_OVERHEAD = 32  # an event's bytes beyond its message: ``id: <n>``, ``data: ``, newlines
+
+
 class Stall(Exception):
     pass
 
@@ -72,6 +75,16 @@ class OutStream:
                 raise Stall() from None
             if self.closed:
                 return
+        self.put_now(message)
+
+    def has_room(self, size: int) -> bool:
+        """Whether ``size`` more bytes can be put without waiting (:meth:`put_now`)."""
+        return self._bytes + size <= self._limit
+
+    def put_now(self, message: bytes) -> None:
+        """Queue one event at once, room or not (the caller checked :meth:`has_room`)."""
+        if self.closed:
+            return
         self._seq += 1
         event = b"id: %d\ndata: %b\n\n" % (self._seq, message)
         self._frames.append((self._seq, event))

@@ -1,6 +1,6 @@
 """A connection's outgoing frames: queued in wire order, handed to the transport's sink
 by one writer task (so every ``session/update`` of a turn leaves before its answer), or
-at once when the transport can write without waiting (``sink_now``).
+at once when the transport can write without waiting (``sink_now``; with ``eager``, every frame).
 
 ``Outbox(sink, on_failure)``: ``put(frame, session_id)`` queues one frame; ``drain()``
 waits while too much is queued (backpressure for streaming handlers); ``flush()`` waits
@@ -35,6 +35,7 @@ class Outbox:
         "_wake",
         "_writer",
         "closed",
+        "eager",
         "settle",
         "sink_now",
     )
@@ -54,11 +55,19 @@ class Outbox:
         # pipe's buffer is empty) sets this: an answer then leaves in the pass of the
         # event loop that made it, with what was queued before it (False: not now)
         self.sink_now: Callable[[Batch], bool] | None = None
+        # every frame offered to ``sink_now`` as it is put, when nothing is queued before
+        # it (HTTP: its sink_now only queues an SSE event, which the stream's reader takes
+        # with whatever else is queued when it runs): no writer task on the common path
+        self.eager = False
         # what the writer task awaits before it takes the queue (stdio: the session
         # store's pending group commit, so its turns' answers join their updates)
         self.settle: Callable[[], Awaitable[None]] | None = None
 
     def put(self, frame: bytes, session_id: str | None) -> None:
+        if self.eager and not self._queued and not self._sinking:
+            now = self.sink_now
+            if now is not None and now([(frame, session_id)]):
+                return
         self._queued.append((frame, session_id))
         self._queued_bytes += len(frame)
         if self._writer is None:

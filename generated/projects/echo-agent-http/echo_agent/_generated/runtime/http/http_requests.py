@@ -1,6 +1,6 @@
 """What the agent's HTTP endpoint does with a request before its ACP connection sees it:
 a POST body parsed once into one JSON-RPC message (or the error answer: 400, 501), the
-JSON-RPC error bodies of HTTP answers, the answer sent before a body was read (HTTP/1.1
+JSON-RPC error bodies of HTTP answers, the headers a POST reads (one pass), the answer sent before a body was read (HTTP/1.1
 closes, HTTP/2 drains), an accepted POST's 202 in one write; and ``AcpApp``, the ASGI app
 that hands ``/acp`` over HTTP to the server ahead of Starlette's routing."""
 
@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..wire.http_wire import ENDPOINT, rpc_error_body
+from ..wire.http_wire import CONNECTION_ID_HEADER, ENDPOINT, SESSION_ID_HEADER, rpc_error_body
 
 DRAIN_LIMIT = 256 * 1024 * 1024
 DRAIN_SECONDS = 30.0
@@ -56,6 +56,22 @@ async def body_unread(scope: Scope, receive: Receive, response: Response) -> Res
     with contextlib.suppress(Exception):
         await asyncio.wait_for(drain(), DRAIN_SECONDS)
     return response
+
+
+POST_HEADERS = frozenset(
+    {b"content-type", b"content-length", CONNECTION_ID_HEADER.lower().encode()}
+    | {SESSION_ID_HEADER.lower().encode()}
+)
+
+
+def post_headers(scope: Scope) -> dict[bytes, str]:
+    """The headers a POST reads (``POST_HEADERS``), in one pass over the request's: the
+    first of each, as Starlette's ``Headers`` gives (ASGI names them in lower case)."""
+    found: dict[bytes, str] = {}
+    for key, value in scope["headers"]:
+        if key in POST_HEADERS and key not in found:
+            found[key] = value.decode("latin-1")
+    return found
 
 
 class Parsed:

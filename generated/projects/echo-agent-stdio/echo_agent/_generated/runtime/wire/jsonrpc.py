@@ -123,6 +123,10 @@ class Connection:
     def sink_now(self, now: Callable[[Batch], bool] | None) -> None:
         self._outbox.sink_now = now
 
+    def sink_each(self, now: Callable[[Batch], bool]) -> None:
+        """``sink_now`` for every frame, not only answers (HTTP: it queues SSE events)."""
+        self._outbox.sink_now, self._outbox.eager = now, True
+
     @property
     def settle(self) -> Callable[[], Awaitable[None]] | None:
         """What the writer awaits before it takes the queue (see ``Outbox.settle``)."""

@@ -80,6 +80,7 @@ from .http_requests import (
     error_response,
     parse_post,
     post_headers,
+    read_body,
     send_accepted,
 )
 from .http_streams import (
@@ -225,24 +226,6 @@ class AcpHttpServer:
             response = await self.endpoint(Request(scope, receive))
         await response(scope, receive, send)
 
-    async def _read_body(self, headers: dict[bytes, str], receive: Receive) -> bytes | None:
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message: Message = await receive()
-            if message["type"] != "http.request":  # http.disconnect
-                raise ClientDisconnect()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
     async def _post_body(
         self, scope: Scope, receive: Receive, headers: dict[bytes, str]
     ) -> Parsed | Response:
@@ -257,7 +240,7 @@ class AcpHttpServer:
                 scope, receive, error_response(415, -32600, "Content-Type must be application/json")
             )
         try:
-            body = await self._read_body(headers, receive)
+            body = await read_body(headers, receive, self.max_body)
         except ClientDisconnect:  # the peer went away mid-body: nothing to answer
             _limited.warning(
                 "client-disconnect", "a client disconnected before its request body was complete"
@@ -290,7 +273,7 @@ class AcpHttpServer:
             owner = await self.router.owner(cid) if self.router is not None else None
             # the owner serves it: the POST's trace context goes along (its `_meta`, in the
             # body, does anyway)
-            trace = {k: v for k in ("traceparent", "tracestate") if (v := headers.get(k))}
+            trace = {k: v for k in ("traceparent", "tracestate") if (v := headers.get(k.encode()))}
             relayed = (
                 await self.router.relay_post(owner, cid, sid, parsed.body, trace) if owner else None
             )

@@ -12,8 +12,9 @@ from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..wire.http_wire import CONNECTION_ID_HEADER, ENDPOINT, SESSION_ID_HEADER, rpc_error_body
 
@@ -60,7 +61,7 @@ async def body_unread(scope: Scope, receive: Receive, response: Response) -> Res
 
 POST_HEADERS = frozenset(
     {b"content-type", b"content-length", CONNECTION_ID_HEADER.lower().encode()}
-    | {SESSION_ID_HEADER.lower().encode()}
+    | {SESSION_ID_HEADER.lower().encode(), b"traceparent", b"tracestate"}
 )
 
 
@@ -136,3 +137,23 @@ class AcpApp(Starlette):
             await self.acp.asgi(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+async def read_body(headers: dict[bytes, str], receive: Receive, max_body: int) -> bytes | None:
+    """A request's whole body; None past `max_body` bytes (declared or received)."""
+    declared = headers.get(b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_body:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_body:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -21,7 +21,13 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..wire.errors import AgentExited, ConnectionClosed, RpcError, method_not_found
+from ..wire.errors import (
+    AgentExited,
+    ConnectionClosed,
+    RpcError,
+    method_not_found,
+    unspoken_version,
+)
 from ..wire.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, Connection, log
 from ..wire.requests import RequestContext
 from ..wire.revision import Method, Revision, revision_for
@@ -515,24 +521,6 @@ async def negotiate(
         return dict(result)
     assert last is not None
     raise last
-
-
-UNSUPPORTED_VERSION = "UnsupportedProtocolVersion"  # the error data's name (negotiate)
-
-
-def unspoken_version(answered: Any, spoken: list[int]) -> RpcError:
-    """The error of an agent that answered `initialize` with a version this client does
-    not speak: what the agent speaks and how to speak it too (regenerate the client)."""
-    said = " and ".join(map(str, spoken))
-    msg = f"the agent speaks ACP protocol version {answered!r}; this client speaks {said}"
-    if type(answered) is int:
-        both = " ".join(f"--schema v{v}" for v in sorted({*spoken, answered}))
-        msg += (
-            f": regenerate the client for version {answered} (in its project: agentgen "
-            f"regen --schema v{answered}, or {both} to speak both)"
-        )
-    details = {"answered": answered, "supported": spoken}
-    return RpcError(-32603, msg, {"name": UNSUPPORTED_VERSION, "details": details})
 
 
 # ---- the agent as a subprocess ------------------------------------------------------

@@ -26,7 +26,14 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from ..wire.errors import AUTH_REQUIRED, INVALID_PARAMS, INVALID_REQUEST, RpcError, invalid_params
+from ..wire.errors import (
+    AUTH_REQUIRED,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    UNSUPPORTED_VERSION,
+    RpcError,
+    invalid_params,
+)
 from ..wire.fields import need
 from ..wire.jsonrpc import Connection, log
 from ..wire.revision import Revision, revision_for
@@ -294,7 +301,7 @@ class AgentRuntime(Dispatcher):
                     INVALID_REQUEST,
                     self._unspoken_message(),
                     {
-                        "name": "UnsupportedProtocolVersion",
+                        "name": UNSUPPORTED_VERSION,
                         "transient": False,
                         "details": {
                             "requested": self._unspoken,

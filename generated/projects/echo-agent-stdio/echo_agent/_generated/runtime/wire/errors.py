@@ -173,3 +173,21 @@ class AgentError(Exception):
             self.message,
             {"name": self.name, "transient": self.transient, "details": self.details},
         )
+
+
+UNSUPPORTED_VERSION = "UnsupportedProtocolVersion"  # the error data's name, both sides
+
+
+def unspoken_version(answered: Any, spoken: list[int]) -> RpcError:
+    """The error of an agent that answered `initialize` with a version this client does
+    not speak: what the agent speaks and how to speak it too (regenerate the client)."""
+    said = " and ".join(map(str, spoken))
+    msg = f"the agent speaks ACP protocol version {answered!r}; this client speaks {said}"
+    if type(answered) is int:
+        both = " ".join(f"--schema v{v}" for v in sorted({*spoken, answered}))
+        msg += (
+            f": regenerate the client for version {answered} (in its project: agentgen "
+            f"regen --schema v{answered}, or {both} to speak both)"
+        )
+    details = {"answered": answered, "supported": spoken}
+    return RpcError(-32603, msg, {"name": UNSUPPORTED_VERSION, "details": details})

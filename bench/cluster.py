@@ -152,10 +152,13 @@ write_generated(pkg / "_generated", files)
 def _agent_dir(base: Path, tree: Path = ROOT) -> Path:
     """The golden project, its ``_generated/`` rendered for v2 (primary) and v1 by the
     generator and runtime in ``tree`` (this checkout, or bench_before_after.checkout's)."""
+    # bench/ beside this file: `from bench import cluster` (tests/e2e/test_cluster.py) has
+    # only the repository on sys.path, and bench_before_after imports its neighbours by name
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(ROOT))  # conftest imports the checkout's generator/
     from bench_before_after import importable
     from conftest import upstream_schemas
 
-    sys.path.insert(0, str(ROOT))  # conftest imports the checkout's generator/
     pkg = base / "agent" / "echo_agent"
     shutil.copytree(GOLDEN, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.rmtree(pkg / "_generated")

@@ -530,7 +530,20 @@ def test_the_renderer_styles_a_terminal_and_reads_v2_shapes() -> None:
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "t",
-            "content": [{"type": "diff", "patch": "-a\n+b"}],
+            "content": [
+                {
+                    "type": "diff",
+                    "changes": [{"operation": "update", "path": "/w/a.txt"}],
+                    "patch": {"format": "git_patch", "text": "-a\n+b"},
+                }
+            ],
+        }
+    )
+    r.render(  # no renderable patch: what changed, a line a file
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t",
+            "content": [{"type": "diff", "changes": [{"operation": "add", "path": "/w/n.txt"}]}],
         }
     )
     r.render({"sessionUpdate": "terminal_output_chunk", "terminalId": "x", "data": "line\n"})
@@ -541,6 +554,8 @@ def test_the_renderer_styles_a_terminal_and_reads_v2_shapes() -> None:
         "tool t [pending]",
         "  -a",
         "  +b",
+        "tool t [pending]",
+        "  add /w/n.txt",
         "  | line",
     ]
     assert "\x1b[" not in info.text()

@@ -124,6 +124,10 @@ _IMPORTS = {
     # clients (runtime/model/)
     "pydantic-ai-slim": {"pydantic_ai", "openai", "anthropic"},
     "anyio": {"anyio"},
+    # the `otel` extra: traces and metrics, imported only when OTEL_* configures them
+    # (runtime/observe/otel.py)
+    "opentelemetry-sdk": {"opentelemetry"},
+    "prometheus-client": {"prometheus_client"},
 }
 
 

@@ -179,9 +179,11 @@ def test_ctrl_c_answers_the_waiting_permission_question_cancelled(
     built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The protocol: after `session/cancel` the client answers the turn's pending
-    permission requests `cancelled`. Before, the question shown on the terminal kept
-    waiting for a line after the first Ctrl-C, and an agent waiting for its answer hung
-    the turn (found by `agentgen conform client`'s AGENTGEN-CLIENT-006)."""
+    permission requests `cancelled`. The console answers a question shown on the terminal
+    `cancelled` at the first Ctrl-C (`Terminal.cancel_questions`) instead of waiting for a
+    line; our agent runtime also withdraws its request with the turn, so this test guards
+    the outcome either way (it passes on the console before that change too: an agent that
+    keeps waiting is what `agentgen conform client`'s AGENTGEN-CLIENT-006 judges)."""
     import_from(built, "iclient")
     from iclient._generated.dispatcher import AgentConnection
     from iclient._generated.runtime.client.client import spawn_agent
@@ -222,5 +224,6 @@ def test_ctrl_c_answers_the_waiting_permission_question_cancelled(
     seen.append(capsys.readouterr().err)
     err = "".join(seen)
     assert status == 0, err
-    assert "cancelled with the turn" in err, err
+    # the question was answered `cancelled` (by the console at the Ctrl-C, or as the
+    # request the agent withdrew with the turn), never left waiting for a line
     assert "permission: cancelled" in err, err

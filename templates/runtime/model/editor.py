@@ -41,14 +41,13 @@ from typing import TYPE_CHECKING, Any
 from ..agent.authoring import DiffContent, Location, TerminalContent, TextContent
 from ..agent.clientcalls import PermissionOption
 from ..wire.errors import RpcError
-from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, env_option, tool_output_limit
+from ..wire.fields import TOOL_OUTPUT_LIMIT, bounded, env_option, keep_tail, tool_output_limit
 
 if TYPE_CHECKING:
     from ..agent.turns import Turn
 
 OUTPUT_LIMIT = TOOL_OUTPUT_LIMIT  # bytes of a command's output the model gets (default)
 COMMAND_TIMEOUT = 600.0  # seconds a command run on disk may take (ACP_COMMAND_TIMEOUT)
-_UTF8_TOP, _UTF8_CONTINUATION = 0xC0, 0x80  # a byte inside a character, not its start
 HELD_PREFIXES = ("ACP_", "OPENAI_", "ANTHROPIC_")  # the agent's own settings and keys
 ASK_MODE = "ask"  # a session mode in which writes and commands are shown, never made
 EDITOR_TOOLS = frozenset({"read_file", "write_file", "run_command"})
@@ -259,12 +258,7 @@ class _Ran:
         self.timed_out = False
 
     def keep(self, chunk: bytes, limit: int) -> None:
-        self.out += chunk
-        if len(self.out) > limit:  # keep the end, as a terminal does
-            del self.out[: len(self.out) - limit]
-            while self.out and (self.out[0] & _UTF8_TOP) == _UTF8_CONTINUATION:
-                del self.out[0]
-            self.cut = True
+        self.cut = keep_tail(self.out, chunk, limit) or self.cut
 
     @property
     def text(self) -> str:

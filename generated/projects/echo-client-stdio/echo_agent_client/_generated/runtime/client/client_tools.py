@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..wire.errors import RpcError, invalid_params
+from ..wire.fields import keep_tail
 
 RESOURCE_NOT_FOUND = -32002
 # the user (or this client's rules) said no: an application code, outside JSON-RPC's
@@ -28,7 +29,6 @@ RESOURCE_NOT_FOUND = -32002
 REFUSED = -31000
 OUTPUT_LIMIT = 1 << 20  # a terminal's output kept when the agent gives no outputByteLimit
 _RELEASED_KEPT = 16  # released terminals whose output is kept for display
-_UTF8_TOP, _UTF8_CONTINUATION = 0xC0, 0x80  # a kept output never starts mid-character
 _STATUS_MARK = {"completed": "x", "in_progress": "~", "pending": " ", "failed": "!"}
 
 
@@ -367,12 +367,8 @@ class _Term:
     async def pump(self) -> None:
         assert self.proc.stdout is not None
         while chunk := await self.proc.stdout.read(65536):
-            self.buf += chunk
-            if len(self.buf) > self.limit:  # keep the end, as the protocol asks
-                del self.buf[: len(self.buf) - self.limit]
-                while self.buf and (self.buf[0] & _UTF8_TOP) == _UTF8_CONTINUATION:
-                    del self.buf[0]
-                self.truncated = True
+            # the end kept, as the protocol asks
+            self.truncated = keep_tail(self.buf, chunk, self.limit) or self.truncated
 
     def exit_status(self) -> dict[str, Any] | None:
         code = self.proc.returncode

@@ -69,6 +69,21 @@ def tool_output_limit() -> int:
     return int(env_option("ACP_TOOL_OUTPUT_LIMIT", TOOL_OUTPUT_LIMIT, minimum=1024))
 
 
+_UTF8_TOP, _UTF8_CONTINUATION = 0xC0, 0x80  # a byte inside a character, not its start
+
+
+def keep_tail(buf: bytearray, chunk: bytes, limit: int) -> bool:
+    """Add `chunk` to a command's output `buf`, keeping its last `limit` bytes (as a
+    terminal does) from a character's start; True when something was cut."""
+    buf += chunk
+    if len(buf) <= limit:
+        return False
+    del buf[: len(buf) - limit]
+    while buf and (buf[0] & _UTF8_TOP) == _UTF8_CONTINUATION:
+        del buf[0]
+    return True
+
+
 def bounded(text: str, limit: int | None = None) -> str:
     """`text` whole when its UTF-8 form fits `limit` bytes (default `tool_output_limit()`),
     else its start and a note saying how much was cut (the model, the client and the

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +29,14 @@ os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
 os.environ.setdefault(
     "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
 )
+
+# One mypy cache a process (the controller and each xdist worker import this file, so two
+# mypy runs never share one): the projects the tests type-check share the standard
+# library, pydantic and pydantic-ai, which mypy then reads from the cache instead of
+# checking them again for every project (mypy's incremental mode, as a user runs it: a
+# module whose file changed is checked again).  Removed when the process ends.
+os.environ["MYPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="agentgen-mypy-")
+atexit.register(shutil.rmtree, os.environ["MYPY_CACHE_DIR"], True)
 
 # Schema-checked wire (templates/runtime/wire/wirecheck.py) for the whole suite: every frame a
 # generated runtime sends or receives, in process or in a subprocess that inherits the

@@ -479,7 +479,6 @@ def test_example_handlers_type_check_against_their_generated_code(
             sys.executable,
             "-m",
             "mypy",
-            "--no-incremental",
             "--strict",
             "--follow-imports=silent",
             *packages,

@@ -402,7 +402,7 @@ def test_generated_modules_pass_mypy_strict(tmp_path: Path, shared_agntcy: Path)
         files.append(str(path))
     files.append(str(REPO / "generator" / "manifest" / "format_models.py"))
     r = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files],
+        [sys.executable, "-m", "mypy", "--strict", *files],
         capture_output=True,
         text=True,
         check=False,

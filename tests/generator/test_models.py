@@ -256,7 +256,6 @@ def test_generated_modules_pass_mypy(generated: dict[str, Generated]) -> None:
             "-m",
             "mypy",
             "--strict",
-            "--no-incremental",
             "--follow-imports=silent",
             *paths,
         ],

@@ -428,7 +428,6 @@ def test_a_handler_using_every_turn_call_passes_mypy_strict(built: Any) -> None:
             sys.executable,
             "-m",
             "mypy",
-            "--no-incremental",
             "--strict",
             "--follow-imports=silent",
             "-m",

@@ -283,14 +283,21 @@ def test_a_server_that_never_answers_is_given_up_and_stopped(built: Any, tmp_pat
     process is stopped (no orphan)."""
     env, package = built["v1"]
     pidfile = tmp_path / "mute.pid"
-    mute = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    # a shell writes its pid at once (a Python start can take longer than the 1 s allowed
+    # on a loaded machine, and be stopped before it writes), then becomes `sleep`: same pid
+    mute = 'echo $$ > "$0"; exec sleep 60'
 
     async def main() -> ms.Peer:
         p = ms.Peer(
             await hs.StdioPeer.start({**env, "ACP_MCP_CONNECT_TIMEOUT": "1"}, package), False
         )
         await p.call("initialize", ms.init_params(False))
-        server = {"name": "mute", "command": hs.PY, "args": ["-c", mute, str(pidfile)], "env": []}
+        server = {
+            "name": "mute",
+            "command": "/bin/sh",
+            "args": ["-c", mute, str(pidfile)],
+            "env": [],
+        }
         new = await p.call("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
         sid = new["result"]["sessionId"]
         await p.turn(sid, "tools")

@@ -41,11 +41,11 @@ KEYS = ("ACP_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "
         ({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, {}, ["openai-chat"]),
         ({"ANTHROPIC_API_KEY": "k"}, {}, ["anthropic"]),
         ({}, {"provider": "main"}, ["openai-chat", "anthropic"]),  # the editor routes it
-        # a route speaks Chat Completions, the environment's `openai:` Responses
+        # a route speaks Chat Completions (first), the environment's `openai:` Responses
         (
             {},
             {"provider": "main", "default_model": "openai:gpt-x"},
-            ["openai-responses", "openai-chat"],
+            ["openai-chat", "openai-responses"],
         ),
         ({}, {}, []),
     ],

@@ -104,16 +104,16 @@ def openai_api(prefix: str) -> str:
 
 def apis_to_warm(llm: Mapping[str, Any]) -> list[str]:
     """The APIs (keys of `_WARM`) whose model code a first turn likely imports: the one
-    of `$ACP_MODEL` or the manifest's default model when it names one (and Chat
-    Completions too for an `openai*:` id of a manifest the editor routes: a route speaks
-    it), else each provider whose variables are set, else every one a route may speak
-    for a manifest that lets the editor route the model (`providers/set`)."""
+    of `$ACP_MODEL` or the manifest's default model when it names one (for an `openai*:`
+    id of a manifest the editor routes, Chat Completions first: a route speaks it),
+    else each provider whose variables are set, else every one a route may speak for a
+    manifest that lets the editor route the model (`providers/set`)."""
     routed = bool(llm.get("provider"))
     name = os.environ.get("ACP_MODEL", "").strip() or str(llm.get("default_model") or "")
     prefix = name.partition(":")[0] if ":" in name else ""
     if prefix in _OPENAI_IDS:
-        apis = [openai_api(prefix)]
-        return [*apis, "openai-chat"] if routed and "openai-chat" not in apis else apis
+        api = openai_api(prefix)
+        return ["openai-chat", api] if routed and api != "openai-chat" else [api]
     if prefix == "anthropic":
         return ["anthropic"]
     if name == TEST_MODEL or prefix:

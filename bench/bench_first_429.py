@@ -9,9 +9,14 @@ first turn):
 `initialize`, `session/new`, then the first `session/prompt`, either at once or after a
 pause (`--pause`, an editor's user typing the prompt); the figure is the time from
 sending the prompt to its answer (the JSON-RPC error with `retry_after`), and the
-`initialize` answer's time from the process start.  Medians of the rounds.
+`initialize` answer's time from the process start (and the process's CPU time by then,
+from /proc: steadier than wall time on a loaded machine).  Medians of the rounds.
 
     .venv/bin/python bench/bench_first_429.py [--rounds 7] [--pause 0 --pause 1.5]
+    .venv/bin/python bench/bench_first_429.py --before main   # + `before`: REV's runtime
+
+`--before REV` adds a third kind, interleaved with the two: the agent as git revision REV
+renders it (its generator and runtime, its own warm-up), for a same-run before/after.
 """
 
 from __future__ import annotations
@@ -97,8 +102,36 @@ def build(dest: Path, package: str = "first_429", cold: bool = False) -> Path:
     return dest
 
 
-def one(env: dict[str, str], cwd: str, pause: float, package: str) -> tuple[float, float, Any]:
-    """(initialize answered after s, prompt answered after s, the answer's error data)."""
+def build_before(dest: Path, rev: str, package: str = "first_429_before") -> None:
+    """`package` under `dest` as git revision `rev`'s generator and runtime render it."""
+    from bench_before_after import RENDER, checkout
+
+    tree = checkout(rev, dest / "before-tree")
+    schema = json.loads((REPO.parent / "shared" / "acp" / "v1" / "schema.json").read_text())
+    inputs = dest / "before-inputs.json"
+    inputs.write_text(json.dumps({"schema": schema, "meta": None, "manifest": MANIFEST}))
+    pkg = dest / package
+    subprocess.run(
+        [sys.executable, "-c", RENDER, str(tree), str(pkg), str(inputs)], check=True, cwd=dest
+    )
+    (pkg / "__init__.py").write_text("")
+    (pkg / "handlers.py").write_text(HANDLERS)
+    (pkg / "__main__.py").write_text(
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    )
+
+
+def cpu_of(pid: int) -> float:
+    """The process's CPU time so far (user + system, s; Linux's /proc, 10 ms ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one(
+    env: dict[str, str], cwd: str, pause: float, package: str
+) -> tuple[float, float, float, Any]:
+    """(initialize answered after s, the process's CPU s by then, prompt answered after
+    s, the answer's error data)."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", package],
@@ -124,6 +157,7 @@ def one(env: dict[str, str], cwd: str, pause: float, package: str) -> tuple[floa
 
     call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     init = time.perf_counter() - start
+    init_cpu = cpu_of(proc.pid)
     sid = call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
     time.sleep(pause)
     sent = time.perf_counter()
@@ -131,13 +165,14 @@ def one(env: dict[str, str], cwd: str, pause: float, package: str) -> tuple[floa
     took = time.perf_counter() - sent
     proc.stdin.close()  # type: ignore[union-attr]
     proc.wait(timeout=30)
-    return init, took, answer.get("error", {}).get("data")
+    return init, init_cpu, took, answer.get("error", {}).get("data")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--pause", type=float, action="append")
+    ap.add_argument("--before", metavar="REV", help="also REV's runtime, as kind `before`")
     a = ap.parse_args()
     pauses = a.pause or [0.0, 1.5]
     server = ThreadingHTTPServer(("127.0.0.1", 0), Limited)
@@ -146,6 +181,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         build(Path(tmp))
         build(Path(tmp), "first_429_cold", cold=True)
+        kinds = [("cold", "first_429_cold"), ("warm", "first_429")]
+        if a.before:
+            build_before(Path(tmp), a.before)
+            kinds.insert(1, ("before", "first_429_before"))
         env = {
             **os.environ,
             "PYTHONPATH": tmp,
@@ -155,30 +194,38 @@ def main() -> None:
         }
         env.pop("ACP_MODEL", None)
         print(
-            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, "
-            f"load {loadavg()}"
+            f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}"
+            + (f" (before: {a.before})" if a.before else "")
+            + f", load {loadavg()}"
         )
         for pause in pauses:
-            inits: dict[str, list[float]] = {"cold": [], "warm": []}
-            takes: dict[str, list[float]] = {"cold": [], "warm": []}
+            inits: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
+            takes: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
+            cpus: dict[str, list[float]] = {kind: [] for kind, _ in kinds}
             Limited.requests = 0
             for _ in range(a.rounds):
-                for kind, package in (("cold", "first_429_cold"), ("warm", "first_429")):
-                    init, took, data = one(env, tmp, pause, package)
+                for kind, package in kinds:
+                    init, init_cpu, took, data = one(env, tmp, pause, package)
                     assert data and data.get("retry_after") == RETRY_AFTER, data
                     inits[kind].append(init)
+                    cpus[kind].append(init_cpu)
                     takes[kind].append(took)
-            for kind in ("cold", "warm"):
+            for kind, _ in kinds:
                 print(
                     f"{kind}: prompt {pause:g} s after session/new: the 429 answered in "
                     f"{statistics.median(takes[kind]) * 1000:.0f} ms "
                     f"(min {min(takes[kind]) * 1000:.0f}); initialize answered "
-                    f"{statistics.median(inits[kind]) * 1000:.0f} ms after start"
+                    f"{statistics.median(inits[kind]) * 1000:.0f} ms after start "
+                    f"(its CPU {statistics.median(cpus[kind]) * 1000:.0f} ms)"
                 )
             ratio = statistics.median(takes["warm"]) / statistics.median(takes["cold"])
+            vs = ""
+            if a.before:
+                before = statistics.median(takes["before"])
+                vs = f", warm/before: {statistics.median(takes['warm']) / before:.2f}"
             print(
-                f"  warm/cold: {ratio:.2f}; requests to the endpoint "
-                f"{Limited.requests / (2 * a.rounds):g} a turn"
+                f"  warm/cold: {ratio:.2f}{vs}; requests to the endpoint "
+                f"{Limited.requests / (len(kinds) * a.rounds):g} a turn; load {loadavg()}"
             )
     server.shutdown()
 

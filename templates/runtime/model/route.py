@@ -16,14 +16,17 @@ paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.p
 Chat Completions stream must end with its finish reason: one cut before it is an error,
 never a finished answer.
 
-The first turn would import a provider's model code (the `openai` SDK: about 1 s):
-`warm` does it in a background thread once the agent has answered `initialize`
-(agent.py), so the first prompt does not wait for it.
+The first turn would import a provider's model code (the `openai` SDK and pydantic-ai's
+model for it: ~0.5 s of CPU): `warm` does it in a background thread once the agent has
+answered `initialize` (agent.py), everything the first request of the model's API loads
+and nothing of another API, without the garbage collector walking the start-up's objects
+meanwhile, so a first prompt does not wait for it, or waits for less.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import threading
@@ -58,17 +61,24 @@ def model_id(turn: Turn, default: str | None) -> str | None:
     return os.environ.get("ACP_MODEL", "").strip() or default
 
 
-# the modules the first turn of each provider imports (env_model, routed_model, the
-# client's request and stream, the run's usage prices)
+# what the first model request of each API imports, in the order it needs it: the client,
+# pydantic-ai's model and provider, the client's resource for that API and its stream
+# (both loaded on first use), the run's async backend and JSON parser, the price data
+# (every pydantic-ai model loads it when built)
 _FIRST_RUN = ("anyio._backends._asyncio", "jiter", "genai_prices.data")
+_OPENAI = ("openai", "pydantic_ai.models.openai", "pydantic_ai.providers.openai")
 _WARM = {
-    "openai": (
-        "openai",
-        "pydantic_ai.models.openai",
-        "pydantic_ai.providers.openai",
-        "openai.resources.chat",
-        "openai.resources.responses",
+    "openai-chat": (
+        *_OPENAI,
+        "openai.resources.chat.chat",
+        "openai.resources.chat.completions.completions",
         "openai.lib.streaming.chat",
+        *_FIRST_RUN,
+    ),
+    "openai-responses": (
+        *_OPENAI,
+        "openai.resources.responses.responses",
+        "openai.lib.streaming.responses",
         *_FIRST_RUN,
     ),
     "anthropic": (
@@ -80,44 +90,87 @@ _WARM = {
         *_FIRST_RUN,
     ),
 }
+_OPENAI_IDS = ("openai", "openai-chat", "openai-responses")  # the prefixes env_model builds
 _warmed = threading.Event()  # one warm-up a process
 
 
-def providers_to_warm(llm: Mapping[str, Any]) -> list[str]:
-    """The providers whose model code a first turn likely imports: the one of
-    `$ACP_MODEL` or the manifest's default model when it names one, else each whose
-    variables are set, else every one of a manifest that lets the editor route the model
-    (`providers/set`)."""
+def openai_api(prefix: str) -> str:
+    """The API an `openai*:` id is spoken in from the environment (env_model): `openai:`
+    is Chat Completions when `OPENAI_BASE_URL` names a gateway, else Responses."""
+    if prefix == "openai":
+        return "openai-chat" if os.environ.get("OPENAI_BASE_URL") else "openai-responses"
+    return prefix
+
+
+def apis_to_warm(llm: Mapping[str, Any]) -> list[str]:
+    """The APIs (keys of `_WARM`) whose model code a first turn likely imports: the one
+    of `$ACP_MODEL` or the manifest's default model when it names one (for an `openai*:`
+    id of a manifest the editor routes, Chat Completions first: a route speaks it),
+    else each provider whose variables are set, else every one a route may speak for a
+    manifest that lets the editor route the model (`providers/set`)."""
+    routed = bool(llm.get("provider"))
     name = os.environ.get("ACP_MODEL", "").strip() or str(llm.get("default_model") or "")
     prefix = name.partition(":")[0] if ":" in name else ""
-    if prefix.startswith("openai"):
-        return ["openai"]
-    if prefix in _WARM:
-        return [prefix]
+    if prefix in _OPENAI_IDS:
+        api = openai_api(prefix)
+        return ["openai-chat", api] if routed and api != "openai-chat" else [api]
+    if prefix == "anthropic":
+        return ["anthropic"]
     if name == TEST_MODEL or prefix:
         return []  # the test model, or a provider pydantic-ai builds itself
-    out = [p for p in _WARM if any(k.startswith(p.upper() + "_") for k in os.environ)]
-    return out or (list(_WARM) if llm.get("provider") else [])
+    out = [openai_api("openai")] if any(k.startswith("OPENAI_") for k in os.environ) else []
+    out += ["anthropic"] if any(k.startswith("ANTHROPIC_") for k in os.environ) else []
+    return out or (["openai-chat", "anthropic"] if routed else [])
 
 
 def warm(llm: Mapping[str, Any]) -> threading.Thread | None:
-    """Import the model code of `providers_to_warm(llm)` in a daemon thread (once a
-    process); returns the thread (None: nothing to do).  An import that fails is left
-    to the turn, which says why."""
-    names = providers_to_warm(llm)
-    if not names or _warmed.is_set():
+    """Import the model code of `apis_to_warm(llm)` in a daemon thread (once a process);
+    returns the thread (None: nothing to do).  An import that fails is left to the turn,
+    which says why.
+
+    Then the platform facts the client's first request sends (`_platform`: a `uname -p`
+    process once a process, in the turn otherwise).
+
+    The cyclic garbage collector does not run meanwhile: what loads is hundreds of
+    thousands of long-lived objects (classes, functions, the price table), and each
+    collection walked what the start-up had loaded again (a quarter of the warm-up's
+    CPU, ~0.12 s of ~0.5).  Once it has loaded, everything loaded so far is frozen
+    (`gc.freeze`: left out of every later collection, so a full one during a turn walks
+    the turns' objects, not the code's) and the collector runs again as before."""
+    apis = apis_to_warm(llm)
+    if not apis or _warmed.is_set():
         return None
     _warmed.set()
 
     def run() -> None:
-        for provider in names:
-            for module in _WARM[provider]:
-                with contextlib.suppress(Exception):
-                    importlib.import_module(module)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for api in apis:
+                for module in _WARM[api]:
+                    with contextlib.suppress(Exception):
+                        importlib.import_module(module)
+            with contextlib.suppress(Exception):
+                _platform()
+        finally:
+            gc.freeze()
+            if collecting:
+                gc.enable()
 
     thread = threading.Thread(target=run, name="acp-model-warm", daemon=True)
     thread.start()
     return thread
+
+
+def _platform() -> None:
+    """What the provider's client sends as headers on its first request (the OpenAI and
+    Anthropic SDKs: `platform.platform()`, the OS release): the standard library keeps it
+    for the process, and finding the processor runs `uname -p` once."""
+    import platform
+
+    platform.platform()
+    with contextlib.suppress(OSError):
+        platform.freedesktop_os_release()
 
 
 def thinking(turn: Turn) -> bool | str | None:
@@ -202,14 +255,12 @@ def env_model(name: str) -> Any:
     prefix, colon, model = name.partition(":")
     if not colon:
         return name
-    if prefix == "openai" and os.environ.get("OPENAI_BASE_URL"):
-        prefix = "openai-chat"  # a gateway: Chat Completions
-    if prefix in ("openai", "openai-chat", "openai-responses"):
+    if prefix in _OPENAI_IDS:
         from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
         provider = OpenAIProvider(openai_client=OpenAIProvider().client.with_options(max_retries=0))
-        if prefix == "openai-chat":
+        if openai_api(prefix) == "openai-chat":  # a gateway's base URL: Chat Completions
             return OpenAIChatModel(model, provider=provider, profile=_chat_profile())
         return OpenAIResponsesModel(model, provider=provider)
     if prefix == "anthropic":

@@ -14,7 +14,7 @@ wrapper, CPU per prompt = the difference between runs of N and 2N prompts over N
 three agents alternating within each round.
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
-        [--model-rev REV]
+        [--model-only] [--model-rev REV]
 
 On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
 2%, so the off path is also measured directly: how many hook calls an echo prompt passes
@@ -262,6 +262,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
     ap.add_argument("--rev", help="the revision without observe (default: found in git)")
     ap.add_argument("--hooks-only", action="store_true", help="only the hooks' cost when off")
+    ap.add_argument("--model-only", action="store_true", help="only the model turn's rows")
     ap.add_argument(
         "--model-rev", help="also the model turn fully on as this revision renders the agent"
     )
@@ -320,7 +321,7 @@ def main() -> int:
             f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
             f"{'CPU vs before':>15}{'CPU vs off':>12}"
         )
-        for label, load_args in [] if opts.hooks_only else LOADS:
+        for label, load_args in [] if opts.hooks_only or opts.model_only else LOADS:
             args = b.quick_args(load_args) if opts.quick else load_args
             at = args.index("--prompts") + 1
             n = int(args[at])

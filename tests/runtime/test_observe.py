@@ -12,6 +12,9 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
   (a relayed POST keeps its header: test_redis_router.py);
 - the assistant example with a scripted model (FunctionModel) and an MCP server:
   pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
+  without ACP_TRACE_CONTENT they carry no message list, so a turn's spans do not grow with
+  the session's history (observe/otel.py's `_without_conversation`: were pydantic-ai's
+  methods renamed, the override would silently stop applying, and this test would fail);
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
   content) in any exported span or metric, also in an agent process configured only by
   `OTEL_*` (an OTLP collector on 127.0.0.1: otlp_support.py) where the MCP SDK's own spans

@@ -14,6 +14,7 @@ wrapper, CPU per prompt = the difference between runs of N and 2N prompts over N
 three agents alternating within each round.
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
+        [--model-only] [--model-rev REV]
 
 On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
 2%, so the off path is also measured directly: how many hook calls an echo prompt passes
@@ -22,7 +23,9 @@ On a loaded machine the CPU per prompt of two runs of the same agent differs by 
 Then what an operator runs: a model turn (bench_model.py's agent: `run_model` serving a
 pydantic-ai FunctionModel that makes one tool call and answers text, `tools 1`, one
 session, turns one after another) ``off`` and ``on`` as above, interleaved, the agent
-process's CPU per turn after the session opened; and the SDK's own floor, measured alone:
+process's CPU per turn after the session opened (``--model-rev REV``: also ``on`` as
+revision REV renders that agent, a same-run before/after of a telemetry change); and the
+SDK's own floor, measured alone:
 one span (6 attributes) started and ended, one span OTLP-encoded, one histogram record.
 """
 
@@ -172,30 +175,54 @@ def sdk_floor() -> tuple[float, float, float]:
 MODEL_TURNS = 100
 
 
-def model_rows(plain: dict[str, str], on: dict[str, str], rounds: int, quick: bool) -> None:
-    """A model turn with one tool call, off and on, interleaved: CPU per turn, latency."""
-    turns = 20 if quick else MODEL_TURNS
-    cpu: dict[str, list[float]] = {"off": [], "on": []}
-    lat: dict[str, list[float]] = {"off": [], "on": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = bm.build(Path(tmp))
-        for r in range(rounds):
-            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
-                env = {
-                    **(plain if name == "off" else on),
-                    "PYTHONPATH": str(root),
-                    "ACP_SESSION_DB": str(Path(tmp) / f"{name}-{r}.db"),
-                }
-                got = bm.drive([b.PY, "-m", "model_bench"], env, "tools 1", turns)
-                cpu[name].append(got["cpu"] / turns)
-                lat[name].append(got["latency"])
+def model_agent(tree: Path, dest: Path, package: str) -> None:
+    """bench_model.py's agent as the generator in `tree` (a checkout of another revision:
+    bench_before_after.checkout) renders it, as `package` under `dest`."""
+    inputs = dest / f"{package}.json"
+    schema = json.loads((REPO.parent / "shared" / "acp" / "v1" / "schema.json").read_text())
+    inputs.write_text(json.dumps({"schema": schema, "meta": None, "manifest": bm.MANIFEST}))
+    pkg = dest / package
+    subprocess.run([b.PY, "-c", ba.RENDER, str(tree), str(pkg), str(inputs)], check=True, cwd=dest)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "handlers.py").write_text(bm.HANDLERS.format(agents=str(bm.AGENTS)))
+    (pkg / "__main__.py").write_text(
+        "from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent, None)\n"
+    )
+
+
+def model_rows(
+    plain: dict[str, str], on: dict[str, str], opts: argparse.Namespace, tmp: Path
+) -> None:
+    """A model turn with one tool call, off and on, interleaved: CPU per turn, latency;
+    with `--model-rev`, also on as that revision renders the agent."""
+    turns = 20 if opts.quick else MODEL_TURNS
+    root = bm.build(tmp)
+    agents = {"off": ("model_bench", plain), "on": ("model_bench", on)}
+    if opts.model_rev:
+        model_agent(ba.checkout(opts.model_rev, tmp / "model-rev-src"), tmp, "model_rev")
+        agents["on-rev"] = ("model_rev", on)  # fully on as --model-rev renders it
+    cpu: dict[str, list[float]] = {k: [] for k in agents}
+    lat: dict[str, list[float]] = {k: [] for k in agents}
+    for r in range(opts.rounds):
+        for name in list(agents) if r % 2 == 0 else list(agents)[::-1]:
+            pkg, base = agents[name]
+            env = {
+                **base,
+                "PYTHONPATH": str(root),
+                "ACP_SESSION_DB": str(tmp / f"{pkg}-{r}-{len(cpu[name])}.db"),
+            }
+            got = bm.drive([b.PY, "-m", pkg], env, "tools 1", turns)
+            cpu[name].append(got["cpu"] / turns)
+            lat[name].append(got["latency"])
     per = {k: statistics.median(v) for k, v in cpu.items()}
-    for name in ("off", "on"):
+    for name in agents:
         print(
             f"{'model tools 1':<16}{name:<8}{turns:>11}{per[name] * 1000:>15.3f}"
             f"{'':>15}{per[name] / per['off']:>11.3f}x"
             f"   latency {statistics.median(lat[name]) * 1000:.1f} ms"
         )
+    if opts.model_rev:
+        print(f"on-rev: fully on, the agent as {opts.model_rev} renders it")
 
 
 def hooks_off(env: dict[str, str]) -> tuple[float, float]:
@@ -235,6 +262,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a tenth of the prompts")
     ap.add_argument("--rev", help="the revision without observe (default: found in git)")
     ap.add_argument("--hooks-only", action="store_true", help="only the hooks' cost when off")
+    ap.add_argument("--model-only", action="store_true", help="only the model turn's rows")
+    ap.add_argument(
+        "--model-rev", help="also the model turn fully on as this revision renders the agent"
+    )
     opts = ap.parse_args()
     rev = opts.rev or before_observe()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
@@ -290,7 +321,7 @@ def main() -> int:
             f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
             f"{'CPU vs before':>15}{'CPU vs off':>12}"
         )
-        for label, load_args in [] if opts.hooks_only else LOADS:
+        for label, load_args in [] if opts.hooks_only or opts.model_only else LOADS:
             args = b.quick_args(load_args) if opts.quick else load_args
             at = args.index("--prompts") + 1
             n = int(args[at])
@@ -320,7 +351,7 @@ def main() -> int:
             print(
                 f"{'load':<16}{'agent':<8}{'turns':>11}{'ms CPU/turn':>15}{'':>15}{'CPU vs off':>12}"
             )
-            model_rows(plain, on, opts.rounds, opts.quick)
+            model_rows(plain, on, opts, root)
         print(f"load average after {b.loadavg()}; the OTLP sink received {Sink.received} bytes")
         calls, per = hooks_off(plain)
         print(

@@ -12,6 +12,9 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
   (a relayed POST keeps its header: test_redis_router.py);
 - the assistant example with a scripted model (FunctionModel) and an MCP server:
   pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
+  without ACP_TRACE_CONTENT they carry no message list, so a turn's spans do not grow with
+  the session's history (observe/otel.py's `_without_conversation`: were pydantic-ai's
+  methods renamed, the override would silently stop applying, and this test would fail);
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
   content) in any exported span or metric, also in an agent process configured only by
   `OTEL_*` (an OTLP collector on 127.0.0.1: otlp_support.py) where the MCP SDK's own spans
@@ -567,11 +570,72 @@ def test_the_prompt_is_traced_only_when_asked(
     monkeypatch.setenv("ACP_TRACE_CONTENT", "1")
     with ms.running_http_mcp() as (url, _):
         _assistant_turn(assistants["v1"], exported, tmp_path, "v1", url)
-    turn = one(exported.finished(), "acp.turn")
+    spans = exported.finished()
+    turn = one(spans, "acp.turn")
     assert PROMPT_SECRET in str(turn.attributes["acp.prompt.text"])
+    # pydantic-ai's own record of the conversation, whole, as it makes it
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert chats and all(PROMPT_SECRET in str(s.attributes["gen_ai.input.messages"]) for s in chats)
     everything = exported.everything()
     for secret in (ROUTE_SECRET, API_SECRET, MCP_HEADER_SECRET, MCP_ENV_SECRET):
         assert secret not in everything, secret
+
+
+def test_a_model_request_does_not_record_the_conversation_again(
+    assistants: dict[str, Any], exported: Exported, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Without ACP_TRACE_CONTENT, pydantic-ai's spans carry no message list: a turn's
+    spans are as big at the fourth turn of a session as at the second, where pydantic-ai
+    would serialize the whole history (its shape: roles, part kinds, tool names and ids)
+    into each model request's `gen_ai.input.messages` and the run's
+    `pydantic_ai.all_messages`, growing with the conversation."""
+    monkeypatch.setenv("OPENAI_API_KEY", API_SECRET)
+    module = assistants["v1"]
+    package = module.__name__.split(".")[0]
+    exported.on(package)
+
+    async def main() -> None:
+        async with over_stdio(package, module.Scripted, tmp_path) as ed:
+            await ed.initialize(1, {})
+            servers = [ms.stdio_server(tmp_path)]
+            new = await ed.call("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            sid = str(new["sessionId"])
+            for _ in range(4):
+                assert await ed.prompt(sid, "multiply 6 by 7", v2=False) == "end_turn"
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+    spans = exported.finished()
+    turns = sorted((s for s in spans if s.name == "acp.turn"), key=lambda s: s.start_time or 0)
+    assert len(turns) == 4
+
+    def size(turn: ReadableSpan, prefix: str) -> int:
+        """The attributes' bytes of the turn's pydantic-ai spans named `prefix`..."""
+        below = [
+            s
+            for s in spans
+            if s.name.startswith(prefix) and turn.context.span_id in _ancestor_ids(s, spans)
+        ]
+        assert below, (prefix, [s.name for s in spans])
+        return sum(len(json.dumps(dict(s.attributes or {}))) for s in below)
+
+    for prefix in ("chat ", "invoke_agent"):
+        # a few bytes apart at most: the token counts' digits (the scripted model counts
+        # the history's words as its input tokens)
+        assert abs(size(turns[3], prefix) - size(turns[1], prefix)) < 40, prefix
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert chats and not any("gen_ai.input.messages" in (s.attributes or {}) for s in chats)
+    # what the semantic conventions ask of a model request is still there
+    for key in ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.usage.input_tokens"):
+        assert all(key in (s.attributes or {}) for s in chats), key
+
+
+def _ancestor_ids(span: ReadableSpan, spans: list[ReadableSpan]) -> set[int]:
+    by_id = {s.context.span_id: s for s in spans}
+    found = set()
+    while (up := by_id.get(parent_id(span) or 0)) is not None:
+        found.add(up.context.span_id)
+        span = up
+    return found
 
 
 def test_model_and_mcp_failures_are_counted_by_kind(

@@ -222,13 +222,42 @@ def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool)
     imports it)."""
     pydantic_ai = sys.modules["pydantic_ai"]  # imported by the model room, never here
     pydantic_ai.Agent.instrument_all(
-        pydantic_ai.InstrumentationSettings(
+        _without_conversation(pydantic_ai.InstrumentationSettings)(
             tracer_provider=tracer_provider or trace.NoOpTracerProvider(),
             meter_provider=meter_provider or metrics.NoOpMeterProvider(),
             include_content=content,
             include_binary_content=content,
         )
     )
+
+
+def _without_conversation(settings: Any) -> Any:
+    """pydantic-ai's `InstrumentationSettings` recording no message list without content.
+
+    Without content pydantic-ai still serializes the conversation's shape (each message's
+    role, part kinds, tool names and call ids): the whole history into each model request
+    span's `gen_ai.input.messages` (from scratch at a run's first request: the history is
+    read back from the session each turn), the answer into `gen_ai.output.messages`, and
+    the whole history twice more as the run ends (`pydantic_ai.all_messages`, and a check
+    of its per-run cache).  Every turn re-records the session's whole history: the
+    biggest part of what telemetry cost a model turn (bench/README.md, "Observing").  The
+    GenAI semantic conventions make those attributes opt-in (they are content), so without
+    content: none on a model request span, and an empty list as the run's
+    `pydantic_ai.all_messages`.  The request's model, token usage, finish reasons and
+    response id, the tool definitions, and the spans themselves are pydantic-ai's as
+    before; with content (`ACP_TRACE_CONTENT=1`) everything is pydantic-ai's own."""
+
+    class Settings(settings):  # type: ignore[misc]  # pydantic-ai's, found at run time
+        def handle_messages(self, *args: Any, **kwargs: Any) -> None:
+            if self.include_content:
+                super().handle_messages(*args, **kwargs)
+
+        def messages_to_otel_messages(self, *args: Any, **kwargs: Any) -> Any:
+            if self.include_content:
+                return super().messages_to_otel_messages(*args, **kwargs)
+            return []
+
+    return Settings
 
 
 def _uninstrument_models() -> None:

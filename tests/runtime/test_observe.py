@@ -742,6 +742,7 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
     grows no cache past otel.MAX_CACHED; the spans and points are still right."""
     from runtime import observe
     from runtime.observe import otel
+    from runtime.sessions.session_store import durably
 
     assert observe.configure(exported.tracer_provider, exported.meter_provider)
     exported.rooms.append(observe)
@@ -766,8 +767,8 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
             await observe.traced("request", nothing(), method="session/prompt", params=params)
         store = Store()
         for _ in range(2):
-            await observe.traced("store", store.save_turn("s"), op=lambda: store.save_turn("s"))
-            await observe.traced("store", store.load("s"), op=lambda: store.load("s"))
+            await durably("save", lambda: store.save_turn("s"))  # as the runtime calls it
+            await durably("load", lambda: store.load("s"))
 
     asyncio.run(main())
     assert len(telemetry.labels) <= otel.MAX_CACHED

@@ -33,7 +33,7 @@ async def durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any =
     when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
     for delay in (*STORE_RETRY_DELAYS, None):
         try:
-            return await observe.traced("store", op(), op=op)
+            return await observe.traced("store", op(), op=op, calls=STORE_CALLS)
         except ValueError:  # the request's fault (a cursor the store did not hand out)
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's
@@ -76,8 +76,9 @@ def open_default_store(
     return SqliteSessionStore(path)
 
 
-# the store calls a DeferredSqliteStore hands to the store it opened
-_CALLS = (
+# the store's calls: what a DeferredSqliteStore hands to the store it opened, and what a
+# store span is named by (the one `durably`'s lambda makes)
+STORE_CALLS = (
     "save",
     "load",
     "append_history",
@@ -119,7 +120,7 @@ class DeferredSqliteStore:
                     str(exc)[:200],
                 )
                 raise
-            for call in _CALLS:
+            for call in STORE_CALLS:
                 setattr(self, call, getattr(store, call))
             self._store = store
         return self._store

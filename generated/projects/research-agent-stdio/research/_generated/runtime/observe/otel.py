@@ -51,20 +51,6 @@ INSTRUMENTS: dict[str, tuple[str, str, str, tuple[float, ...]]] = {
     "acp.lease.moves": ("counter", "{lease}", "sessions whose lease came to this replica", ()),
 }
 GAUGES = {"acp.sessions.active": ("{session}", "sessions held by this process's connections")}
-STORE_OPS = frozenset(
-    {
-        "save",
-        "load",
-        "append_history",
-        "history",
-        "delete",
-        "save_turn",
-        "acquire",
-        "renew",
-        "release",
-        "list_sessions",
-    }
-)
 
 Gauges = dict[str, list[tuple["weakref.ref[Any]", Callable[[Any], float]]]]
 
@@ -123,13 +109,14 @@ def _header_context(headers: Any) -> Any:
 _OPS: dict[Any, str] = {}  # a `durably` lambda's code -> the store method it calls
 
 
-def _store_op(op: Any) -> str:
-    """The store method a `durably` call runs (its lambda names it), else `call`; found
-    once per lambda (its code object, shared by every call of the line that makes it)."""
+def _store_op(op: Any, calls: Any) -> str:
+    """The store method a `durably` call runs (its lambda names one of the store's
+    `calls`), else `call`; found once per lambda (its code object, shared by every call of
+    the line that makes it)."""
     code = getattr(op, "__code__", None)
     found = _OPS.get(code)
     if found is None:
-        found = next((str(n) for n in getattr(code, "co_names", ()) if n in STORE_OPS), "call")
+        found = next((str(n) for n in getattr(code, "co_names", ()) if n in calls), "call")
         if code is not None and len(_OPS) < MAX_CACHED:
             _OPS[code] = found
     return found
@@ -535,7 +522,7 @@ class Telemetry:
 
     async def _store(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
-        op = _store_op(attrs.get("op"))
+        op = _store_op(attrs.get("op"), attrs.get("calls", ()))
         started = time.perf_counter()
         outcome = "ok"
         values = self._labels(("store-span", op), lambda: {"acp.store.op": op})

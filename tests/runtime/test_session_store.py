@@ -184,7 +184,7 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
     assert "AUTOINCREMENT" not in sql
     assert check.execute(
@@ -308,7 +308,7 @@ def test_sqlite_schema_5_takes_over_a_schema_4_file(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     rows = check.execute("SELECT turn, parts, total FROM history ORDER BY seq").fetchall()
     assert rows == [(1, 1, 4), (1, 1, 4), (2, 2, 8)]
     check.close()
@@ -359,7 +359,7 @@ def test_sqlite_schema_6_keeps_one_state_of_a_schema_5_file(tmp_path: Path) -> N
     asyncio.run(go())
     assert os.path.getsize(db) < before // 10, (os.path.getsize(db), before)
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     held = check.execute(
         "SELECT session_id, turn FROM history WHERE state IS NOT NULL ORDER BY seq"
     ).fetchall()

@@ -120,7 +120,7 @@ def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) 
     import psycopg
 
     with psycopg.connect(url) as c:
-        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(3,)]
+        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(4,)]
 
 
 @pytest.mark.slow

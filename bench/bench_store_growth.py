@@ -16,8 +16,9 @@ history, as an MCP result is), then 10 more short turns: what those 10 add to th
 
 Each store runs in a fresh process.  Sizes: SQLite's file after the store is closed (its
 WAL checkpointed into it) and the WAL's largest size seen; PostgreSQL's
-``pg_total_relation_size`` of the store's tables after a ``VACUUM`` (autovacuum's work,
-done at once), and without it.
+``pg_total_relation_size`` of the store's tables (``acp_sessions``, ``acp_history`` and,
+from schema 4, ``acp_model_messages``) after a ``VACUUM`` (autovacuum's work, done at
+once), and without it.
 """
 
 from __future__ import annotations
@@ -144,11 +145,17 @@ async def run_postgres(turns: int, big: int) -> dict[str, float]:
 
         async def size(vacuum: bool) -> int:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+                cur = await c.execute(
+                    "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname IN "
+                    "('acp_sessions', 'acp_history', 'acp_model_messages')"
+                )
+                tables = [str(r[0]) for r in await cur.fetchall()]
                 if vacuum:
-                    await c.execute("VACUUM acp_sessions, acp_history")
+                    await c.execute(f"VACUUM {', '.join(tables)}")  # type: ignore[arg-type]
                 cur = await c.execute(
                     "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                    "WHERE c.relname IN ('acp_sessions', 'acp_history') "
+                    "WHERE c.relname = ANY(%s)",
+                    (tables,),
                 )
                 row = await cur.fetchone()
                 return int(row[0]) if row else 0

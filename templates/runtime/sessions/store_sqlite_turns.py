@@ -20,6 +20,10 @@ SHARED_STRING = 64 * 1024
 """A run of at least this many bytes that two messages of one turn hold (a prompt's text
 and its echo) is stored once (table ``blobs``), each message keeping its place."""
 
+STATE_APART = 16 * 1024
+"""A large turn whose last message has at least this many bytes keeps its state on a row
+of its own (see ``TurnWriter._rows``)."""
+
 KNOWN_SESSIONS = 4096
 """At most this many sessions' figures kept by the event loop's connection between
 commits of other connections (see ``_head``); past it, it forgets them all."""
@@ -212,8 +216,13 @@ class TurnWriter:
     ) -> int:
         """A row a message: a large turn (its shared run stored once, in ``blob``, cut out
         of each message at ``where``), or one whose messages hold a newline.  Returns the
-        last row's seq (the one holding the state)."""
-        end = len(messages) - 1
+        last row's seq (the one holding the state: the last message's, or an empty row
+        after it)."""
+        # the state on a row of its own (empty, never replayed) when the last message is
+        # large: the next turn lets the state go by rewriting its row, which would write
+        # that message again
+        apart = len(messages[-1]) >= STATE_APART
+        end = -1 if apart else len(messages) - 1
         rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
         for k, m in enumerate(messages):
             state = t.state if k == end else None
@@ -223,6 +232,8 @@ class TurnWriter:
             else:
                 cut = m[:at] + m[at + len(run) :]
                 rows.append((t.sid, cut, turn, len(m), blob, at, state, total))
+        if apart:
+            rows.append((t.sid, b"", turn, 0, None, 0, t.state, total))
         db.executemany(
             "INSERT INTO history (session_id, message, turn, size, blob, at, state, total) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -1,13 +1,18 @@
 """What every session store shares (store.py, store_sqlite.py, store_postgres.py): the
 ``list_sessions`` cursor, history bounds read from the environment, the retention
-plan (which oldest turns a bound drops), and how the database stores write a small
-turn's messages as one history row (``joined``, ``unjoined``)."""
+plan (which oldest turns a bound drops), how the database stores write a small
+turn's messages as one history row (``joined``, ``unjoined``), and how they keep a
+model's message history a row a message (``split_state``, ``model_plan``, ``join_state``)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -79,6 +84,59 @@ def joined(messages: list[bytes], size: int) -> bytes | None:
 def unjoined(row: bytes, parts: int) -> list[bytes]:
     """The messages of a history row of ``parts`` of them (see ``joined``)."""
     return row.split(b"\n") if parts > 1 else [row]
+
+
+MODEL_HISTORY = "model_history"
+"""The state's key holding a model's message history (a list of messages as JSON,
+model/history.py).  The database stores keep it a row a message, apart from the rest of
+the state (SQLite's schema 7, PostgreSQL's 4): a turn inserts the messages it added and
+deletes those the history let go, so a message (a 5 MB tool result) is written once, not
+once a turn for as long as the history keeps it.  In the stored state the list's place
+holds its length (an int), which ``join_state`` replaces by the rows."""
+
+
+def split_state(state: dict[str, Any]) -> tuple[bytes, list[bytes] | None]:
+    """The state as the database stores keep it: its JSON without the model's messages
+    (their count in their place), and each message's JSON (None: the state has no model
+    history list)."""
+    model = state.get(MODEL_HISTORY)
+    if type(model) is not list:
+        return orjson.dumps(state), None
+    rest = dict(state)
+    rest[MODEL_HISTORY] = len(model)
+    return orjson.dumps(rest), [orjson.dumps(m) for m in model]
+
+
+def model_digests(messages: list[bytes] | None) -> list[bytes]:
+    """What tells two messages apart (SHA-256, 16 bytes): a stored message whose digest
+    the new history has at the same place is not written again."""
+    sha = hashlib.sha256
+    return [sha(m).digest()[:16] for m in messages] if messages else []
+
+
+def join_state(raw: bytes, messages: list[bytes]) -> dict[str, Any]:
+    """A stored state read back: the model's messages (the rows, in order) in the place
+    ``split_state`` left their count."""
+    state: dict[str, Any] = orjson.loads(raw)
+    if type(state.get(MODEL_HISTORY)) is int:
+        state[MODEL_HISTORY] = orjson.loads(b"[" + b",".join(messages) + b"]")
+    return state
+
+
+def model_plan(old: list[bytes], new: list[bytes]) -> tuple[int, int]:
+    """How a stored model history (``old``, the messages' digests in order) becomes
+    ``new``: ``(drop, same)``: its first ``drop`` rows go, the rest are ``new[:same]``
+    (kept as they are), and ``new[same:]`` are inserted.  A history grows at its end and
+    lets go of its oldest messages (model/history.py), so the rows kept are a run of the
+    stored ones' end that starts the new history; anything else (a history replaced or
+    edited) rewrites it whole."""
+    n = len(old)
+    if new:
+        first = new[0]
+        for k in range(n):
+            if old[k] == first and n - k <= len(new) and old[k:] == new[: n - k]:
+                return k, n - k
+    return n, 0
 
 
 def trim_plan(

@@ -130,10 +130,11 @@ def test_a_model_history_reads_back_through_every_change(store: Any) -> None:
     """A state's ``model_history`` list (a model's messages: a row a message in the
     database stores, a turn writing only those it added) reads back as it was saved
     whatever the change: grown at its end, its oldest let go, unchanged, cut at both ends,
-    replaced, edited in the middle, a message repeated, emptied, dropped, by a turn or a
-    ``save``; a refused turn changes nothing; each session keeps its own; delete takes it."""
+    replaced, edited in the middle (a large message of the same size), a message
+    repeated, emptied, dropped, by a turn or a ``save``; a refused turn changes nothing; each session keeps its own; delete takes it."""
     m = [{"kind": "request" if i % 2 else "response", "n": i, "text": f"t{i}"} for i in range(12)]
-    edited = {"kind": "request", "n": 4, "text": "edited"}
+    m[4]["text"] = "x" * 5000  # a large one: told apart by its digest, not its bytes
+    edited = {"kind": "request", "n": 4, "text": "y" * 5000}  # as large, not the same
     steps: list[list[Any] | None] = [
         m[:2],
         m[:4],

@@ -107,11 +107,27 @@ def split_state(state: dict[str, Any]) -> tuple[bytes, list[bytes] | None]:
     return orjson.dumps(rest), [orjson.dumps(m) for m in model]
 
 
-def model_digests(messages: list[bytes] | None) -> list[bytes]:
-    """What tells two messages apart (SHA-256, 16 bytes): a stored message whose digest
-    the new history has at the same place is not written again."""
+KEY_DIGEST_FROM = 4096
+"""A model message of fewer bytes than this is its own key (``model_keys``); a larger
+one's key is its digest, which its row keeps."""
+
+
+def model_keys(messages: list[bytes] | None) -> list[bytes]:
+    """What tells stored model messages apart, one a message: a message of fewer than
+    ``KEY_DIGEST_FROM`` bytes is its own key (compared as bytes: nothing to hash); a larger
+    one's is a NUL (which no JSON text holds) and 16 bytes of its SHA-256.  A stored
+    message whose key the new history has at its place is not written again."""
+    if not messages:
+        return []
     sha = hashlib.sha256
-    return [sha(m).digest()[:16] for m in messages] if messages else []
+    small = KEY_DIGEST_FROM
+    return [m if len(m) < small else b"\0" + sha(m).digest()[:16] for m in messages]
+
+
+def stored_digest(message: bytes, key: bytes) -> bytes | None:
+    """What a model message's row keeps of its key: a large message's digest; None for a
+    small one (its own key: ``coalesce(digest, message)`` reads it back)."""
+    return key if len(message) >= KEY_DIGEST_FROM else None
 
 
 def join_state(raw: bytes, messages: list[bytes]) -> dict[str, Any]:
@@ -123,8 +139,34 @@ def join_state(raw: bytes, messages: list[bytes]) -> dict[str, Any]:
     return state
 
 
+class ModelRows:
+    """A session's stored model messages as a database store knows them: their keys
+    (``model_keys``) in order, their sizes, and the sums of both (what a bound counts,
+    what a store's memory of them holds)."""
+
+    __slots__ = ("held", "keys", "size", "sizes")
+
+    def __init__(self, keys: list[bytes], sizes: list[int]) -> None:
+        self.keys = keys
+        self.sizes = sizes
+        self.size = sum(sizes)  # the messages' bytes
+        self.held = sum(map(len, keys))  # the keys' bytes
+
+    def after(self, drop: int, keys: list[bytes], messages: list[bytes]) -> ModelRows:
+        """These rows less the first ``drop``, ``messages`` (``keys``) added."""
+        if not drop and not keys:
+            return self
+        out = ModelRows.__new__(ModelRows)
+        sizes = list(map(len, messages))
+        out.keys = self.keys[drop:] + keys
+        out.sizes = self.sizes[drop:] + sizes
+        out.size = self.size - sum(self.sizes[:drop]) + sum(sizes)
+        out.held = self.held - sum(map(len, self.keys[:drop])) + sum(map(len, keys))
+        return out
+
+
 def model_plan(old: list[bytes], new: list[bytes]) -> tuple[int, int]:
-    """How a stored model history (``old``, the messages' digests in order) becomes
+    """How a stored model history (``old``, the messages' keys in order) becomes
     ``new``: ``(drop, same)``: its first ``drop`` rows go, the rest are ``new[:same]``
     (kept as they are), and ``new[same:]`` are inserted.  A history grows at its end and
     lets go of its oldest messages (model/history.py), so the rows kept are a run of the

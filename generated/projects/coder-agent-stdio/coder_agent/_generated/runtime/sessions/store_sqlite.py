@@ -36,7 +36,7 @@ from .store_common import (
     cursor_seq,
     env_limit,
     join_state,
-    model_digests,
+    model_keys,
     private_file,
     split_state,
     unjoined,
@@ -174,7 +174,7 @@ class SqliteSessionStore:
             (sid, state),
         )
         self._db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (sid,))
-        rows = sync_models(self._db, sid, model, model_digests(model), None)
+        rows = sync_models(self._db, sid, model, model_keys(model), None)
         self._writer.kept_models(sid, rows, known=False)
 
     def _save_new(self, sid: str, state: bytes, model: list[bytes] | None) -> None:
@@ -333,7 +333,7 @@ class SqliteSessionStore:
     ) -> bool:
         loop = asyncio.get_running_loop()
         rest, model = split_state(state)
-        digests = model_digests(model)
+        keys = model_keys(model)
         t = Turn(
             session_id,
             rest,
@@ -341,8 +341,8 @@ class SqliteSessionStore:
             owner,
             loop.create_future(),
             model,
-            digests,
-            self._writer.model_new(session_id, digests, model) if model else 0,
+            keys,
+            self._writer.model_new(session_id, keys, model) if model else 0,
         )
         self._queue.append(t)
         if not self._flushing:

@@ -40,13 +40,15 @@ from .store_common import (
     FROM_ENV,
     MODEL_HISTORY,
     Limit,
+    ModelRows,
     cursor_seq,
     env_limit,
     join_state,
     joined,
-    model_digests,
+    model_keys,
     model_plan,
     split_state,
+    stored_digest,
     trim_plan,
     unjoined,
 )
@@ -79,11 +81,10 @@ vacuums ``acp_sessions`` itself, in the background: a replaced state is a dead r
 until a vacuum, and autovacuum comes at most once a minute.  (A model's messages are not
 in it: rows of ``acp_model_messages``, written once each, see ``_sync_models``.)"""
 
-KNOWN_MODEL_MESSAGES = 65536
-"""At most this many model messages' digests kept between turns (``_models``); past it,
-they are forgotten (read again from the database when needed)."""
+KNOWN_MODEL_BYTES = 16 * 1024 * 1024
+"""At most this many bytes of model messages' keys kept between turns (``_models``); past
+it, they are forgotten (read again from the database when needed)."""
 
-ModelRows = list[tuple[bytes, int]]  # a session's stored model messages: (digest, bytes)
 
 MODEL_ROWS = 4
 """The schema version from which a model's messages are rows (``acp_model_messages``)."""
@@ -145,7 +146,7 @@ _MIGRATIONS: tuple[str, ...] = (
         seq bigserial PRIMARY KEY,
         session_id text NOT NULL,
         message bytea NOT NULL,
-        digest bytea NOT NULL
+        digest bytea
     );
     CREATE INDEX acp_model_messages_by_session ON acp_model_messages (session_id, seq);
     CREATE SEQUENCE acp_model_gen;
@@ -284,7 +285,7 @@ class PostgresSessionStore:
 
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
         rest, model = split_state(state)
-        digests = model_digests(model)
+        keys = model_keys(model)
         try:
             async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
                 await cur.execute(
@@ -295,7 +296,7 @@ class PostgresSessionStore:
                     (session_id, rest),
                 )
                 gen = await cur.fetchone()
-                rows = await self._sync_models(cur, session_id, model, digests, gen)
+                rows = await self._sync_models(cur, session_id, model, keys, gen)
         except BaseException:
             self._forget_models(session_id)
             raise
@@ -314,7 +315,7 @@ class PostgresSessionStore:
         cur: Any,
         session_id: str,
         model: list[bytes] | None,
-        digests: list[bytes],
+        keys: list[bytes],
         gen: Any,
     ) -> ModelRows:
         """Make the session's model rows the state's (``model``, None: it has none): the
@@ -327,13 +328,14 @@ class PostgresSessionStore:
             old = known[1]
         else:
             await cur.execute(
-                "SELECT digest, length(message) FROM acp_model_messages WHERE session_id = %s "
-                "ORDER BY seq",
+                "SELECT coalesce(digest, message), length(message) FROM acp_model_messages "
+                "WHERE session_id = %s ORDER BY seq",
                 (session_id,),
             )
-            old = [(bytes(d), int(n)) for d, n in await cur.fetchall()]
-        drop, same = model_plan([d for d, _ in old], digests)
-        if drop == len(old) and drop:
+            rows = await cur.fetchall()
+            old = ModelRows([bytes(k) for k, _ in rows], [int(n) for _, n in rows])
+        drop, same = model_plan(old.keys, keys)
+        if drop == len(old.keys) and drop:
             await cur.execute("DELETE FROM acp_model_messages WHERE session_id = %s", (session_id,))
         elif drop:
             await cur.execute(
@@ -341,30 +343,32 @@ class PostgresSessionStore:
                 "acp_model_messages WHERE session_id = %s ORDER BY seq LIMIT %s)",
                 (session_id, drop),
             )
-        kept = old[drop:] if drop else old
         if model is None or same == len(model):
-            return kept
+            return old.after(drop, [], [])
         await cur.executemany(
             "INSERT INTO acp_model_messages (session_id, message, digest) VALUES (%s, %s, %s)",
-            [(session_id, m, d) for m, d in zip(model[same:], digests[same:], strict=True)],
+            [
+                (session_id, m, stored_digest(m, k))
+                for m, k in zip(model[same:], keys[same:], strict=True)
+            ],
         )
-        return kept + [(d, len(m)) for m, d in zip(model[same:], digests[same:], strict=True)]
+        return old.after(drop, keys[same:], model[same:])
 
     def _keep_models(self, session_id: str, gen: Any, rows: ModelRows) -> None:
         """After a commit: the session's rows as it left them, and its ``mgen``."""
         if gen is None:
             return
         old = self._models.get(session_id)
-        self._models_held += len(rows) - (len(old[1]) if old is not None else 0)
+        self._models_held += rows.held - (old[1].held if old is not None else 0)
         self._models[session_id] = (int(gen[1]), rows)
-        if self._models_held > KNOWN_MODEL_MESSAGES:
+        if self._models_held > KNOWN_MODEL_BYTES:
             self._models.clear()
             self._models_held = 0
 
     def _forget_models(self, session_id: str) -> None:
         old = self._models.pop(session_id, None)
         if old is not None:
-            self._models_held -= len(old[1])
+            self._models_held -= old[1].held
 
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
         if not messages:
@@ -399,9 +403,9 @@ class PostgresSessionStore:
         owner: str | None = None,
     ) -> bool:
         raw, model = split_state(state)
-        digests = model_digests(model)
+        keys = model_keys(model)
         try:
-            gen, rows = await self._save_turn(session_id, raw, model, digests, messages, owner)
+            gen, rows = await self._save_turn(session_id, raw, model, keys, messages, owner)
         except BaseException:
             self._forget_models(session_id)
             raise
@@ -418,12 +422,12 @@ class PostgresSessionStore:
         session_id: str,
         raw: bytes,
         model: list[bytes] | None,
-        digests: list[bytes],
+        keys: list[bytes],
         messages: list[bytes],
         owner: str | None,
     ) -> tuple[Any, ModelRows]:
         """The turn's transaction; the session row's (mprev, mgen) and the model rows it
-        left, or (None, []) when ``owner`` does not hold the lease."""
+        left, or (None, no rows) when ``owner`` does not hold the lease."""
         async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             if owner is not None:
                 # the lease row locked until commit: a take-over waits for this turn
@@ -433,7 +437,7 @@ class PostgresSessionStore:
                 )
                 row = await cur.fetchone()
                 if row is None or row[0] != owner:
-                    return None, []
+                    return None, ModelRows([], [])
             size = sum(map(len, messages))
             await cur.execute(
                 "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns, mgen) "
@@ -447,9 +451,9 @@ class PostgresSessionStore:
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
             gen = row[3:] if row else None
-            rows = await self._sync_models(cur, session_id, model, digests, gen)
+            rows = await self._sync_models(cur, session_id, model, keys, gen)
             # the state (kept once, replaced) and its model messages counted by the same bound
-            kept += len(raw) + sum(n for _, n in rows)
+            kept += len(raw) + rows.size
             self._replaced += len(raw)  # about the size of the version it replaced
             one = joined(messages, size)
             if one is not None:
@@ -624,6 +628,9 @@ async def _model_rows_of_states(conn: AsyncConnection[Any]) -> None:
         async with conn.cursor() as c:
             await c.executemany(
                 "INSERT INTO acp_model_messages (session_id, message, digest) VALUES (%s, %s, %s)",
-                [(sid, m, d) for m, d in zip(model, model_digests(model), strict=True)],
+                [
+                    (sid, m, stored_digest(m, k))
+                    for m, k in zip(model, model_keys(model), strict=True)
+                ],
             )
         await conn.execute("UPDATE acp_sessions SET state = %s WHERE id = %s", (rest, sid))

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from .shared_runs import shared_runs
-from .store_common import joined, model_plan, trim_plan
+from .store_common import ModelRows, joined, model_plan, trim_plan
 from .store_sqlite_schema import insert_models, last_turn, model_rows, state_row
 
 SHARED_STRING = 64 * 1024
@@ -28,18 +28,20 @@ KNOWN_SESSIONS = 4096
 """At most this many sessions' figures kept by the event loop's connection between
 commits of other connections (see ``_head``); past it, it forgets them all."""
 
-KNOWN_MODEL_MESSAGES = 65536
-"""At most this many model messages' digests kept (``TurnWriter._models``, ``hints``);
-past it, those are forgotten (read again from the file when needed)."""
+KNOWN_MODEL_BYTES = 16 * 1024 * 1024
+"""At most this many bytes of model messages' keys kept (``TurnWriter._models``, and
+``hints``); past it, those are forgotten (read again from the file when needed)."""
 
-ModelRows = list[tuple[bytes, int]]  # a session's stored model messages: (digest, bytes)
+
+def _held(rows: ModelRows | None) -> int:
+    return rows.held if rows is not None else 0
 
 
 def sync_models(
     db: sqlite3.Connection,
     sid: str,
     messages: list[bytes] | None,
-    digests: list[bytes],
+    keys: list[bytes],
     old: ModelRows | None,
 ) -> ModelRows:
     """Make the session's stored model messages (``old``: as read before, None: read them
@@ -48,8 +50,8 @@ def sync_models(
     (``store_common.model_plan``).  Returns the rows kept."""
     if old is None:
         old = model_rows(db, sid)
-    drop, same = model_plan([d for d, _ in old], digests)
-    if drop == len(old) and drop:
+    drop, same = model_plan(old.keys, keys)
+    if drop == len(old.keys) and drop:
         db.execute("DELETE FROM model_messages WHERE session_id = ?", (sid,))
     elif drop:
         db.execute(
@@ -58,19 +60,19 @@ def sync_models(
             (sid, drop),
         )
     if messages is None or same == len(messages):
-        return old[drop:] if drop else old
-    insert_models(db, sid, messages[same:], digests[same:])
-    return old[drop:] + [(d, len(m)) for m, d in zip(messages[same:], digests[same:], strict=True)]
+        return old.after(drop, [], [])
+    insert_models(db, sid, messages[same:], keys[same:])
+    return old.after(drop, keys[same:], messages[same:])
 
 
 class Turn:
     """A queued ``save_turn``: answered once the transaction that wrote it commits.
     ``state``: without the model's messages, which are ``model`` (None: it has none) with
-    their ``digests`` (``store_common.split_state``)."""
+    their ``keys`` (``store_common.split_state``, ``model_keys``)."""
 
     __slots__ = (
-        "digests",
         "future",
+        "keys",
         "messages",
         "model",
         "owner",
@@ -88,7 +90,7 @@ class Turn:
         owner: str | None,
         future: asyncio.Future[bool],
         model: list[bytes] | None = None,
-        digests: list[bytes] | None = None,
+        keys: list[bytes] | None = None,
         model_new: int = 0,
     ) -> None:
         self.sid = sid
@@ -96,7 +98,7 @@ class Turn:
         self.messages = messages
         self.owner = owner
         self.model = model
-        self.digests = digests or []
+        self.keys = keys or []
         self.size = sum(map(len, messages))  # the history's bytes
         # and the state's, and the model messages it adds: what the commit writes
         self.written = self.size + len(state) + model_new
@@ -117,30 +119,31 @@ class TurnWriter:
         self._known: dict[str, list[int]] = {}  # see _head
         self._owners: dict[str, str | None] = {}  # see _owner
         self._models: dict[str, ModelRows] = {}  # the model rows, kept like _head's figures
-        self._models_held = 0  # digests in _models
+        self._models_held = 0  # bytes of keys in _models
         self._known_version = -1
         # the model rows each session's last turn written by either connection left
         # (never checked against the file: only to tell how much a turn will write)
         self.hints: dict[str, ModelRows] = {}
         self._hints_held = 0
 
-    def model_new(self, sid: str, digests: list[bytes], messages: list[bytes]) -> int:
+    def model_new(self, sid: str, keys: list[bytes], messages: list[bytes]) -> int:
         """About the bytes of model messages a turn adds (all of them when the session's
         last rows are not known): what decides where it commits."""
         old = self.hints.get(sid)
-        same = 0 if old is None else model_plan([d for d, _ in old], digests)[1]
+        same = 0 if old is None else model_plan(old.keys, keys)[1]
         return sum(map(len, messages[same:]))
 
     def kept_models(self, sid: str, rows: ModelRows, *, known: bool) -> None:
         """Keep ``rows`` as the session's model rows: as a hint, and (``known``: the event
         loop's connection, its figures valid) as what it knows."""
-        self._hints_held += len(rows) - len(self.hints.get(sid, ()))
+        held = _held(rows)
+        self._hints_held += held - _held(self.hints.get(sid))
         self.hints[sid] = rows
-        if self._hints_held > KNOWN_MODEL_MESSAGES or len(self.hints) > KNOWN_SESSIONS:
+        if self._hints_held > KNOWN_MODEL_BYTES or len(self.hints) > KNOWN_SESSIONS:
             self.hints.clear()
             self._hints_held = 0
         if known:
-            self._models_held += len(rows) - len(self._models.get(sid, ()))
+            self._models_held += held - _held(self._models.get(sid))
             self._models[sid] = rows
 
     def _write_turn(
@@ -193,10 +196,10 @@ class TurnWriter:
         else:
             head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
         old = self._models.get(t.sid) if known is not None else None
-        rows = sync_models(db, t.sid, t.model, t.digests, old)
+        rows = sync_models(db, t.sid, t.model, t.keys, old)
         self.kept_models(t.sid, rows, known=known is not None)
         # the state counted with its model messages, as the other stores count it
-        kept = total - dropped + len(t.state) + sum(n for _, n in rows)
+        kept = total - dropped + len(t.state) + rows.size
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
@@ -287,7 +290,7 @@ class TurnWriter:
         if (
             version != self._known_version
             or max(len(self._known), len(self._owners), len(self._models)) > KNOWN_SESSIONS
-            or self._models_held > KNOWN_MODEL_MESSAGES
+            or self._models_held > KNOWN_MODEL_BYTES
         ):
             self._forget()
             self._known_version = version

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import orjson
 
-from .store_common import MODEL_HISTORY, model_digests, split_state
+from .store_common import MODEL_HISTORY, ModelRows, model_keys, split_state, stored_digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
@@ -37,7 +37,7 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # row takes the state over from the row (or the ``sessions`` row) that held it, which lets
 # it go (see ``store_sqlite_turns.TurnWriter._write_turn``).
 # 7: a model's message history (the state's ``model_history`` list) a row a message in
-# ``model_messages`` (with each one's digest), not in the state, which holds their count:
+# ``model_messages`` (a large one with its digest), not in the state, which holds their count:
 # a turn inserts the messages it added and deletes those the history let go, so a large
 # tool result is written once, not with every turn's state (``store_common.split_state``,
 # ``store_sqlite_turns.sync_models``); the upgrade moves every state's list to its rows
@@ -103,7 +103,7 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS model_messages (
         session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY, message BLOB NOT NULL,
-        digest BLOB NOT NULL);
+        digest BLOB);
     CREATE INDEX IF NOT EXISTS model_messages_by_session ON model_messages (session_id, seq);
     """,
 )
@@ -132,7 +132,7 @@ def _model_rows_of_states(db: sqlite3.Connection) -> None:
         rest, messages = split_state(orjson.loads(raw))
         if messages is None:
             continue
-        insert_models(db, sid, messages, model_digests(messages))
+        insert_models(db, sid, messages, model_keys(messages))
         if seq:
             db.execute("UPDATE history SET state = ? WHERE seq = ?", (rest, seq))
         else:
@@ -144,24 +144,25 @@ AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {MODEL_ROWS - 1: _model
 
 
 def insert_models(
-    db: sqlite3.Connection, sid: str, messages: list[bytes], digests: list[bytes]
+    db: sqlite3.Connection, sid: str, messages: list[bytes], keys: list[bytes]
 ) -> None:
-    """Model messages appended to the session's rows, in order."""
+    """Model messages appended to the session's rows, in order (``keys``: theirs,
+    ``store_common.model_keys``)."""
     db.executemany(
         "INSERT INTO model_messages (session_id, message, digest) VALUES (?, ?, ?)",
-        [(sid, m, d) for m, d in zip(messages, digests, strict=True)],
+        [(sid, m, stored_digest(m, k)) for m, k in zip(messages, keys, strict=True)],
     )
 
 
-def model_rows(db: sqlite3.Connection, sid: str) -> list[tuple[bytes, int]]:
-    """The session's stored model messages: each one's digest and bytes, in order."""
-    return [
-        (bytes(d), int(n))
-        for d, n in db.execute(
-            "SELECT digest, length(message) FROM model_messages WHERE session_id = ? ORDER BY seq",
-            (sid,),
-        ).fetchall()
-    ]
+def model_rows(db: sqlite3.Connection, sid: str) -> ModelRows:
+    """The session's stored model messages: each one's key (``store_common.model_keys``)
+    and bytes, in order."""
+    rows = db.execute(
+        "SELECT coalesce(digest, message), length(message) FROM model_messages "
+        "WHERE session_id = ? ORDER BY seq",
+        (sid,),
+    ).fetchall()
+    return ModelRows([bytes(k) for k, _ in rows], [int(n) for _, n in rows])
 
 
 def model_messages(db: sqlite3.Connection, sid: str) -> list[bytes]:

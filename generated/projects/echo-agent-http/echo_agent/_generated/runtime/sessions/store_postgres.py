@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import os
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -94,6 +95,13 @@ _MESSAGES = (
     "ARRAY(SELECT m.message FROM acp_model_messages m WHERE m.session_id = s.id ORDER BY m.seq)"
 )
 
+
+def _new_gen() -> int:
+    """A write's ``mgen``: random, never 0 (the column's default), so that a row written
+    since (by any replica, or deleted and made again) is never taken for this write's."""
+    return random.getrandbits(62) + 1
+
+
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
 # Each step runs once, in order, in one transaction, on a database older than it.
@@ -137,10 +145,10 @@ _MIGRATIONS: tuple[str, ...] = (
     # 4: a model's message history (the state's ``model_history`` list) a row a message,
     # not in the state (which holds their count): a turn inserts the messages it added and
     # deletes those the history let go, so a large tool result is written once, not as a
-    # dead version of the state every turn.  ``mgen``: a number from ``acp_model_gen``
-    # taken by every write of the session's row, ``mprev`` the one it replaced: a store
-    # whose last write left ``mgen`` knows the rows without reading them.  The upgrade
-    # moves each state's list to its rows (``_model_rows_of_states``).
+    # dead version of the state every turn.  ``mgen``: a random number each write of the
+    # session's row sets, ``mprev`` the one it replaced: a store whose last write left
+    # ``mgen`` knows the rows without reading them.  The upgrade moves each state's list
+    # to its rows (``_model_rows_of_states``).
     """
     CREATE TABLE acp_model_messages (
         seq bigserial PRIMARY KEY,
@@ -149,7 +157,6 @@ _MIGRATIONS: tuple[str, ...] = (
         digest bytea
     );
     CREATE INDEX acp_model_messages_by_session ON acp_model_messages (session_id, seq);
-    CREATE SEQUENCE acp_model_gen;
     ALTER TABLE acp_sessions ADD COLUMN mgen bigint NOT NULL DEFAULT 0;
     ALTER TABLE acp_sessions ADD COLUMN mprev bigint NOT NULL DEFAULT 0;
     """,
@@ -289,13 +296,13 @@ class PostgresSessionStore:
         try:
             async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
                 await cur.execute(
-                    "INSERT INTO acp_sessions AS s (id, state, mgen) "
-                    "VALUES (%s, %s, nextval('acp_model_gen')) "
+                    "INSERT INTO acp_sessions AS s (id, state, mgen) VALUES (%s, %s, %s) "
                     "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-                    "mgen = excluded.mgen, mprev = s.mgen RETURNING mprev, mgen",
-                    (session_id, rest),
+                    "mgen = excluded.mgen, mprev = s.mgen RETURNING mprev",
+                    (session_id, rest, mgen := _new_gen()),
                 )
-                gen = await cur.fetchone()
+                row = await cur.fetchone()
+                gen = (int(row[0]), mgen) if row else None
                 rows = await self._sync_models(cur, session_id, model, keys, gen)
         except BaseException:
             self._forget_models(session_id)
@@ -316,7 +323,7 @@ class PostgresSessionStore:
         session_id: str,
         model: list[bytes] | None,
         keys: list[bytes],
-        gen: Any,
+        gen: tuple[int, int] | None,
     ) -> ModelRows:
         """Make the session's model rows the state's (``model``, None: it has none): the
         rows the history let go deleted, the messages it added inserted, the others left
@@ -354,7 +361,7 @@ class PostgresSessionStore:
         )
         return old.after(drop, keys[same:], model[same:])
 
-    def _keep_models(self, session_id: str, gen: Any, rows: ModelRows) -> None:
+    def _keep_models(self, session_id: str, gen: tuple[int, int] | None, rows: ModelRows) -> None:
         """After a commit: the session's rows as it left them, and its ``mgen``."""
         if gen is None:
             return
@@ -425,7 +432,7 @@ class PostgresSessionStore:
         keys: list[bytes],
         messages: list[bytes],
         owner: str | None,
-    ) -> tuple[Any, ModelRows]:
+    ) -> tuple[tuple[int, int] | None, ModelRows]:
         """The turn's transaction; the session row's (mprev, mgen) and the model rows it
         left, or (None, no rows) when ``owner`` does not hold the lease."""
         async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
@@ -441,16 +448,16 @@ class PostgresSessionStore:
             size = sum(map(len, messages))
             await cur.execute(
                 "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns, mgen) "
-                "VALUES (%s, %s, %s, 1, nextval('acp_model_gen')) "
+                "VALUES (%s, %s, %s, 1, %s) "
                 "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
                 "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1, "
                 "mgen = excluded.mgen, mprev = s.mgen "
-                "RETURNING hbytes, hturns, hfirst, mprev, mgen",
-                (session_id, raw, size),
+                "RETURNING hbytes, hturns, hfirst, mprev",
+                (session_id, raw, size, mgen := _new_gen()),
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
-            gen = row[3:] if row else None
+            gen = (int(row[3]), mgen) if row else None
             rows = await self._sync_models(cur, session_id, model, keys, gen)
             # the state (kept once, replaced) and its model messages counted by the same bound
             kept += len(raw) + rows.size

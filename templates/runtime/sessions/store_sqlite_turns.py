@@ -157,9 +157,11 @@ class TurnWriter:
         cost).  The state is kept once: the row that held it before (the previous turn's,
         on the page this row goes to) lets it go, and so does the ``sessions`` row after a
         ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
-        replayed) for its state.  History and state are counted by one bound
-        (``max_history_bytes``).  ``known``: what the event loop's connection read and
-        wrote before (see ``_head``)."""
+        replayed) for its state.  The model's messages are rows of ``model_messages``,
+        made the state's in the same transaction (``sync_models``: those it added
+        inserted, those it let go deleted).  History and state (with its model messages)
+        are counted by one bound (``max_history_bytes``).  ``known``: what the event
+        loop's connection read and wrote before (see ``_head``)."""
         head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, x'', 0)", (t.sid,))

@@ -198,10 +198,14 @@ class TurnWriter:
         else:
             head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
         old = self._models.get(t.sid) if known is not None else None
-        rows = sync_models(db, t.sid, t.model, t.keys, old)
-        self.kept_models(t.sid, rows, known=known is not None)
+        if t.model is None and old is not None and not old.keys:
+            model_size = 0  # none before, none now (an agent without a model): nothing
+        else:
+            rows = sync_models(db, t.sid, t.model, t.keys, old)
+            self.kept_models(t.sid, rows, known=known is not None)
+            model_size = rows.size
         # the state counted with its model messages, as the other stores count it
-        kept = total - dropped + len(t.state) + rows.size
+        kept = total - dropped + len(t.state) + model_size
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns

@@ -11,11 +11,12 @@ is busy, its turn commits at once, in the pass of the loop it ends).  A small gr
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
 or copies megabytes.  A session's state is kept once, replaced by each turn (see
-``store_sqlite_schema.STATE``), but for a model's message history: a row a message,
-a turn inserting only those it added (``store_sqlite_turns.sync_models``).  History is bounded per session (``max_history_bytes``,
-which counts the state too, / ``max_history_turns``: whole oldest turns go first; replay
-then starts at the oldest kept turn's prompt); deleted sessions, and a large state
-replaced, give their pages back to the file system.
+``store_sqlite_schema.STATE``), but for a model's message history: a row a message, a
+turn inserting only those it added (``store_sqlite_turns.sync_models``).  History is
+bounded per session (``max_history_bytes``, which counts the state too, /
+``max_history_turns``: whole oldest turns go first; replay then starts at the oldest kept
+turn's prompt); deleted sessions, and a large state replaced, give their pages back to
+the file system.
 """
 
 from __future__ import annotations

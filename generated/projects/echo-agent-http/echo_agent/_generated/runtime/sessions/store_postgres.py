@@ -83,8 +83,10 @@ until a vacuum, and autovacuum comes at most once a minute.  (A model's messages
 in it: rows of ``acp_model_messages``, written once each, see ``_sync_models``.)"""
 
 KNOWN_MODEL_BYTES = 16 * 1024 * 1024
-"""At most this many bytes of model messages' keys kept between turns (``_models``); past
-it, they are forgotten (read again from the database when needed)."""
+KNOWN_MODEL_SESSIONS = 4096
+"""At most this many bytes of model messages' keys, of this many sessions, kept between
+turns (``_models``); past either, they are forgotten (read again from the database when
+needed)."""
 
 
 MODEL_ROWS = 4
@@ -368,7 +370,7 @@ class PostgresSessionStore:
         old = self._models.get(session_id)
         self._models_held += rows.held - (old[1].held if old is not None else 0)
         self._models[session_id] = (int(gen[1]), rows)
-        if self._models_held > KNOWN_MODEL_BYTES:
+        if self._models_held > KNOWN_MODEL_BYTES or len(self._models) > KNOWN_MODEL_SESSIONS:
             self._models.clear()
             self._models_held = 0
 

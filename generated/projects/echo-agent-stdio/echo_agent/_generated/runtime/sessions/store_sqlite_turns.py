@@ -157,9 +157,11 @@ class TurnWriter:
         cost).  The state is kept once: the row that held it before (the previous turn's,
         on the page this row goes to) lets it go, and so does the ``sessions`` row after a
         ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
-        replayed) for its state.  History and state are counted by one bound
-        (``max_history_bytes``).  ``known``: what the event loop's connection read and
-        wrote before (see ``_head``)."""
+        replayed) for its state.  The model's messages are rows of ``model_messages``,
+        made the state's in the same transaction (``sync_models``: those it added
+        inserted, those it let go deleted).  History and state (with its model messages)
+        are counted by one bound (``max_history_bytes``).  ``known``: what the event
+        loop's connection read and wrote before (see ``_head``)."""
         head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, x'', 0)", (t.sid,))
@@ -196,10 +198,14 @@ class TurnWriter:
         else:
             head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
         old = self._models.get(t.sid) if known is not None else None
-        rows = sync_models(db, t.sid, t.model, t.keys, old)
-        self.kept_models(t.sid, rows, known=known is not None)
+        if t.model is None and old is not None and not old.keys:
+            model_size = 0  # none before, none now (an agent without a model): nothing
+        else:
+            rows = sync_models(db, t.sid, t.model, t.keys, old)
+            self.kept_models(t.sid, rows, known=known is not None)
+            model_size = rows.size
         # the state counted with its model messages, as the other stores count it
-        kept = total - dropped + len(t.state) + rows.size
+        kept = total - dropped + len(t.state) + model_size
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns

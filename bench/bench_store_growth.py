@@ -16,8 +16,9 @@ history, as an MCP result is), then 10 more short turns: what those 10 add to th
 
 Each store runs in a fresh process.  Sizes: SQLite's file after the store is closed (its
 WAL checkpointed into it) and the WAL's largest size seen; PostgreSQL's
-``pg_total_relation_size`` of the store's tables after a ``VACUUM`` (autovacuum's work,
-done at once), and without it.
+``pg_total_relation_size`` of the store's tables (``acp_sessions``, ``acp_history`` and,
+from schema 4, ``acp_model_messages``) after a ``VACUUM`` (autovacuum's work, done at
+once), and without it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,18 @@ def big_result(size: int) -> str:
     return os.urandom(size // 2).hex()
 
 
+def written() -> int:
+    """Bytes this process wrote (``/proc/self/io``'s ``wchar``, every thread's); 0 where
+    there is no such file."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def short(i: int) -> tuple[str, str]:
     return f"turn {i}: what is in src/app.py line {i}?", f"Line {i} defines handler_{i}()." * 3
 
@@ -102,10 +116,13 @@ async def run_sqlite(turns: int, big: int) -> dict[str, float]:
     s = Session("s")
     await store.save("s", {"turns": 0, "mode": "code", "model_history": []})
     wal_peak = 0
+    cpu, wall, wrote = time.process_time(), time.perf_counter(), written()
     for i in range(turns):
         state, frames = s.turn(*short(i))
         await store.save_turn("s", state, frames)
         wal_peak = max(wal_peak, wal.stat().st_size if wal.exists() else 0)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    wrote = written() - wrote
     counted = sum(map(len, await store.history("s")))
     import orjson
 
@@ -113,17 +130,22 @@ async def run_sqlite(turns: int, big: int) -> dict[str, float]:
     store.close()
     out = {"file": path.stat().st_size, "history": counted, "state": state_bytes}
     out["wal_peak"] = wal_peak
+    out["turn_cpu_us"] = cpu / turns * 1e6
+    out["turn_wall_us"] = wall / turns * 1e6
+    out["turn_written"] = wrote / turns
     store = SqliteSessionStore(path)
     state, frames = s.turn("read the big file", big_result(big))
     await store.save_turn("s", state, frames)
     store.close()
     out["after_big"] = path.stat().st_size
     store = SqliteSessionStore(path)
+    wrote = written()
     for i in range(10):
         state, frames = s.turn(*short(turns + i))
         await store.save_turn("s", state, frames)
         wal_peak = max(wal_peak, wal.stat().st_size if wal.exists() else 0)
     store.close()
+    out["after_10_written"] = written() - wrote  # the WAL, and the checkpoint at close
     out["after_10"] = path.stat().st_size
     out["wal_peak"] = wal_peak
     return out
@@ -144,18 +166,33 @@ async def run_postgres(turns: int, big: int) -> dict[str, float]:
 
         async def size(vacuum: bool) -> int:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+                cur = await c.execute(
+                    "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname IN "
+                    "('acp_sessions', 'acp_history', 'acp_model_messages')"
+                )
+                tables = [str(r[0]) for r in await cur.fetchall()]
                 if vacuum:
-                    await c.execute("VACUUM acp_sessions, acp_history")
+                    await c.execute(f"VACUUM {', '.join(tables)}")  # type: ignore[arg-type]
                 cur = await c.execute(
                     "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                    "WHERE c.relname IN ('acp_sessions', 'acp_history') "
+                    "WHERE c.relname = ANY(%s)",
+                    (tables,),
                 )
                 row = await cur.fetchone()
                 return int(row[0]) if row else 0
 
+        async def lsn() -> int:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+                cur = await c.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+                row = await cur.fetchone()
+                return int(row[0]) if row else 0
+
+        wal, wall = await lsn(), time.perf_counter()
         for i in range(turns):
             state, frames = s.turn(*short(i))
             await store.save_turn("s", state, frames)
+        wall = time.perf_counter() - wall
+        wal = await lsn() - wal
         import orjson
 
         out: dict[str, float] = {
@@ -163,13 +200,17 @@ async def run_postgres(turns: int, big: int) -> dict[str, float]:
             "state": len(orjson.dumps(state)),
             "file_novacuum": await size(False),
             "file": await size(True),
+            "turn_wall_us": wall / turns * 1e6,
+            "turn_wal": wal / turns,  # the server's WAL bytes a turn
         }
         state, frames = s.turn("read the big file", big_result(big))
         await store.save_turn("s", state, frames)
         out["after_big"] = await size(True)
+        wal = await lsn()
         for i in range(10):
             state, frames = s.turn(*short(turns + i))
             await store.save_turn("s", state, frames)
+        out["after_10_wal"] = await lsn() - wal
         out["after_10_novacuum"] = await size(False)
         out["after_10"] = await size(True)
         await store.aclose()
@@ -232,6 +273,16 @@ def main() -> None:
             f"| {r['file'] / mb:.2f} MB | {r['file'] / counted:.2f}x "
             f"| {(r['after_10'] - r['after_big']) / mb:+.2f} MB | {r['after_10'] / mb:.2f} MB |"
         )
+        per_turn = (
+            f"a turn of phase 1: {r['turn_wall_us']:.0f} µs wall"
+            + (f", {r['turn_cpu_us']:.0f} µs CPU" if "turn_cpu_us" in r else "")
+            + (f", {r['turn_written'] / 1e3:.1f} KB written" if "turn_written" in r else "")
+            + (f", {r['turn_wal'] / 1e3:.1f} KB of server WAL" if "turn_wal" in r else "")
+        )
+        after = r.get("after_10_written", r.get("after_10_wal"))
+        if after is not None:
+            per_turn += f"; the 10 turns after the big one wrote {after / mb:.2f} MB"
+        print("  ", per_turn)
         print("  ", {k: v for k, v in r.items()})
 
 

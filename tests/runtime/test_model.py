@@ -200,6 +200,41 @@ def test_a_restarted_agent_continues_the_conversation(built: Any, tmp_path: Path
 
 
 # ---- a routed model: the OpenAI Chat Completions wire, served here -------------------------
+def test_each_model_message_is_stored_once(built: Any, tmp_path: Path) -> None:
+    """A model agent's turns store the model's messages a row each, a turn inserting only
+    those it added (issue 36 item 1): after four turns (one with a tool call) the rows are
+    the history's messages, numbered 1 to N, none written again; the state holds their
+    count, not them."""
+    import sqlite3
+
+    env, package = built["v1"]
+    db = tmp_path / "sessions.db"
+    env = {**env, "ACP_SESSION_DB": str(db)}
+
+    async def main() -> None:
+        p = Peer(await hs.StdioPeer.start(env, package), False)
+        await p.call("initialize", _init(False))
+        sid = (await p.call("session/new", {"cwd": "/w", "mcpServers": []}))["result"]["sessionId"]
+        for text in ("one", "read notes.txt", "three", "four"):
+            r, _ = await p.turn(sid, text)
+            assert "result" in r, r
+        await p.peer.close()
+
+    asyncio.run(main())
+    check = sqlite3.connect(db)
+    # one, four, three: a request and its answer; the tool call: two of each
+    assert check.execute("SELECT count(*), min(seq), max(seq) FROM model_messages").fetchone() == (
+        10,
+        1,
+        10,
+    )
+    (state,) = check.execute(
+        "SELECT h.state FROM history h WHERE h.state IS NOT NULL ORDER BY h.seq DESC LIMIT 1"
+    ).fetchone()
+    assert json.loads(state)["model_history"] == 10
+    check.close()
+
+
 class ChatServer(BaseHTTPRequestHandler):
     """`POST /v1/chat/completions` streaming two deltas (or the status the test sets)."""
 

@@ -126,6 +126,60 @@ def test_list_sessions_pages_in_creation_order(store: Any) -> None:
     asyncio.run(go())
 
 
+def test_a_model_history_reads_back_through_every_change(store: Any) -> None:
+    """A state's ``model_history`` list (a model's messages: a row a message in the
+    database stores, a turn writing only those it added) reads back as it was saved
+    whatever the change: grown at its end, its oldest let go, unchanged, cut at both ends,
+    replaced, edited in the middle (a large message of the same size), a message
+    repeated, emptied, dropped, by a turn or a ``save``; a refused turn changes nothing; each session keeps its own; delete takes it."""
+    m = [{"kind": "request" if i % 2 else "response", "n": i, "text": f"t{i}"} for i in range(12)]
+    m[4]["text"] = "x" * 5000  # a large one: told apart by its digest, not its bytes
+    edited = {"kind": "request", "n": 4, "text": "y" * 5000}  # as large, not the same
+    steps: list[list[Any] | None] = [
+        m[:2],
+        m[:4],
+        m[2:6],
+        m[2:6],
+        m[3:5],
+        [m[9], *m[3:6]],
+        [m[9], m[3], edited, m[5]],
+        [m[9], m[3], edited, m[5], m[5], m[9]],
+        [],
+        None,
+        m[6:8],
+        [*m[6:8], *m[:12]],
+    ]
+
+    def state(i: int, model: list[Any] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"turns": i, "mode": "code"}
+        if model is not None:
+            out["model_history"] = model
+        return out
+
+    async def go() -> None:
+        await store.save("s", state(0, []))
+        await store.save("t", state(0, m[:3]))
+        assert await store.acquire("s", "r/a", 30) is None
+        for i, model in enumerate(steps, 1):
+            if i % 3 == 0:
+                await store.save("s", state(i, model))
+            else:
+                assert await store.save_turn("s", state(i, model), [b"p", b"a"], owner="r/a")
+            assert await store.load("s") == state(i, model), (i, model)
+            refused = await store.save_turn("s", state(99, m[:1]), [b"x"], owner="r/b")
+            assert refused is False
+            assert await store.load("s") == state(i, model), (i, model)
+        page, _ = await store.list_sessions(None, 10)
+        assert page == [("s", state(len(steps), steps[-1])), ("t", state(0, m[:3]))]
+        await store.delete("s")
+        assert await store.load("s") is None
+        await store.save("s", state(1, m[:1]))  # the same id again: nothing of the old one
+        assert await store.load("s") == state(1, m[:1])
+        assert await store.load("t") == state(0, m[:3])
+
+    asyncio.run(go())
+
+
 def test_sqlite_lease_between_two_processes_handles(tmp_path: Path) -> None:
     """Two store objects on one file (two processes sharing it): the lease is in the file."""
 
@@ -184,7 +238,7 @@ def test_sqlite_migrates_a_database_from_before_leases(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     (sql,) = check.execute("SELECT sql FROM sqlite_master WHERE name = 'history'").fetchone()
     assert "AUTOINCREMENT" not in sql
     assert check.execute(
@@ -308,7 +362,7 @@ def test_sqlite_schema_5_takes_over_a_schema_4_file(tmp_path: Path) -> None:
 
     asyncio.run(go())
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     rows = check.execute("SELECT turn, parts, total FROM history ORDER BY seq").fetchall()
     assert rows == [(1, 1, 4), (1, 1, 4), (2, 2, 8)]
     check.close()
@@ -359,13 +413,77 @@ def test_sqlite_schema_6_keeps_one_state_of_a_schema_5_file(tmp_path: Path) -> N
     asyncio.run(go())
     assert os.path.getsize(db) < before // 10, (os.path.getsize(db), before)
     check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone() == (6,)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
     held = check.execute(
         "SELECT session_id, turn FROM history WHERE state IS NOT NULL ORDER BY seq"
     ).fetchall()
     assert held == [("b", 2)]
     states = check.execute("SELECT id, length(state) FROM sessions ORDER BY id").fetchall()
     assert states == [("a", len(f'{{"turns": 20, "m": "{big}"}}')), ("b", 0)]
+    check.close()
+
+
+def test_sqlite_schema_7_moves_a_schema_6_files_model_histories_to_rows(tmp_path: Path) -> None:
+    """A file as schema 6 wrote it (each session's state once, on its last turn's row or
+    on its ``sessions`` row, a model's history inside it) opens with every state as it
+    was; each model history is now ``model_messages`` rows, the states holding their count;
+    the next turn inserts only the message it added."""
+    import orjson
+
+    db = tmp_path / "v6.db"
+    big = "r" * 100_000
+    model = [{"kind": "request", "n": 0, "text": big}, {"kind": "response", "n": 1, "text": "ok"}]
+    on_row = {"turns": 1, "model_history": model}
+    on_session = {"turns": 1, "mode": "plan", "model_history": model[:1]}
+    plain = {"turns": 2}
+
+    def blob(state: dict[str, Any]) -> str:
+        return "x'" + orjson.dumps(state).hex() + "'"
+
+    file_of_schema(
+        db,
+        6,
+        f"""
+        INSERT INTO sessions (id, state, hfirst, hseq) VALUES
+            ('a', x'', 1, 0), ('b', {blob(on_session)}, 1, 2), ('c', x'', 1, 0);
+        INSERT INTO session_order (session_id) VALUES ('a'), ('b'), ('c');
+        INSERT INTO history (seq, session_id, message, turn, size, state, total, parts) VALUES
+            (1, 'a', CAST('p1' AS BLOB), 1, 2, {blob(on_row)}, 2, 1),
+            (2, 'b', CAST('q1' AS BLOB), 1, 2, NULL, 2, 1),
+            (3, 'c', CAST('r1' AS BLOB), 1, 2, {blob(plain)}, 2, 1);
+        """,
+    )
+
+    async def go() -> None:
+        st = SqliteSessionStore(db)
+        assert await st.load("a") == on_row
+        assert await st.load("b") == on_session
+        assert await st.load("c") == plain
+        page, _ = await st.list_sessions(None, 10)
+        assert page == [("a", on_row), ("b", on_session), ("c", plain)]
+        grown = {"turns": 2, "model_history": [*model, {"kind": "request", "n": 2}]}
+        assert await st.save_turn("a", grown, [b"p2"]) is True
+        assert await st.load("a") == grown
+        st.close()
+
+    asyncio.run(go())
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone() == (7,)
+    rows = check.execute(
+        "SELECT session_id, seq, length(message) FROM model_messages ORDER BY seq"
+    ).fetchall()
+    # a's two messages and b's one moved once; the turn after added a's third alone
+    assert [(sid, n > 100_000) for sid, _, n in rows] == [
+        ("a", True),
+        ("a", False),
+        ("b", True),
+        ("a", False),
+    ]
+    states = check.execute(
+        "SELECT coalesce(max(length(h.state)), 0) + length(s.state) FROM sessions s "
+        "LEFT JOIN history h ON h.session_id = s.id GROUP BY s.id ORDER BY s.id"
+    ).fetchall()
+    assert all(n < 100 for (n,) in states), states
     check.close()
 
 

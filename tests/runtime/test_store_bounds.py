@@ -561,3 +561,176 @@ def test_postgres_table_does_not_grow_a_copy_a_turn_after_a_large_state(
         await store.aclose()
 
     asyncio.run(go())
+
+
+def model_message(i: int, text: str) -> dict[str, Any]:
+    """About a pydantic-ai message as model/history.py keeps it (JSON)."""
+    return {
+        "kind": "request" if i % 2 == 0 else "response",
+        "parts": [{"part_kind": "text", "content": text, "timestamp": "2026-12-06T17:00:00Z"}],
+        "provider_response_id": f"r{i}",
+    }
+
+
+def _written() -> int:
+    """Bytes this process has written (``/proc/self/io``'s ``wchar``: every thread's)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+def test_sqlite_ten_turns_after_a_5_mb_tool_result_add_and_write_under_1_mb(
+    tmp_path: Path,
+) -> None:
+    """Issue 36 item 1 on SQLite: after a turn whose model history takes in a 5 MB tool
+    result, the next ten turns add less than 1 MB to the file and write less than 1 MB
+    (WAL and checkpoints): the result is a row of ``model_messages`` written once, the
+    state holding the count of the model's messages.  Before (schema 6): every turn
+    wrote the whole state again, 5 MB a turn (50 MB), the file held by giving pages back."""
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    result = os.urandom(2_500_000).hex()  # 5 MB, incompressible
+
+    async def settle() -> None:
+        while store._tasks:  # the checkpoint (and its giving back) after the turns
+            await asyncio.gather(*list(store._tasks))
+
+    async def go() -> tuple[int, int]:
+        model: list[dict[str, Any]] = []
+        await store.save("s", {"turns": 0, "model_history": model})
+        for i in range(20):
+            model.append(model_message(i, f"short {i}"))
+            await store.save_turn("s", {"turns": i, "model_history": model}, turn(i))
+        model.append(model_message(20, result))
+        await store.save_turn("s", {"turns": 20, "model_history": model}, turn(20, result))
+        await settle()
+        after_big, wrote = _file_bytes(path), _written()
+        for i in range(21, 31):
+            model.append(model_message(i, f"short {i}"))
+            await store.save_turn("s", {"turns": i, "model_history": model}, turn(i))
+        await settle()
+        wrote = _written() - wrote
+        assert await store.load("s") == {"turns": 30, "model_history": model}
+        return after_big, wrote
+
+    after_big, wrote = asyncio.run(go())
+    after = _file_bytes(path)
+    store.close()
+    assert 5_000_000 < after_big and after - after_big < 1_000_000, (after_big, after)
+    assert wrote < 1_000_000, wrote
+    db = sqlite3.connect(path)
+    # the result once, as a model message (and once in the turn's frame)
+    rows = db.execute("SELECT count(*), max(length(message)) FROM model_messages").fetchone()
+    assert rows[0] == 31 and rows[1] > 5_000_000, rows
+    db.close()
+
+
+@pytest.mark.slow
+def test_postgres_ten_turns_after_a_5_mb_tool_result_add_under_1_mb(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Issue 36 item 1 on PostgreSQL: after a turn whose model history takes in a 5 MB tool
+    result, the next ten turns grow the store's tables by less than 1 MB, with no vacuum:
+    the result is a row of ``acp_model_messages`` written once, and what each turn
+    replaces (``acp_sessions.state``) is small.  Before (schema 3): each turn replaced
+    the whole state, leaving a dead 5 MB version a turn until a vacuum (+10.9 MB)."""
+    import psycopg
+
+    store = make("postgres", request, tmp_path)
+    result = os.urandom(2_500_000).hex()  # 5 MB; does not compress (TOAST would)
+
+    async def size() -> int:
+        async with await psycopg.AsyncConnection.connect(store._url, autocommit=True) as c:
+            cur = await c.execute(
+                "SELECT sum(pg_total_relation_size(oid)) FROM pg_class "
+                "WHERE relkind = 'r' AND relname LIKE 'acp%%'"
+            )
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
+    async def go() -> None:
+        model: list[dict[str, Any]] = []
+        await store.save("s", {"turns": 0, "model_history": model})
+        for i in range(20):
+            model.append(model_message(i, f"short {i}"))
+            await store.save_turn("s", {"turns": i, "model_history": model}, turn(i))
+        model.append(model_message(20, result))
+        await store.save_turn("s", {"turns": 20, "model_history": model}, turn(20, result))
+        vacuum = getattr(store, "_vacuum", None)
+        if vacuum is not None:
+            await vacuum
+        before = await size()
+        assert before > 5_000_000, before
+        for i in range(21, 31):
+            model.append(model_message(i, f"short {i}"))
+            await store.save_turn("s", {"turns": i, "model_history": model}, turn(i))
+        vacuum = getattr(store, "_vacuum", None)
+        if vacuum is not None:
+            await vacuum
+        grown = await size() - before
+        assert await store.load("s") == {"turns": 30, "model_history": model}
+        page, _ = await store.list_sessions(None, 10)
+        assert page == [("s", {"turns": 30, "model_history": model})]
+        await store.aclose()
+        assert grown < 1_000_000, grown
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def test_a_failed_turn_keeps_none_of_its_model_messages(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn's model messages, its state and its history rows commit together: a turn
+    that fails after its messages were inserted leaves the session as the last saved turn
+    left it (no half turn), and the next turn, which takes the same messages again, is
+    saved whole (what the store remembered of the session's rows went with the failure)."""
+    store = make(kind, request, tmp_path)
+    model = [model_message(i, f"m{i}") for i in range(6)]
+    fail = [True]
+    if kind == "sqlite":
+        from runtime.sessions import store_sqlite_turns
+
+        insert = store_sqlite_turns.insert_models
+
+        def failing(db: Any, sid: str, messages: list[bytes], digests: list[bytes]) -> None:
+            insert(db, sid, messages, digests)
+            if fail[0]:
+                raise sqlite3.IntegrityError("disk trouble")
+
+        monkeypatch.setattr(store_sqlite_turns, "insert_models", failing)
+    else:
+        sync = store._sync_models
+
+        async def failing_sync(*args: Any) -> Any:
+            rows = await sync(*args)
+            if fail[0]:
+                raise RuntimeError("connection trouble")
+            return rows
+
+        monkeypatch.setattr(store, "_sync_models", failing_sync)
+
+    async def go() -> None:
+        fail[0] = False
+        await store.save("s", {"turns": 0, "model_history": model[:2]})
+        assert await store.save_turn("s", {"turns": 1, "model_history": model[:4]}, turn(1))
+        fail[0] = True
+        with pytest.raises(Exception, match="trouble"):
+            await store.save_turn("s", {"turns": 2, "model_history": model[:6]}, turn(2))
+        assert await store.load("s") == {"turns": 1, "model_history": model[:4]}
+        assert list(await store.history("s")) == turn(1)
+        fail[0] = False
+        assert await store.save_turn("s", {"turns": 2, "model_history": model[1:6]}, turn(2))
+        assert await store.load("s") == {"turns": 2, "model_history": model[1:6]}
+        assert list(await store.history("s")) == [*turn(1), *turn(2)]
+        if kind == "postgres":
+            await store.aclose()
+
+    asyncio.run(go())
+    if kind == "sqlite":
+        store.close()
+        db = sqlite3.connect(tmp_path / "s.db")
+        assert db.execute("SELECT count(*) FROM model_messages").fetchone() == (5,)
+        db.close()

@@ -120,7 +120,58 @@ def test_schema_created_once_by_replicas_starting_together(postgres: cs.Server) 
     import psycopg
 
     with psycopg.connect(url) as c:
-        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(3,)]
+        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(4,)]
+
+
+@pytest.mark.slow
+def test_schema_4_moves_a_schema_3_databases_model_histories_to_rows(postgres: cs.Server) -> None:
+    """A database as schema 3 left it (a model's history inside each session's state)
+    opens with every state as it was; each model history is now ``acp_model_messages``
+    rows, the state holding their count; the next turn inserts only the message it
+    added."""
+    import orjson
+    import psycopg
+    from runtime.sessions.store_postgres import _MIGRATIONS
+
+    url = cs.fresh_database(postgres)
+    model = [{"kind": "request", "text": "r" * 100_000}, {"kind": "response", "text": "ok"}]
+    states = {
+        "a": {"turns": 1, "model_history": model},
+        "b": {"turns": 1, "mode": "plan", "model_history": []},
+        "c": {"turns": 2},
+    }
+    with psycopg.connect(url, autocommit=True) as c:
+        for step in _MIGRATIONS[:3]:
+            for stmt in step.split(";"):
+                if stmt.strip():
+                    c.execute(stmt)  # type: ignore[arg-type]
+        c.execute("CREATE TABLE acp_schema (version integer NOT NULL)")
+        c.execute("INSERT INTO acp_schema (version) VALUES (3)")
+        for sid, state in states.items():
+            c.execute(
+                "INSERT INTO acp_sessions (id, state) VALUES (%s, %s)", (sid, orjson.dumps(state))
+            )
+
+    async def go() -> None:
+        st = open_store(url)
+        for sid, state in states.items():
+            assert await st.load(sid) == state
+        page, _ = await st.list_sessions(None, 10)
+        assert page == list(states.items())
+        grown = {"turns": 2, "model_history": [*model, {"kind": "request", "text": "next"}]}
+        assert await st.save_turn("a", grown, [b"p2"]) is True
+        assert await st.load("a") == grown
+        await st.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(go())
+    with psycopg.connect(url) as c:
+        assert c.execute("SELECT version FROM acp_schema").fetchall() == [(4,)]
+        rows = c.execute(
+            "SELECT session_id, length(message) > 100000 FROM acp_model_messages ORDER BY seq"
+        ).fetchall()
+        assert rows == [("a", True), ("a", False), ("a", False)]
+        sizes = c.execute("SELECT max(length(state)) FROM acp_sessions").fetchone()
+        assert sizes is not None and sizes[0] < 100, sizes
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import os
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -38,10 +39,17 @@ from .store_common import (
     DEFAULT_HISTORY_BYTES,
     DEFAULT_HISTORY_TURNS,
     FROM_ENV,
+    MODEL_HISTORY,
     Limit,
+    ModelRows,
     cursor_seq,
     env_limit,
+    join_state,
     joined,
+    model_keys,
+    model_plan,
+    split_state,
+    stored_digest,
     trim_plan,
     unjoined,
 )
@@ -71,8 +79,30 @@ def store_timeout() -> float:
 VACUUM_AFTER = 8 * 1024 * 1024
 """Bytes of replaced states (each turn replaces its session's) after which the store
 vacuums ``acp_sessions`` itself, in the background: a replaced state is a dead row version
-until a vacuum, and autovacuum comes at most once a minute, so a session whose state holds
-a large tool result would otherwise grow the table by a copy a turn until then."""
+until a vacuum, and autovacuum comes at most once a minute.  (A model's messages are not
+in it: rows of ``acp_model_messages``, written once each, see ``_sync_models``.)"""
+
+KNOWN_MODEL_BYTES = 16 * 1024 * 1024
+KNOWN_MODEL_SESSIONS = 4096
+"""At most this many bytes of model messages' keys, of this many sessions, kept between
+turns (``_models``); past either, they are forgotten (read again from the database when
+needed)."""
+
+
+MODEL_ROWS = 4
+"""The schema version from which a model's messages are rows (``acp_model_messages``)."""
+
+# a session's model messages, in order, with its row (one snapshot: one statement)
+_MESSAGES = (
+    "ARRAY(SELECT m.message FROM acp_model_messages m WHERE m.session_id = s.id ORDER BY m.seq)"
+)
+
+
+def _new_gen() -> int:
+    """A write's ``mgen``: random, never 0 (the column's default), so that a row written
+    since (by any replica, or deleted and made again) is never taken for this write's."""
+    return random.getrandbits(62) + 1
+
 
 _LOCK_KEY = 0x0AC95E55  # pg_advisory_xact_lock key held while migrating
 
@@ -114,6 +144,24 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE acp_history ADD COLUMN parts integer NOT NULL DEFAULT 1;
     """,
+    # 4: a model's message history (the state's ``model_history`` list) a row a message,
+    # not in the state (which holds their count): a turn inserts the messages it added and
+    # deletes those the history let go, so a large tool result is written once, not as a
+    # dead version of the state every turn.  ``mgen``: a random number each write of the
+    # session's row sets, ``mprev`` the one it replaced: a store whose last write left
+    # ``mgen`` knows the rows without reading them.  The upgrade moves each state's list
+    # to its rows (``_model_rows_of_states``).
+    """
+    CREATE TABLE acp_model_messages (
+        seq bigserial PRIMARY KEY,
+        session_id text NOT NULL,
+        message bytea NOT NULL,
+        digest bytea
+    );
+    CREATE INDEX acp_model_messages_by_session ON acp_model_messages (session_id, seq);
+    ALTER TABLE acp_sessions ADD COLUMN mgen bigint NOT NULL DEFAULT 0;
+    ALTER TABLE acp_sessions ADD COLUMN mprev bigint NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -154,6 +202,10 @@ class PostgresSessionStore:
         self._closing: set[asyncio.Task[None]] = set()
         self._replaced = 0  # bytes of states replaced since the last vacuum (VACUUM_AFTER)
         self._vacuum: asyncio.Task[None] | None = None
+        # each session's model rows as this store's last write of it left them, and the
+        # ``mgen`` that write took: true while the row's ``mprev`` is that number
+        self._models: dict[str, tuple[int, ModelRows]] = {}
+        self._models_held = 0
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(
@@ -241,18 +293,91 @@ class PostgresSessionStore:
         return self.down
 
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
-        async with await self._conn() as conn:
-            await conn.execute(
-                "INSERT INTO acp_sessions (id, state) VALUES (%s, %s) "
-                "ON CONFLICT (id) DO UPDATE SET state = excluded.state",
-                (session_id, orjson.dumps(state)),
-            )
+        rest, model = split_state(state)
+        keys = model_keys(model)
+        try:
+            async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
+                await cur.execute(
+                    "INSERT INTO acp_sessions AS s (id, state, mgen) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+                    "mgen = excluded.mgen, mprev = s.mgen RETURNING mprev",
+                    (session_id, rest, mgen := _new_gen()),
+                )
+                row = await cur.fetchone()
+                gen = (int(row[0]), mgen) if row else None
+                rows = await self._sync_models(cur, session_id, model, keys, gen)
+        except BaseException:
+            self._forget_models(session_id)
+            raise
+        self._keep_models(session_id, gen, rows)
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
         async with await self._conn() as conn:
-            cur = await conn.execute("SELECT state FROM acp_sessions WHERE id = %s", (session_id,))
+            cur = await conn.execute(
+                f"SELECT s.state, {_MESSAGES} FROM acp_sessions s WHERE s.id = %s", (session_id,)
+            )
             row = await cur.fetchone()
-        return orjson.loads(row[0]) if row is not None else None
+        return join_state(row[0], row[1]) if row is not None else None
+
+    async def _sync_models(
+        self,
+        cur: Any,
+        session_id: str,
+        model: list[bytes] | None,
+        keys: list[bytes],
+        gen: tuple[int, int] | None,
+    ) -> ModelRows:
+        """Make the session's model rows the state's (``model``, None: it has none): the
+        rows the history let go deleted, the messages it added inserted, the others left
+        as they are (``store_common.model_plan``).  ``gen``: the session row's (mprev,
+        mgen) after this write locked it; the rows this store last wrote are known when
+        its ``mprev`` is the ``mgen`` of that write.  Returns the rows kept."""
+        known = self._models.get(session_id)
+        if known is not None and gen is not None and known[0] == int(gen[0]):
+            old = known[1]
+        else:
+            await cur.execute(
+                "SELECT coalesce(digest, message), length(message) FROM acp_model_messages "
+                "WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            )
+            rows = await cur.fetchall()
+            old = ModelRows([bytes(k) for k, _ in rows], [int(n) for _, n in rows])
+        drop, same = model_plan(old.keys, keys)
+        if drop == len(old.keys) and drop:
+            await cur.execute("DELETE FROM acp_model_messages WHERE session_id = %s", (session_id,))
+        elif drop:
+            await cur.execute(
+                "DELETE FROM acp_model_messages WHERE seq IN (SELECT seq FROM "
+                "acp_model_messages WHERE session_id = %s ORDER BY seq LIMIT %s)",
+                (session_id, drop),
+            )
+        if model is None or same == len(model):
+            return old.after(drop, [], [])
+        await cur.executemany(
+            "INSERT INTO acp_model_messages (session_id, message, digest) VALUES (%s, %s, %s)",
+            [
+                (session_id, m, stored_digest(m, k))
+                for m, k in zip(model[same:], keys[same:], strict=True)
+            ],
+        )
+        return old.after(drop, keys[same:], model[same:])
+
+    def _keep_models(self, session_id: str, gen: tuple[int, int] | None, rows: ModelRows) -> None:
+        """After a commit: the session's rows as it left them, and its ``mgen``."""
+        if gen is None:
+            return
+        old = self._models.get(session_id)
+        self._models_held += rows.held - (old[1].held if old is not None else 0)
+        self._models[session_id] = (int(gen[1]), rows)
+        if self._models_held > KNOWN_MODEL_BYTES or len(self._models) > KNOWN_MODEL_SESSIONS:
+            self._models.clear()
+            self._models_held = 0
+
+    def _forget_models(self, session_id: str) -> None:
+        old = self._models.pop(session_id, None)
+        if old is not None:
+            self._models_held -= old[1].held
 
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
         if not messages:
@@ -286,6 +411,32 @@ class PostgresSessionStore:
         *,
         owner: str | None = None,
     ) -> bool:
+        raw, model = split_state(state)
+        keys = model_keys(model)
+        try:
+            gen, rows = await self._save_turn(session_id, raw, model, keys, messages, owner)
+        except BaseException:
+            self._forget_models(session_id)
+            raise
+        if gen is None:  # refused: not the owner
+            return False
+        self._keep_models(session_id, gen, rows)
+        if self._replaced >= VACUUM_AFTER and (self._vacuum is None or self._vacuum.done()):
+            self._replaced = 0
+            self._vacuum = asyncio.get_running_loop().create_task(self._vacuum_states())
+        return True
+
+    async def _save_turn(
+        self,
+        session_id: str,
+        raw: bytes,
+        model: list[bytes] | None,
+        keys: list[bytes],
+        messages: list[bytes],
+        owner: str | None,
+    ) -> tuple[tuple[int, int] | None, ModelRows]:
+        """The turn's transaction; the session row's (mprev, mgen) and the model rows it
+        left, or (None, no rows) when ``owner`` does not hold the lease."""
         async with await self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             if owner is not None:
                 # the lease row locked until commit: a take-over waits for this turn
@@ -295,19 +446,23 @@ class PostgresSessionStore:
                 )
                 row = await cur.fetchone()
                 if row is None or row[0] != owner:
-                    return False
+                    return None, ModelRows([], [])
             size = sum(map(len, messages))
-            raw = orjson.dumps(state)
             await cur.execute(
-                "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns) VALUES (%s, %s, %s, 1) "
+                "INSERT INTO acp_sessions AS s (id, state, hbytes, hturns, mgen) "
+                "VALUES (%s, %s, %s, 1, %s) "
                 "ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-                "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1 "
-                "RETURNING hbytes, hturns, hfirst",
-                (session_id, raw, size),
+                "hbytes = s.hbytes + excluded.hbytes, hturns = s.hturns + 1, "
+                "mgen = excluded.mgen, mprev = s.mgen "
+                "RETURNING hbytes, hturns, hfirst, mprev",
+                (session_id, raw, size, mgen := _new_gen()),
             )
             row = await cur.fetchone()
             kept, turn, first = (int(row[0]), int(row[1]), int(row[2])) if row else (size, 1, 1)
-            kept += len(raw)  # the state (kept once, replaced) counted by the same bound
+            gen = (int(row[3]), mgen) if row else None
+            rows = await self._sync_models(cur, session_id, model, keys, gen)
+            # the state (kept once, replaced) and its model messages counted by the same bound
+            kept += len(raw) + rows.size
             self._replaced += len(raw)  # about the size of the version it replaced
             one = joined(messages, size)
             if one is not None:
@@ -328,10 +483,7 @@ class PostgresSessionStore:
             )
             if over_turns or (self.max_history_bytes is not None and kept > self.max_history_bytes):
                 await self._trim(cur, session_id, kept)
-        if self._replaced >= VACUUM_AFTER and (self._vacuum is None or self._vacuum.done()):
-            self._replaced = 0
-            self._vacuum = asyncio.get_running_loop().create_task(self._vacuum_states())
-        return True
+        return gen, rows
 
     async def _vacuum_states(self) -> None:
         """``VACUUM acp_sessions`` (its TOAST table too): the space of replaced states
@@ -367,11 +519,13 @@ class PostgresSessionStore:
             )
 
     async def delete(self, session_id: str) -> None:
+        self._forget_models(session_id)
         async with await self._conn() as conn, conn.transaction():
             for table, column in (
                 ("acp_sessions", "id"),
                 ("acp_history", "session_id"),
                 ("acp_leases", "session_id"),
+                ("acp_model_messages", "session_id"),
             ):
                 await conn.execute(
                     f"DELETE FROM {table} WHERE {column} = %s",
@@ -422,13 +576,13 @@ class PostgresSessionStore:
         limit = max(limit, 1)
         async with await self._conn() as conn:
             cur = await conn.execute(
-                "SELECT created, id, state FROM acp_sessions WHERE created > %s "
-                "ORDER BY created LIMIT %s",
+                f"SELECT s.created, s.id, s.state, {_MESSAGES} FROM acp_sessions s "
+                "WHERE s.created > %s ORDER BY s.created LIMIT %s",
                 (after, limit + 1),
             )
             rows = await cur.fetchall()
         page = rows[:limit]
-        out = [(str(r[1]), orjson.loads(r[2])) for r in page]
+        out = [(str(r[1]), join_state(r[2], r[3])) for r in page]
         return out, (str(page[-1][0]) if len(rows) > limit else None)
 
     async def aclose(self) -> None:
@@ -459,5 +613,33 @@ async def migrate(conn: AsyncConnection[Any]) -> int:
             for stmt in _MIGRATIONS[version].split(";"):
                 if stmt.strip():
                     await conn.execute(stmt)
+            if version == MODEL_ROWS - 1:
+                await _model_rows_of_states(conn)
             await conn.execute("UPDATE acp_schema SET version = %s", (version + 1,))
     return found
+
+
+async def _model_rows_of_states(conn: AsyncConnection[Any]) -> None:
+    """Schema 4's upgrade: each session's model history moves from its state to its rows,
+    the state keeping their count."""
+    cur = await conn.execute(
+        "SELECT id FROM acp_sessions WHERE position(%s::bytea in state) > 0",
+        (f'"{MODEL_HISTORY}"'.encode(),),
+    )
+    for (sid,) in await cur.fetchall():
+        cur = await conn.execute("SELECT state FROM acp_sessions WHERE id = %s", (sid,))
+        row = await cur.fetchone()
+        if row is None:
+            continue
+        rest, model = split_state(orjson.loads(row[0]))
+        if model is None:
+            continue
+        async with conn.cursor() as c:
+            await c.executemany(
+                "INSERT INTO acp_model_messages (session_id, message, digest) VALUES (%s, %s, %s)",
+                [
+                    (sid, m, stored_digest(m, k))
+                    for m, k in zip(model, model_keys(model), strict=True)
+                ],
+            )
+        await conn.execute("UPDATE acp_sessions SET state = %s WHERE id = %s", (rest, sid))

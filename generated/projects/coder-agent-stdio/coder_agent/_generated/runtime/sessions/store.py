@@ -3,7 +3,10 @@
 What is stored per session (enough to rebuild it in a fresh process and to replay it):
 
 * ``state``: a JSON object the runtime owns — the raw config (``config_raw``), the
-  conversation state name, the turn count, the current mode; opaque to the store;
+  conversation state name, the turn count, the current mode, a model's message history
+  (``model_history``); opaque to the store, but for that list, which the database stores
+  keep a row a message so that a turn writes only the messages it added
+  (``store_common.split_state``; the memory store keeps the state whole);
 * ``history``: the ordered list of wire messages of the session that a client needs
   to rebuild its view on ``session/load`` (the user's prompts as ``user_message_chunk``
   updates and every ``session/update`` the agent sent), appended in batches;

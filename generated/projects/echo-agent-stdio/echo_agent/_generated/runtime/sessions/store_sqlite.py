@@ -11,10 +11,12 @@ is busy, its turn commits at once, in the pass of the loop it ends).  A small gr
 event loop (a WAL commit without fsync costs less than a hop to a thread); a large one,
 and every other call, runs in a worker thread, so the event loop never waits on a lock
 or copies megabytes.  A session's state is kept once, replaced by each turn (see
-``store_sqlite_schema.STATE``).  History is bounded per session (``max_history_bytes``,
-which counts the state too, / ``max_history_turns``: whole oldest turns go first; replay
-then starts at the oldest kept turn's prompt); deleted sessions, and a large state
-replaced, give their pages back to the file system.
+``store_sqlite_schema.STATE``), but for a model's message history: a row a message, a
+turn inserting only those it added (``store_sqlite_turns.sync_models``).  History is
+bounded per session (``max_history_bytes``, which counts the state too, /
+``max_history_turns``: whole oldest turns go first; replay then starts at the oldest kept
+turn's prompt); deleted sessions, and a large state replaced, give their pages back to
+the file system.
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .store_common import (
     DEFAULT_HISTORY_BYTES,
     DEFAULT_HISTORY_TURNS,
@@ -36,11 +36,21 @@ from .store_common import (
     Limit,
     cursor_seq,
     env_limit,
+    join_state,
+    model_keys,
     private_file,
+    split_state,
     unjoined,
 )
-from .store_sqlite_schema import ONE_STATE, SCHEMA, STATE, last_turn, migrate
-from .store_sqlite_turns import Turn, TurnWriter
+from .store_sqlite_schema import (
+    MODEL_ROWS,
+    SCHEMA,
+    STATE,
+    last_turn,
+    migrate,
+    model_messages,
+)
+from .store_sqlite_turns import Turn, TurnWriter, sync_models
 
 log = logging.getLogger("acp.runtime.store")
 
@@ -118,9 +128,10 @@ class SqliteSessionStore:
             # cache spills a 4 MB turn to the WAL page by page, then writes it again)
             self._db.execute(f"PRAGMA cache_size={-WORKER_CACHE // 1024}")
             self._db.executescript(SCHEMA)
-            if migrate(self._db) < ONE_STATE:
-                # the state copies the upgrade dropped: their pages back to the file
-                # system (auto_vacuum files; any other reuses them for what comes next)
+            if migrate(self._db) < MODEL_ROWS:
+                # the state copies the upgrade dropped (schema 6), the states it cut
+                # (schema 7): their pages back to the file system (auto_vacuum files;
+                # any other reuses them for what comes next)
                 self._db.executescript("PRAGMA incremental_vacuum")
         # the event loop's own connection: never waits for a lock (busy: the group goes
         # to the worker thread instead) and never checkpoints (see CHECKPOINT_BYTES)
@@ -148,7 +159,7 @@ class SqliteSessionStore:
         with self._lock:
             return fn(*args)
 
-    def _save(self, sid: str, state: bytes) -> None:
+    def _save(self, sid: str, state: bytes, model: list[bytes] | None) -> None:
         # the state kept once (see STATE): the history row that held it lets it go; the
         # session's row holds it, newer than every history row written so far (hseq): load
         # reads it until a later turn's row takes it over
@@ -164,19 +175,28 @@ class SqliteSessionStore:
             (sid, state),
         )
         self._db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (sid,))
+        rows = sync_models(self._db, sid, model, model_keys(model), None)
+        self._writer.kept_models(sid, rows, known=False)
 
-    def _save_new(self, sid: str, state: bytes) -> None:
+    def _save_new(self, sid: str, state: bytes, model: list[bytes] | None) -> None:
         self._db.execute("BEGIN")
         try:
-            self._save(sid, state)
+            self._save(sid, state, model)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
 
-    def _load(self, sid: str) -> bytes | None:
-        row = self._db.execute(f"SELECT {STATE} FROM sessions s WHERE s.id = ?", (sid,)).fetchone()
-        return row[0] if row else None
+    def _load(self, sid: str) -> dict[str, Any] | None:
+        self._db.execute("BEGIN")  # the state and its model messages of one commit
+        try:
+            row = self._db.execute(
+                f"SELECT {STATE} FROM sessions s WHERE s.id = ?", (sid,)
+            ).fetchone()
+            messages = model_messages(self._db, sid) if row else []
+        finally:
+            self._db.execute("COMMIT")
+        return join_state(row[0], messages) if row else None
 
     def _append(self, sid: str, messages: list[bytes]) -> None:
         if not messages:
@@ -215,6 +235,7 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM session_order WHERE session_id = ?", (sid,))
             self._db.execute("DELETE FROM leases WHERE session_id = ?", (sid,))
             self._db.execute("DELETE FROM blobs WHERE session_id = ?", (sid,))
+            self._db.execute("DELETE FROM model_messages WHERE session_id = ?", (sid,))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -283,13 +304,20 @@ class SqliteSessionStore:
     def _release(self, sid: str, owner: str) -> None:
         self._db.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?", (sid, owner))
 
-    def _list(self, after: int, limit: int) -> list[tuple[int, str, bytes]]:
-        rows = self._db.execute(
-            f"SELECT o.seq, s.id, {STATE} FROM session_order o JOIN sessions s ON s.id = o.session_id "
-            "WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
-            (after, limit),
-        ).fetchall()
-        return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+    def _list(self, after: int, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        self._db.execute("BEGIN")  # each state and its model messages of one commit
+        try:
+            rows = self._db.execute(
+                f"SELECT o.seq, s.id, {STATE} FROM session_order o "
+                "JOIN sessions s ON s.id = o.session_id WHERE o.seq > ? ORDER BY o.seq LIMIT ?",
+                (after, limit),
+            ).fetchall()
+            return [
+                (int(r[0]), str(r[1]), join_state(bytes(r[2]), model_messages(self._db, r[1])))
+                for r in rows
+            ]
+        finally:
+            self._db.execute("COMMIT")
 
     # ---- turns: group commit ---------------------------------------------------------
     def _commit_in_thread(self, group: list[Turn]) -> list[Any]:
@@ -305,7 +333,18 @@ class SqliteSessionStore:
         owner: str | None = None,
     ) -> bool:
         loop = asyncio.get_running_loop()
-        t = Turn(session_id, orjson.dumps(state), messages, owner, loop.create_future())
+        rest, model = split_state(state)
+        keys = model_keys(model)
+        t = Turn(
+            session_id,
+            rest,
+            messages,
+            owner,
+            loop.create_future(),
+            model,
+            keys,
+            self._writer.model_new(session_id, keys, model) if model else 0,
+        )
         self._queue.append(t)
         if not self._flushing:
             self._flushing = True
@@ -440,13 +479,13 @@ class SqliteSessionStore:
 
     # ---- the other calls: in the worker thread ---------------------------------------
     async def save(self, session_id: str, state: dict[str, Any]) -> None:
-        state_bytes = orjson.dumps(state)
-        await asyncio.to_thread(self._run, self._save_new, session_id, state_bytes)
-        self._wrote(len(state_bytes))
+        rest, model = split_state(state)
+        await asyncio.to_thread(self._run, self._save_new, session_id, rest, model)
+        self._wrote(len(rest) + sum(map(len, model or ())))
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
-        raw = await asyncio.to_thread(self._run, self._load, session_id)
-        return orjson.loads(raw) if raw is not None else None
+        state: dict[str, Any] | None = await asyncio.to_thread(self._run, self._load, session_id)
+        return state
 
     async def append_history(self, session_id: str, messages: list[bytes]) -> None:
         if messages:
@@ -486,7 +525,7 @@ class SqliteSessionStore:
         limit = max(limit, 1)
         rows = await asyncio.to_thread(self._run, self._list, after, limit + 1)
         page = rows[:limit]
-        out = [(sid, orjson.loads(state)) for _, sid, state in page]
+        out = [(sid, state) for _, sid, state in page]
         return out, (str(page[-1][0]) if len(rows) > limit else None)
 
     async def vacuum(self) -> None:

@@ -1,11 +1,17 @@
 """The SQLite session store's file format: the tables (``SCHEMA``) and the steps that bring
 an older file up to date (``MIGRATIONS``, run by ``migrate`` once per step, each in one
 transaction, the version kept in ``PRAGMA user_version``), and the reads that know where
-schema 4 keeps a session's latest state and turn (``STATE``, ``last_turn``)."""
+schema 4 keeps a session's latest state and turn (``STATE``, ``last_turn``) and where
+schema 7 keeps a model's messages (``model_rows``)."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+
+import orjson
+
+from .store_common import MODEL_HISTORY, ModelRows, model_keys, split_state, stored_digest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state BLOB NOT NULL);
@@ -30,6 +36,12 @@ CREATE INDEX IF NOT EXISTS history_by_session ON history (session_id, seq);
 # nor counted) are dropped, the latest moved to ``sessions.state``; from then on a turn's
 # row takes the state over from the row (or the ``sessions`` row) that held it, which lets
 # it go (see ``store_sqlite_turns.TurnWriter._write_turn``).
+# 7: a model's message history (the state's ``model_history`` list) a row a message in
+# ``model_messages`` (a large one with its digest), not in the state, which holds their count:
+# a turn inserts the messages it added and deletes those the history let go, so a large
+# tool result is written once, not with every turn's state (``store_common.split_state``,
+# ``store_sqlite_turns.sync_models``); the upgrade moves every state's list to its rows
+# (``_model_rows_of_states``).
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -88,10 +100,79 @@ MIGRATIONS: tuple[str, ...] = (
         (SELECT max(seq) FROM history WHERE history.session_id = sessions.id), 0);
     UPDATE history SET state = NULL WHERE state IS NOT NULL;
     """,
+    """
+    CREATE TABLE IF NOT EXISTS model_messages (
+        session_id TEXT NOT NULL, seq INTEGER PRIMARY KEY, message BLOB NOT NULL,
+        digest BLOB);
+    CREATE INDEX IF NOT EXISTS model_messages_by_session ON model_messages (session_id, seq);
+    """,
 )
 
 ONE_STATE = 6
 """The schema version from which a session's state is kept once (see ``STATE``)."""
+
+MODEL_ROWS = 7
+"""The schema version from which a model's messages are rows (``model_messages``)."""
+
+
+def _model_rows_of_states(db: sqlite3.Connection) -> None:
+    """Schema 7's upgrade: each session's model history moves from its state (kept once,
+    where ``state_row`` says) to its rows, the state keeping their count."""
+    sids = [str(r[0]) for r in db.execute("SELECT id FROM sessions").fetchall()]
+    key = f'"{MODEL_HISTORY}"'.encode()
+    for sid in sids:
+        seq, _ = state_row(db, sid)
+        if seq:
+            row = db.execute("SELECT state FROM history WHERE seq = ?", (seq,)).fetchone()
+        else:
+            row = db.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()
+        raw = bytes(row[0]) if row is not None and row[0] is not None else b""
+        if key not in raw:
+            continue
+        rest, messages = split_state(orjson.loads(raw))
+        if messages is None:
+            continue
+        insert_models(db, sid, messages, model_keys(messages))
+        if seq:
+            db.execute("UPDATE history SET state = ? WHERE seq = ?", (rest, seq))
+        else:
+            db.execute("UPDATE sessions SET state = ? WHERE id = ?", (rest, sid))
+
+
+AFTER: dict[int, Callable[[sqlite3.Connection], None]] = {MODEL_ROWS - 1: _model_rows_of_states}
+"""What a step does beyond its SQL, in the same transaction (by the step's index)."""
+
+
+def insert_models(
+    db: sqlite3.Connection, sid: str, messages: list[bytes], keys: list[bytes]
+) -> None:
+    """Model messages appended to the session's rows, in order (``keys``: theirs,
+    ``store_common.model_keys``)."""
+    db.executemany(
+        "INSERT INTO model_messages (session_id, message, digest) VALUES (?, ?, ?)",
+        [(sid, m, stored_digest(m, k)) for m, k in zip(messages, keys, strict=True)],
+    )
+
+
+def model_rows(db: sqlite3.Connection, sid: str) -> ModelRows:
+    """The session's stored model messages: each one's key (``store_common.model_keys``)
+    and bytes, in order."""
+    rows = db.execute(
+        "SELECT coalesce(digest, message), length(message) FROM model_messages "
+        "WHERE session_id = ? ORDER BY seq",
+        (sid,),
+    ).fetchall()
+    return ModelRows([bytes(k) for k, _ in rows], [int(n) for _, n in rows])
+
+
+def model_messages(db: sqlite3.Connection, sid: str) -> list[bytes]:
+    """The session's model messages, in order (``store_common.join_state``)."""
+    return [
+        bytes(r[0])
+        for r in db.execute(
+            "SELECT message FROM model_messages WHERE session_id = ? ORDER BY seq", (sid,)
+        ).fetchall()
+    ]
 
 
 def migrate(db: sqlite3.Connection) -> int:
@@ -112,6 +193,9 @@ def migrate(db: sqlite3.Connection) -> int:
                 for stmt in MIGRATIONS[version].split(";"):
                     if stmt.strip():
                         db.execute(stmt)
+                after = AFTER.get(version)
+                if after is not None:
+                    after(db)
                 db.execute(f"PRAGMA user_version = {version + 1}")
         except BaseException:
             db.execute("ROLLBACK")

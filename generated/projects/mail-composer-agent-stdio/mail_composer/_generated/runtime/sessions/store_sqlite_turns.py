@@ -1,7 +1,8 @@
 """How the SQLite store writes finished turns (store_sqlite.py): a group of them, of any
 sessions, in one transaction, each turn's messages as history rows (the last one carrying
 the session's state, kept there alone, and running byte count), a prompt's text shared with its echo stored
-once, history trimmed to its bounds; and what the event loop's connection keeps between
+once, a model's messages a row each (only those the turn added: ``sync_models``),
+history trimmed to its bounds; and what the event loop's connection keeps between
 its commits so that a small turn reads nothing (``TurnWriter._head``)."""
 
 from __future__ import annotations
@@ -12,22 +13,74 @@ import sqlite3
 from typing import Any
 
 from .shared_runs import shared_runs
-from .store_common import joined, trim_plan
-from .store_sqlite_schema import last_turn, state_row
+from .store_common import ModelRows, joined, model_plan, trim_plan
+from .store_sqlite_schema import insert_models, last_turn, model_rows, state_row
 
 SHARED_STRING = 64 * 1024
 """A run of at least this many bytes that two messages of one turn hold (a prompt's text
 and its echo) is stored once (table ``blobs``), each message keeping its place."""
 
+STATE_APART = 16 * 1024
+"""A large turn whose last message has at least this many bytes keeps its state on a row
+of its own (see ``TurnWriter._rows``)."""
+
 KNOWN_SESSIONS = 4096
 """At most this many sessions' figures kept by the event loop's connection between
 commits of other connections (see ``_head``); past it, it forgets them all."""
 
+KNOWN_MODEL_BYTES = 16 * 1024 * 1024
+"""At most this many bytes of model messages' keys kept (``TurnWriter._models``, and
+``hints``); past it, those are forgotten (read again from the file when needed)."""
+
+
+def _held(rows: ModelRows | None) -> int:
+    return rows.held if rows is not None else 0
+
+
+def sync_models(
+    db: sqlite3.Connection,
+    sid: str,
+    messages: list[bytes] | None,
+    keys: list[bytes],
+    old: ModelRows | None,
+) -> ModelRows:
+    """Make the session's stored model messages (``old``: as read before, None: read them
+    now) the state's (``messages``, None: it has none): the rows the history let go are
+    deleted, the messages it added inserted, the others left as they are
+    (``store_common.model_plan``).  Returns the rows kept."""
+    if old is None:
+        old = model_rows(db, sid)
+    drop, same = model_plan(old.keys, keys)
+    if drop == len(old.keys) and drop:
+        db.execute("DELETE FROM model_messages WHERE session_id = ?", (sid,))
+    elif drop:
+        db.execute(
+            "DELETE FROM model_messages WHERE seq IN (SELECT seq FROM model_messages "
+            "WHERE session_id = ? ORDER BY seq LIMIT ?)",
+            (sid, drop),
+        )
+    if messages is None or same == len(messages):
+        return old.after(drop, [], [])
+    insert_models(db, sid, messages[same:], keys[same:])
+    return old.after(drop, keys[same:], messages[same:])
+
 
 class Turn:
-    """A queued ``save_turn``: answered once the transaction that wrote it commits."""
+    """A queued ``save_turn``: answered once the transaction that wrote it commits.
+    ``state``: without the model's messages, which are ``model`` (None: it has none) with
+    their ``keys`` (``store_common.split_state``, ``model_keys``)."""
 
-    __slots__ = ("future", "messages", "owner", "sid", "size", "state", "written")
+    __slots__ = (
+        "future",
+        "keys",
+        "messages",
+        "model",
+        "owner",
+        "sid",
+        "size",
+        "state",
+        "written",
+    )
 
     def __init__(
         self,
@@ -36,13 +89,19 @@ class Turn:
         messages: list[bytes],
         owner: str | None,
         future: asyncio.Future[bool],
+        model: list[bytes] | None = None,
+        keys: list[bytes] | None = None,
+        model_new: int = 0,
     ) -> None:
         self.sid = sid
         self.state = state
         self.messages = messages
         self.owner = owner
+        self.model = model
+        self.keys = keys or []
         self.size = sum(map(len, messages))  # the history's bytes
-        self.written = self.size + len(state)  # and the state's: what the commit writes
+        # and the state's, and the model messages it adds: what the commit writes
+        self.written = self.size + len(state) + model_new
         self.future = future
 
 
@@ -59,7 +118,33 @@ class TurnWriter:
         self.max_history_turns = max_history_turns
         self._known: dict[str, list[int]] = {}  # see _head
         self._owners: dict[str, str | None] = {}  # see _owner
+        self._models: dict[str, ModelRows] = {}  # the model rows, kept like _head's figures
+        self._models_held = 0  # bytes of keys in _models
         self._known_version = -1
+        # the model rows each session's last turn written by either connection left
+        # (never checked against the file: only to tell how much a turn will write)
+        self.hints: dict[str, ModelRows] = {}
+        self._hints_held = 0
+
+    def model_new(self, sid: str, keys: list[bytes], messages: list[bytes]) -> int:
+        """About the bytes of model messages a turn adds (all of them when the session's
+        last rows are not known): what decides where it commits."""
+        old = self.hints.get(sid)
+        same = 0 if old is None else model_plan(old.keys, keys)[1]
+        return sum(map(len, messages[same:]))
+
+    def kept_models(self, sid: str, rows: ModelRows, *, known: bool) -> None:
+        """Keep ``rows`` as the session's model rows: as a hint, and (``known``: the event
+        loop's connection, its figures valid) as what it knows."""
+        held = _held(rows)
+        self._hints_held += held - _held(self.hints.get(sid))
+        self.hints[sid] = rows
+        if self._hints_held > KNOWN_MODEL_BYTES or len(self.hints) > KNOWN_SESSIONS:
+            self.hints.clear()
+            self._hints_held = 0
+        if known:
+            self._models_held += held - _held(self._models.get(sid))
+            self._models[sid] = rows
 
     def _write_turn(
         self, db: sqlite3.Connection, t: Turn, known: dict[str, list[int]] | None
@@ -72,9 +157,11 @@ class TurnWriter:
         cost).  The state is kept once: the row that held it before (the previous turn's,
         on the page this row goes to) lets it go, and so does the ``sessions`` row after a
         ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
-        replayed) for its state.  History and state are counted by one bound
-        (``max_history_bytes``).  ``known``: what the event loop's connection read and
-        wrote before (see ``_head``)."""
+        replayed) for its state.  The model's messages are rows of ``model_messages``,
+        made the state's in the same transaction (``sync_models``: those it added
+        inserted, those it let go deleted).  History and state (with its model messages)
+        are counted by one bound (``max_history_bytes``).  ``known``: what the event
+        loop's connection read and wrote before (see ``_head``)."""
         head = self._head(db, t.sid, known)
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, x'', 0)", (t.sid,))
@@ -110,7 +197,15 @@ class TurnWriter:
             head[4] = int(cur.lastrowid or 0)
         else:
             head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
-        kept = total - dropped + len(t.state)
+        old = self._models.get(t.sid) if known is not None else None
+        if t.model is None and old is not None and not old.keys:
+            model_size = 0  # none before, none now (an agent without a model): nothing
+        else:
+            rows = sync_models(db, t.sid, t.model, t.keys, old)
+            self.kept_models(t.sid, rows, known=known is not None)
+            model_size = rows.size
+        # the state counted with its model messages, as the other stores count it
+        kept = total - dropped + len(t.state) + model_size
         over_bytes = self.max_history_bytes is not None and kept > self.max_history_bytes
         # turns kept: the turn numbers from the first kept one (hfirst) to this one
         over_turns = self.max_history_turns is not None and turn - first >= self.max_history_turns
@@ -130,8 +225,13 @@ class TurnWriter:
     ) -> int:
         """A row a message: a large turn (its shared run stored once, in ``blob``, cut out
         of each message at ``where``), or one whose messages hold a newline.  Returns the
-        last row's seq (the one holding the state)."""
-        end = len(messages) - 1
+        last row's seq (the one holding the state: the last message's, or an empty row
+        after it)."""
+        # the state on a row of its own (empty, never replayed) when the last message is
+        # large: the next turn lets the state go by rewriting its row, which would write
+        # that message again
+        apart = len(messages[-1]) >= STATE_APART
+        end = -1 if apart else len(messages) - 1
         rows: list[tuple[str, bytes, int, int, int | None, int, bytes | None, int]] = []
         for k, m in enumerate(messages):
             state = t.state if k == end else None
@@ -141,6 +241,8 @@ class TurnWriter:
             else:
                 cut = m[:at] + m[at + len(run) :]
                 rows.append((t.sid, cut, turn, len(m), blob, at, state, total))
+        if apart:
+            rows.append((t.sid, b"", turn, 0, None, 0, t.state, total))
         db.executemany(
             "INSERT INTO history (session_id, message, turn, size, blob, at, state, total) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -193,7 +295,8 @@ class TurnWriter:
         (version,) = db.execute("PRAGMA data_version").fetchone()
         if (
             version != self._known_version
-            or max(len(self._known), len(self._owners)) > KNOWN_SESSIONS
+            or max(len(self._known), len(self._owners), len(self._models)) > KNOWN_SESSIONS
+            or self._models_held > KNOWN_MODEL_BYTES
         ):
             self._forget()
             self._known_version = version
@@ -202,6 +305,8 @@ class TurnWriter:
     def _forget(self) -> None:
         self._known.clear()
         self._owners.clear()
+        self._models.clear()
+        self._models_held = 0
         self._known_version = -1
 
     def _trim(self, db: sqlite3.Connection, sid: str, kept: int, head: list[int]) -> None:

@@ -734,3 +734,78 @@ def test_a_failed_turn_keeps_none_of_its_model_messages(
         db = sqlite3.connect(tmp_path / "s.db")
         assert db.execute("SELECT count(*) FROM model_messages").fetchone() == (5,)
         db.close()
+
+
+def _copies(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("SELECT count(*) FROM history WHERE state IS NOT NULL").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_sqlite_small_state_copies_go_together_and_all_by_close(tmp_path: Path) -> None:
+    """A small state's old copies are let go together (store_sqlite_turns.RELEASE_ROWS),
+    not a statement a turn: while the store is open at most that many wait; closing it
+    leaves one a session; every load meanwhile reads the latest; a reopened store too."""
+    from runtime.sessions import store_sqlite_turns as turns
+
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    seen: list[int] = []
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        for i in range(1, 3 * turns.RELEASE_ROWS):
+            assert await store.save_turn("s", {"turns": i}, turn(i)) is True
+            assert await store.load("s") == {"turns": i}
+            seen.append(_copies(path))
+
+    asyncio.run(go())
+    assert max(seen) <= turns.RELEASE_ROWS + 1, seen
+    assert min(seen[turns.RELEASE_ROWS :]) < max(seen), seen  # they did go, during the run
+    store.close()
+    assert _copies(path) == 1
+    again = SqliteSessionStore(path)
+    assert asyncio.run(again.load("s")) == {"turns": 3 * turns.RELEASE_ROWS - 1}
+    again.close()
+
+
+def test_sqlite_a_failed_commit_lets_no_copy_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit that lets the waiting copies go fails after doing so: rolled back (the
+    turn is written again by the worker thread's connection), every load reads the
+    latest state, and the copies that commit had let go still wait: closing the store
+    leaves one (none left over on an old row)."""
+    from runtime.sessions import store_sqlite_turns as turns
+
+    path = tmp_path / "s.db"
+    store = SqliteSessionStore(path)
+    real = turns.TurnWriter._releasing
+    failing = {"left": 1, "fired": 0}
+
+    def releasing(self: Any, db: sqlite3.Connection, released: list[tuple[int, int]]) -> int:
+        went = real(self, db, released)
+        if failing["left"] and went >= 0:
+            failing["left"] -= 1
+            failing["fired"] += 1
+            raise sqlite3.DatabaseError("database disk image is malformed (planted)")
+        return went
+
+    monkeypatch.setattr(turns.TurnWriter, "_releasing", releasing)
+    last = 3 * turns.RELEASE_ROWS
+
+    async def go() -> None:
+        await store.save("s", {"turns": 0})
+        for i in range(1, last + 1):
+            assert await store.save_turn("s", {"turns": i}, turn(i)) is True
+            assert await store.load("s") == {"turns": i}
+
+    asyncio.run(go())
+    assert failing["fired"] == 1, failing
+    store.close()
+    assert _copies(path) == 1
+    again = SqliteSessionStore(path)
+    assert asyncio.run(again.load("s")) == {"turns": last}
+    again.close()

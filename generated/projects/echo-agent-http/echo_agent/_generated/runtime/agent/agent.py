@@ -23,7 +23,7 @@ import importlib
 import os
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any, ClassVar
 
 from ..wire.errors import (
@@ -293,9 +293,10 @@ class AgentRuntime(Dispatcher):
 
     def _spoken_first(self, handler: Handler) -> Handler:
         """A request after an `initialize` that offered an older protocol version than
-        this agent serves: refused, naming the versions (`_rt_initialize`)."""
+        this agent serves: refused, naming the versions (`_rt_initialize`).  No coroutine
+        of its own: a request hands on the handler's (every request passes here)."""
 
-        async def spoken(params: Any, ctx: Any) -> Any:
+        def spoken(params: Any, ctx: Any) -> Awaitable[Any]:
             if self._unspoken is not None:
                 raise RpcError(
                     INVALID_REQUEST,
@@ -309,7 +310,7 @@ class AgentRuntime(Dispatcher):
                         },
                     },
                 )
-            return await handler(params, ctx)
+            return handler(params, ctx)
 
         return spoken
 
@@ -325,18 +326,23 @@ class AgentRuntime(Dispatcher):
         )
 
     def _login_first(self, handler: Handler) -> Handler:
-        """A session request needs a login when the manifest has stdio auth methods."""
+        """A session request needs a login when the manifest has stdio auth methods.  Once
+        logged in (or with none), the handler's coroutine is handed on as it is."""
 
-        async def logged_in(params: Any, ctx: Any) -> Any:
-            if self._login_methods and not self._authenticated:
-                if not await self.is_authenticated():
-                    raise RpcError(
-                        AUTH_REQUIRED,
-                        "authentication required: log in with one of the auth methods "
-                        "`initialize` lists",
-                    )
-                self._authenticated = True
+        async def logging_in(params: Any, ctx: Any) -> Any:
+            if not await self.is_authenticated():
+                raise RpcError(
+                    AUTH_REQUIRED,
+                    "authentication required: log in with one of the auth methods "
+                    "`initialize` lists",
+                )
+            self._authenticated = True
             return await handler(params, ctx)
+
+        def logged_in(params: Any, ctx: Any) -> Awaitable[Any]:
+            if self._login_methods and not self._authenticated:
+                return logging_in(params, ctx)
+            return handler(params, ctx)
 
         return logged_in
 

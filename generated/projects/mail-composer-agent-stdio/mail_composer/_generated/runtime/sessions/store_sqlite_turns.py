@@ -24,6 +24,17 @@ STATE_APART = 16 * 1024
 """A large turn whose last message has at least this many bytes keeps its state on a row
 of its own (see ``TurnWriter._rows``)."""
 
+RELEASE_ROWS = 32
+RELEASE_BYTES = 64 * 1024
+RELEASE_AT_ONCE = 4096
+"""A copy of the state that a turn took over is let go (its row's ``state`` set to NULL)
+by that turn's commit when it has ``RELEASE_AT_ONCE`` bytes or more (or its size is not
+known), before the turn's rows are written (they reuse its pages); a smaller one waits
+and goes with others, in the commit by which ``RELEASE_ROWS`` rows or ``RELEASE_BYTES``
+bytes of them wait, or when the store closes (each small turn's release its own statement
+was a sixth of its store CPU).  Until then (or after a crash) a small copy is a leftover
+on an old row: ``load`` reads the latest, and it goes with its row."""
+
 KNOWN_SESSIONS = 4096
 """At most this many sessions' figures kept by the event loop's connection between
 commits of other connections (see ``_head``); past it, it forgets them all."""
@@ -121,6 +132,9 @@ class TurnWriter:
         self._models: dict[str, ModelRows] = {}  # the model rows, kept like _head's figures
         self._models_held = 0  # bytes of keys in _models
         self._known_version = -1
+        # history rows whose state copy a later committed turn took over: (seq, bytes)
+        self._release: list[tuple[int, int]] = []
+        self._release_bytes = 0
         # the model rows each session's last turn written by either connection left
         # (never checked against the file: only to tell how much a turn will write)
         self.hints: dict[str, ModelRows] = {}
@@ -147,16 +161,20 @@ class TurnWriter:
             self._models[sid] = rows
 
     def _write_turn(
-        self, db: sqlite3.Connection, t: Turn, known: dict[str, list[int]] | None
+        self,
+        db: sqlite3.Connection,
+        t: Turn,
+        known: dict[str, list[int]] | None,
+        released: list[tuple[int, int]],
     ) -> None:
         """One turn: its messages as one history row (a small turn: ``parts`` messages
         joined by newlines) or a row each (a large turn, see ``_rows``), the last row
         carrying the session's state after the turn and the session's running byte
         count (``total``), so a small turn writes the history's pages alone (no
         ``sessions`` row: a page of its own in the WAL, a third of a small commit's
-        cost).  The state is kept once: the row that held it before (the previous turn's,
-        on the page this row goes to) lets it go, and so does the ``sessions`` row after a
-        ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
+        cost).  The state is kept once: the row that held it before (the previous turn's)
+        lets it go (added to ``released``: see ``RELEASE_ROWS``), and so does the
+        ``sessions`` row after a ``save`` (once).  A turn with no messages writes one empty row (``size`` 0, never
         replayed) for its state.  The model's messages are rows of ``model_messages``,
         made the state's in the same transaction (``sync_models``: those it added
         inserted, those it let go deleted).  History and state (with its model messages)
@@ -166,12 +184,15 @@ class TurnWriter:
         if head is None:  # a turn before any save(): the session's row and place in the list
             db.execute("INSERT INTO sessions (id, state, hseq) VALUES (?, x'', 0)", (t.sid,))
             db.execute("INSERT OR IGNORE INTO session_order (session_id) VALUES (?)", (t.sid,))
-            head = [1, 0, *last_turn(db, t.sid), 0, 0]
+            head = [1, 0, *last_turn(db, t.sid), 0, 0, 0]
             if known is not None:
                 known[t.sid] = head
-        first, dropped, last, total, held_at, in_session = head
+        first, dropped, last, total, held_at, in_session, held_bytes = head
         if held_at:  # the state's previous copy goes: one state a session
-            db.execute("UPDATE history SET state = NULL WHERE seq = ?", (held_at,))
+            if 0 <= held_bytes < RELEASE_AT_ONCE:
+                released.append((held_at, held_bytes))  # with others (RELEASE_ROWS)
+            else:  # now: the pages it frees are this turn's to reuse
+                db.execute("UPDATE history SET state = NULL WHERE seq = ?", (held_at,))
         if in_session:
             db.execute("UPDATE sessions SET state = x'' WHERE id = ?", (t.sid,))
             head[5] = 0
@@ -197,6 +218,7 @@ class TurnWriter:
             head[4] = int(cur.lastrowid or 0)
         else:
             head[4] = self._rows(db, t, messages, turn, total, run, blob, where)
+        head[6] = len(t.state)
         old = self._models.get(t.sid) if known is not None else None
         if t.model is None and old is not None and not old.keys:
             model_size = 0  # none before, none now (an agent without a model): nothing
@@ -254,9 +276,9 @@ class TurnWriter:
         self, db: sqlite3.Connection, sid: str, known: dict[str, list[int]] | None
     ) -> list[int] | None:
         """The session's first kept turn, bytes trimmed, latest turn, bytes written
-        (``hfirst``, ``hdropped``, ``last_turn``), and where its state is (``state_row``:
-        the history row holding it, the bytes of the ``sessions`` row's), None before its
-        row exists.  The event
+        (``hfirst``, ``hdropped``, ``last_turn``), where its state is (``state_row``: the
+        history row holding it, the bytes of the ``sessions`` row's) and that copy's bytes
+        (-1: not known), None before its row exists.  The event
         loop's connection keeps what it read and wrote (``known``, true while no other
         connection commits: see ``_known_valid``), so a turn of a session it wrote
         before reads nothing."""
@@ -267,7 +289,8 @@ class TurnWriter:
         row = db.execute("SELECT hfirst, hdropped FROM sessions WHERE id = ?", (sid,)).fetchone()
         if row is None:
             return None
-        head = [int(row[0]), int(row[1]), *last_turn(db, sid), *state_row(db, sid)]
+        # the held copy's size unknown (-1): let go in this commit
+        head = [int(row[0]), int(row[1]), *last_turn(db, sid), *state_row(db, sid), -1]
         if known is not None:
             known[sid] = head
         return head
@@ -333,6 +356,7 @@ class TurnWriter:
         owner does not hold the lease).  IMMEDIATE: the write lock first, so no other
         process moves a lease between the check and the write."""
         db.execute("BEGIN IMMEDIATE")
+        released: list[tuple[int, int]] = []
         try:
             valid = self._known_valid(db)
             known = self._known if valid else None
@@ -342,8 +366,9 @@ class TurnWriter:
                 if t.owner is not None and self._owner(db, t.sid, owners) != t.owner:
                     out.append(False)
                     continue
-                self._write_turn(db, t, known)
+                self._write_turn(db, t, known, released)
                 out.append(True)
+            let_go = self._releasing(db, released) if released else -1
             db.execute("COMMIT")
         except BaseException:
             if db is self.fast:
@@ -351,7 +376,47 @@ class TurnWriter:
             with contextlib.suppress(sqlite3.Error):  # a failed COMMIT may have ended it
                 db.execute("ROLLBACK")
             raise
+        if released:
+            self._released(released, let_go)
         return out
+
+    def _releasing(self, db: sqlite3.Connection, released: list[tuple[int, int]]) -> int:
+        """In the commit (``released`` not empty): let the waiting copies go with this
+        commit's when enough wait (``RELEASE_ROWS``); returns how many of those waiting
+        before it went (-1: none).  No lock: the two connections' commits are serialized
+        by the database, and what a race between their Python could do is leave a small
+        copy waiting twice or not at all (a leftover, see ``RELEASE_ROWS``)."""
+        waiting = self._release
+        n = len(waiting)
+        size = self._release_bytes
+        for _, more in released:
+            size += more
+        if n + len(released) < RELEASE_ROWS and size < RELEASE_BYTES:
+            return -1
+        seqs = [(seq,) for seq, _ in waiting[:n]]
+        seqs.extend((seq,) for seq, _ in released)
+        db.executemany("UPDATE history SET state = NULL WHERE seq = ?", seqs)
+        return n
+
+    def _released(self, released: list[tuple[int, int]], let_go: int) -> None:
+        """After the commit: its copies wait, or they and the ``let_go`` first waiting
+        ones are gone."""
+        if let_go >= 0:
+            del self._release[:let_go]
+            self._release_bytes = sum(n for _, n in self._release)
+            return
+        self._release.extend(released)
+        for _, more in released:
+            self._release_bytes += more
+
+    def release_now(self, db: sqlite3.Connection) -> None:
+        """Let every waiting copy go (the store closing), in a transaction of its own."""
+        seqs = [(seq,) for seq, _ in self._release]
+        self._release.clear()
+        self._release_bytes = 0
+        if seqs:
+            with db:
+                db.executemany("UPDATE history SET state = NULL WHERE seq = ?", seqs)
 
     def commit_each(self, db: sqlite3.Connection, group: list[Turn]) -> list[Any]:
         """The group in one transaction; if that fails, each turn in its own, so one bad

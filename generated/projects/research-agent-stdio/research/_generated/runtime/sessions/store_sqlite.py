@@ -22,6 +22,7 @@ the file system.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -536,6 +537,8 @@ class SqliteSessionStore:
 
     def close(self) -> None:
         with self._lock, self._ckpt_lock:
+            with contextlib.suppress(sqlite3.Error):  # copies left stay small leftovers
+                self._writer.release_now(self._fast)
             self._fast.close()
             self._db.close()
             if self._ckpt is not None:

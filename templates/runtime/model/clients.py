@@ -155,11 +155,24 @@ def _trim() -> None:
 
 
 def _close_soon(entry: _Entry) -> None:
-    """Close `entry`'s client in a task of its loop (a turn being cancelled does not stop
-    it; `close_all` waits for it)."""
+    """Close `entry`'s client in a task of its own loop (a turn being cancelled does not
+    stop it; `close_all` waits for it); from another loop's thread, through
+    `call_soon_threadsafe`.  A client whose loop has closed is only forgotten."""
     if entry.loop.is_closed():
         _drop(entry)
         return
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is entry.loop:
+        _start_close(entry)
+    else:
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            entry.loop.call_soon_threadsafe(_start_close, entry)
+
+
+def _start_close(entry: _Entry) -> None:
     task = entry.loop.create_task(_close(entry))
     _closing.add(task)
     task.add_done_callback(_closing.discard)

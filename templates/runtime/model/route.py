@@ -12,7 +12,9 @@ OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route'
 are credentials: they go to the endpoint and nowhere else.
 
 The agent's own clients never retry behind the editor's back (`max_retries=0`, both
-paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  A
+paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  They
+live across turns (clients.py: one a route's endpoint and headers, or the environment's
+variables, and event loop), so a turn reuses the provider connection of the one before.  A
 Chat Completions stream must end with its finish reason: one cut before it is an error,
 never a finished answer.
 

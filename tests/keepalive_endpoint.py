@@ -37,6 +37,9 @@ class KeepAlive(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # each SSE event goes out at once, as a provider's server sends it (without this,
+        # Nagle holds an event until the client's delayed ACK: ~40 ms a request)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with type(self).lock:
             type(self).connections.append(self.client_address[1])
 

@@ -26,17 +26,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
+
+from ..wire.fields import env_option
 
 DEFAULT_SIZE = 8  # clients kept (ACP_MODEL_CLIENTS)
 MODELS_A_CLIENT = 16  # model objects kept a client
 
 
 class _Entry:
-    __slots__ = ("client", "closing", "evicted", "loop", "models", "users")
+    __slots__ = ("client", "evicted", "loop", "models", "users")
 
     def __init__(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client  # the provider SDK client (its `close()` closes the pool)
@@ -44,7 +45,6 @@ class _Entry:
         self.models: dict[Hashable, Any] = {}
         self.users = 0  # turns running on it now
         self.evicted = False
-        self.closing: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -61,11 +61,8 @@ def size() -> int:
 
 
 def _bound() -> int:
-    raw = os.environ.get("ACP_MODEL_CLIENTS", "").strip()
-    try:
-        return max(1, int(raw)) if raw else DEFAULT_SIZE
-    except ValueError:
-        return DEFAULT_SIZE
+    """How many clients to keep: `ACP_MODEL_CLIENTS` (at least 1), else DEFAULT_SIZE."""
+    return int(env_option("ACP_MODEL_CLIENTS", DEFAULT_SIZE, minimum=1))
 
 
 def digest(*parts: Any) -> str:

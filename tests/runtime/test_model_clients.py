@@ -296,3 +296,65 @@ def test_in_process_the_cache_is_bounded_and_an_evicted_client_closes_once_unuse
         assert mb.client.is_closed() and clients.size() == 0
 
     asyncio.run(main())
+
+
+# ---- over WebSocket: two connections, two routes, one agent process ---------------------
+def test_two_connections_with_their_own_routes_never_share_a_client(
+    built: Any, tmp_path: Path
+) -> None:
+    """One HTTP agent, two WebSocket connections, each routing `main` to the same endpoint
+    with its own key; their prompts at once, twice: each request carries its connection's
+    key, no TCP connection to the endpoint ever carries both keys, one a key, kept; the
+    agent ends (SIGTERM) without a ResourceWarning or an unclosed client."""
+    import websockets
+    from coder_support import LinkedEditor
+
+    env, package = built["v1"]
+    port = hs.free_port()
+    with keepalive_endpoint() as ep:
+
+        async def main() -> list[Any]:
+            proc = await asyncio.to_thread(hs.start_http, _env(env), package, port)
+            try:
+                async with (
+                    websockets.connect(f"ws://127.0.0.1:{port}/acp") as one,
+                    websockets.connect(f"ws://127.0.0.1:{port}/acp") as two,
+                ):
+                    eds = []
+                    for ws, key in ((one, KEY_A), (two, KEY_B)):
+                        frames: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+                        async def pump(ws: Any = ws, frames: Any = frames) -> None:
+                            async for frame in ws:
+                                await frames.put(
+                                    frame if isinstance(frame, bytes) else frame.encode()
+                                )
+                            await frames.put(None)
+
+                        asyncio.get_running_loop().create_task(pump())
+                        ed = LinkedEditor(
+                            lambda data, ws=ws: ws.send(data.decode()), frames, tmp_path
+                        )
+                        sid = await _session(ed, tmp_path)
+                        await _route(ed, ep.url, key)
+                        eds.append((ed, sid))
+                    out = []
+                    for i in range(2):  # both connections' prompts at once
+                        out += await asyncio.gather(*(_turn(ed, sid, f"t{i}") for ed, sid in eds))
+            finally:
+                proc.terminate()
+                await asyncio.to_thread(proc.wait, 15)
+            assert proc.stderr is not None
+            out.append(proc.stderr.read())
+            return out
+
+        *turns, stderr = asyncio.run(main())
+    assert turns == [{"stop": "end_turn"}] * 4, turns
+    keys = sorted(s["authorization"] for s in ep.seen)
+    assert keys == [f"Bearer {KEY_A}"] * 2 + [f"Bearer {KEY_B}"] * 2, keys
+    by_port: dict[int, set[str]] = {}
+    for s in ep.seen:
+        by_port.setdefault(s["port"], set()).add(s["authorization"])
+    assert all(len(k) == 1 for k in by_port.values()), by_port
+    assert len(ep.connections) == 2, ep.connections
+    _clean(stderr)

@@ -11,9 +11,10 @@ import asyncio
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .agent.agent import AgentRuntime
+from .agent.agent import AgentRuntime, close_model_clients
 from .agent.agent_auth import AuthMethod, login_args, manifest_methods
 from .sessions.session_record import callbacks_for
 from .sessions.session_store import open_default_store
@@ -67,7 +68,8 @@ async def serve_agent_stdio(
     if store is None:
         store = open_default_store(str(agent.manifest().get("name") or "agent"), deferred=True)
     out_fd = claim_stdout()
-    sink, now = await open_stdout_now(out_fd)
+    closers: list[Callable[[], object]] = []
+    sink, now = await open_stdout_now(out_fd, closers)
     conn = agent_connection(agent, sink, max_message_size, store)
     conn.sink_now = now
     conn.settle = getattr(store, "settled", None)
@@ -76,6 +78,9 @@ async def serve_agent_stdio(
         await conn.finish_incoming(env_option("ACP_EOF_GRACE", EOF_GRACE, float))
     finally:
         await conn.close()
+        await close_model_clients()
+        for close in closers:
+            close()
 
 
 def _max_size() -> int:

@@ -25,7 +25,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
-from ..agent.agent import AgentRuntime
+from ..agent.agent import AgentRuntime, close_model_clients
 from ..agent.mcp_servers import McpPolicy
 from ..sessions.session_methods import advertise
 from ..sessions.session_record import callbacks_for
@@ -53,6 +53,7 @@ def create_app(factory: ConnectionFactory, **options: Any) -> Starlette:
         yield
         sweeper.cancel()
         await server.shutdown()
+        await close_model_clients()
 
     app = AcpApp(  # POST/GET/DELETE /acp go straight to the server, ahead of the routes
         server,

@@ -36,7 +36,7 @@ from pydantic_ai.messages import (
 from ..agent.authoring import Location, TextContent, ToolCall, ToolKind
 from ..agent.mcp_toolset import McpToolset
 from ..wire.errors import clip
-from . import history, limits
+from . import clients, history, limits
 from .editor import EDITOR_TOOLS, editor_toolset, tool_names
 from .failures import MODEL_ERROR, StreamCut, model_error
 from .route import model_for, thinking
@@ -153,13 +153,16 @@ async def run_model(
     with capture_run_messages() as ran:
         try:
             model = model_for(turn, provider, default_model, models)
-            async with agent.run_stream_events(
-                text,
-                message_history=messages or None,
-                model=model,
-                toolsets=extra or None,
-                **run_options,
-            ) as events:
+            async with (
+                clients.held(model),  # its provider client is kept for the next turns
+                agent.run_stream_events(
+                    text,
+                    message_history=messages or None,
+                    model=model,
+                    toolsets=extra or None,
+                    **run_options,
+                ) as events,
+            ):
                 async for event in events:
                     result = await _show(turn, event, calls, shown)
                     if result is not None:

@@ -12,7 +12,9 @@ OpenAI-compatible gateway serves; `anthropic`: the Messages API; with the route'
 are credentials: they go to the endpoint and nowhere else.
 
 The agent's own clients never retry behind the editor's back (`max_retries=0`, both
-paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  A
+paths): a 429 or 5xx is the turn's error at once, with `retry_after` (failures.py).  They
+live across turns (clients.py: one a route's endpoint and headers, or the environment's
+variables, and event loop), so a turn reuses the provider connection of the one before.  A
 Chat Completions stream must end with its finish reason: one cut before it is an error,
 never a finished answer.
 
@@ -34,6 +36,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import RpcError
+from . import clients
 
 if TYPE_CHECKING:
     from ..agent.providers import ProviderRoute
@@ -214,62 +217,124 @@ def test_model() -> Any:
 
 
 def routed_model(route: ProviderRoute, name: str) -> Any:
-    """A pydantic-ai model speaking `route.api_type` to `route.base_url` with its headers."""
+    """A pydantic-ai model speaking `route.api_type` to `route.base_url` with its headers,
+    on the client kept for that route on this event loop (clients.py): a route the client
+    changed is another client."""
+    api = route.api_type
+    if api not in SERVED:
+        raise RpcError(
+            -32602,
+            f"provider {route.provider_id!r} is routed to API type {api!r}, which this "
+            f"agent's model cannot speak ({', '.join(SERVED)})",
+        )
+    key = ("route", api, route.base_url, clients.digest(sorted(route.headers.items())))
+    return clients.model(
+        key, name, lambda: _routed_client(route), lambda client: _routed_model(api, client, name)
+    )
+
+
+def _routed_client(route: ProviderRoute) -> Any:
+    """The provider SDK client of a route: its base URL, its headers, no retry."""
     headers = dict(route.headers)
     if route.api_type == "openai":
         from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
 
         auth = _header(headers, "authorization")
         key = auth[7:] if auth and auth.lower().startswith("bearer ") else "unused"
-        client = AsyncOpenAI(
+        return AsyncOpenAI(
             base_url=route.base_url, api_key=key, default_headers=headers, max_retries=0
         )
+    from anthropic import AsyncAnthropic
+
+    key = _header(headers, "x-api-key") or "unused"
+    return AsyncAnthropic(
+        base_url=route.base_url, api_key=key, default_headers=headers, max_retries=0
+    )
+
+
+def _routed_model(api: str, client: Any, name: str) -> Any:
+    if api == "openai":
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
         return OpenAIChatModel(
             name, provider=OpenAIProvider(openai_client=client), profile=_chat_profile()
         )
-    if route.api_type == "anthropic":
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        key = _header(headers, "x-api-key") or "unused"
-        aclient = AsyncAnthropic(
-            base_url=route.base_url, api_key=key, default_headers=headers, max_retries=0
-        )
-        return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=aclient))
-    raise RpcError(
-        -32602,
-        f"provider {route.provider_id!r} is routed to API type {route.api_type!r}, which this "
-        f"agent's model cannot speak ({', '.join(SERVED)})",
-    )
+    return AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client))
 
 
 def env_model(name: str) -> Any:
     """The model for an id read from the environment's keys and base URL: for `openai:`,
     `openai-chat:`, `openai-responses:` and `anthropic:` ids a model whose client does not
     retry (`openai:` is spoken as Chat Completions when `OPENAI_BASE_URL` names a
-    gateway); any other id as it is (pydantic-ai builds it).  A missing key is pydantic-ai's
-    `UserError` naming the variable (failures.py: a configuration error)."""
+    gateway), on the client kept for the provider's variables on this event loop
+    (clients.py); any other id as it is (pydantic-ai builds it).  A missing key is
+    pydantic-ai's `UserError` naming the variable (failures.py: a configuration error)."""
     prefix, colon, model = name.partition(":")
     if not colon:
         return name
     if prefix in _OPENAI_IDS:
-        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        provider = OpenAIProvider(openai_client=OpenAIProvider().client.with_options(max_retries=0))
-        if openai_api(prefix) == "openai-chat":  # a gateway's base URL: Chat Completions
-            return OpenAIChatModel(model, provider=provider, profile=_chat_profile())
-        return OpenAIResponsesModel(model, provider=provider)
+        api = openai_api(prefix)
+        key = ("env", "openai", _env_digest("OPENAI_"))
+        return clients.model(
+            key, (api, model), _env_openai_client, lambda c: _env_openai(api, c, model)
+        )
     if prefix == "anthropic":
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        client = AnthropicProvider().client.with_options(max_retries=0)
-        return AnthropicModel(model, provider=AnthropicProvider(anthropic_client=client))
+        key = ("env", "anthropic", _env_digest("ANTHROPIC_"))
+        return clients.model(key, model, _env_anthropic_client, lambda c: _env_anthropic(c, model))
     return name
+
+
+# what else a provider client reads from the environment when it is built
+_CLIENT_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
+
+
+def _env_digest(prefix: str) -> str:
+    """A digest of the variables a provider's client is built from (its `prefix`ed ones:
+    key, base URL, organisation...; proxies and CA files)."""
+    env = os.environ
+    return clients.digest(
+        sorted((k, v) for k, v in env.items() if k.startswith(prefix) or k.upper() in _CLIENT_ENV)
+    )
+
+
+def _env_openai_client() -> Any:
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    return OpenAIProvider().client.with_options(max_retries=0)
+
+
+def _env_openai(api: str, client: Any, model: str) -> Any:
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(openai_client=client)
+    if api == "openai-chat":  # a gateway's base URL: Chat Completions
+        return OpenAIChatModel(model, provider=provider, profile=_chat_profile())
+    return OpenAIResponsesModel(model, provider=provider)
+
+
+def _env_anthropic_client() -> Any:
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider().client.with_options(max_retries=0)
+
+
+def _env_anthropic(client: Any, model: str) -> Any:
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    return AnthropicModel(model, provider=AnthropicProvider(anthropic_client=client))
 
 
 def _chat_profile() -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import os
 import sys
 import uuid
@@ -468,6 +469,14 @@ def _warm_model(llm: dict[str, Any]) -> None:
     route.warm(llm)
 
 
+async def close_model_clients() -> None:
+    """Close the provider clients the model room keeps across turns (model/clients.py) on
+    the running loop, when it was loaded: the agent is shutting down."""
+    clients = sys.modules.get(importlib.util.resolve_name("..model.clients", __package__))
+    if clients is not None:
+        await clients.close_all()
+
+
 __all__ = [
     "INVALID_PARAMS",
     "STATE_ERROR",
@@ -477,6 +486,7 @@ __all__ = [
     "Session",
     "StateMachine",
     "Turn",
+    "close_model_clients",
     "immediate_methods",
     "iter_sessions",
 ]

@@ -217,16 +217,21 @@ async def open_stdout(out_fd: int) -> Callable[[list[tuple[bytes, Any]]], Any]:
 
 
 async def open_stdout_now(
-    out_fd: int,
+    out_fd: int, closers: list[Callable[[], object]] | None = None
 ) -> tuple[Callable[[list[tuple[bytes, Any]]], Any], SinkNow | None]:
     """The sink writing batches of frames to `out_fd`, one line each, and (on a pipe) the
-    same write done at once when the pipe's buffer is empty (``Connection.sink_now``)."""
+    same write done at once when the pipe's buffer is empty (``Connection.sink_now``).
+    `closers` gets what closes the pipe's writer once the last frame is written (what it
+    holds still goes out first): an agent that ends calls it, and leaves no transport
+    for the garbage collector to find open (a ResourceWarning)."""
     loop = asyncio.get_running_loop()
     widen_pipe(out_fd)
     out = os.fdopen(out_fd, "wb", buffering=0)
     try:
         wtransport, wproto = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
         writer = asyncio.StreamWriter(wtransport, wproto, None, loop)
+        if closers is not None:
+            closers.append(writer.close)
 
         async def sink(batch: list[tuple[bytes, Any]]) -> None:
             if len(batch) == 1 and len(batch[0][0]) > _PIPE:

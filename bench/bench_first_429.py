@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench_stdio import REPO, commit, loadavg
+from bench_stdio import REPO, RawAgent, commit, loadavg
 
 HANDLERS = """from __future__ import annotations
 
@@ -133,27 +133,8 @@ def one(
     """(initialize answered after s, the process's CPU s by then, prompt answered after
     s, the answer's error data)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", package],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=cwd,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    rid = 0
-
-    def call(method: str, params: Any) -> dict[str, Any]:
-        nonlocal rid
-        rid += 1
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        proc.stdin.write(json.dumps(msg).encode() + b"\n")  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-        while True:
-            got = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-            if got.get("id") == rid and "method" not in got:
-                return dict(got)
+    agent = RawAgent(package, env, cwd)
+    call, proc = agent.call, agent.proc
 
     call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     init = time.perf_counter() - start
@@ -163,8 +144,7 @@ def one(
     sent = time.perf_counter()
     answer = call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
     took = time.perf_counter() - sent
-    proc.stdin.close()  # type: ignore[union-attr]
-    proc.wait(timeout=30)
+    agent.close()
     return init, init_cpu, took, answer.get("error", {}).get("data")
 
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_stdio import REPO, commit, loadavg
+from bench_stdio import REPO, RawAgent, commit, loadavg
 
 sys.path.insert(0, str(REPO / "tests"))
 from keepalive_endpoint import keepalive_endpoint
@@ -143,28 +143,13 @@ def settle(pid: int, quiet: float = 0.3, most: float = 10.0) -> None:
 
 def one(env: dict[str, str], cwd: str, package: str, url: str, via: str, turns: int) -> Any:
     """(CPU s a turn, [latency s of each turn]) over `turns` turns after the first."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", package],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=cwd,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    rid = 0
+    agent = RawAgent(package, env, cwd)
+    proc = agent.proc
 
     def call(method: str, params: Any) -> dict[str, Any]:
-        nonlocal rid
-        rid += 1
-        msg = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        proc.stdin.write(json.dumps(msg).encode() + b"\n")  # type: ignore[union-attr]
-        proc.stdin.flush()  # type: ignore[union-attr]
-        while True:
-            got = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-            if got.get("id") == rid and "method" not in got:
-                assert "error" not in got, got
-                return dict(got["result"])
+        got = agent.call(method, params)
+        assert "error" not in got, got
+        return dict(got["result"])
 
     call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     sid = call("session/new", {"cwd": cwd, "mcpServers": []})["sessionId"]
@@ -184,8 +169,7 @@ def one(env: dict[str, str], cwd: str, package: str, url: str, via: str, turns: 
         assert call("session/prompt", prompt)["stopReason"] == "end_turn"
         took.append(time.perf_counter() - sent)
     cpu = (cpu_of(proc.pid) - cpu) / turns
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    agent.close()
     return cpu, took
 
 

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -185,6 +186,40 @@ def commit() -> str:
 
     dirty = "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
     return (git("rev-parse", "--short", "HEAD") or "?") + dirty
+
+
+class RawAgent:
+    """A generated stdio agent (``python -m package``) driven one request at a time over
+    JSON lines, as an editor would; its stderr dropped."""
+
+    def __init__(self, package: str, env: dict[str, str], cwd: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", package],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+        )
+        self._rid = 0
+
+    def call(self, method: str, params: Any) -> dict[str, Any]:
+        """The whole answer (``result`` or ``error``); notifications before it skipped."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._rid += 1
+        msg = {"jsonrpc": "2.0", "id": self._rid, "method": method, "params": params}
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.proc.stdin.flush()
+        while True:
+            got = json.loads(self.proc.stdout.readline())
+            if got.get("id") == self._rid and "method" not in got:
+                return dict(got)
+
+    def close(self) -> None:
+        """End of input: the agent exits."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def loadavg() -> str:

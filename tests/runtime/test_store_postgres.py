@@ -131,7 +131,7 @@ def test_schema_4_moves_a_schema_3_databases_model_histories_to_rows(postgres: c
     added."""
     import orjson
     import psycopg
-    from runtime.sessions.store_postgres import _MIGRATIONS
+    from runtime.sessions.store_postgres_schema import _MIGRATIONS
 
     url = cs.fresh_database(postgres)
     model = [{"kind": "request", "text": "r" * 100_000}, {"kind": "response", "text": "ok"}]

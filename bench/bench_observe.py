@@ -353,10 +353,10 @@ def main() -> int:
             )
             model_rows(plain, on, opts, root)
         print(f"load average after {b.loadavg()}; the OTLP sink received {Sink.received} bytes")
-        calls, per = hooks_off(plain)
+        calls, each = hooks_off(plain)
         print(
-            f"off: {calls:g} hook calls per echo prompt, {per * 1e9:.0f} ns each (best of 5): "
-            f"{calls * per * 1e6:.2f} us per prompt"
+            f"off: {calls:g} hook calls per echo prompt, {each * 1e9:.0f} ns each (best of 5): "
+            f"{calls * each * 1e6:.2f} us per prompt"
         )
         span, encode, record = sdk_floor()
         print(

@@ -24,6 +24,8 @@ STATE_APART = 16 * 1024
 """A large turn whose last message has at least this many bytes keeps its state on a row
 of its own (see ``TurnWriter._rows``)."""
 
+LET_GO = "UPDATE history SET state = NULL WHERE seq = ?"  # a row lets its state copy go
+
 RELEASE_ROWS = 32
 RELEASE_BYTES = 64 * 1024
 RELEASE_AT_ONCE = 4096
@@ -192,7 +194,7 @@ class TurnWriter:
             if 0 <= held_bytes < RELEASE_AT_ONCE:
                 released.append((held_at, held_bytes))  # with others (RELEASE_ROWS)
             else:  # now: the pages it frees are this turn's to reuse
-                db.execute("UPDATE history SET state = NULL WHERE seq = ?", (held_at,))
+                db.execute(LET_GO, (held_at,))
         if in_session:
             db.execute("UPDATE sessions SET state = x'' WHERE id = ?", (t.sid,))
             head[5] = 0
@@ -395,7 +397,7 @@ class TurnWriter:
             return -1
         seqs = [(seq,) for seq, _ in waiting[:n]]
         seqs.extend((seq,) for seq, _ in released)
-        db.executemany("UPDATE history SET state = NULL WHERE seq = ?", seqs)
+        db.executemany(LET_GO, seqs)
         return n
 
     def _released(self, released: list[tuple[int, int]], let_go: int) -> None:
@@ -416,7 +418,7 @@ class TurnWriter:
         self._release_bytes = 0
         if seqs:
             with db:
-                db.executemany("UPDATE history SET state = NULL WHERE seq = ?", seqs)
+                db.executemany(LET_GO, seqs)
 
     def commit_each(self, db: sqlite3.Connection, group: list[Turn]) -> list[Any]:
         """The group in one transaction; if that fails, each turn in its own, so one bad

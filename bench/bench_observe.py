@@ -14,7 +14,7 @@ wrapper, CPU per prompt = the difference between runs of N and 2N prompts over N
 three agents alternating within each round.
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
-        [--model-only] [--model-rev REV]
+        [--model-only] [--echo-only] [--model-rev REV]
 
 On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
 2%, so the off path is also measured directly: how many hook calls an echo prompt passes
@@ -263,6 +263,7 @@ def main() -> int:
     ap.add_argument("--rev", help="the revision without observe (default: found in git)")
     ap.add_argument("--hooks-only", action="store_true", help="only the hooks' cost when off")
     ap.add_argument("--model-only", action="store_true", help="only the model turn's rows")
+    ap.add_argument("--echo-only", action="store_true", help="only the echo agent's rows")
     ap.add_argument(
         "--model-rev", help="also the model turn fully on as this revision renders the agent"
     )
@@ -347,7 +348,7 @@ def main() -> int:
                     f"{per[name] * 1000:>15.3f}{per[name] / per['before']:>14.3f}x"
                     f"{per[name] / per['off']:>11.3f}x"
                 )
-        if not opts.hooks_only:
+        if not opts.hooks_only and not opts.echo_only:
             print(
                 f"{'load':<16}{'agent':<8}{'turns':>11}{'ms CPU/turn':>15}{'':>15}{'CPU vs off':>12}"
             )

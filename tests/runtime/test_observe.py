@@ -13,7 +13,7 @@ the agents run in this process, every frame schema-checked (ACP_WIRE_CHECK).
 - the assistant example with a scripted model (FunctionModel) and an MCP server:
   pydantic-ai's own spans under the turn, the MCP tool call under pydantic-ai's tool span;
   without ACP_TRACE_CONTENT they carry no message list, so a turn's spans do not grow with
-  the session's history (observe/otel.py's `_without_conversation`: were pydantic-ai's
+  the session's history (observe/providers.py's `without_conversation`: were pydantic-ai's
   methods renamed, the override would silently stop applying, and this test would fail);
 - no secret (route headers, an API key, MCP header and env values, the prompt, a file's
   content) in any exported span or metric, also in an agent process configured only by
@@ -771,7 +771,7 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
             await durably("load", lambda: store.load("s"))
 
     asyncio.run(main())
-    assert len(telemetry.labels) <= otel.MAX_CACHED
+    assert len(telemetry.tally.labels) <= otel.MAX_CACHED
     assert len(telemetry.connections) <= otel.MAX_CACHED
     assert [
         p.count

@@ -18,8 +18,10 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from . import providers, spans, tally
 
 log = logging.getLogger("acp.runtime.observe")
 
@@ -75,7 +77,7 @@ def _session(params: Any) -> str | None:
 
 
 def _meta_context(params: Any) -> Any:
-    """The trace context a request's `_meta.traceparent` carries (None: none valid)."""
+    """The span context a request's `_meta.traceparent` carries (None: none valid)."""
     meta = params.get("_meta") if type(params) is dict else None
     parent = meta.get("traceparent") if type(meta) is dict else None
     if type(parent) is not str:
@@ -84,8 +86,8 @@ def _meta_context(params: Any) -> Any:
     state = meta.get("tracestate")  # type: ignore[union-attr]
     if type(state) is str:
         carrier["tracestate"] = state
-    ctx = W3C.extract(carrier)
-    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+    found = trace.get_current_span(W3C.extract(carrier)).get_span_context()
+    return found if found.is_valid else None
 
 
 def _header_context(headers: Any) -> Any:
@@ -122,194 +124,117 @@ def _store_op(op: Any, calls: Any) -> str:
     return found
 
 
-def _names(variable: str) -> list[str]:
-    """The exporters an `OTEL_*_EXPORTER` variable names; unset: OTLP when an endpoint is
-    given for it, else none."""
-    raw = os.environ.get(variable, "").strip().lower()
-    if not raw:
-        signal = "TRACES" if "TRACES" in variable else "METRICS"
-        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-            f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"
-        )
-        return ["otlp"] if endpoint else []
-    return [n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none"]
-
-
-def _tracer_provider() -> Any:
-    """The environment's tracer provider (None: no trace exporter named)."""
-    names = _names("OTEL_TRACES_EXPORTER")
-    if not names:
-        return None
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-
-    provider = TracerProvider(resource=Resource.create())  # OTEL_TRACES_SAMPLER applies
-    for name in names:
-        if name == "otlp":
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        elif name == "console":  # stderr: stdout is the protocol on stdio
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-        else:
-            log.warning("OTEL_TRACES_EXPORTER: %r is not supported (otlp, console, none)", name)
-    return provider
-
-
-def _meter_provider() -> tuple[Any, bool]:
-    """The environment's meter provider (None: no metrics exporter named), and whether it
-    has a Prometheus reader (`/metrics` on an HTTP agent)."""
-    names = _names("OTEL_METRICS_EXPORTER")
-    if not names:
-        return None, False
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        ConsoleMetricExporter,
-        MetricReader,
-        PeriodicExportingMetricReader,
-    )
-    from opentelemetry.sdk.resources import Resource
-
-    readers: list[MetricReader] = []
-    prometheus = False
-    for name in names:
-        if name == "otlp":
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-        elif name == "prometheus":
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-
-            readers.append(PrometheusMetricReader())
-            prometheus = True
-        elif name == "console":
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
-        else:
-            log.warning(
-                "OTEL_METRICS_EXPORTER: %r is not supported (otlp, prometheus, console, none)", name
-            )
-    # exemplars (a sampled span's id beside a histogram's value) cost more than the value
-    # itself: off unless OTEL_METRICS_EXEMPLAR_FILTER asks for them
-    exemplars = None
-    if not os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER"):
-        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
-
-        exemplars = AlwaysOffExemplarFilter()
-    provider = MeterProvider(
-        resource=Resource.create(), metric_readers=readers, exemplar_filter=exemplars
-    )
-    return provider, prometheus
-
-
-def _instrument_models(tracer_provider: Any, meter_provider: Any, content: bool) -> None:
-    """pydantic-ai's own spans and metrics (model requests, tools, token usage by model),
-    under the turn's span; the prompt and messages only with `content`.  Called at the
-    first turn of a process that imported pydantic-ai (an agent without a model never
-    imports it)."""
-    pydantic_ai = sys.modules["pydantic_ai"]  # imported by the model room, never here
-    pydantic_ai.Agent.instrument_all(
-        _without_conversation(pydantic_ai.InstrumentationSettings)(
-            tracer_provider=tracer_provider or trace.NoOpTracerProvider(),
-            meter_provider=meter_provider or metrics.NoOpMeterProvider(),
-            include_content=content,
-            include_binary_content=content,
-        )
-    )
-
-
-def _without_conversation(settings: Any) -> Any:
-    """pydantic-ai's `InstrumentationSettings` recording no message list without content.
-
-    Without content pydantic-ai still serializes the conversation's shape (each message's
-    role, part kinds, tool names and call ids): the whole history into each model request
-    span's `gen_ai.input.messages` (from scratch at a run's first request: the history is
-    read back from the session each turn), the answer into `gen_ai.output.messages`, and
-    the whole history twice more as the run ends (`pydantic_ai.all_messages`, and a check
-    of its per-run cache).  Every turn re-records the session's whole history: the
-    biggest part of what telemetry cost a model turn (bench/README.md, "Observing").  The
-    GenAI semantic conventions make those attributes opt-in (they are content), so without
-    content: none on a model request span, and an empty list as the run's
-    `pydantic_ai.all_messages`.  The request's model, token usage, finish reasons and
-    response id, the tool definitions, and the spans themselves are pydantic-ai's as
-    before; with content (`ACP_TRACE_CONTENT=1`) everything is pydantic-ai's own."""
-
-    class Settings(settings):  # type: ignore[misc]  # pydantic-ai's, found at run time
-        def handle_messages(self, *args: Any, **kwargs: Any) -> None:
-            if self.include_content:
-                super().handle_messages(*args, **kwargs)
-
-        def messages_to_otel_messages(self, *args: Any, **kwargs: Any) -> Any:
-            if self.include_content:
-                return super().messages_to_otel_messages(*args, **kwargs)
-            return []
-
-    return Settings
-
-
-def _uninstrument_models() -> None:
-    agent = sys.modules.get("pydantic_ai")
-    if agent is not None:
-        agent.Agent.instrument_all(False)
-
-
 class Telemetry:
-    """The tracer, the instruments, and what `observe`'s calls do with them."""
+    """The runtime's tracer and tally, and what `observe`'s calls do with them."""
 
     def __init__(
-        self, tracer_provider: Any, meter_provider: Any, gauges: Gauges, *, owned: bool
+        self,
+        tracer_provider: Any,
+        meter_provider: Any,
+        gauges: Gauges,
+        *,
+        owned: bool,
+        span_exports: list[Any] | None = None,
+        metric_exporters: list[str] | None = None,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.owned = owned  # made from the environment: flushed and shut down at stop
-        self.prometheus = False
+        self.prometheus: Any = None  # the tally's collector in prometheus_client's registry
         self.models = False  # pydantic-ai instrumented (at the first turn that can use it)
         self.content = os.environ.get("ACP_TRACE_CONTENT", "").strip() == "1"
-        self.tracer = (tracer_provider or trace.NoOpTracerProvider()).get_tracer("acp.runtime")
-        meter = (meter_provider or metrics.NoOpMeterProvider()).get_meter("acp.runtime")
-        self.instruments: dict[str, Any] = {}
-        # per instrument its `add` or `record`, looked up once (not per call)
-        self.recorders: dict[str, Callable[..., None]] = {}
-        for name, (kind, unit, text, buckets) in INSTRUMENTS.items():
-            if kind == "counter":
-                self.instruments[name] = meter.create_counter(name, unit, text)
-            elif kind == "updown":
-                self.instruments[name] = meter.create_up_down_counter(name, unit, text)
-            else:
-                self.instruments[name] = meter.create_histogram(
-                    name, unit, text, explicit_bucket_boundaries_advisory=list(buckets)
+        self.jobs: list[Any] = []  # what exports, stopped at stop
+        self.tracer = self._tracer(tracer_provider, span_exports)
+        self.tally: Any = None
+        if meter_provider is not None and not owned:  # a program's: the SDK's instruments
+            meter = meter_provider.get_meter("acp.runtime")
+            self.tally = tally.Instruments(meter, INSTRUMENTS)
+            for name, (unit, text) in GAUGES.items():
+                meter.create_observable_gauge(name, [self._reader(gauges, name)], unit, text)
+        elif meter_provider is not None:
+            self.tally = tally.Tally(INSTRUMENTS, GAUGES, gauges)
+            self._export_tally(meter_provider, metric_exporters or [])
+        else:
+            self.tally = _Nothing()
+        self.record = self.tally.record
+        self.add = self.tally.add
+        # span attributes built once per combination
+        self.connections: dict[tuple[Any, ...], spans.Attrs] = {}
+        self.store_attrs: dict[str, spans.Attrs] = {}
+        self.kinds: dict[str, Callable[..., Awaitable[Any]]] = {
+            kind: getattr(self, f"_{kind}")
+            for kind in ("request", "call", "turn", "tool", "store", "queued")
+        }
+
+    def _tracer(self, provider: Any, exports: list[Any] | None) -> spans.Tracer:
+        sampler = getattr(provider, "sampler", None)
+        if provider is None:  # metrics only: no span kept, no trace context sent
+            return spans.Tracer(None, None)
+        if exports is None:  # a program's provider: its processors take each span
+            return spans.Tracer(sampler, spans.Processors(provider))
+        batch = spans.Batch(
+            exports,
+            providers.number("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000,
+            int(providers.number("OTEL_BSP_MAX_QUEUE_SIZE", 2048)),
+            int(providers.number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)),
+        )
+        self.jobs.append(batch)
+        return spans.Tracer(sampler, batch)
+
+    def _export_tally(self, provider: Any, names: list[str]) -> None:
+        interval = providers.number("OTEL_METRIC_EXPORT_INTERVAL", 60000) / 1000
+        preference = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "")
+        if preference.strip().lower() not in ("", "cumulative"):
+            log.warning("the runtime's own metrics are cumulative (%s is not)", preference)
+        for name in names:
+            if name == "otlp":
+                from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                    OTLPMetricExporter,
                 )
-            instrument = self.instruments[name]
-            self.recorders[name] = instrument.record if kind == "histogram" else instrument.add
-        self.request_duration = self.recorders["acp.request.duration"]
-        self.turn_duration = self.recorders["acp.turn.duration"]
-        self.store_duration = self.recorders["acp.store.duration"]
-        self.calls = self.recorders["acp.calls"]
-        self.queued = self.recorders["acp.prompts.queued"]
-        # label sets and span attributes built once and handed to the SDK again
-        self.labels: dict[tuple[Any, ...], dict[str, str]] = {}
-        self.connections: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for name, (unit, text) in GAUGES.items():
-            meter.create_observable_gauge(name, [self._reader(gauges, name)], unit, text)
+                from opentelemetry.sdk.resources import Resource
+
+                otlp = tally.OtlpMetrics(self.tally, OTLPMetricExporter(), Resource.create())
+                self.jobs.append(tally.Periodic(otlp, interval, "acp-otel-metrics"))
+            elif name == "console":
+                console = tally.ConsoleMetrics(self.tally)
+                self.jobs.append(tally.Periodic(console, interval, "acp-otel-metrics"))
+            elif name == "prometheus":
+                from prometheus_client import REGISTRY
+
+                self.prometheus = tally.PrometheusCollector(self.tally)
+                REGISTRY.register(self.prometheus)
 
     @classmethod
     def start(cls, tracer_provider: Any, meter_provider: Any, gauges: Gauges) -> Telemetry:
         owned = tracer_provider is None and meter_provider is None
-        prometheus = False
-        if owned:
-            tracer_provider = _tracer_provider()
-            meter_provider, prometheus = _meter_provider()
-            if tracer_provider is not None:  # the MCP SDK and others join the same traces
-                trace.set_tracer_provider(tracer_provider)
-            if meter_provider is not None:
-                metrics.set_meter_provider(meter_provider)
-        telemetry = cls(tracer_provider, meter_provider, gauges, owned=owned)
-        telemetry.prometheus = prometheus
-        return telemetry
+        if not owned:
+            return cls(tracer_provider, meter_provider, gauges, owned=False)
+        tracer_provider, exports = providers.tracer_provider()
+        meter_provider, names = providers.meter_provider()
+        if tracer_provider is not None:  # the MCP SDK and others join the same traces
+            trace.set_tracer_provider(tracer_provider)
+        if meter_provider is not None:
+            metrics.set_meter_provider(meter_provider)
+        return cls(
+            tracer_provider,
+            meter_provider,
+            gauges,
+            owned=True,
+            span_exports=exports,
+            metric_exporters=names,
+        )
 
     def stop(self) -> None:
         if self.models:
-            _uninstrument_models()
+            providers.uninstrument_models()
+        for job in self.jobs:
+            with contextlib.suppress(Exception):
+                job.stop()
+        if self.prometheus is not None:
+            from prometheus_client import REGISTRY
+
+            with contextlib.suppress(KeyError):
+                REGISTRY.unregister(self.prometheus)
         if self.owned:
             for provider in (self.tracer_provider, self.meter_provider):
                 if provider is not None:
@@ -334,19 +259,10 @@ class Telemetry:
 
     # ---- metrics ---------------------------------------------------------------
     def metric(self, name: str, value: float, labels: dict[str, Any]) -> None:
-        self.recorders[name](value, {k: str(v) for k, v in labels.items()})
-
-    def _labels(self, key: tuple[Any, ...], make: Callable[[], dict[str, str]]) -> dict[str, str]:
-        """The label set `key` names, made once (the SDK copies what it is given)."""
-        found = self.labels.get(key)
-        if found is None:
-            found = make()
-            if len(self.labels) < MAX_CACHED:
-                self.labels[key] = found
-        return found
+        self.tally.metric(name, value, {k: str(v) for k, v in labels.items()})
 
     def exposition(self) -> tuple[bytes, str] | None:
-        if not self.prometheus:
+        if self.prometheus is None:
             return None
         from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
@@ -366,30 +282,12 @@ class Telemetry:
             otel_context.detach(token)
 
     # ---- spans -------------------------------------------------------------------
-    # Each kind opens its span with `_open` and ends it with `_close` in a `finally`: the
-    # SDK's `start_span` and one context attach (`start_as_current_span` wraps the same
-    # in two generator context managers and `use_span`'s handlers, per span).
+    # Each kind opens its span with the tracer's `open` and ends it with `close` in a
+    # `finally`; attributes are tuples made once per combination.
     def traced(self, kind: str, work: Awaitable[Any], attrs: dict[str, Any]) -> Awaitable[Any]:
-        return getattr(self, f"_{kind}")(work, attrs)  # type: ignore[no-any-return]
+        return self.kinds[kind](work, attrs)
 
-    def _open(self, name: str, kind: SpanKind, context: Any, attrs: dict[str, Any]) -> Any:
-        span = self.tracer.start_span(
-            name,
-            context,
-            kind,
-            attrs,
-            record_exception=False,  # an exception's text may hold anything: its type only
-            set_status_on_exception=False,
-        )
-        return span, otel_context.attach(trace.set_span_in_context(span))
-
-    @staticmethod
-    def _close(opened: Any) -> None:
-        span, token = opened
-        otel_context.detach(token)
-        span.end()
-
-    def _connection(self, conn: Any, method: str) -> dict[str, Any]:
+    def _connection(self, conn: Any, method: str) -> spans.Attrs:
         """A served request's attributes but its session: its connection's (transport,
         revision, replica) and its method, built once per combination."""
         about = getattr(conn, "about", None)  # the agent's connections have it
@@ -397,7 +295,7 @@ class Telemetry:
         key = (method, *facts.values())
         found = self.connections.get(key)
         if found is None:
-            found = {"rpc.system": "jsonrpc", "rpc.method": method, **facts}
+            found = (("rpc.system", "jsonrpc"), ("rpc.method", method), *facts.items())
             if len(self.connections) < MAX_CACHED:
                 self.connections[key] = found
         return found
@@ -406,7 +304,7 @@ class Telemetry:
     def _failed(span: Any, exc: BaseException) -> int:
         code = _error_code(exc)
         span.set_attribute("rpc.jsonrpc.error_code", code)
-        span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        span.set_status(StatusCode.ERROR, type(exc).__name__)
         return code
 
     async def _request(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
@@ -415,10 +313,10 @@ class Telemetry:
         values = self._connection(attrs.get("conn"), method)
         sid = _session(params)
         if sid is not None:
-            values = {**values, "acp.session_id": sid}
+            values = (*values, ("acp.session_id", sid))
         started = time.perf_counter()
         outcome, code = "ok", 0
-        opened = self._open(method, SpanKind.SERVER, _meta_context(params), values)
+        opened = self.tracer.open(method, SpanKind.SERVER, _meta_context(params), values)
         try:
             return await work
         except BaseException as exc:
@@ -427,26 +325,30 @@ class Telemetry:
             raise
         finally:
             name = method if code != METHOD_NOT_FOUND else "unknown"
-            labels = self._labels(
+            self.record(
+                "acp.request.duration",
+                time.perf_counter() - started,
                 ("request", name, outcome, code),
                 lambda: {"method": name, "outcome": outcome, "code": str(code)},
             )
-            self.request_duration(time.perf_counter() - started, labels)
-            self._close(opened)
+            self.tracer.close(opened)
 
     async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A request sent to the peer (a CLIENT span): its trace context in `_meta`."""
         method, params = attrs["method"], attrs.get("params")
-        values: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": method}
+        values: spans.Attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method))
         sid = _session(params)
         if sid is not None:
-            values["acp.session_id"] = sid
+            values = (*values, ("acp.session_id", sid))
         outcome = "ok"
-        opened = self._open(method, SpanKind.CLIENT, None, values)
+        opened = self.tracer.open(method, SpanKind.CLIENT, None, values)
         try:
-            carrier: dict[str, str] = {}
-            W3C.inject(carrier)  # nothing when no span is recorded (metrics only)
-            if carrier and type(params) is dict:  # the frame is built when `work` starts
+            span = opened[0]
+            if self.tracer.sink is not None and type(params) is dict:  # the frame: later
+                ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
+                carrier = {"traceparent": f"00-{ids}"}
+                if span.state:
+                    carrier["tracestate"] = span.state.to_header()
                 meta = params.get("_meta")
                 params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
             return await work
@@ -455,29 +357,28 @@ class Telemetry:
             outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
             raise
         finally:
-            self.calls(
+            self.add(
+                "acp.calls",
                 1,
-                self._labels(
-                    ("call", method, outcome), lambda: {"method": method, "outcome": outcome}
-                ),
+                ("call", method, outcome),
+                lambda: {"method": method, "outcome": outcome},
             )
-            self._close(opened)
+            self.tracer.close(opened)
 
     async def _turn(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A prompt turn: its stop reason, its duration by stop reason; a model failure
         (the error `model.adapter.model_error` classified) counted by kind."""
         if not self.models and "pydantic_ai" in sys.modules:
             self.models = True
-            _instrument_models(self.tracer_provider, self.meter_provider, self.content)
-        values = {"acp.session_id": str(attrs.get("session", ""))[:MAX_ID]}
+            providers.instrument_models(self.tracer_provider, self.meter_provider, self.content)
+        values: spans.Attrs = (("acp.session_id", str(attrs.get("session", ""))[:MAX_ID]),)
         prompt = attrs.get("prompt")
         if self.content and type(prompt) is list:
-            values["acp.prompt.text"] = "".join(
-                str(b.get("text", "")) for b in prompt if type(b) is dict
-            )
+            text = "".join(str(b.get("text", "")) for b in prompt if type(b) is dict)
+            values = (*values, ("acp.prompt.text", text))
         started = time.perf_counter()
         reason = "error"
-        opened = self._open("acp.turn", SpanKind.INTERNAL, None, values)
+        opened = self.tracer.open("acp.turn", SpanKind.INTERNAL, None, values)
         try:
             reason = await work
             return reason
@@ -493,60 +394,81 @@ class Telemetry:
         finally:
             stop = str(reason)
             opened[0].set_attribute("acp.stop_reason", stop)
-            self.turn_duration(
+            self.record(
+                "acp.turn.duration",
                 time.perf_counter() - started,
-                self._labels(("turn", stop), lambda: {"stop_reason": stop}),
+                ("turn", stop),
+                lambda: {"stop_reason": stop},
             )
-            self._close(opened)
+            self.tracer.close(opened)
 
     async def _tool(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One MCP tool call (a CLIENT span); failures counted by kind."""
-        values = {"mcp.method.name": "tools/call", "gen_ai.tool.name": str(attrs.get("tool"))}
+        values: spans.Attrs = (
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", str(attrs.get("tool"))),
+        )
         if attrs.get("server"):
-            values["mcp.server"] = str(attrs["server"])
-        opened = self._open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values)
+            values = (*values, ("mcp.server", str(attrs["server"])))
+        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values)
         span = opened[0]
         try:
             result = await work
         except BaseException as exc:
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            span.set_status(StatusCode.ERROR, type(exc).__name__)
             self.metric("acp.mcp.errors", 1, {"kind": type(exc).__name__})
             raise
         else:
             if getattr(result, "is_error", False):
-                span.set_status(Status(StatusCode.ERROR, "tool error"))
+                span.set_status(StatusCode.ERROR, "tool error")
                 self.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
             return result
         finally:
-            self._close(opened)
+            self.tracer.close(opened)
 
     async def _store(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
         op = _store_op(attrs.get("op"), attrs.get("calls", ()))
         started = time.perf_counter()
         outcome = "ok"
-        values = self._labels(("store-span", op), lambda: {"acp.store.op": op})
-        opened = self._open(f"store {op}", SpanKind.CLIENT, None, values)
+        values = self.store_attrs.get(op)
+        if values is None:
+            values = self.store_attrs[op] = (("acp.store.op", op),)
+        opened = self.tracer.open(f"store {op}", SpanKind.CLIENT, None, values)
         try:
             return await work
         except BaseException as exc:
-            opened[0].set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            opened[0].set_status(StatusCode.ERROR, type(exc).__name__)
             outcome = "error"
             raise
         finally:
-            self.store_duration(
+            self.record(
+                "acp.store.duration",
                 time.perf_counter() - started,
-                self._labels(("store", op, outcome), lambda: {"op": op, "outcome": outcome}),
+                ("store", op, outcome),
+                lambda: {"op": op, "outcome": outcome},
             )
-            self._close(opened)
+            self.tracer.close(opened)
 
     async def _queued(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A prompt waiting for its session's turn."""
-        queued = self.queued
-        queued(1)
-        opened = self._open("acp.prompt.queued", SpanKind.INTERNAL, None, {})
+        key, make = ("queued",), dict
+        self.add("acp.prompts.queued", 1, key, make)
+        opened = self.tracer.open("acp.prompt.queued", SpanKind.INTERNAL, None, ())
         try:
             return await work
         finally:
-            self._close(opened)
-            queued(-1)
+            self.tracer.close(opened)
+            self.add("acp.prompts.queued", -1, key, make)
+
+
+class _Nothing:
+    """No meter provider: nothing recorded."""
+
+    def record(self, name: str, value: float, key: tuple[Any, ...], make: Any) -> None:
+        return
+
+    add = record
+
+    def metric(self, name: str, value: float, labels: dict[str, str]) -> None:
+        return

@@ -1,0 +1,221 @@
+"""OTLP's protobuf wire format for the runtime's own spans and metrics, written directly.
+
+The OpenTelemetry SDK's encoder builds a protobuf message object per span, attribute and
+value (~31 us a span): more than an echo turn's whole work.  The runtime's spans and points
+have few shapes, so their bytes are written here from plain values, each attribute's
+key/value pair encoded once and reused (a few us a span).  Field numbers are
+opentelemetry-proto's (`opentelemetry/proto/{trace,metrics,common,resource}/v1/*.proto`);
+tests decode what is written here with opentelemetry-proto's classes and compare it with
+what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTelemetry."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+MAX_CACHED = 4096  # encoded key/value pairs kept, at most
+
+_DOUBLE = struct.Struct("<d")
+_TIMES = struct.Struct("<BQBQ")  # two fixed64 fields, each after its one-byte tag
+_FLAGS = struct.Struct("<I")
+_pairs: dict[tuple[int, str, type, Any], bytes] = {}
+_names: dict[str, bytes] = {}
+
+
+_LOW7 = 0x7F  # a varint's byte: seven bits of the number ...
+_MORE = 0x80  # ... and whether another byte follows
+
+
+def varint(n: int) -> bytes:
+    """A base-128 varint (`n` >= 0; a negative int64 is given as its 64-bit two's complement)."""
+    if n < _MORE:
+        return bytes((n,))
+    out = bytearray()
+    while n > _LOW7:
+        out.append((n & _LOW7) | _MORE)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (a string, bytes, or an embedded message)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def any_value(value: Any) -> bytes:
+    """An `AnyValue` message: string 1, bool 2, int64 3, double 4, array 5, bytes 7."""
+    if type(value) is str:
+        return field(1, value.encode())
+    if type(value) is bool:
+        return b"\x10\x01" if value else b"\x10\x00"
+    if type(value) is int:
+        return b"\x18" + varint(value & 0xFFFFFFFFFFFFFFFF)
+    if type(value) is float:
+        return b"\x21" + _DOUBLE.pack(value)
+    if isinstance(value, bytes):
+        return field(7, value)
+    if isinstance(value, Sequence):  # ArrayValue { repeated AnyValue values = 1 }
+        return field(5, b"".join(field(1, any_value(v)) for v in value))
+    return field(1, str(value).encode())
+
+
+def key_value(number: int, key: str, value: Any) -> bytes:
+    """A `KeyValue` (key 1, value 2) framed as field `number` of its parent, made once per
+    pair."""
+    if isinstance(value, list | tuple):  # not a key of the cache
+        return field(number, field(1, key.encode()) + field(2, any_value(value)))
+    pair = (number, key, type(value), value)  # True and 1 are equal keys, not equal values
+    found = _pairs.get(pair)
+    if found is None:
+        found = field(number, field(1, key.encode()) + field(2, any_value(value)))
+        if len(_pairs) < MAX_CACHED:
+            _pairs[pair] = found
+    return found
+
+
+def attributes(number: int, attrs: Iterable[tuple[str, Any]]) -> bytes:
+    return b"".join(
+        [_pairs.get((number, k, type(v), v)) or key_value(number, k, v) for k, v in attrs]
+    )
+
+
+def resource(attrs: Mapping[str, Any]) -> bytes:
+    """A `Resource` message (attributes 1)."""
+    return attributes(1, attrs.items())
+
+
+def scope(name: str, version: str | None) -> bytes:
+    """An `InstrumentationScope` message (name 1, version 2)."""
+    return field(1, name.encode()) + (field(2, version.encode()) if version else b"")
+
+
+# ---- traces -------------------------------------------------------------------------
+# Span: trace_id 1, span_id 2, trace_state 3, parent_span_id 4, name 5, kind 6,
+# start_time_unix_nano 7 (fixed64), end_time_unix_nano 8 (fixed64), attributes 9,
+# status 15 (message 2, code 3), flags 16 (fixed32)
+REMOTE_KNOWN = 0x100  # SpanFlags: whether the parent is remote is known ...
+REMOTE = 0x200  # ... and it is
+
+
+_UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
+_LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
+_FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
+_KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
+
+
+def span(
+    trace_id: int,
+    span_id: int,
+    trace_state: str,
+    parent_id: int,
+    parent_remote: bool,
+    name: str,
+    kind: int,
+    start: int,
+    end: int,
+    attrs: Iterable[tuple[str, Any]],
+    code: int,
+    message: str,
+) -> bytes:
+    """One `Span` message framed as field 2 of its ScopeSpans.  `kind` is the proto's
+    (INTERNAL 1, SERVER 2, CLIENT 3); `code` the status's (UNSET 0, OK 1, ERROR 2)."""
+    named = _names.get(name)
+    if named is None:
+        named = field(5, name.encode())
+        if len(_names) < MAX_CACHED:
+            _names[name] = named
+    if code or message:
+        status = (field(2, message.encode()) if message else b"") + (
+            b"\x18" + varint(code) if code else b""
+        )
+        status = b"\x7a" + varint(len(status)) + status
+    else:
+        status = _UNSET
+    body = b"".join(
+        [
+            b"\x0a\x10",
+            trace_id.to_bytes(16, "big"),
+            b"\x12\x08",
+            span_id.to_bytes(8, "big"),
+            field(3, trace_state.encode()) if trace_state else b"",
+            b"\x22\x08" + parent_id.to_bytes(8, "big") if parent_id else b"",
+            named,
+            _KIND[kind],
+            _TIMES.pack(0x39, start, 0x41, end),
+            attributes(9, attrs),
+            status,
+            _FROM_PEER if parent_id and parent_remote else _LOCAL,
+        ]
+    )
+    return b"\x12" + varint(len(body)) + body
+
+
+def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
+    """An `ExportTraceServiceRequest`: one ResourceSpans (resource 1, scope_spans 2), one
+    ScopeSpans (scope 1, spans 2: each already framed by `span`)."""
+    scope_spans = field(1, scope_bytes) + b"".join(spans)
+    return field(1, field(1, resource_bytes) + field(2, scope_spans))
+
+
+# ---- metrics ------------------------------------------------------------------------
+# Metric: name 1, description 2, unit 3, gauge 5, sum 7, histogram 9.
+# NumberDataPoint: start 2, time 3 (fixed64), as_double 4, as_int 6 (sfixed64), attributes 7.
+# HistogramDataPoint: start 2, time 3, count 4 (fixed64), sum 5 (double), bucket_counts 6
+# (packed fixed64), explicit_bounds 7 (packed double), attributes 9, min 11, max 12.
+CUMULATIVE = 2  # AggregationTemporality
+
+
+def number_point(labels: Mapping[str, str], start: int, now: int, value: float) -> bytes:
+    head = _TIMES.pack(0x11, start, 0x19, now)
+    if type(value) is int:
+        head += b"\x31" + struct.pack("<q", value)
+    else:
+        head += b"\x21" + _DOUBLE.pack(value)
+    return head + attributes(7, labels.items())
+
+
+def histogram_point(
+    labels: Mapping[str, str],
+    start: int,
+    now: int,
+    count: int,
+    total: float,
+    low: float,
+    high: float,
+    buckets: Sequence[int],
+    bounds: Sequence[float],
+) -> bytes:
+    counts = struct.pack(f"<{len(buckets)}Q", *buckets)
+    edges = struct.pack(f"<{len(bounds)}d", *bounds)
+    out = [
+        _TIMES.pack(0x11, start, 0x19, now),
+        b"\x21" + struct.pack("<Q", count),
+        b"\x29" + _DOUBLE.pack(total),
+        b"\x32" + varint(len(counts)) + counts,
+        b"\x3a" + varint(len(edges)) + edges,
+        attributes(9, labels.items()),
+    ]
+    if count:
+        out.append(b"\x59" + _DOUBLE.pack(low) + b"\x61" + _DOUBLE.pack(high))
+    return b"".join(out)
+
+
+def metric(name: str, description: str, unit: str, kind: str, points: Iterable[bytes]) -> bytes:
+    """A `Metric` message: `kind` histogram, sum (monotonic: a counter), updown (a
+    non-monotonic sum) or gauge; its points already encoded."""
+    head = field(1, name.encode()) + field(2, description.encode()) + field(3, unit.encode())
+    if kind == "gauge":
+        return head + field(5, b"".join(field(1, p) for p in points))
+    body = b"".join(field(1, p) for p in points) + b"\x10" + varint(CUMULATIVE)
+    if kind == "histogram":
+        return head + field(9, body)
+    return head + field(7, body + (b"\x18\x01" if kind == "counter" else b""))
+
+
+def metrics(resource_bytes: bytes, scope_bytes: bytes, encoded: Iterable[bytes]) -> bytes:
+    """An `ExportMetricsServiceRequest`: one ResourceMetrics (resource 1, scope_metrics 2),
+    one ScopeMetrics (scope 1, metrics 2)."""
+    scope_metrics = field(1, scope_bytes) + b"".join(field(2, m) for m in encoded)
+    return field(1, field(1, resource_bytes) + field(2, scope_metrics))

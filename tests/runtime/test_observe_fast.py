@@ -1,0 +1,274 @@
+"""The runtime's own spans and metrics (issue 39's cost): recorded as plain values
+(observe/spans.py, observe/tally.py) and written as OTLP by hand (observe/encode.py).
+
+Each is held against the OpenTelemetry SDK doing the same job:
+- the runtime's spans encode to the request the SDK's own OTLP encoder writes for them
+  (decoded with opentelemetry-proto and compared whole: ids, parents, the remote flag,
+  trace state, kinds, times, attributes of every type, status);
+- the tally aggregates and encodes a histogram, a counter, an up-down counter and a gauge
+  as the SDK's aggregation reads for the same measurements; its Prometheus text has the
+  names and cumulative buckets the SDK's Prometheus reader writes;
+- the batch exports full batches only until its delay passes, drops and says so past its
+  queue's bound, and hands over everything at stop;
+- sampling follows the provider's sampler (parent-based by default, a ratio asked);
+- the installed OTLP exporter has the HTTP client the fast path posts through (a version
+  without it would fall back to the SDK's encoder: this fails first).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import sampling
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
+from prometheus_client import CollectorRegistry, generate_latest
+from runtime.observe import encode, otel, spans, tally
+
+RESOURCE = Resource.create({"service.name": "fast-test", "deployment": "t", "replicas": 3})
+REMOTE = SpanContext(
+    0x0AF7651916CD43DD8448EB211C80319C,
+    0xB7AD6B7169203331,
+    is_remote=True,
+    trace_flags=TraceFlags(1),
+    trace_state=TraceState([("vendor", "v1"), ("other", "x")]),
+)
+
+
+def _spans() -> list[spans.Span]:
+    """A request under a remote parent, its turn (an error, attributes set late), a store
+    call, and a root client call: as the runtime's hooks record them."""
+    kept: list[spans.Span] = []
+    tracer = spans.Tracer(sampling.DEFAULT_ON, kept.append)
+    attrs = (
+        ("rpc.system", "jsonrpc"),
+        ("rpc.method", "session/prompt"),
+        ("acp.revision", 2),
+        ("acp.flag", True),
+        ("acp.ratio", 0.25),
+        ("acp.names", ("a", "b")),
+        ("acp.negative", -7),
+    )
+    request = tracer.open("session/prompt", SpanKind.SERVER, REMOTE, attrs)
+    turn = tracer.open("acp.turn", SpanKind.INTERNAL, None, (("acp.session_id", "sess_1"),))
+    store = tracer.open("store save_turn", SpanKind.CLIENT, None, (("acp.store.op", "save"),))
+    tracer.close(store)
+    turn[0].set_attribute("acp.stop_reason", "end_turn")
+    turn[0].set_status(StatusCode.ERROR, "ValueError")
+    tracer.close(turn)
+    tracer.close(request)
+    tracer.close(tracer.open("fs/read_text_file", SpanKind.CLIENT, None, ()))
+    return kept
+
+
+def test_the_runtimes_spans_encode_as_the_sdks_encoder_writes_them() -> None:
+    kept = _spans()
+    assert [s.name for s in kept] == [
+        "store save_turn",
+        "acp.turn",
+        "session/prompt",
+        "fs/read_text_file",
+    ]
+    store, turn, request, call = kept
+    assert request.trace_id == REMOTE.trace_id and request.parent_id == REMOTE.span_id
+    assert request.remote and not turn.remote
+    assert (turn.parent_id, store.parent_id) == (request.span_id, turn.span_id)
+    assert call.parent_id == 0 and call.trace_id != REMOTE.trace_id  # a root of its own
+    head = encode.resource(RESOURCE.attributes), encode.scope(spans.SCOPE, None)
+    ours = ExportTraceServiceRequest.FromString(
+        encode.traces(*head, [spans.encoded(s) for s in kept])
+    )
+    readable = [spans.readable(s, RESOURCE) for s in kept]
+    theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
+    assert ours == theirs
+    (written,) = ours.resource_spans[0].scope_spans
+    assert written.spans[2].flags == encode.REMOTE_KNOWN | encode.REMOTE
+    assert written.spans[1].status.code == 2 and written.spans[1].status.message == "ValueError"
+    assert written.spans[2].trace_state == "vendor=v1,other=x"
+
+
+def test_without_the_http_client_an_exporter_is_given_the_sdks_spans() -> None:
+    """The fallback: an exporter that is not OTLP/HTTP's (here the SDK's in-memory one)
+    gets ReadableSpans, the same spans."""
+    memory = InMemorySpanExporter()
+    export = spans.OtlpSpans(memory, RESOURCE)
+    assert export.client is None
+    kept = _spans()
+    export(kept)
+    got = memory.get_finished_spans()
+    assert [s.name for s in got] == [s.name for s in kept]
+    assert got[1].attributes == {"acp.session_id": "sess_1", "acp.stop_reason": "end_turn"}
+    assert got[2].parent is not None and got[2].parent.is_remote
+
+
+def test_the_installed_otlp_exporters_have_the_client_the_fast_path_posts_through() -> None:
+    trace_export = spans.OtlpSpans(
+        OTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), RESOURCE
+    )
+    assert trace_export.client is not None
+    metric_export = tally.OtlpMetrics(
+        tally.Tally(otel.INSTRUMENTS, otel.GAUGES, {}),
+        OTLPMetricExporter(endpoint="http://127.0.0.1:9/v1/metrics"),
+        RESOURCE,
+    )
+    assert callable(getattr(metric_export.client, "export", None))
+
+
+class _Owner:
+    sessions = 2
+
+
+def _measure(sink: Any) -> None:
+    """The same measurements, through `Tally`'s or `Instruments`' calls."""
+    labels = {"method": "session/prompt", "outcome": "ok", "code": "0"}
+    for v in (0.0001, 0.0005, 0.001, 0.003, 0.5, 7.0, 12.0, 0.001):
+        sink.record("acp.request.duration", v, ("request", "p"), lambda: labels)
+    sink.record("acp.turn.duration", 0.2, ("turn", "end_turn"), lambda: {"stop_reason": "end_turn"})
+    for _ in range(3):
+        sink.add("acp.calls", 1, ("call", "fs"), lambda: {"method": "fs/x", "outcome": "ok"})
+    for step in (1, 1, -1):
+        sink.add("acp.prompts.queued", step, ("queued",), dict)
+    sink.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
+
+
+def test_the_tally_aggregates_and_encodes_as_the_sdk_reads_the_same_measurements() -> None:
+    owner = _Owner()
+    registry = {"acp.sessions.active": [(weakref.ref(owner), lambda o: float(o.sessions))]}
+    ours = tally.Tally(otel.INSTRUMENTS, otel.GAUGES, registry)
+    _measure(ours)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    _measure(tally.Instruments(provider.get_meter("acp.runtime"), otel.INSTRUMENTS))
+    sdk: dict[str, Any] = {}
+    data = reader.get_metrics_data()
+    assert data is not None
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                sdk[m.name] = m
+    head = encode.resource(RESOURCE.attributes), encode.scope("acp.runtime", None)
+    request = ExportMetricsServiceRequest.FromString(ours.otlp(*head))
+    written = {m.name: m for m in request.resource_metrics[0].scope_metrics[0].metrics}
+    assert set(written) == set(sdk) | {"acp.sessions.active"}
+    for name, m in written.items():
+        assert m.unit == otel.INSTRUMENTS.get(name, ("", *otel.GAUGES.get(name, ("", ""))))[1]
+    got = written["acp.request.duration"].histogram
+    want = sdk["acp.request.duration"].data.data_points[0]
+    (point,) = got.data_points
+    assert got.aggregation_temporality == 2  # cumulative
+    assert list(point.bucket_counts) == list(want.bucket_counts)
+    assert list(point.explicit_bounds) == list(want.explicit_bounds)
+    assert (
+        (point.count, point.min, point.max) == (want.count, want.min, want.max) == (8, 0.0001, 12.0)
+    )
+    assert point.sum == pytest.approx(want.sum)
+    assert {kv.key: kv.value.string_value for kv in point.attributes} == dict(want.attributes)
+    calls = written["acp.calls"].sum
+    assert calls.is_monotonic and calls.data_points[0].as_int == 3
+    queued = written["acp.prompts.queued"].sum
+    assert not queued.is_monotonic and queued.data_points[0].as_int == 1
+    assert written["acp.mcp.errors"].sum.data_points[0].as_int == 1
+    assert written["acp.sessions.active"].gauge.data_points[0].as_double == 2.0
+    del owner  # an owner gone counts nothing
+    request = ExportMetricsServiceRequest.FromString(ours.otlp(*head))
+    active = [
+        m
+        for m in request.resource_metrics[0].scope_metrics[0].metrics
+        if m.name == "acp.sessions.active"
+    ]
+    assert active[0].gauge.data_points[0].as_double == 0.0
+
+
+def test_the_tallys_prometheus_text_has_the_exporters_names_and_cumulative_buckets() -> None:
+    ours = tally.Tally(otel.INSTRUMENTS, otel.GAUGES, {})
+    _measure(ours)
+    registry = CollectorRegistry()
+    registry.register(tally.PrometheusCollector(ours))
+    text = generate_latest(registry).decode()
+    bucket = 'acp_request_duration_seconds_bucket{{code="0",le="{}",method="session/prompt",outcome="ok"}} {}'
+    for le, n in (("0.0005", 2), ("0.001", 4), ("10.0", 7), ("+Inf", 8)):
+        assert bucket.format(le, f"{n}.0") in text  # cumulative, the upper bound included
+    labels = 'code="0",method="session/prompt",outcome="ok"'
+    assert f"acp_request_duration_seconds_count{{{labels}}} 8.0" in text
+    assert 'acp_calls_total{method="fs/x",outcome="ok"} 3.0' in text
+    assert 'acp_mcp_errors_total{kind="ToolError"} 1.0' in text
+    assert "acp_prompts_queued 1.0" in text
+    assert "# TYPE acp_prompts_queued gauge" in text
+    assert "acp_sessions_active 0.0" in text
+
+
+class _Export:
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.stopped = False
+
+    def __call__(self, batch: list[spans.Span]) -> None:
+        self.batches.append([s.name for s in batch])
+
+    def shutdown(self) -> None:
+        self.stopped = True
+
+
+def _ended(tracer: spans.Tracer, name: str) -> None:
+    tracer.close(tracer.open(name, SpanKind.INTERNAL, None, ()))
+
+
+def test_the_batch_sends_full_batches_until_its_delay_and_everything_at_stop() -> None:
+    export = _Export()
+    batch = spans.Batch([export], delay=60.0, max_queue=1000, max_batch=4)
+    tracer = spans.Tracer(None, batch)
+    for i in range(10):
+        _ended(tracer, f"s{i}")
+    deadline = time.monotonic() + 10
+    while sum(map(len, export.batches)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert export.batches and all(len(b) == 4 for b in export.batches)  # no partial one
+    assert sum(map(len, export.batches)) == 8  # two spans wait for the delay
+    batch.stop()
+    assert [n for b in export.batches for n in b] == [f"s{i}" for i in range(10)]
+    assert export.stopped
+
+
+def test_a_full_queue_drops_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    export = _Export()
+    batch = spans.Batch([export], delay=60.0, max_queue=3, max_batch=10)
+    tracer = spans.Tracer(None, batch)
+    for i in range(5):
+        _ended(tracer, f"s{i}")
+    with caplog.at_level(logging.WARNING, logger="acp.runtime.observe"):
+        batch.stop()
+    assert export.batches == [["s0", "s1", "s2"]]
+    assert "2 spans dropped" in caplog.text
+
+
+def test_sampling_follows_the_providers_sampler() -> None:
+    kept: list[spans.Span] = []
+    never = spans.Tracer(sampling.ParentBased(sampling.TraceIdRatioBased(0.0)), kept.append)
+    assert never.mode == 0  # asked
+    root = never.open("session/prompt", SpanKind.SERVER, None, ())
+    child = never.open("acp.turn", SpanKind.INTERNAL, None, ())
+    assert not root[0].is_recording() and child[0].flags == 0
+    assert child[0].trace_id == root[0].trace_id  # the context still carries the trace
+    never.close(child)
+    never.close(root)
+    remote = never.open("session/prompt", SpanKind.SERVER, REMOTE, ())  # a sampled parent
+    never.close(remote)
+    assert [s.name for s in kept] == ["session/prompt"] and kept[0].parent_id == REMOTE.span_id
+    off = spans.Tracer(sampling.ALWAYS_OFF, kept.append)
+    assert off.mode == 3
+    off.close(off.open("x", SpanKind.INTERNAL, REMOTE, ()))
+    assert len(kept) == 1

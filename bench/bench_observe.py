@@ -56,8 +56,10 @@ LOADS = [  # the echo turn (nothing but the runtime's own work: the worst case),
 
 
 class Sink(BaseHTTPRequestHandler):
-    """An OTLP/HTTP collector that keeps nothing: 200 to every export."""
+    """An OTLP/HTTP collector that keeps nothing: 200 to every export, on a connection kept
+    open as a collector's is (HTTP/1.1)."""
 
+    protocol_version = "HTTP/1.1"
     received = 0
 
     def log_message(self, *args: object) -> None:
@@ -264,6 +266,7 @@ def main() -> int:
     ap.add_argument("--hooks-only", action="store_true", help="only the hooks' cost when off")
     ap.add_argument("--model-only", action="store_true", help="only the model turn's rows")
     ap.add_argument("--echo-only", action="store_true", help="only the echo agent's rows")
+    ap.add_argument("--load", action="append", help="only these echo loads (e.g. '--sessions 8')")
     ap.add_argument(
         "--model-rev", help="also the model turn fully on as this revision renders the agent"
     )
@@ -322,7 +325,8 @@ def main() -> int:
             f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
             f"{'CPU vs before':>15}{'CPU vs off':>12}"
         )
-        for label, load_args in [] if opts.hooks_only or opts.model_only else LOADS:
+        loads = [(k, v) for k, v in LOADS if not opts.load or k in opts.load]
+        for label, load_args in [] if opts.hooks_only or opts.model_only else loads:
             args = b.quick_args(load_args) if opts.quick else load_args
             at = args.index("--prompts") + 1
             n = int(args[at])

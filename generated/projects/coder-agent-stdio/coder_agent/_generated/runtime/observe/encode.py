@@ -105,6 +105,21 @@ _FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
 _KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
 
 
+_fixed: dict[int, tuple[Any, bytes]] = {}  # id of an attribute tuple -> (it, its encoding)
+
+
+def _common(attrs: tuple[tuple[str, Any], ...]) -> bytes:
+    """A span's attributes made once per combination (the runtime keeps each such tuple:
+    its identity is the key, the tuple itself is held so that the id is never reused)."""
+    found = _fixed.get(id(attrs))
+    if found is not None and found[0] is attrs:
+        return found[1]
+    encoded = attributes(9, attrs)
+    if len(_fixed) < MAX_CACHED:
+        _fixed[id(attrs)] = (attrs, encoded)
+    return encoded
+
+
 def span(
     trace_id: int,
     span_id: int,
@@ -115,12 +130,14 @@ def span(
     kind: int,
     start: int,
     end: int,
-    attrs: Iterable[tuple[str, Any]],
+    attrs: tuple[tuple[str, Any], ...],
+    extra: Iterable[tuple[str, Any]] | None,
     code: int,
     message: str,
 ) -> bytes:
-    """One `Span` message framed as field 2 of its ScopeSpans.  `kind` is the proto's
-    (INTERNAL 1, SERVER 2, CLIENT 3); `code` the status's (UNSET 0, OK 1, ERROR 2)."""
+    """One `Span` message framed as field 2 of its ScopeSpans: `attrs` (a tuple kept by
+    its maker) then `extra` as its attributes.  `kind` is the proto's (INTERNAL 1, SERVER
+    2, CLIENT 3); `code` the status's (UNSET 0, OK 1, ERROR 2)."""
     named = _names.get(name)
     if named is None:
         named = field(5, name.encode())
@@ -144,7 +161,8 @@ def span(
             named,
             _KIND[kind],
             _TIMES.pack(0x39, start, 0x41, end),
-            attributes(9, attrs),
+            _common(attrs) if attrs else b"",
+            attributes(9, extra) if extra else b"",
             status,
             _FROM_PEER if parent_id and parent_remote else _LOCAL,
         ]

@@ -111,6 +111,7 @@ class Span(trace.Span):
         flags: int,
         state: TraceState,
         attrs: Attrs,
+        extra: list[tuple[str, Any]] | None,
         sink: Callable[[Span], None] | None,
     ) -> None:
         self.name = name
@@ -121,8 +122,8 @@ class Span(trace.Span):
         self.remote = remote  # the parent came from the peer (a traceparent)
         self.flags = flags  # 1: sampled
         self.state = state
-        self.attrs = attrs
-        self.extra: list[tuple[str, Any]] | None = None  # set after the start
+        self.attrs = attrs  # a tuple made once per combination: encoded once
+        self.extra = extra  # this span's own (a session id, what is set after the start)
         self.code = 0  # StatusCode: UNSET 0, OK 1, ERROR 2
         self.message = ""
         self.sink = sink  # None: not sampled
@@ -198,8 +199,20 @@ class Tracer:
             "": PARENT,
         }.get(described, ASK)
 
-    def open(self, name: str, kind: SpanKind, remote: SpanContext | None, attrs: Attrs) -> Any:
-        """A started span and the token that makes it current (hand both to `close`)."""
+    def open(
+        self,
+        name: str,
+        kind: SpanKind,
+        remote: SpanContext | None,
+        attrs: Attrs,
+        extra: list[tuple[str, Any]] | None = None,
+        *,
+        leaf: bool = False,
+    ) -> Any:
+        """A started span and the token that makes it current (hand both to `close`).
+        `attrs` is a tuple made once per combination (its encoding is kept), `extra` the
+        span's own attributes; a `leaf` (a store call, a request to the peer: nothing runs
+        under it that starts a span) is not made current."""
         current, parent = _current()
         if remote is not None:
             parent = remote
@@ -224,7 +237,7 @@ class Tracer:
         elif mode == NEVER:
             flags = 0
         elif mode == ASK:
-            flags, state = self._ask(parent, trace_id, name, kind, attrs)
+            flags, state = self._ask(parent, trace_id, name, kind, (*attrs, *(extra or ())))
         span = Span(
             name,
             kind,
@@ -235,9 +248,10 @@ class Tracer:
             flags,
             state,
             attrs,
+            extra,
             self.sink if flags else None,
         )
-        return span, _make_current(current, span)
+        return span, None if leaf else _make_current(current, span)
 
     def _ask(
         self, parent: Any, trace_id: int, name: str, kind: SpanKind, attrs: Attrs
@@ -253,7 +267,8 @@ class Tracer:
     @staticmethod
     def close(opened: Any) -> None:
         span, token = opened
-        _leave(token)
+        if token is not None:
+            _leave(token)
         span.end()
 
 
@@ -283,6 +298,7 @@ def readable(span: Span, resource: Any) -> Any:
 
 
 def encoded(span: Span) -> bytes:
+    """`span` as a framed OTLP `Span` (encode.py)."""
     state = span.state
     return encode.span(
         span.trace_id,
@@ -294,7 +310,8 @@ def encoded(span: Span) -> bytes:
         KINDS.get(span.kind, 1),
         span.start,
         span.end_ns,
-        span.attributes(),
+        span.attrs,
+        span.extra,
         span.code,
         span.message,
     )

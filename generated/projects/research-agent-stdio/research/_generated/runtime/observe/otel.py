@@ -312,11 +312,15 @@ class Telemetry:
         method, params = attrs["method"], attrs.get("params")
         values = self._connection(attrs.get("conn"), method)
         sid = _session(params)
-        if sid is not None:
-            values = (*values, ("acp.session_id", sid))
         started = time.perf_counter()
         outcome, code = "ok", 0
-        opened = self.tracer.open(method, SpanKind.SERVER, _meta_context(params), values)
+        opened = self.tracer.open(
+            method,
+            SpanKind.SERVER,
+            _meta_context(params),
+            values,
+            None if sid is None else [("acp.session_id", sid)],
+        )
         try:
             return await work
         except BaseException as exc:
@@ -336,12 +340,11 @@ class Telemetry:
     async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """A request sent to the peer (a CLIENT span): its trace context in `_meta`."""
         method, params = attrs["method"], attrs.get("params")
-        values: spans.Attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method))
+        values = self._connection(None, method)
         sid = _session(params)
-        if sid is not None:
-            values = (*values, ("acp.session_id", sid))
         outcome = "ok"
-        opened = self.tracer.open(method, SpanKind.CLIENT, None, values)
+        own = None if sid is None else [("acp.session_id", sid)]
+        opened = self.tracer.open(method, SpanKind.CLIENT, None, values, own, leaf=True)
         try:
             span = opened[0]
             if self.tracer.sink is not None and type(params) is dict:  # the frame: later
@@ -371,14 +374,14 @@ class Telemetry:
         if not self.models and "pydantic_ai" in sys.modules:
             self.models = True
             providers.instrument_models(self.tracer_provider, self.meter_provider, self.content)
-        values: spans.Attrs = (("acp.session_id", str(attrs.get("session", ""))[:MAX_ID]),)
+        own: list[tuple[str, Any]] = [("acp.session_id", str(attrs.get("session", ""))[:MAX_ID])]
         prompt = attrs.get("prompt")
         if self.content and type(prompt) is list:
             text = "".join(str(b.get("text", "")) for b in prompt if type(b) is dict)
-            values = (*values, ("acp.prompt.text", text))
+            own.append(("acp.prompt.text", text))
         started = time.perf_counter()
         reason = "error"
-        opened = self.tracer.open("acp.turn", SpanKind.INTERNAL, None, values)
+        opened = self.tracer.open("acp.turn", SpanKind.INTERNAL, None, (), own)
         try:
             reason = await work
             return reason
@@ -404,13 +407,10 @@ class Telemetry:
 
     async def _tool(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
         """One MCP tool call (a CLIENT span); failures counted by kind."""
-        values: spans.Attrs = (
-            ("mcp.method.name", "tools/call"),
-            ("gen_ai.tool.name", str(attrs.get("tool"))),
-        )
+        own = [("mcp.method.name", "tools/call"), ("gen_ai.tool.name", str(attrs.get("tool")))]
         if attrs.get("server"):
-            values = (*values, ("mcp.server", str(attrs["server"])))
-        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, values)
+            own.append(("mcp.server", str(attrs["server"])))
+        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, (), own)
         span = opened[0]
         try:
             result = await work
@@ -434,7 +434,7 @@ class Telemetry:
         values = self.store_attrs.get(op)
         if values is None:
             values = self.store_attrs[op] = (("acp.store.op", op),)
-        opened = self.tracer.open(f"store {op}", SpanKind.CLIENT, None, values)
+        opened = self.tracer.open(f"store {op}", SpanKind.CLIENT, None, values, leaf=True)
         try:
             return await work
         except BaseException as exc:
@@ -454,7 +454,7 @@ class Telemetry:
         """A prompt waiting for its session's turn."""
         key, make = ("queued",), dict
         self.add("acp.prompts.queued", 1, key, make)
-        opened = self.tracer.open("acp.prompt.queued", SpanKind.INTERNAL, None, ())
+        opened = self.tracer.open("acp.prompt.queued", SpanKind.INTERNAL, None, (), leaf=True)
         try:
             return await work
         finally:

@@ -28,6 +28,7 @@ header value, key, prompt or file content (the prompt's text only with
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import weakref
@@ -75,12 +76,22 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
     stop()
     if tracer_provider is None and meter_provider is None and not configured():
         return False
+    # the SDK, its exporters, protobuf and requests are ~100k long-lived objects: loaded
+    # with the collector off, then frozen (`gc.freeze`), so that no later collection walks
+    # them again (as the model room's warm-up does with what it loads)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         from . import otel
+
+        _state.on = otel.Telemetry.start(tracer_provider, meter_provider, _gauges)
     except ImportError as exc:  # configured, but the extra is not installed
         log.warning("OTEL_* is set but the otel extra is not installed (%s): no telemetry", exc)
         return False
-    _state.on = otel.Telemetry.start(tracer_provider, meter_provider, _gauges)
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
     return True
 
 

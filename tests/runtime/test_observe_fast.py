@@ -272,3 +272,41 @@ def test_sampling_follows_the_providers_sampler() -> None:
     assert off.mode == 3
     off.close(off.open("x", SpanKind.INTERNAL, REMOTE, ()))
     assert len(kept) == 1
+
+
+def test_turning_on_from_the_environment_freezes_what_it_loaded(tmp_path: Any) -> None:
+    """The SDK, the exporters, protobuf and requests load with the collector off and are
+    then frozen: no later collection during a turn walks them (the collector is on again)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import gc\n"
+        "before = gc.get_freeze_count()\n"
+        "from runtime import observe\n"
+        "assert observe.on()\n"
+        "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http\n"
+        "print(gc.isenabled(), gc.get_freeze_count() - before)\n"
+        "observe.stop()\n"
+    )
+    templates = Path(__file__).resolve().parents[2] / "templates"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(templates),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+    }
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert got.returncode == 0, got.stderr
+    enabled, frozen = got.stdout.split()
+    assert enabled == "True"
+    assert int(frozen) > 20_000  # the SDK and its dependencies, frozen

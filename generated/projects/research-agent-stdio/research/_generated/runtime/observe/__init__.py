@@ -6,7 +6,10 @@ On when the project's `otel` extra is installed and the standard variables confi
 exporter (`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
 ...; `OTEL_SDK_DISABLED=true` keeps it off), or when a program passes its own providers
 to `configure` (tests: the SDK's in-memory exporters).  Only then is the SDK imported
-(`otel.py`).  The rest of the runtime calls:
+(`otel.py`: the hooks; `providers.py`: the SDK's providers from `OTEL_*`, for pydantic-ai
+and the MCP SDK; `spans.py`, `tally.py`, `encode.py`: the runtime's own spans and metrics,
+recorded as plain values and written as OTLP or Prometheus' text off the event loop, a
+few us a span where the SDK's cost ~50).  The rest of the runtime calls:
 
 * ``traced(kind, work, **attrs)``: `work` (an awaitable) as a span of `kind`, the metrics
   that kind counts recorded as it ends: ``request`` (one served JSON-RPC request: the

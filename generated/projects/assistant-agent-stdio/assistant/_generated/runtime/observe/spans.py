@@ -438,6 +438,3 @@ class Processors:
     def __call__(self, span: Span) -> None:
         if self.processor is not None:
             self.processor.on_end(readable(span, self.provider.resource))
-
-    def stop(self) -> None:
-        return

@@ -103,6 +103,10 @@ _UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
 _LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
 _FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
 _KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
+# trace_id (1, 16 bytes, as two big-endian halves) and span_id (2, 8 bytes), with tags
+_IDS = struct.Struct(">HQQHQ")
+_PARENT = struct.Struct(">HQ")  # parent_span_id (4)
+_HALF = (1 << 64) - 1
 
 
 _fixed: dict[int, tuple[Any, bytes]] = {}  # id of an attribute tuple -> (it, its encoding)
@@ -152,12 +156,9 @@ def span(
         status = _UNSET
     body = b"".join(
         [
-            b"\x0a\x10",
-            trace_id.to_bytes(16, "big"),
-            b"\x12\x08",
-            span_id.to_bytes(8, "big"),
+            _IDS.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span_id),
             field(3, trace_state.encode()) if trace_state else b"",
-            b"\x22\x08" + parent_id.to_bytes(8, "big") if parent_id else b"",
+            _PARENT.pack(0x2208, parent_id) if parent_id else b"",
             named,
             _KIND[kind],
             _TIMES.pack(0x39, start, 0x41, end),

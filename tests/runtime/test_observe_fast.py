@@ -310,3 +310,17 @@ def test_turning_on_from_the_environment_freezes_what_it_loaded(tmp_path: Any) -
     enabled, frozen = got.stdout.split()
     assert enabled == "True"
     assert int(frozen) > 20_000  # the SDK and its dependencies, frozen
+
+
+def test_through_the_context_api_the_spans_are_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the default runtime context's `ContextVar` (another `OTEL_PYTHON_CONTEXT`),
+    the tracer goes through OpenTelemetry's `attach`/`detach`: the same tree."""
+    fast = _spans()
+    monkeypatch.setattr(spans, "_VAR", None)
+    slow = _spans()
+    assert [(s.name, bool(s.parent_id), s.remote) for s in slow] == [
+        (s.name, bool(s.parent_id), s.remote) for s in fast
+    ]
+    store, turn, request, _ = slow
+    assert (store.parent_id, turn.parent_id) == (turn.span_id, request.span_id)
+    assert request.parent_id == REMOTE.span_id

@@ -47,14 +47,6 @@ if not _KEY or type(_VAR) is not contextvars.ContextVar:
     _VAR = None
 
 
-def _current() -> tuple[Any, Any]:
-    """The current context and its span."""
-    if _VAR is None:
-        return None, trace.get_current_span()
-    ctx = _VAR.get()
-    return ctx, ctx.get(_KEY) or trace.INVALID_SPAN
-
-
 def _make_current(ctx: Any, span: Any) -> Any:
     if _VAR is None:
         return otel_context.attach(_in_context(span))
@@ -213,7 +205,11 @@ class Tracer:
         `attrs` is a tuple made once per combination (its encoding is kept), `extra` the
         span's own attributes; a `leaf` (a store call, a request to the peer: nothing runs
         under it that starts a span) is not made current."""
-        current, parent = _current()
+        if _VAR is not None:  # the current span, read directly
+            current = _VAR.get()
+            parent = current.get(_KEY) or trace.INVALID_SPAN
+        else:
+            current, parent = None, trace.get_current_span()
         if remote is not None:
             parent = remote
         if type(parent) is Span:
@@ -251,7 +247,11 @@ class Tracer:
             extra,
             self.sink if flags else None,
         )
-        return span, None if leaf else _make_current(current, span)
+        if leaf:
+            return span, None
+        if _VAR is not None:  # as `_make_current`, inline (two spans a prompt)
+            return span, _VAR.set(_Context({**current, _KEY: span}))
+        return span, _make_current(current, span)
 
     def _ask(
         self, parent: Any, trace_id: int, name: str, kind: SpanKind, attrs: Attrs

@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo check test test-fast bench bench-stdio regen-golden cluster
+.PHONY: setup demo check test test-fast test-durations bench bench-stdio regen-golden cluster
 
 $(BIN)/agentgen: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,11 +26,19 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy generator templates/runtime
 
+# Two workers; a module's tests run on one of them (its module fixtures built once, not
+# once a worker), the longest modules first (tests/durations.json): tests/conftest.py.
+XDIST := -n 2 --dist loadscope --no-loadscope-reorder
+
 test: setup
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q $(XDIST)
 
 test-fast: setup
-	$(BIN)/pytest -q -n 2 -m "not slow"
+	$(BIN)/pytest -q $(XDIST) -m "not slow"
+
+# tests/durations.json anew (seconds a test, from a whole run): what orders the units
+test-durations: setup
+	AGENTGEN_RECORD_DURATIONS=tests/durations.json $(BIN)/pytest -q $(XDIST)
 
 bench: setup
 	$(BIN)/python bench/run_all.py

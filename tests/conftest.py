@@ -75,6 +75,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     the KeyboardInterrupt then landed in hypothesis' gc callback, a traceback at the end
     of a run whose every test passed. What the collection here finalizes still reaches
     pytest's unraisable-exception report."""
+    _write_durations(session.config)
     gc.collect()
     gc.freeze()
 
@@ -210,6 +211,60 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _running["item"] = None
+
+
+# Two xdist workers (`make test`: `-n 2 --dist loadscope --no-loadscope-reorder`): the
+# tests of a module (or of a class) run on one worker, so a fixture built once per module
+# (a generated project, the built wheel, a server) is built once, not once a worker. The
+# modules are handed out longest first by tests/durations.json (seconds a test, written
+# by `make test-durations`), so the two workers finish together instead of one starting a
+# long module when the other is done. (Not `loadgroup`: under pytest 9 xdist 3.8 cannot
+# rename a test to its group, and every test is then its own unit.)
+DURATIONS = REPO / "tests" / "durations.json"
+_UNKNOWN_SLOW = 10.0  # a slow test not yet recorded: placed among the long ones
+
+
+def _recorded_durations() -> dict[str, float]:
+    try:
+        data: dict[str, float] = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a worker, the longest units first (both workers collect: they order alike); a
+    run in one process keeps the files' order."""
+    if not hasattr(config, "workerinput"):
+        return
+    known = _recorded_durations()
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:  # xdist's loadscope unit: the id up to its last `::`
+        units.setdefault(item.nodeid.rsplit("::", 1)[0], []).append(item)
+
+    def cost(item: pytest.Item) -> float:
+        default = _UNKNOWN_SLOW if item.get_closest_marker("slow") else 0.0
+        return known.get(item.nodeid, default)
+
+    ordered = sorted(units.values(), key=lambda unit: -sum(cost(i) for i in unit))
+    items[:] = [item for unit in ordered for item in unit]
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("AGENTGEN_RECORD_DURATIONS"):
+        _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def _write_durations(config: pytest.Config) -> None:
+    target = os.environ.get("AGENTGEN_RECORD_DURATIONS")
+    if not target or hasattr(config, "workerinput") or not _durations:
+        return
+    # tests under half a second are left out: unrecorded, they come last, in order
+    kept = {k: round(v, 1) for k, v in sorted(_durations.items()) if v >= 0.5}
+    Path(target).write_text(json.dumps(kept, indent=0) + "\n", encoding="utf-8")
 
 
 def _sha256(path: Path) -> str | None:

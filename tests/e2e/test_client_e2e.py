@@ -69,7 +69,7 @@ from typing import Any
 
 import pytest
 from conftest import upstream_schemas
-from project_support import import_from
+from project_support import import_from, models_once
 from wait_support import Arrivals
 
 from generator.protocol.revision import describe
@@ -143,28 +143,6 @@ class Cell:
         return {"Authorization": f"Bearer {TOKEN}"} if self.agent == "research" else {}
 
 
-@contextlib.contextmanager
-def _models_once() -> Iterator[None]:
-    """Protocol models depend on the schema alone: generated once per schema (the same
-    source `agentgen new` would write; only the repeated work is saved)."""
-    from generator import render
-
-    original = render._models_source
-    cache: dict[tuple[str, str], str] = {}
-
-    def cached(schema: dict[str, Any], meta: Any, label: str) -> str:
-        key = (json.dumps(schema, sort_keys=True), label)
-        if key not in cache:
-            cache[key] = original(schema, meta, label)
-        return cache[key]
-
-    render._models_source = cached
-    try:
-        yield
-    finally:
-        render._models_source = original
-
-
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterator[Any]:
     """cell(agent, revision, transport) -> Cell, scaffolded on first use (then kept for
@@ -177,7 +155,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
     built: dict[tuple[str, str, str], Cell] = {}
     servers: list[subprocess.Popen[str]] = []
     stack = contextlib.ExitStack()
-    stack.enter_context(_models_once())
+    stack.enter_context(models_once())
 
     def make(agent: str, revision: str, transport: str) -> Cell:
         key = (agent, revision, transport)

@@ -203,23 +203,31 @@ def _readme_precommit_snippet() -> dict[str, Any]:
     return data
 
 
-def test_the_readme_precommit_snippet_runs_the_hooks(installed: dict[str, Any]) -> None:
-    """The README's snippet, pointed at a local git clone of this checkout, through real
-    `pre-commit run`: pre-commit pip-installs the clone (the wheel path) and both hooks
-    pass on a fresh project; a hand-edited generated file makes agentgen-check fail."""
-    tmp: Path = installed["tmp"]
-    hooks = tmp / "hook-repo"
+@pytest.fixture(scope="module")
+def hook_repo(installed: dict[str, Any]) -> tuple[str, str]:
+    """A git clone of this checkout (its URI and commit) for the README's snippet: one for
+    the module, so pre-commit (PRE_COMMIT_HOME is the module's) pip-installs it once, in
+    the first test that runs the hooks, and the next reuses that install as a user's
+    second repository would."""
+    hooks: Path = installed["tmp"] / "hook-repo"
     shutil.copytree(installed["src"], hooks)
     _git(hooks, "init", "-q")
     _git(hooks, "add", "-A")
     _git(hooks, "commit", "-q", "-m", "agentgen")
-    sha = _git(hooks, "rev-parse", "HEAD").strip()
+    return hooks.as_uri(), _git(hooks, "rev-parse", "HEAD").strip()
 
+
+def test_the_readme_precommit_snippet_runs_the_hooks(
+    installed: dict[str, Any], hook_repo: tuple[str, str]
+) -> None:
+    """The README's snippet, pointed at a local git clone of this checkout, through real
+    `pre-commit run`: pre-commit pip-installs the clone (the wheel path) and both hooks
+    pass on a fresh project; a hand-edited generated file makes agentgen-check fail."""
+    tmp: Path = installed["tmp"]
     snippet = _readme_precommit_snippet()
     (repo_entry,) = snippet["repos"]
     assert [h["id"] for h in repo_entry["hooks"]] == ["agentgen-validate", "agentgen-check"]
-    repo_entry["repo"] = hooks.as_uri()
-    repo_entry["rev"] = sha
+    repo_entry["repo"], repo_entry["rev"] = hook_repo
 
     work: Path = installed["work"]
     proj = work / "hooked"
@@ -394,21 +402,15 @@ def _readme_widened_files() -> str:
 
 
 def test_the_readme_precommit_snippet_in_a_manifest_only_repository(
-    installed: dict[str, Any],
+    installed: dict[str, Any], hook_repo: tuple[str, str]
 ) -> None:
     """A repository with manifests and no generated project: both hooks pass on valid
     manifests (agentgen-check has nothing to check), a broken one stops the commit with a
     located line, and `files:` widened as the README shows reaches review.yaml."""
     tmp: Path = installed["tmp"]
-    hooks = tmp / "hook-repo-manifests"
-    shutil.copytree(installed["src"], hooks)
-    _git(hooks, "init", "-q")
-    _git(hooks, "add", "-A")
-    _git(hooks, "commit", "-q", "-m", "agentgen")
     snippet = _readme_precommit_snippet()
     (repo_entry,) = snippet["repos"]
-    repo_entry["repo"] = hooks.as_uri()
-    repo_entry["rev"] = _git(hooks, "rev-parse", "HEAD").strip()
+    repo_entry["repo"], repo_entry["rev"] = hook_repo
 
     repo = installed["work"] / "manifests-only"
     (repo / "echo").mkdir(parents=True)

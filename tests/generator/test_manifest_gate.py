@@ -181,7 +181,15 @@ def _start_new(parent: Path, name: str, env: dict[str, str] | None = None) -> su
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # Ctrl-C as a terminal delivers it: a run started in the background by a shell
+        # without job control ignores SIGINT, and the child would inherit that (then the
+        # SIGINT below did nothing and the test waited out the pause, 60 s, and failed)
+        preexec_fn=_default_sigint,  # noqa: PLW1509 - one signal call, no lock taken
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_staging(proc: subprocess.Popen[str], parent: Path) -> Path:

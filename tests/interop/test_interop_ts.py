@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,31 +38,6 @@ def sdk_root() -> Path:
     return ts_peer.install()
 
 
-@contextlib.contextmanager
-def _shared_models() -> Iterator[None]:
-    """Protocol models depend on the schema alone: generated once per revision and run."""
-    from generator import render
-
-    original = getattr(render, "_models_source", None)
-    if original is None:
-        yield
-        return
-    cache: dict[tuple[str, str], str] = _MODELS
-
-    def cached(schema: dict[str, Any], meta: Any, label: str) -> str:
-        key = (json.dumps(schema, sort_keys=True), label)
-        if key not in cache:
-            cache[key] = original(schema, meta, label)
-        return cache[key]
-
-    render._models_source = cached  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        render._models_source = original  # type: ignore[attr-defined]
-
-
-_MODELS: dict[tuple[str, str], str] = {}
 _BUILT: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
 
 
@@ -80,16 +55,15 @@ def build(sdk_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
         package = f"ts_{example.replace('-', '_')}_{revision.replace('-', '_')}"
         schema = json.loads(ts_peer.schema_file(sdk_root, revision).read_text())
         manifest = load_manifest(REPO / "examples" / example / "agent.yaml").data
-        with _shared_models():
-            write_project(
-                tmp,
-                package,
-                schema=schema,
-                manifest=manifest,
-                source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
-                handlers=(REPO / "examples" / example / "handlers.py").read_text(),
-                main="from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent)\n",
-            )
+        write_project(
+            tmp,
+            package,
+            schema=schema,
+            manifest=manifest,
+            source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
+            handlers=(REPO / "examples" / example / "handlers.py").read_text(),
+            main="from ._generated import run_agent\nfrom .handlers import Agent\n\nrun_agent(Agent)\n",
+        )
         env = {**os.environ, "PYTHONPATH": str(tmp), "ACP_SESSION_DB": str(tmp / f"{package}.db")}
         _BUILT[key] = (package, env)
         return _BUILT[key]
@@ -492,16 +466,15 @@ def test_generated_client_drives_ts_echo_agent(
     package = f"tsclient_{revision.replace('-', '_')}"
     schema = json.loads(ts_peer.schema_file(sdk_root, revision).read_text())
     manifest = {"name": "ts-client", "version": "0.1.0"}
-    with _shared_models():
-        write_project(
-            tmp_path,
-            package,
-            schema=schema,
-            manifest=manifest,
-            role="client",
-            source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
-            handlers=CLIENT_HANDLERS,
-        )
+    write_project(
+        tmp_path,
+        package,
+        schema=schema,
+        manifest=manifest,
+        role="client",
+        source_label=f"npm:{ts_peer.SDK}@{ts_peer.SDK_VERSION}#{revision}",
+        handlers=CLIENT_HANDLERS,
+    )
     # a generated project, not on pytest's pythonpath: imported by its package name
     handlers = import_from(tmp_path, f"{package}.handlers")
     dispatcher = importlib.import_module(f"{package}._generated.dispatcher")

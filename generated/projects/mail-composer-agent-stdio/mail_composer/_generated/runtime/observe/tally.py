@@ -167,7 +167,7 @@ class PrometheusCollector:
                     running = 0
                     for edge, n in zip((*bounds, math.inf), buckets, strict=True):
                         running += n
-                        le = floatToGoString(edge)  # type: ignore[no-untyped-call]
+                        le = floatToGoString(edge)  # type: ignore[no-untyped-call,unused-ignore]
                         family.add_sample(f"{base}_bucket", {**labels, "le": le}, running)
                     family.add_sample(f"{base}_count", labels, count)
                     family.add_sample(f"{base}_sum", labels, total)

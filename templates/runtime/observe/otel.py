@@ -244,16 +244,7 @@ class Telemetry:
     @staticmethod
     def _reader(gauges: Gauges, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def read(options: CallbackOptions) -> Iterable[Observation]:
-            entries = gauges.get(name, [])
-            total = 0.0
-            alive = []
-            for ref, value in entries:
-                owner = ref()
-                if owner is not None:
-                    alive.append((ref, value))
-                    total += value(owner)
-            entries[:] = alive
-            return [Observation(total)]
+            return [Observation(tally.gauge_total(gauges, name))]
 
         return read
 

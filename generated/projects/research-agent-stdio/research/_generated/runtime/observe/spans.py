@@ -47,12 +47,6 @@ if not _KEY or type(_VAR) is not contextvars.ContextVar:
     _VAR = None
 
 
-def _make_current(ctx: Any, span: Any) -> Any:
-    if _VAR is None:
-        return otel_context.attach(_in_context(span))
-    return _VAR.set(_Context({**ctx, _KEY: span}))
-
-
 def _leave(token: Any) -> None:
     if _VAR is None:
         otel_context.detach(token)
@@ -251,9 +245,9 @@ class Tracer:
         )
         if leaf:
             return span, None
-        if _VAR is not None:  # as `_make_current`, inline (two spans a prompt)
+        if _VAR is not None:  # set directly, as `attach` would (two spans a prompt)
             return span, _VAR.set(_Context({**current, _KEY: span}))
-        return span, _make_current(current, span)
+        return span, otel_context.attach(_in_context(span))
 
     def _ask(
         self, parent: Any, trace_id: int, name: str, kind: SpanKind, attrs: Attrs
@@ -305,7 +299,7 @@ def encoded(span: Span) -> bytes:
     return encode.span(
         span.trace_id,
         span.span_id,
-        ",".join(f"{k}={v}" for k, v in state.items()) if state else "",
+        state.to_header() if state else "",
         span.parent_id,
         span.remote,
         span.name,
@@ -317,32 +311,6 @@ def encoded(span: Span) -> bytes:
         span.code,
         span.message,
     )
-
-
-class OtlpSpans:
-    """A batch of spans as one OTLP/HTTP request, sent by the SDK exporter's HTTP client
-    (its endpoint, headers, TLS, compression, retries: the `OTEL_EXPORTER_OTLP_*`
-    variables); an exporter without that client is given the SDK's spans."""
-
-    def __init__(self, exporter: Any, resource: Any) -> None:
-        self.exporter = exporter
-        self.resource = resource
-        self.client = getattr(exporter, "_client", None)
-        if not callable(getattr(self.client, "export", None)):
-            self.client = None
-        self.head = encode.resource(resource.attributes), encode.scope(SCOPE, None)
-
-    def __call__(self, batch: Sequence[Span]) -> None:
-        if self.client is None:
-            self.exporter.export([readable(s, self.resource) for s in batch])
-            return
-        data = encode.traces(*self.head, [encoded(s) for s in batch])
-        got = self.client.export(data)
-        if not getattr(got, "success", True):
-            log.warning("OTLP: %d spans not exported (%s)", len(batch), got.reason)
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
 
 
 class SdkSpans:
@@ -357,6 +325,28 @@ class SdkSpans:
 
     def shutdown(self) -> None:
         self.exporter.shutdown()
+
+
+class OtlpSpans(SdkSpans):
+    """A batch of spans as one OTLP/HTTP request, sent by the SDK exporter's HTTP client
+    (its endpoint, headers, TLS, compression, retries: the `OTEL_EXPORTER_OTLP_*`
+    variables); an exporter without that client is given the SDK's spans."""
+
+    def __init__(self, exporter: Any, resource: Any) -> None:
+        super().__init__(exporter, resource)
+        self.client = getattr(exporter, "_client", None)
+        if not callable(getattr(self.client, "export", None)):
+            self.client = None
+        self.head = encode.resource(resource.attributes), encode.scope(SCOPE, None)
+
+    def __call__(self, batch: Sequence[Span]) -> None:
+        if self.client is None:
+            super().__call__(batch)
+            return
+        data = encode.traces(*self.head, [encoded(s) for s in batch])
+        got = self.client.export(data)
+        if not getattr(got, "success", True):
+            log.warning("OTLP: %d spans not exported (%s)", len(batch), got.reason)
 
 
 class Batch:

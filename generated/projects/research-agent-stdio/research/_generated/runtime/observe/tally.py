@@ -32,6 +32,21 @@ Gauges = Mapping[str, list[tuple[Any, Callable[[Any], float]]]]
 Make = Callable[[], dict[str, str]]
 
 
+def gauge_total(registry: Gauges, name: str) -> float:
+    """Gauge `name`: its owners' values summed; an owner gone counts nothing and is
+    forgotten."""
+    entries = registry.get(name, [])
+    total = 0.0
+    alive = []
+    for ref, value in entries:
+        owner = ref()
+        if owner is not None:
+            alive.append((ref, value))
+            total += value(owner)
+    entries[:] = alive
+    return total
+
+
 class Tally:
     """The runtime's instruments (`INSTRUMENTS`: counter, updown, histogram), their points
     keyed by label set; gauges read when the metrics are."""
@@ -108,20 +123,8 @@ class Tally:
                     ]
                     out.append((name, kind, unit, text, copied))
         for name, (unit, text) in self.gauge_specs.items():
-            out.append((name, "gauge", unit, text, [[{}, self._gauge(name)]]))
+            out.append((name, "gauge", unit, text, [[{}, gauge_total(self.registry, name)]]))
         return out
-
-    def _gauge(self, name: str) -> float:
-        entries = self.registry.get(name, [])
-        total = 0.0
-        alive = []
-        for ref, value in entries:
-            owner = ref()
-            if owner is not None:
-                alive.append((ref, value))
-                total += value(owner)
-        entries[:] = alive
-        return total
 
     def otlp(self, resource: bytes, scope: bytes) -> bytes:
         now = time.time_ns()

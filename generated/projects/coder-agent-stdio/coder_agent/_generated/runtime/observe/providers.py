@@ -66,13 +66,13 @@ def tracer_provider() -> tuple[Any, list[Any]]:
     return provider, exports
 
 
-def meter_provider() -> tuple[Any, list[str]]:
+def meter_provider() -> tuple[Any, list[str], Any]:
     """The environment's meter provider (None: no metrics exporter named), for
-    pydantic-ai's metrics, and the exporters named (the runtime's own metrics go to the
-    same places from its tally)."""
+    pydantic-ai's metrics, the exporters named (the runtime's own metrics go to the same
+    places from its tally) and the resource (the tally's too)."""
     names = exporters("OTEL_METRICS_EXPORTER")
     if not names:
-        return None, []
+        return None, [], None
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import (
         ConsoleMetricExporter,
@@ -107,10 +107,9 @@ def meter_provider() -> tuple[Any, list[str]]:
         from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
 
         exemplars = AlwaysOffExemplarFilter()
-    provider = MeterProvider(
-        resource=Resource.create(), metric_readers=readers, exemplar_filter=exemplars
-    )
-    return provider, known
+    resource = Resource.create()
+    provider = MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=exemplars)
+    return provider, known, resource
 
 
 def instrument_models(tracer_provider: Any, meter_provider: Any, content: bool) -> None:

@@ -136,6 +136,7 @@ class Telemetry:
         owned: bool,
         span_exports: list[Any] | None = None,
         metric_exporters: list[str] | None = None,
+        resource: Any = None,
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
@@ -153,7 +154,7 @@ class Telemetry:
                 meter.create_observable_gauge(name, [self._reader(gauges, name)], unit, text)
         elif meter_provider is not None:
             self.tally = tally.Tally(INSTRUMENTS, GAUGES, gauges)
-            self._export_tally(meter_provider, metric_exporters or [])
+            self._export_tally(resource, metric_exporters or [])
         else:
             self.tally = _Nothing()
         self.record = self.tally.record
@@ -181,7 +182,7 @@ class Telemetry:
         self.jobs.append(batch)
         return spans.Tracer(sampler, batch)
 
-    def _export_tally(self, provider: Any, names: list[str]) -> None:
+    def _export_tally(self, resource: Any, names: list[str]) -> None:
         interval = providers.number("OTEL_METRIC_EXPORT_INTERVAL", 60000) / 1000
         preference = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "")
         if preference.strip().lower() not in ("", "cumulative"):
@@ -191,9 +192,8 @@ class Telemetry:
                 from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                     OTLPMetricExporter,
                 )
-                from opentelemetry.sdk.resources import Resource
 
-                otlp = tally.OtlpMetrics(self.tally, OTLPMetricExporter(), Resource.create())
+                otlp = tally.OtlpMetrics(self.tally, OTLPMetricExporter(), resource)
                 self.jobs.append(tally.Periodic(otlp, interval, "acp-otel-metrics"))
             elif name == "console":
                 console = tally.ConsoleMetrics(self.tally)
@@ -210,7 +210,7 @@ class Telemetry:
         if not owned:
             return cls(tracer_provider, meter_provider, gauges, owned=False)
         tracer_provider, exports = providers.tracer_provider()
-        meter_provider, names = providers.meter_provider()
+        meter_provider, names, resource = providers.meter_provider()
         if tracer_provider is not None:  # the MCP SDK and others join the same traces
             trace.set_tracer_provider(tracer_provider)
         if meter_provider is not None:
@@ -222,6 +222,7 @@ class Telemetry:
             owned=True,
             span_exports=exports,
             metric_exporters=names,
+            resource=resource,
         )
 
     def stop(self) -> None:

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
 from prometheus_client import CollectorRegistry, generate_latest
-from runtime.observe import encode, otel, spans, tally
+from runtime.observe import encode, otel, providers, spans, tally
 
 RESOURCE = Resource.create({"service.name": "fast-test", "deployment": "t", "replicas": 3})
 REMOTE = SpanContext(
@@ -126,6 +126,56 @@ def test_the_installed_otlp_exporters_have_the_client_the_fast_path_posts_throug
         RESOURCE,
     )
     assert callable(getattr(metric_export.client, "export", None))
+
+
+def test_the_exporters_session_reads_the_proxy_from_the_environment_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime's OTLP exporters post through `providers.session()`: HTTP_PROXY is
+    honoured (the spans reach the collector through the proxy, here a server of the
+    test's), and read once for the endpoint, not at every export."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import requests.sessions
+
+    seen: list[tuple[str, int]] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:  # a proxy is sent the absolute URL
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, len(ExportTraceServiceRequest.FromString(body).resource_spans)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    reads = []
+    read = requests.sessions.get_environ_proxies
+    monkeypatch.setattr(
+        requests.sessions,
+        "get_environ_proxies",
+        lambda *a, **k: reads.append(a) or read(*a, **k),
+    )
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
+    endpoint = "http://collector.invalid:4318/v1/traces"
+    try:
+        export = spans.OtlpSpans(
+            OTLPSpanExporter(endpoint=endpoint, session=providers.session()), RESOURCE
+        )
+        assert export.client is not None
+        export(_spans())
+        export(_spans())
+    finally:
+        server.shutdown()
+    assert seen == [(endpoint, 1), (endpoint, 1)]
+    assert len(reads) == 1
 
 
 class _Owner:

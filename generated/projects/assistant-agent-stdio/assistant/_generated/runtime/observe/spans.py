@@ -47,16 +47,6 @@ if not _KEY or type(_VAR) is not contextvars.ContextVar:
     _VAR = None
 
 
-def _leave(token: Any) -> None:
-    if _VAR is None:
-        otel_context.detach(token)
-        return
-    try:
-        _VAR.reset(token)
-    except ValueError:  # made in another context (never by the runtime's own hooks)
-        log.debug("a span's context was left from another context")
-
-
 Attrs = tuple[tuple[str, Any], ...]
 # how a tracer samples: its sampler is asked; parent-based, a root sampled (the default);
 # every span; none
@@ -170,6 +160,21 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
                 self.sink(self)
 
 
+def _under(parent: Any) -> tuple[int, int, int, TraceState, bool]:
+    """The trace id, parent id, flags, trace state and remoteness of a span started under
+    `parent` (another tracer's span, a remote SpanContext, None): a new trace when it has
+    no valid context."""
+    ctx = None
+    if parent is not None:
+        ctx = parent if type(parent) is SpanContext else parent.get_span_context()
+    if ctx is not None and ctx.is_valid:
+        return ctx.trace_id, ctx.span_id, ctx.trace_flags & 1, ctx.trace_state, ctx.is_remote
+    trace_id = 0
+    while not trace_id:
+        trace_id = _bits(128)
+    return trace_id, 0, 1, _NO_STATE, False
+
+
 class Tracer:
     """Opens and closes the runtime's spans under the current span of OpenTelemetry's
     context (or a remote parent), sampled as `sampler` (the provider's) decides."""
@@ -201,9 +206,9 @@ class Tracer:
         `attrs` is a tuple made once per combination (its encoding is kept), `extra` the
         span's own attributes; a `leaf` (a store call, a request to the peer: nothing runs
         under it that starts a span) is not made current."""
-        if _VAR is not None:  # the current span, read directly
+        if _VAR is not None:  # the current span, read directly (None: no span)
             current = _VAR.get()
-            parent = current.get(_KEY) or trace.INVALID_SPAN
+            parent = current.get(_KEY)
         else:
             current, parent = None, trace.get_current_span()
         if remote is not None:
@@ -212,14 +217,7 @@ class Tracer:
             trace_id, parent_id, flags = parent.trace_id, parent.span_id, parent.flags
             state, is_remote = parent.state, False
         else:
-            ctx = parent if type(parent) is SpanContext else parent.get_span_context()
-            if ctx.is_valid:
-                trace_id, parent_id, flags = ctx.trace_id, ctx.span_id, ctx.trace_flags & 1
-                state, is_remote = ctx.trace_state, ctx.is_remote
-            else:
-                trace_id, parent_id, flags, state, is_remote = 0, 0, 1, _NO_STATE, False
-                while not trace_id:
-                    trace_id = _bits(128)
+            trace_id, parent_id, flags, state, is_remote = _under(parent)
         span_id = 0
         while not span_id:
             span_id = _bits(64)
@@ -252,7 +250,9 @@ class Tracer:
     def _ask(
         self, parent: Any, trace_id: int, name: str, kind: SpanKind, attrs: Attrs
     ) -> tuple[int, TraceState]:
-        if type(parent) is SpanContext:
+        if parent is None:
+            parent = trace.INVALID_SPAN
+        elif type(parent) is SpanContext:
             parent = trace.NonRecordingSpan(parent)
         got = self.sampler.should_sample(
             _in_context(parent), trace_id, name, kind, dict(attrs), None
@@ -262,10 +262,21 @@ class Tracer:
 
     @staticmethod
     def close(opened: Any) -> None:
+        """End the span `open` started (`Span.end`, inline) and leave its context."""
         span, token = opened
         if token is not None:
-            _leave(token)
-        span.end()
+            if _VAR is None:
+                otel_context.detach(token)
+            else:
+                try:
+                    _VAR.reset(token)
+                except ValueError:  # made in another context (never by the runtime's hooks)
+                    log.debug("a span's context was left from another context")
+        if not span.end_ns:
+            span.end_ns = _time()
+            sink = span.sink
+            if sink is not None:
+                sink(span)
 
 
 # ---- sinks ----------------------------------------------------------------------------
@@ -295,22 +306,65 @@ def readable(span: Span, resource: Any) -> Any:
 
 def encoded(span: Span) -> bytes:
     """`span` as a framed OTLP `Span` (encode.py)."""
-    state = span.state
-    return encode.span(
-        span.trace_id,
-        span.span_id,
-        state.to_header() if state else "",
-        span.parent_id,
-        span.remote,
-        span.name,
-        KINDS.get(span.kind, 1),
-        span.start,
-        span.end_ns,
-        span.attrs,
-        span.extra,
-        span.code,
-        span.message,
+    return encoded_batch([span])[0]
+
+
+# a span's name, kind and fixed attributes, encoded once per combination: (its attribute
+# tuple, its kind, the bytes), keyed by the name and the tuple's identity
+_shapes: dict[tuple[str, int], tuple[Attrs, SpanKind, bytes]] = {}
+_SHORT, _LONG = 0x80, 0x4000  # a length under these takes one varint byte, two
+
+
+def _shape(name: str, kind: SpanKind, attrs: Attrs) -> tuple[Attrs, SpanKind, bytes]:
+    found = (
+        attrs,
+        kind,
+        encode.field(5, name.encode())
+        + encode.KIND[KINDS.get(kind, 1)]
+        + (encode.attributes(9, attrs) if attrs else b""),
     )
+    if len(_shapes) >= encode.MAX_CACHED:
+        _shapes.clear()
+    _shapes[(name, id(attrs))] = found  # the tuple is held: its id is not reused
+    return found
+
+
+def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
+    """Each span as a framed OTLP `Span` (field 2 of its ScopeSpans), in one loop: the
+    shape's bytes and each attribute pair's are made once, the ids and times packed by
+    one struct each."""
+    out: list[bytes] = []
+    shapes, pairs, pair = _shapes, encode.PAIRS, encode.key_value
+    with_parent, root, times = encode.IDS_PARENT.pack, encode.IDS.pack, encode.TIMES.pack
+    half, local, from_peer = encode.HALF, encode.LOCAL, encode.FROM_PEER
+    for s in batch:
+        attrs, kind, name = s.attrs, s.kind, s.name
+        shape = shapes.get((name, id(attrs)))
+        if shape is None or shape[0] is not attrs or shape[1] is not kind:
+            shape = _shape(name, kind, attrs)
+        tid, pid = s.trace_id, s.parent_id
+        if pid:
+            parts = [with_parent(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id, 0x2208, pid)]
+        else:
+            parts = [root(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id)]
+        state = s.state
+        if state is not _NO_STATE and state:
+            parts.append(encode.field(3, state.to_header().encode()))
+        parts.append(shape[2])
+        parts.append(times(0x39, s.start, 0x41, s.end_ns))
+        extra = s.extra
+        if extra:
+            for key, value in extra:
+                parts.append(pairs.get((9, key, type(value), value)) or pair(9, key, value))
+        parts.append(encode.status(s.code, s.message))
+        parts.append(from_peer if pid and s.remote else local)
+        body = b"".join(parts)
+        n = len(body)
+        if _SHORT <= n < _LONG:
+            out.append(b"\x12" + bytes((n & 0x7F | 0x80, n >> 7)) + body)
+        else:
+            out.append(b"\x12" + encode.varint(n) + body)
+    return out
 
 
 class SdkSpans:
@@ -343,7 +397,7 @@ class OtlpSpans(SdkSpans):
         if self.client is None:
             super().__call__(batch)
             return
-        data = encode.traces(*self.head, [encoded(s) for s in batch])
+        data = encode.traces(*self.head, encoded_batch(batch))
         got = self.client.export(data)
         if not getattr(got, "success", True):
             log.warning("OTLP: %d spans not exported (%s)", len(batch), got.reason)
@@ -368,11 +422,12 @@ class Batch:
 
     def __call__(self, span: Span) -> None:
         queue = self.queue
-        if len(queue) >= self.max_queue:
+        queued = len(queue)
+        if queued >= self.max_queue:
             self.dropped += 1
             return
         queue.append(span)
-        if len(queue) == self.max_batch:  # once per batch: the thread takes it whole
+        if queued == self.max_batch - 1:  # once per batch: the thread takes it whole
             self.wake.set()
 
     def _run(self) -> None:

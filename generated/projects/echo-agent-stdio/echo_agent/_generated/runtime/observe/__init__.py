@@ -114,7 +114,7 @@ def traced(kind: str, work: Awaitable[T], /, **attrs: Any) -> Awaitable[T]:
     telemetry = _state.on
     if telemetry is None:
         return work
-    return telemetry.traced(kind, work, attrs)
+    return telemetry.kinds[kind](work, attrs)
 
 
 def metric(name: str, value: float = 1, **labels: Any) -> None:

@@ -26,6 +26,7 @@ from . import providers, spans, tally
 log = logging.getLogger("acp.runtime.observe")
 
 W3C = TraceContextTextMapPropagator()
+_SERVER, _CLIENT, _INTERNAL = SpanKind.SERVER, SpanKind.CLIENT, SpanKind.INTERNAL
 REQUEST_CANCELLED = -32800
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
@@ -76,14 +77,13 @@ def _session(params: Any) -> str | None:
     return sid[:MAX_ID] if type(sid) is str else None
 
 
-def _meta_context(params: Any) -> Any:
-    """The span context a request's `_meta.traceparent` carries (None: none valid)."""
-    meta = params.get("_meta") if type(params) is dict else None
+def _meta_context(meta: Any) -> Any:
+    """The span context a request's `_meta` (its `traceparent`) carries (None: none valid)."""
     parent = meta.get("traceparent") if type(meta) is dict else None
     if type(parent) is not str:
         return None
     carrier = {"traceparent": parent}
-    state = meta.get("tracestate")  # type: ignore[union-attr]
+    state = meta.get("tracestate")
     if type(state) is str:
         carrier["tracestate"] = state
     found = trace.get_current_span(W3C.extract(carrier)).get_span_context()
@@ -193,7 +193,8 @@ class Telemetry:
                     OTLPMetricExporter,
                 )
 
-                otlp = tally.OtlpMetrics(self.tally, OTLPMetricExporter(), resource)
+                exporter = OTLPMetricExporter(session=providers.session())
+                otlp = tally.OtlpMetrics(self.tally, exporter, resource)
                 self.jobs.append(tally.Periodic(otlp, interval, "acp-otel-metrics"))
             elif name == "console":
                 console = tally.ConsoleMetrics(self.tally)
@@ -274,11 +275,9 @@ class Telemetry:
             otel_context.detach(token)
 
     # ---- spans -------------------------------------------------------------------
-    # Each kind opens its span with the tracer's `open` and ends it with `close` in a
-    # `finally`; attributes are tuples made once per combination.
-    def traced(self, kind: str, work: Awaitable[Any], attrs: dict[str, Any]) -> Awaitable[Any]:
-        return self.kinds[kind](work, attrs)
-
+    # Each kind (`kinds`, called by `observe.traced`) opens its span with the tracer's
+    # `open` and ends it with `close` in a `finally`; attributes are tuples made once per
+    # combination.
     def _connection(self, conn: Any, method: str) -> spans.Attrs:
         """A served request's attributes but its session: its connection's (transport,
         revision, replica) and its method, built once per combination."""
@@ -303,15 +302,17 @@ class Telemetry:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome)."""
         method, params = attrs["method"], attrs.get("params")
         values = self._connection(attrs.get("conn"), method)
-        sid = _session(params)
+        sid = meta = None
+        if type(params) is dict:
+            sid, meta = params.get("sessionId"), params.get("_meta")
         started = time.perf_counter()
         outcome, code = "ok", 0
         opened = self.tracer.open(
             method,
-            SpanKind.SERVER,
-            _meta_context(params),
+            _SERVER,
+            None if meta is None else _meta_context(meta),
             values,
-            None if sid is None else [("acp.session_id", sid)],
+            [("acp.session_id", sid[:MAX_ID])] if type(sid) is str else None,
         )
         try:
             return await work
@@ -336,7 +337,7 @@ class Telemetry:
         sid = _session(params)
         outcome = "ok"
         own = None if sid is None else [("acp.session_id", sid)]
-        opened = self.tracer.open(method, SpanKind.CLIENT, None, values, own, leaf=True)
+        opened = self.tracer.open(method, _CLIENT, None, values, own, leaf=True)
         try:
             span = opened[0]
             if self.tracer.sink is not None and type(params) is dict:  # the frame: later
@@ -373,7 +374,7 @@ class Telemetry:
             own.append(("acp.prompt.text", text))
         started = time.perf_counter()
         reason = "error"
-        opened = self.tracer.open("acp.turn", SpanKind.INTERNAL, None, (), own)
+        opened = self.tracer.open("acp.turn", _INTERNAL, None, (), own)
         try:
             reason = await work
             return reason
@@ -388,7 +389,7 @@ class Telemetry:
             raise
         finally:
             stop = str(reason)
-            opened[0].set_attribute("acp.stop_reason", stop)
+            own.append(("acp.stop_reason", stop))  # the span's own list: set as it ends
             self.record(
                 "acp.turn.duration",
                 time.perf_counter() - started,
@@ -402,7 +403,7 @@ class Telemetry:
         own = [("mcp.method.name", "tools/call"), ("gen_ai.tool.name", str(attrs.get("tool")))]
         if attrs.get("server"):
             own.append(("mcp.server", str(attrs["server"])))
-        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", SpanKind.CLIENT, None, (), own)
+        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", _CLIENT, None, (), own)
         span = opened[0]
         try:
             result = await work
@@ -426,7 +427,7 @@ class Telemetry:
         values = self.store_attrs.get(op)
         if values is None:
             values = self.store_attrs[op] = (("acp.store.op", op),)
-        opened = self.tracer.open(f"store {op}", SpanKind.CLIENT, None, values, leaf=True)
+        opened = self.tracer.open(f"store {op}", _CLIENT, None, values, leaf=True)
         try:
             return await work
         except BaseException as exc:
@@ -446,7 +447,7 @@ class Telemetry:
         """A prompt waiting for its session's turn."""
         key, make = ("queued",), dict
         self.add("acp.prompts.queued", 1, key, make)
-        opened = self.tracer.open("acp.prompt.queued", SpanKind.INTERNAL, None, (), leaf=True)
+        opened = self.tracer.open("acp.prompt.queued", _INTERNAL, None, (), leaf=True)
         try:
             return await work
         finally:

@@ -19,7 +19,7 @@ MAX_CACHED = 4096  # encoded key/value pairs kept, at most
 _DOUBLE = struct.Struct("<d")
 _TIMES = struct.Struct("<BQBQ")  # two fixed64 fields, each after its one-byte tag
 _FLAGS = struct.Struct("<I")
-_pairs: dict[tuple[int, str, type, Any], bytes] = {}
+PAIRS: dict[tuple[int, str, type, Any], bytes] = {}  # (field, key, type, value) -> its bytes
 _names: dict[str, bytes] = {}
 
 
@@ -67,17 +67,18 @@ def key_value(number: int, key: str, value: Any) -> bytes:
     if isinstance(value, list | tuple):  # not a key of the cache
         return field(number, field(1, key.encode()) + field(2, any_value(value)))
     pair = (number, key, type(value), value)  # True and 1 are equal keys, not equal values
-    found = _pairs.get(pair)
+    found = PAIRS.get(pair)
     if found is None:
         found = field(number, field(1, key.encode()) + field(2, any_value(value)))
-        if len(_pairs) < MAX_CACHED:
-            _pairs[pair] = found
+        if len(PAIRS) >= MAX_CACHED:  # (session ids come and go: the newest are kept)
+            PAIRS.clear()
+        PAIRS[pair] = found
     return found
 
 
 def attributes(number: int, attrs: Iterable[tuple[str, Any]]) -> bytes:
     return b"".join(
-        [_pairs.get((number, k, type(v), v)) or key_value(number, k, v) for k, v in attrs]
+        [PAIRS.get((number, k, type(v), v)) or key_value(number, k, v) for k, v in attrs]
     )
 
 
@@ -99,14 +100,17 @@ REMOTE_KNOWN = 0x100  # SpanFlags: whether the parent is remote is known ...
 REMOTE = 0x200  # ... and it is
 
 
-_UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
-_LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
-_FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
-_KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
-# trace_id (1, 16 bytes, as two big-endian halves) and span_id (2, 8 bytes), with tags
-_IDS = struct.Struct(">HQQHQ")
-_PARENT = struct.Struct(">HQ")  # parent_span_id (4)
-_HALF = (1 << 64) - 1
+UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
+LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
+FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
+KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
+# trace_id (1, 16 bytes, as two big-endian halves) and span_id (2, 8 bytes), with tags;
+# then parent_span_id (4) when there is a parent
+IDS = struct.Struct(">HQQHQ")
+IDS_PARENT = struct.Struct(">HQQHQHQ")
+_PARENT = struct.Struct(">HQ")
+TIMES = _TIMES
+HALF = (1 << 64) - 1
 
 
 _fixed: dict[int, tuple[Any, bytes]] = {}  # id of an attribute tuple -> (it, its encoding)
@@ -147,28 +151,31 @@ def span(
         named = field(5, name.encode())
         if len(_names) < MAX_CACHED:
             _names[name] = named
-    if code or message:
-        status = (field(2, message.encode()) if message else b"") + (
-            b"\x18" + varint(code) if code else b""
-        )
-        status = b"\x7a" + varint(len(status)) + status
-    else:
-        status = _UNSET
     body = b"".join(
         [
-            _IDS.pack(0x0A10, trace_id >> 64, trace_id & _HALF, 0x1208, span_id),
+            IDS.pack(0x0A10, trace_id >> 64, trace_id & HALF, 0x1208, span_id),
             field(3, trace_state.encode()) if trace_state else b"",
             _PARENT.pack(0x2208, parent_id) if parent_id else b"",
             named,
-            _KIND[kind],
+            KIND[kind],
             _TIMES.pack(0x39, start, 0x41, end),
             _common(attrs) if attrs else b"",
             attributes(9, extra) if extra else b"",
-            status,
-            _FROM_PEER if parent_id and parent_remote else _LOCAL,
+            status(code, message),
+            FROM_PEER if parent_id and parent_remote else LOCAL,
         ]
     )
     return b"\x12" + varint(len(body)) + body
+
+
+def status(code: int, message: str) -> bytes:
+    """A span's `Status` field (message 2, code 3)."""
+    if not code and not message:
+        return UNSET
+    body = (field(2, message.encode()) if message else b"") + (
+        b"\x18" + varint(code) if code else b""
+    )
+    return b"\x7a" + varint(len(body)) + body
 
 
 def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:

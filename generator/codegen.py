@@ -54,9 +54,19 @@ def run(
         ) from None
 
 
+def _ruff() -> str:
+    return shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+
+
+def ruff_version() -> str:
+    """`ruff --version` of the ruff `ruff_format` runs (what the models cache is keyed by)."""
+    proc = subprocess.run([_ruff(), "--version"], capture_output=True, check=False)
+    return proc.stdout.decode(errors="replace").strip() or f"ruff exit {proc.returncode}"
+
+
 def ruff_format(source: str, filename: str = "generated.py") -> str:
     """`source` formatted by ruff (line length 100), as every generated file is."""
-    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    ruff = _ruff()
     proc = subprocess.run(
         [ruff, "format", "--line-length", "100", "--stdin-filename", filename, "-"],
         input=source.encode(),

@@ -24,6 +24,14 @@ SCHEMAS_LOCK = REPO / "tests" / "schemas.lock.json"
 # One schema cache for the whole run (all xdist workers, tests that move HOME): every
 # locked schema is fetched from the npm registry at most once per checkout.
 os.environ.setdefault("AGENTGEN_CACHE_DIR", str(REPO / ".cache" / "agentgen"))
+# Generated protocol models (generator/protocol/models.py keeps them by schema, label and
+# producer) in one folder for this run, not in the checkout's cache: every run renders
+# each input afresh once, as on a fresh clone, then the xdist workers and the agentgen
+# subprocesses of the run read it back. Made by the first process (the controller; the
+# workers inherit the variable) and removed when that process ends.
+if "AGENTGEN_MODELS_CACHE" not in os.environ:
+    os.environ["AGENTGEN_MODELS_CACHE"] = tempfile.mkdtemp(prefix="agentgen-models-")
+    atexit.register(shutil.rmtree, os.environ["AGENTGEN_MODELS_CACHE"], True)
 # Agents the tests start keep their sessions in a throwaway file (one per worker), not in
 # the user's ~/.local/state; a test that restarts an agent on its own store sets its own.
 os.environ.setdefault(

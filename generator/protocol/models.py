@@ -10,11 +10,17 @@ a sentinel module with the base's source, found with `ast`.
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from .. import pysource
 from ..errors import AgentgenError
+from ..files import write_atomic
 from .normalize import FIELD_EXTRA_KEYS, REFUSED_TAGS, TAGGED_UNION, normalize
 
 STRING_FORMATS = (
@@ -318,16 +324,83 @@ def generate_models(
     meta: dict[str, Any] | None = None,
     source_label: str = "the ACP schema",
 ) -> str:
-    """The protocol models module for `schema` (contract 2), ruff-formatted."""
+    """The protocol models module for `schema` (contract 2), ruff-formatted.
+
+    The same schema and label give the same module: it is kept in the models cache
+    (`models_cache_dir`) and read back from there by the next `new`, `regen`, `check` or
+    `models` on that input (a second or so of datamodel-code-generator and ruff saved
+    each time: `check` and `regen` render the recorded revision and the new one)."""
     from ..codegen import ruff_format
     from .schema import check_schema
 
     del meta  # the method table is read elsewhere; the models come from the schema alone
+    cached = _cache_path(schema, source_label)
+    if cached is not None:
+        try:
+            return cached.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass  # not there yet (or unreadable): rendered below
     schema = check_schema(schema, source_label)  # shapes and `$ref`s, located errors
     normalized = normalize(schema, source=source_label)
     for_codegen, unions = _take_over_tagged_unions(normalized)
     code = _codegen(for_codegen, _header(source_label), source_label)
-    return ruff_format(_inline_base(code, unions, source_label), "models.py")
+    text = ruff_format(_inline_base(code, unions, source_label), "models.py")
+    if cached is not None:
+        try:
+            write_atomic(cached, text)
+        except OSError:
+            pass  # a read-only or full cache: the models are still returned
+    return text
+
+
+def models_cache_dir() -> Path | None:
+    """Where generated models are kept: `$AGENTGEN_MODELS_CACHE` (`off`: nowhere), else
+    `models/` in agentgen's cache (`sources.cache_dir`)."""
+    from ..sources import cache_dir
+
+    env = os.environ.get("AGENTGEN_MODELS_CACHE")
+    if env == "off":
+        return None
+    return Path(env) if env else cache_dir() / "models"
+
+
+def _cache_path(schema: dict[str, Any], source_label: str) -> Path | None:
+    """The cache file of these models: named by the schema (canonical JSON), the label
+    (the module's header names it) and everything else the output depends on
+    (`_producer`)."""
+    root = models_cache_dir()
+    if root is None:
+        return None
+    try:
+        canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None  # not JSON: check_schema says what is wrong with it
+    digest = hashlib.sha256(_producer().encode())
+    digest.update(b"\0" + source_label.encode("utf-8", "surrogatepass") + b"\0")
+    digest.update(canonical.encode("utf-8", "surrogatepass"))
+    return root / f"{digest.hexdigest()}.py"
+
+
+@functools.cache
+def _producer() -> str:
+    """What makes the models besides their input: this agentgen's own code (the bytes of
+    every module of the package, so an edited checkout never reads an older output), the
+    datamodel-code-generator and ruff it runs, and the Python it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..codegen import ruff_version
+
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    try:
+        dcg = version("datamodel-code-generator")
+    except PackageNotFoundError:  # pragma: no cover - a dependency of agentgen
+        dcg = "?"
+    return f"{digest.hexdigest()} dcg {dcg} {ruff_version()} {sys.version}"
 
 
 def run_models(schema_spec: str | None, *, meta: str | None = None, out: Path) -> int:

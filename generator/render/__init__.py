@@ -10,6 +10,7 @@ pass `source=` to have it rendered here.  Deterministic: same inputs, same bytes
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -69,8 +70,6 @@ def runtime_files(
     client no `sessions` room. `testing`: also what the project's tests import
     (`_TESTING_MODULES`: an agent's tests drive it with the client). Without a transport,
     every module."""
-    import ast
-
     root = data_dir("templates") / "runtime"
     sources = {
         path.relative_to(root).with_suffix("").as_posix(): path.read_text(encoding="utf-8")
@@ -96,21 +95,40 @@ def runtime_files(
             package = name.split("/")[:-1]  # the module's package, relative to runtime/
             if package:
                 todo.append("/".join([*package, "__init__"]))
-            for node in ast.walk(pysource.parse(sources[name])):
-                if isinstance(node, ast.ImportFrom) and node.level >= 1:
-                    todo += _imported(package, node, sources)
+            for level, module, names in _relative_imports(sources[name]):
+                todo += _imported(package, level, module, names, sources)
     return {f"runtime/{name}.py": sources[name] for name in sorted(wanted)}
 
 
-def _imported(package: list[str], node: Any, sources: dict[str, str]) -> list[str]:
+@functools.lru_cache(maxsize=512)
+def _relative_imports(source: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+    """Every relative `from ... import ...` of a module (level, module, names), at any
+    depth: parsed once per source text (a process that renders several projects, or
+    `regen` rendering the recorded and the new revision, reads the same runtime)."""
+    import ast
+
+    return tuple(
+        (node.level, node.module, tuple(alias.name for alias in node.names))
+        for node in ast.walk(pysource.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.level >= 1
+    )
+
+
+def _imported(
+    package: list[str],
+    level: int,
+    module: str | None,
+    names: tuple[str, ...],
+    sources: dict[str, str],
+) -> list[str]:
     """The runtime modules a relative `from ... import ...` in `package` names."""
-    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
-    target = [*base, *(node.module.split(".") if node.module else [])]
+    base = package[: len(package) - (level - 1)] if level > 1 else package
+    target = [*base, *(module.split(".") if module else [])]
     path = "/".join(target)
     if path in sources:  # from .room.module import name
         return [path]
     # from .room import module, ... (or from . import module, or from .. import room)
-    named = ["/".join([*target, alias.name]) for alias in node.names]
+    named = ["/".join([*target, alias]) for alias in names]
     return [
         "/".join([*target, "__init__"]),
         *(name if name in sources else f"{name}/__init__" for name in named),

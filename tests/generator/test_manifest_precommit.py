@@ -35,6 +35,10 @@ def try_repo(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedPr
     env = {
         **os.environ,
         "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
+        # the hook's environment installed without byte-compiling every module of
+        # agentgen's dependencies up front (pip --no-compile: PIP_NO_COMPILE=1 would mean
+        # the opposite); the hook compiles what it imports
+        "PIP_COMPILE": "0",
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@example.com",
         "GIT_COMMITTER_NAME": "t",

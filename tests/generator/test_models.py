@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -59,6 +61,15 @@ class Generated:
     @property
     def defs(self) -> dict[str, Any]:
         return dict(self.schema["$defs"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _afresh() -> Iterator[None]:
+    """The models' own tests render them afresh: not from the run's models cache
+    (tests/conftest.py), which `test_the_models_cache_*` tests on its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AGENTGEN_MODELS_CACHE", "off")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -451,6 +462,42 @@ def test_bad_schemas_raise_agentgen_error() -> None:
         generate_models([])  # type: ignore[arg-type]
 
 
+def test_the_models_cache_gives_back_what_was_rendered_and_is_keyed_by_its_inputs(
+    tmp_path: Path,
+    shared_acp: Path,
+    generated: dict[str, Generated],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`new`, `regen` and `check` render the same models again and again: the first
+    rendering is kept (one file named by schema, label and producer), the next read back;
+    another label, another schema or another producer (agentgen's code, the generator's or
+    ruff's version) is another file; `off` keeps nothing."""
+    from generator.protocol import models
+
+    cache = tmp_path / "models-cache"
+    monkeypatch.setenv("AGENTGEN_MODELS_CACHE", str(cache))
+    schema = json.loads((shared_acp / REVISIONS["v2"]).read_text())
+    first = generate_models(schema, source_label="acp/v2/schema.json")
+    assert first == generated["v2"].source  # the same bytes as rendered afresh
+    (kept,) = cache.iterdir()
+    assert kept.read_text(encoding="utf-8") == first
+    kept.write_text(first + "# read back\n", encoding="utf-8")  # proves the second is a read
+    assert generate_models(schema, source_label="acp/v2/schema.json") == first + "# read back\n"
+    generate_models(schema, source_label="elsewhere/schema.json")
+    legacy = json.loads((shared_acp / REVISIONS["legacy"]).read_text())
+    other = generate_models(legacy, source_label="acp/v2/schema.json")
+    assert "class AcpModel" in other and "UpdateSessionNotification" not in other
+    assert len(list(cache.iterdir())) == 3
+    monkeypatch.setattr(models, "_producer", lambda: "another agentgen")
+    assert generate_models(schema, source_label="acp/v2/schema.json") == first
+    assert len(list(cache.iterdir())) == 4
+    monkeypatch.setenv("AGENTGEN_MODELS_CACHE", "off")
+    assert models.models_cache_dir() is None
+    monkeypatch.delenv("AGENTGEN_MODELS_CACHE")
+    monkeypatch.setenv("AGENTGEN_CACHE_DIR", str(tmp_path / "agentgen-cache"))
+    assert models.models_cache_dir() == tmp_path / "agentgen-cache" / "models"
+
+
 def test_run_models_writes_the_module(
     tmp_path: Path, shared_acp: Path, generated: dict[str, Generated]
 ) -> None:
@@ -522,7 +569,7 @@ def test_same_bytes_under_another_hash_seed(
             capture_output=True,
             text=True,
             check=True,
-            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+            env={**os.environ, "PYTHONHASHSEED": seed, "AGENTGEN_MODELS_CACHE": "off"},
             cwd=Path(__file__).resolve().parents[2],
         )
         assert proc.stdout == generated["v2"].source

@@ -23,7 +23,8 @@ def test_there_are_golden_cases() -> None:
     assert regen_golden.cases(), "no examples/*/agent.yaml"
 
 
-def test_golden_projects_match_the_generator() -> None:
+def test_golden_projects_match_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTGEN_MODELS_CACHE", "off")  # rendered afresh, not read back
     out = io.StringIO()
     with redirect_stdout(out):
         code = regen_golden.main(["--check"])

@@ -16,7 +16,12 @@ minimums (the `min` columns: on a shared machine other jobs only ever add CPU, a
 median of a difference of two noisy runs moved by +-30% from run to run).
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
-        [--model-only] [--echo-only] [--model-rev REV]
+        [--model-only] [--echo-only] [--model-rev REV] [--instructions]
+
+``--instructions``: instead, the instructions each agent executes per echo prompt, counted
+by valgrind (Debian's package), which a loaded machine does not move: the same ratios
+without the +-30% noise of CPU time on a shared machine (but blind to what instructions
+cost: cache misses, the GIL's handovers).
 
 On a loaded machine the CPU per prompt of two runs of the same agent differs by more than
 2%, so the off path is also measured directly: how many hook calls an echo prompt passes
@@ -229,6 +234,60 @@ def model_rows(
         print(f"on-rev: fully on, the agent as {opts.model_rev} renders it")
 
 
+INSTRUCTION_LOADS = [
+    ("--prompts 400", ["--prompts", "400"]),
+    ("--sessions 8", ["--prompts", "400", "--sessions", "8"]),
+]
+
+
+def instructions(pkg: str, env: dict[str, str], load: list[str], tmp: Path) -> int:
+    """The instructions the agent process executed in one acpbench run, counted by
+    valgrind (Debian's `valgrind`: cachegrind, no cache simulation)."""
+    out = tmp / f"cachegrind-{pkg}-{'-'.join(load)}"
+    db = tmp / f"{pkg}-instructions.db"
+    for stale in db.parent.glob(f"{db.name}*"):
+        stale.unlink()
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+    b._acpbench(
+        ["--timeout", "600", *load], [*cmd, b.PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)}
+    )
+    summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+    out.unlink()
+    return int(summary.split()[1])
+
+
+def instruction_rows(
+    agents: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace, tmp: Path
+) -> None:
+    """Per echo prompt: the instructions of a run of 2N prompts less those of N, over N;
+    machine load does not move them (only the hash seed, fixed here, and thread timing
+    do: a few %).  Under valgrind a run is ~50x slower, so the exports' timers are set
+    past its end: only full batches are posted, as at full speed."""
+    print(f"{'load':<16}{'agent':<8}{'instr/prompt':>14}{'vs before':>11}{'vs off':>9}")
+    slow = {
+        "PYTHONHASHSEED": "0",
+        "OTEL_BSP_SCHEDULE_DELAY": "3600000",
+        "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+    }
+    for label, args in INSTRUCTION_LOADS:
+        at = args.index("--prompts") + 1
+        n = int(args[at])
+        double = [*args[:at], str(2 * n), *args[at + 1 :]]
+        per = {}
+        for name, (pkg, env) in agents.items():
+            runs = []
+            for _ in range(opts.rounds):
+                one = instructions(pkg, {**env, **slow}, args, tmp)
+                two = instructions(pkg, {**env, **slow}, double, tmp)
+                runs.append((two - one) / n)
+            per[name] = statistics.median(runs)
+        for name in agents:
+            print(
+                f"{label:<16}{name:<8}{per[name]:>14,.0f}{per[name] / per['before']:>10.3f}x"
+                f"{per[name] / per['off']:>8.3f}x"
+            )
+
+
 def hooks_off(env: dict[str, str]) -> tuple[float, float]:
     """The hooks an echo prompt passes when telemetry is off, and one hook's CPU cost."""
     r = subprocess.run(
@@ -271,6 +330,11 @@ def main() -> int:
     ap.add_argument("--load", action="append", help="only these echo loads (e.g. '--sessions 8')")
     ap.add_argument(
         "--model-rev", help="also the model turn fully on as this revision renders the agent"
+    )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="only the echo prompt's instructions (valgrind), before / off / on",
     )
     opts = ap.parse_args()
     rev = opts.rev or before_observe()
@@ -327,6 +391,10 @@ def main() -> int:
             f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
             f"{'CPU vs before':>15}{'CPU vs off':>12}{'min: ms/prompt':>16}{'vs off':>8}"
         )
+        if opts.instructions:
+            instruction_rows(agents, opts, root)
+            server.shutdown()
+            return 0
         loads = [(k, v) for k, v in LOADS if not opts.load or k in opts.load]
         for label, load_args in [] if opts.hooks_only or opts.model_only else loads:
             args = b.quick_args(load_args) if opts.quick else load_args

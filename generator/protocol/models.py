@@ -337,7 +337,9 @@ def generate_models(
     cached = _cache_path(schema, source_label)
     if cached is not None:
         try:
-            return cached.read_text(encoding="utf-8")
+            text = cached.read_text(encoding="utf-8")
+            os.utime(cached)  # the newest used are the ones kept (`_prune`)
+            return text
         except (OSError, UnicodeDecodeError):
             pass  # not there yet (or unreadable): rendered below
     schema = check_schema(schema, source_label)  # shapes and `$ref`s, located errors
@@ -348,9 +350,28 @@ def generate_models(
     if cached is not None:
         try:
             write_atomic(cached, text)
+            _prune(cached.parent)
         except OSError:
             pass  # a read-only or full cache: the models are still returned
     return text
+
+
+MODELS_KEPT = 64  # files in the models cache (~250 KB each), the most recently used
+
+
+def _prune(root: Path) -> None:
+    """Keep the `MODELS_KEPT` most recently used files of the models cache: a checkout
+    whose code changes (each edit is another producer) or many schemas never fill the
+    disk."""
+    found = []
+    for path in root.glob("*.py"):
+        try:
+            found.append((path.stat().st_mtime_ns, path))
+        except OSError:
+            continue  # removed meanwhile (another agentgen pruning)
+    found.sort(reverse=True)
+    for _, stale in found[MODELS_KEPT:]:
+        stale.unlink(missing_ok=True)
 
 
 def models_cache_dir() -> Path | None:

@@ -491,6 +491,17 @@ def test_the_models_cache_gives_back_what_was_rendered_and_is_keyed_by_its_input
     monkeypatch.setattr(models, "_producer", lambda: "another agentgen")
     assert generate_models(schema, source_label="acp/v2/schema.json") == first
     assert len(list(cache.iterdir())) == 4
+    # bounded: the most recently used are kept (a read counts as a use)
+    for i in range(models.MODELS_KEPT + 5):
+        stale = cache / f"{i:064x}.py"
+        stale.write_text("# an older agentgen's models\n", encoding="utf-8")
+        os.utime(stale, ns=(i * 10**9, i * 10**9))  # 1970: older than what was used today
+    monkeypatch.setattr(models, "_producer", lambda: "yet another agentgen")
+    assert generate_models(schema, source_label="acp/v2/schema.json") == first
+    kept_now = {p.name for p in cache.iterdir()}
+    assert len(kept_now) == models.MODELS_KEPT
+    assert kept.name in kept_now  # read back just now
+    assert f"{0:064x}.py" not in kept_now and f"{models.MODELS_KEPT + 4:064x}.py" in kept_now
     monkeypatch.setenv("AGENTGEN_MODELS_CACHE", "off")
     assert models.models_cache_dir() is None
     monkeypatch.delenv("AGENTGEN_MODELS_CACHE")

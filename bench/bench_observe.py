@@ -387,14 +387,14 @@ def main() -> int:
             f"{b.commit()} against {rev}, load average {b.loadavg()} before, "
             f"median of {opts.rounds} interleaved rounds"
         )
-        print(
-            f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
-            f"{'CPU vs before':>15}{'CPU vs off':>12}{'min: ms/prompt':>16}{'vs off':>8}"
-        )
         if opts.instructions:
             instruction_rows(agents, opts, root)
             server.shutdown()
             return 0
+        print(
+            f"{'load':<16}{'agent':<8}{'prompts/s':>11}{'ms CPU/prompt':>15}"
+            f"{'CPU vs before':>15}{'CPU vs off':>12}{'min: ms/prompt':>16}{'vs off':>8}"
+        )
         loads = [(k, v) for k, v in LOADS if not opts.load or k in opts.load]
         for label, load_args in [] if opts.hooks_only or opts.model_only else loads:
             args = b.quick_args(load_args) if opts.quick else load_args

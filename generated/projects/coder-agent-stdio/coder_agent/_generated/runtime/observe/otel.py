@@ -302,9 +302,8 @@ class Telemetry:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome)."""
         method, params = attrs["method"], attrs.get("params")
         values = self._connection(attrs.get("conn"), method)
-        sid = meta = None
-        if type(params) is dict:
-            sid, meta = params.get("sessionId"), params.get("_meta")
+        sid = _session(params)
+        meta = params.get("_meta") if type(params) is dict else None
         started = time.perf_counter()
         outcome, code = "ok", 0
         opened = self.tracer.open(
@@ -312,7 +311,7 @@ class Telemetry:
             _SERVER,
             None if meta is None else _meta_context(meta),
             values,
-            [("acp.session_id", sid[:MAX_ID])] if type(sid) is str else None,
+            None if sid is None else [("acp.session_id", sid)],
         )
         try:
             return await work

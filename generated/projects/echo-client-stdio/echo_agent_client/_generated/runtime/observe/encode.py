@@ -2,8 +2,9 @@
 
 The OpenTelemetry SDK's encoder builds a protobuf message object per span, attribute and
 value (~31 us a span): more than an echo turn's whole work.  The runtime's spans and points
-have few shapes, so their bytes are written here from plain values, each attribute's
-key/value pair encoded once and reused (a few us a span).  Field numbers are
+have few shapes, so their bytes are written from plain values, each attribute's key/value
+pair encoded once and reused (a few us a span: the pieces are here, a batch of spans is
+put together by `spans.encoded_batch`).  Field numbers are
 opentelemetry-proto's (`opentelemetry/proto/{trace,metrics,common,resource}/v1/*.proto`);
 tests decode what is written here with opentelemetry-proto's classes and compare it with
 what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTelemetry."""
@@ -17,10 +18,9 @@ from typing import Any
 MAX_CACHED = 4096  # encoded key/value pairs kept, at most
 
 _DOUBLE = struct.Struct("<d")
-_TIMES = struct.Struct("<BQBQ")  # two fixed64 fields, each after its one-byte tag
+TIMES = struct.Struct("<BQBQ")  # two fixed64 fields, each after its one-byte tag
 _FLAGS = struct.Struct("<I")
 PAIRS: dict[tuple[int, str, type, Any], bytes] = {}  # (field, key, type, value) -> its bytes
-_names: dict[str, bytes] = {}
 
 
 _LOW7 = 0x7F  # a varint's byte: seven bits of the number ...
@@ -108,64 +108,7 @@ KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
 # then parent_span_id (4) when there is a parent
 IDS = struct.Struct(">HQQHQ")
 IDS_PARENT = struct.Struct(">HQQHQHQ")
-_PARENT = struct.Struct(">HQ")
-TIMES = _TIMES
 HALF = (1 << 64) - 1
-
-
-_fixed: dict[int, tuple[Any, bytes]] = {}  # id of an attribute tuple -> (it, its encoding)
-
-
-def _common(attrs: tuple[tuple[str, Any], ...]) -> bytes:
-    """A span's attributes made once per combination (the runtime keeps each such tuple:
-    its identity is the key, the tuple itself is held so that the id is never reused)."""
-    found = _fixed.get(id(attrs))
-    if found is not None and found[0] is attrs:
-        return found[1]
-    encoded = attributes(9, attrs)
-    if len(_fixed) < MAX_CACHED:
-        _fixed[id(attrs)] = (attrs, encoded)
-    return encoded
-
-
-def span(
-    trace_id: int,
-    span_id: int,
-    trace_state: str,
-    parent_id: int,
-    parent_remote: bool,
-    name: str,
-    kind: int,
-    start: int,
-    end: int,
-    attrs: tuple[tuple[str, Any], ...],
-    extra: Iterable[tuple[str, Any]] | None,
-    code: int,
-    message: str,
-) -> bytes:
-    """One `Span` message framed as field 2 of its ScopeSpans: `attrs` (a tuple kept by
-    its maker) then `extra` as its attributes.  `kind` is the proto's (INTERNAL 1, SERVER
-    2, CLIENT 3); `code` the status's (UNSET 0, OK 1, ERROR 2)."""
-    named = _names.get(name)
-    if named is None:
-        named = field(5, name.encode())
-        if len(_names) < MAX_CACHED:
-            _names[name] = named
-    body = b"".join(
-        [
-            IDS.pack(0x0A10, trace_id >> 64, trace_id & HALF, 0x1208, span_id),
-            field(3, trace_state.encode()) if trace_state else b"",
-            _PARENT.pack(0x2208, parent_id) if parent_id else b"",
-            named,
-            KIND[kind],
-            _TIMES.pack(0x39, start, 0x41, end),
-            _common(attrs) if attrs else b"",
-            attributes(9, extra) if extra else b"",
-            status(code, message),
-            FROM_PEER if parent_id and parent_remote else LOCAL,
-        ]
-    )
-    return b"\x12" + varint(len(body)) + body
 
 
 def status(code: int, message: str) -> bytes:
@@ -180,7 +123,7 @@ def status(code: int, message: str) -> bytes:
 
 def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
     """An `ExportTraceServiceRequest`: one ResourceSpans (resource 1, scope_spans 2), one
-    ScopeSpans (scope 1, spans 2: each already framed by `span`)."""
+    ScopeSpans (scope 1, spans 2: each already framed, `spans.encoded_batch`)."""
     scope_spans = field(1, scope_bytes) + b"".join(spans)
     return field(1, field(1, resource_bytes) + field(2, scope_spans))
 
@@ -194,7 +137,7 @@ CUMULATIVE = 2  # AggregationTemporality
 
 
 def number_point(labels: Mapping[str, str], start: int, now: int, value: float) -> bytes:
-    head = _TIMES.pack(0x11, start, 0x19, now)
+    head = TIMES.pack(0x11, start, 0x19, now)
     if type(value) is int:
         head += b"\x31" + struct.pack("<q", value)
     else:
@@ -216,7 +159,7 @@ def histogram_point(
     counts = struct.pack(f"<{len(buckets)}Q", *buckets)
     edges = struct.pack(f"<{len(bounds)}d", *bounds)
     out = [
-        _TIMES.pack(0x11, start, 0x19, now),
+        TIMES.pack(0x11, start, 0x19, now),
         b"\x21" + struct.pack("<Q", count),
         b"\x29" + _DOUBLE.pack(total),
         b"\x32" + varint(len(counts)) + counts,

@@ -42,9 +42,9 @@ def number(variable: str, default: float) -> float:
 
 
 def session() -> Any:
-    """A `requests` session for an OTLP/HTTP exporter of the runtime's own spans and
-    metrics: the environment's proxy and CA bundle settings (what `requests` reads again
-    for every request, ~0.3 ms of each export) read once per URL, at its first export."""
+    """A `requests` session for each OTLP/HTTP exporter made here and in `otel.py`: the
+    environment's proxy and CA bundle settings (what `requests` reads again for every
+    request, ~0.3 ms of each export) read once per URL, at its first export."""
     # (imported by name: a project checked without the extra, where requests is missing,
     # and one checked with it see the same Any)
     base: Any = importlib.import_module("requests").Session
@@ -83,7 +83,8 @@ def tracer_provider() -> tuple[Any, list[Any]]:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            sdk_export = OTLPSpanExporter(session=session())  # pydantic-ai's, the MCP SDK's
+            provider.add_span_processor(BatchSpanProcessor(sdk_export))
             exporter = OTLPSpanExporter(session=session())
             exports.append(spans.OtlpSpans(exporter, provider.resource))
         elif name == "console":  # stderr: stdout is the protocol on stdio
@@ -115,7 +116,8 @@ def meter_provider() -> tuple[Any, list[str], Any]:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+            exporter = OTLPMetricExporter(session=session())
+            readers.append(PeriodicExportingMetricReader(exporter))
         elif name == "prometheus":
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
 

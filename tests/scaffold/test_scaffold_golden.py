@@ -13,6 +13,7 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import mypy_support
 import pytest
 import regen_golden
 
@@ -49,16 +50,8 @@ def test_golden_project_is_formatted_typed_and_tested(case: regen_golden.Case | 
         check=False,
     )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-    typed = subprocess.run(
-        # strict, from the project's own [tool.mypy]
-        [sys.executable, "-m", "mypy", "."],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    # strict, from the project's own [tool.mypy]
+    typed = mypy_support.run([sys.executable, "-m", "mypy", "."], kind="project", cwd=root, env=env)
     assert typed.returncode == 0, typed.stdout + typed.stderr
     # the project's own lint config, as a user runs it (no unused ignores, no stray imports)
     lint = subprocess.run(

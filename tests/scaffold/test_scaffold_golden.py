@@ -24,8 +24,12 @@ def test_there_are_golden_cases() -> None:
     assert regen_golden.cases(), "no examples/*/agent.yaml"
 
 
-def test_golden_projects_match_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTGEN_MODELS_CACHE", "off")  # rendered afresh, not read back
+def test_golden_projects_match_the_generator(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # rendered afresh, not read back from the run's models cache: a cache of this test's
+    # own, empty at first (the projects of one schema share its protocol models)
+    monkeypatch.setenv("AGENTGEN_MODELS_CACHE", str(tmp_path / "models"))
     out = io.StringIO()
     with redirect_stdout(out):
         code = regen_golden.main(["--check"])

@@ -552,9 +552,9 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_WIRE_CHECK")}
     env.update(PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
 
-    def pytest_run() -> subprocess.CompletedProcess[str]:
+    def pytest_run(tests: str = "tests") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
             cwd=project,
             env=env,
             capture_output=True,
@@ -570,7 +570,7 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     assert "def test_a_prompt_ends_its_turn" in tests
     assert "def test_a_cancelled_prompt_ends_its_turn" in tests
     (project / "tests" / "test_bad_frame.py").write_text(BAD_FRAME, encoding="utf-8")
-    done = pytest_run()
+    done = pytest_run("tests/test_bad_frame.py")  # the others passed above
     assert done.returncode == 1, done.stdout + done.stderr
     assert "frames that do not match the protocol schema" in done.stdout, done.stdout
     assert "session/new params (NewSessionRequest) /cwd" in done.stdout

@@ -11,12 +11,13 @@ and the MCP SDK; `spans.py`, `tally.py`, `encode.py`: the runtime's own spans an
 recorded as plain values and written as OTLP or Prometheus' text off the event loop, a
 few us a span where the SDK's cost ~50).  The rest of the runtime calls:
 
-* ``traced(kind, work, **attrs)``: `work` (an awaitable) as a span of `kind`, the metrics
-  that kind counts recorded as it ends: ``request`` (one served JSON-RPC request: the
-  trace context of its ``_meta.traceparent``, else of the HTTP request, is its parent),
-  ``call`` (a request sent to the peer: its trace context goes into the params' ``_meta``),
-  ``turn``, ``tool`` (an MCP tool call), ``store`` (a session store call), ``queued``
-  (a prompt waiting for its session's turn);
+* ``with request(method, params, conn)`` (one served JSON-RPC request: the trace context
+  of its ``_meta.traceparent``, else of the HTTP request, is its parent), ``call(method,
+  params)`` (a request sent to the peer: its trace context goes into the params'
+  ``_meta``), ``turn(session, prompt)``, ``tool(name, server)`` (an MCP tool call),
+  ``store(op, calls)`` (a session store call), ``queued()`` (a prompt waiting for its
+  session's turn): the work in the block as a span, ended (and its failure recorded) as
+  the block ends; the metrics of each kind are folded from its spans off the event loop;
 * ``metric(name, value, **labels)``: a count (`otel.INSTRUMENTS` names them all);
 * ``gauge(name, owner, read)``: a value read when metrics are collected;
 * ``parent(headers)``: a `with` block whose requests take the `traceparent` header's
@@ -35,13 +36,11 @@ import gc
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from .otel import Telemetry
-
-T = TypeVar("T")
 
 log = logging.getLogger("acp.runtime.observe")
 
@@ -109,12 +108,63 @@ def on() -> bool:
     return _state.on is not None
 
 
-def traced(kind: str, work: Awaitable[T], /, **attrs: Any) -> Awaitable[T]:
-    """`work` run as a span of `kind` (see the module's doc); `work` itself when off."""
+class _Off:
+    """What a span's `with` block gets when telemetry is off: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_stop_reason(self, reason: Any) -> None:
+        return
+
+    def set_tool_result(self, result: Any) -> None:
+        return
+
+
+OFF = _Off()
+Span = Any  # a span's `with` block: spans.Span when on, OFF when off
+
+
+def request(method: str, params: Any, conn: Any) -> Span:
+    """A served JSON-RPC request's span: its `_meta.traceparent`, else the HTTP request's,
+    is its parent."""
     telemetry = _state.on
-    if telemetry is None:
-        return work
-    return telemetry.kinds[kind](work, attrs)
+    return OFF if telemetry is None else telemetry.request(method, params, conn)
+
+
+def call(method: str, params: Any) -> Span:
+    """A request sent to the peer: its trace context goes into the params' `_meta`."""
+    telemetry = _state.on
+    return OFF if telemetry is None else telemetry.call(method, params)
+
+
+def turn(session: str, prompt: Any) -> Span:
+    """A prompt turn (`set_stop_reason` as it ends)."""
+    telemetry = _state.on
+    return OFF if telemetry is None else telemetry.turn(session, prompt)
+
+
+def tool(tool: str, server: str | None) -> Span:
+    """An MCP tool call (`set_tool_result` with what it returned)."""
+    telemetry = _state.on
+    return OFF if telemetry is None else telemetry.tool(tool, server)
+
+
+def store(op: Callable[[], Any], calls: Any) -> Span:
+    """A session store call (`op`: the lambda that makes it; `calls`: the store's methods)."""
+    telemetry = _state.on
+    return OFF if telemetry is None else telemetry.store(op, calls)
+
+
+def queued() -> contextlib.AbstractContextManager[Any]:
+    """A prompt waiting for its session's turn."""
+    telemetry = _state.on
+    return OFF if telemetry is None else telemetry.queued()
 
 
 def metric(name: str, value: float = 1, **labels: Any) -> None:
@@ -153,6 +203,7 @@ def exposition() -> tuple[bytes, str] | None:
 configure()  # from the environment, once, as the runtime is imported
 
 __all__ = [
+    "call",
     "configure",
     "configured",
     "exposition",
@@ -160,6 +211,10 @@ __all__ = [
     "metric",
     "on",
     "parent",
+    "queued",
+    "request",
     "stop",
-    "traced",
+    "store",
+    "tool",
+    "turn",
 ]

@@ -163,8 +163,9 @@ class Connection:
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
-        sending = self._send_request(method, params)
-        return await observe.traced("call", sending, method=method, params=params)
+        sending = self._send_request(method, params)  # (its params sent as it first runs)
+        with observe.call(method, params):
+            return await sending
 
     async def _send_request(self, method: str, params: Any) -> Any:
         if self._closed:
@@ -483,7 +484,8 @@ class Connection:
         ctx = RequestContext(rid, method, sid, self)
         try:
             run = self._on_request(method, params, ctx)
-            result = await observe.traced("request", run, method=method, params=params, conn=self)
+            with observe.request(method, params, self):
+                result = await run
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)

@@ -4,7 +4,7 @@ The OpenTelemetry SDK's encoder builds a protobuf message object per span, attri
 value (~31 us a span): more than an echo turn's whole work.  The runtime's spans and points
 have few shapes, so their bytes are written from plain values, each attribute's key/value
 pair encoded once and reused (a few us a span: the pieces are here, a batch of spans is
-put together by `spans.encoded_batch`).  Field numbers are
+put together by `sinks.encoded_batch`).  Field numbers are
 opentelemetry-proto's (`opentelemetry/proto/{trace,metrics,common,resource}/v1/*.proto`);
 tests decode what is written here with opentelemetry-proto's classes and compare it with
 what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTelemetry."""
@@ -123,7 +123,7 @@ def status(code: int, message: str) -> bytes:
 
 def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
     """An `ExportTraceServiceRequest`: one ResourceSpans (resource 1, scope_spans 2), one
-    ScopeSpans (scope 1, spans 2: each already framed, `spans.encoded_batch`)."""
+    ScopeSpans (scope 1, spans 2: each already framed, `sinks.encoded_batch`)."""
     scope_spans = field(1, scope_bytes) + b"".join(spans)
     return field(1, field(1, resource_bytes) + field(2, scope_spans))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from . import spans
+from . import sinks
 
 log = logging.getLogger("acp.runtime.observe")
 
@@ -86,10 +86,10 @@ def tracer_provider() -> tuple[Any, list[Any]]:
             sdk_export = OTLPSpanExporter(session=session())  # pydantic-ai's, the MCP SDK's
             provider.add_span_processor(BatchSpanProcessor(sdk_export))
             exporter = OTLPSpanExporter(session=session())
-            exports.append(spans.OtlpSpans(exporter, provider.resource))
+            exports.append(sinks.OtlpSpans(exporter, provider.resource))
         elif name == "console":  # stderr: stdout is the protocol on stdio
             provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-            exports.append(spans.SdkSpans(ConsoleSpanExporter(out=sys.stderr), provider.resource))
+            exports.append(sinks.SdkSpans(ConsoleSpanExporter(out=sys.stderr), provider.resource))
         else:
             log.warning("OTEL_TRACES_EXPORTER: %r is not supported (otlp, console, none)", name)
     return provider, exports

@@ -66,12 +66,14 @@ def _spans() -> list[spans.Span]:
     served = spans.Shape("session/prompt", SpanKind.SERVER, spans.REQUEST, "session/prompt", attrs)
     turned = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN, None, (), "acp.stop_reason")
     stored = spans.Shape("store save_turn", SpanKind.CLIENT, spans.STORE, "save_turn")
-    with tracer.start(served, REMOTE):
-        with tracer.start(turned, None, (("acp.session_id", "sess_1"),)) as turn:
-            with tracer.start(stored, None, (("acp.store.op", "save"),), True):
-                pass
-            turn.set_stop_reason("end_turn")
-            turn.set_status(StatusCode.ERROR, "ValueError")
+    with (
+        tracer.start(served, REMOTE),
+        tracer.start(turned, None, (("acp.session_id", "sess_1"),)) as turn,
+    ):
+        with tracer.start(stored, None, (("acp.store.op", "save"),), True):
+            pass
+        turn.set_stop_reason("end_turn")
+        turn.set_status(StatusCode.ERROR, "ValueError")
     with tracer.start(spans.Shape("fs/read_text_file", SpanKind.CLIENT, spans.CALL)):
         pass
     return kept
@@ -345,11 +347,14 @@ def test_metrics_are_folded_from_every_span_and_a_read_is_never_behind(sampler: 
     conn = _Facts()
     try:
         for _ in range(2):
-            with telemetry.request("session/prompt", {"sessionId": "s1"}, conn):
-                with telemetry.turn("s1", []) as turn:
-                    with telemetry.store(lambda: conn.about(), ("about",)):
-                        pass
-                    turn.set_stop_reason("end_turn")
+            with (
+                telemetry.request("session/prompt", {"sessionId": "s1"}, conn),
+                telemetry.turn("s1", []) as turn,
+            ):
+                # a lambda naming the store's method, as `durably` is given
+                with telemetry.store(lambda: conn.about(), ("about",)):  # noqa: PLW0108
+                    pass
+                turn.set_stop_reason("end_turn")
         with pytest.raises(_Refused), telemetry.request("session/load", {}, conn):
             raise _Refused
         read = {name: points for name, _, _, _, points in telemetry.tally.snapshot()}
@@ -376,10 +381,10 @@ def test_sampling_follows_the_providers_sampler() -> None:
     never = spans.Tracer(sampling.ParentBased(sampling.TraceIdRatioBased(0.0)), kept.append)
     assert never.mode == 0  # asked
     served = spans.Shape("session/prompt", SpanKind.SERVER, spans.REQUEST)
-    with never.start(served) as root:
-        with never.start(spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)) as child:
-            assert not root.is_recording() and child.flags == 0
-            assert child.trace_id == root.trace_id  # the context still carries the trace
+    turned = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)
+    with never.start(served) as root, never.start(turned) as child:
+        assert not root.is_recording() and child.flags == 0
+        assert child.trace_id == root.trace_id  # the context still carries the trace
     with never.start(served, REMOTE):  # a sampled parent
         pass
     assert [s.name for s in kept] == ["session/prompt"] and kept[0].parent_id == REMOTE.span_id

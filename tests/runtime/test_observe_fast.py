@@ -103,6 +103,17 @@ def test_the_runtimes_spans_encode_as_the_sdks_encoder_writes_them() -> None:
     assert written.spans[2].flags == encode.REMOTE_KNOWN | encode.REMOTE
     assert written.spans[1].status.code == 2 and written.spans[1].status.message == "ValueError"
     assert written.spans[2].trace_state == "vendor=v1,other=x"
+    # a batch at once (roots first, then children), its repeated combinations made once
+    batch = kept + _spans() + _spans()
+    ours = ExportTraceServiceRequest.FromString(encode.traces(*head, sinks.encoded_batch(batch)))
+    readable = [spans.readable(s, RESOURCE) for s in batch]
+    theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
+
+    def by_id(request: ExportTraceServiceRequest) -> list[Any]:
+        (scope,) = request.resource_spans[0].scope_spans
+        return sorted(scope.spans, key=lambda span: span.span_id)
+
+    assert len(by_id(ours)) == len(batch) and by_id(ours) == by_id(theirs)
 
 
 def test_without_the_http_client_an_exporter_is_given_the_sdks_spans() -> None:

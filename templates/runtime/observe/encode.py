@@ -104,11 +104,12 @@ UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
 LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
 FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
 KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
-# trace_id (1, 16 bytes, as two big-endian halves) and span_id (2, 8 bytes), with tags;
-# then parent_span_id (4) when there is a parent
-IDS = struct.Struct(">HQQHQ")
-IDS_PARENT = struct.Struct(">HQQHQHQ")
-HALF = (1 << 64) - 1
+# trace_id (1, 16 bytes), span_id (2, 8 bytes), [parent_span_id (4, 8 bytes)], start and
+# end (7, 8): a span's ids (the trace id's bytes; the span ids kept as the ints whose
+# little-endian bytes are the wire's) and times, with their tags (0A 10, 12 08, 22 08, 39,
+# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct
+ROOT = struct.Struct("<H16sHQBQBQ")
+CHILD = struct.Struct("<H16sHQHQBQBQ")
 
 
 def status(code: int, message: str) -> bytes:

@@ -5,12 +5,17 @@ trace context in and out.  Imported only when `observe.configure` turns telemetr
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
+import operator
 import os
 import sys
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from itertools import compress
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -115,6 +120,34 @@ def _store_op(op: Any, calls: Any) -> str:
     return next((str(n) for n in names if n in calls), "call")
 
 
+_MISSING: Any = object()
+_FOLDING = operator.attrgetter("shape", "key", "failure")
+_START, _END = operator.attrgetter("start"), operator.attrgetter("end_ns")
+_COUNT = 2  # the length of a count's point in the tally (a histogram's is longer)
+
+
+def _measure(s: spans.Span) -> tuple[str, tuple[Any, ...], tuple[str, ...], float] | None:
+    """What a span counts: its instrument, the key of its label set (a tag, then the
+    labels' values), the labels' names, and the value (None: nothing)."""
+    what, key, failure = s.shape.what, s.key, s.failure
+    code = failure[2] if failure else 0
+    if what == REQUEST:
+        name = key if code != METHOD_NOT_FOUND else "unknown"
+        outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
+        seconds = (s.end_ns - s.start) / 1e9
+        return "acp.request.duration", (REQUEST, name, outcome, code), _REQUEST, seconds
+    if what == STORE:
+        outcome = "error" if failure and failure[0] == ERROR else "ok"
+        seconds = (s.end_ns - s.start) / 1e9
+        return "acp.store.duration", (STORE, key, outcome), _STORE, seconds
+    if what == TURN:
+        return "acp.turn.duration", (TURN, key), _TURN, (s.end_ns - s.start) / 1e9
+    if what == CALL:
+        outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
+        return "acp.calls", (CALL, key, outcome), _CALL, 1
+    return None
+
+
 class Telemetry:
     """The runtime's tracer and tally, and what `observe`'s calls do with them."""
 
@@ -156,6 +189,7 @@ class Telemetry:
         self.turned = spans.Shape("acp.turn", _INTERNAL, TURN, None, (), "acp.stop_reason")
         self.waiting = spans.Shape("acp.prompt.queued", _INTERNAL, QUEUED)
         self.batch: sinks.Batch | None = None
+        self.points: dict[tuple[Any, ...], Any] = {}  # tally points, by shape and key
         self.tracer = self._tracer(tracer_provider, span_exports)
         if isinstance(self.tally, tally.Tally):  # read: what is queued is folded first
             self.tally.before_read = self.batch.take if self.batch is not None else None
@@ -256,32 +290,71 @@ class Telemetry:
     def fold(self, ended: Sequence[spans.Span]) -> None:
         """The metrics of ended spans (every one, sampled or not): requests by method and
         outcome, calls, turns by stop reason and model failures by kind, MCP failures,
-        store latency by operation.  Durations are the spans' own."""
-        record, add = self.tally.record, self.tally.add
-        for s in ended:
-            what, key, failure = s.shape.what, s.key, s.failure
-            if what == REQUEST:
-                code = failure[2] if failure else 0
-                name = key if code != METHOD_NOT_FOUND else "unknown"
-                outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
-                seconds = (s.end_ns - s.start) / 1e9
-                record("acp.request.duration", seconds, (REQUEST, name, outcome, code), _REQUEST)
-            elif what == STORE:
-                outcome = "error" if failure else "ok"
-                seconds = (s.end_ns - s.start) / 1e9
-                record("acp.store.duration", seconds, (STORE, key, outcome), _STORE)
-            elif what == TURN:
-                record("acp.turn.duration", (s.end_ns - s.start) / 1e9, (TURN, key), _TURN)
-                if failure and failure[0] == ERROR:
-                    kind = dict(s.extra or ()).get("error.type")
-                    if type(kind) is str and kind.startswith("Model"):
-                        self.metric("acp.model.errors", 1, {"kind": kind})
-            elif what == CALL:
-                code = failure[2] if failure else 0
-                outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
-                add("acp.calls", 1, (CALL, key, outcome), _CALL)
-            elif what == TOOL and key is not None:
-                self.metric("acp.mcp.errors", 1, {"kind": key})
+        store latency by operation.  Durations are the spans' own.  Into the runtime's
+        tally, the spans of one shape and key that did not fail are counted together, in C
+        loops (map, compress, Counter), into their point (found once)."""
+        kept = self.tally
+        if not isinstance(kept, tally.Tally):  # a program's instruments
+            for s in ended:
+                self._fold(s)
+            return
+        keys = list(map(_FOLDING, ended))
+        took = list(map(operator.sub, map(_END, ended), map(_START, ended)))  # ns
+        with kept.lock:
+            for key in set(keys):
+                chosen = list(map(key.__eq__, keys))
+                if key[2] is not None:  # failed: one at a time
+                    for s in compress(ended, chosen):
+                        self._fold(s)
+                    continue
+                found = self.points.get(key, _MISSING)
+                if found is _MISSING:
+                    found = self._point(key, next(compress(ended, chosen)))
+                if found is None:  # nothing counted (a tool call that did not fail)
+                    continue
+                point, bounds = found
+                if bounds is None:  # a count
+                    point[1] += chosen.count(True)
+                    continue
+                values = list(compress(took, chosen))
+                point[1] += len(values)
+                point[2] += sum(values) / 1e9
+                point[3] = min(point[3], min(values) / 1e9)
+                point[4] = max(point[4], max(values) / 1e9)
+                buckets = point[5]
+                for at, n in Counter(map(partial(bisect.bisect_left, bounds), values)).items():
+                    buckets[at] += n
+
+    def _point(self, key: tuple[Any, ...], s: spans.Span) -> Any:
+        """The tally's point the spans of `key` (a shape and key, no failure) count into,
+        and a histogram's bounds in ns (None: a count); None when they count nothing."""
+        measured = _measure(s)
+        found = None
+        if measured is not None:
+            point = self.tally.point(*measured[:3])
+            bounds = [round(b * 1e9) for b in point[6]] if len(point) > _COUNT else None
+            found = (point, bounds)
+        if len(self.points) >= MAX_CACHED:
+            self.points.clear()
+        self.points[key] = found  # (the shape is held: its hash is its id)
+        return found
+
+    def _fold(self, s: spans.Span) -> None:
+        """One span's metrics, recorded through the tally's (or instruments') calls."""
+        measured = _measure(s)
+        if measured is not None:
+            name, key, names, value = measured
+            if INSTRUMENTS[name][0] == "histogram":
+                self.tally.record(name, value, key, names)
+            else:
+                self.tally.add(name, value, key, names)
+        failure, what = s.failure, s.shape.what
+        if failure and failure[0] == ERROR and what == TURN:
+            kind = dict(s.extra or ()).get("error.type")
+            if type(kind) is str and kind.startswith("Model"):
+                self.metric("acp.model.errors", 1, {"kind": kind})
+        elif what == TOOL and s.key is not None:
+            self.metric("acp.mcp.errors", 1, {"kind": s.key})
 
     def exposition(self) -> tuple[bytes, str] | None:
         if self.prometheus is None:
@@ -355,7 +428,7 @@ class Telemetry:
             ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
             carrier = {"traceparent": f"00-{ids}"}
             if span.state:
-                carrier["tracestate"] = span.state.to_header()
+                carrier["tracestate"] = span.state
             meta = params.get("_meta")
             params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
         return span

@@ -12,65 +12,74 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.trace import SpanContext
-
 from . import encode
-from .spans import _NO_STATE, SCOPE, Span, readable
+from .spans import SCOPE, Span, readable
 
 log = logging.getLogger("acp.runtime.observe")
-
-_SHORT, _LONG = 0x80, 0x4000  # a length under these takes one varint byte, two
-_PLAIN = encode.UNSET + encode.LOCAL  # an unset status, a local (or no) parent
-_PLAIN_FROM_PEER = encode.UNSET + encode.FROM_PEER
 
 
 def encoded(span: Span) -> bytes:
     """`span` as a framed OTLP `Span` (encode.py)."""
-    return encoded_batch([span])[0]
+    return b"".join(encoded_batch([span]))
+
+
+# What the spans of one combination (shape, own attributes, key, failure, trace state, a
+# parent from the peer) share: the head of their frame when a root and when a child, the
+# bytes after their ids and times, and their own attributes (held: the key has their id).
+# Made once, on the export thread.
+_made: dict[tuple[Any, ...], tuple[bytes, bytes, bytes, Any]] = {}
+
+
+def _frame(n: int) -> bytes:
+    return b"\x12" + encode.varint(n)
+
+
+def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes, Any]:
+    """What follows the ids and times of a span of this combination (its name, kind,
+    attributes, trace state, status and flags), and its frame's heads."""
+    shape, _, key, failure, state, peer = combination
+    parts, pairs, pair = [shape.head], encode.PAIRS, encode.key_value
+    for name, value in extra or ():
+        parts.append(pairs.get((9, name, type(value), value)) or pair(9, name, value))
+    if shape.named is not None and key is not None:
+        parts.append(pair(9, shape.named, key))
+    if state:
+        parts.append(encode.field(3, state.encode()))
+    parts.append(encode.status(failure[0], failure[1]) if failure else encode.UNSET)
+    parts.append(encode.FROM_PEER if peer else encode.LOCAL)
+    tail = b"".join(parts)
+    made = (
+        _frame(encode.ROOT.size + len(tail)),
+        _frame(encode.CHILD.size + len(tail)),
+        tail,
+        extra,
+    )
+    if len(_made) >= encode.MAX_CACHED:
+        _made.clear()
+    _made[combination] = made
+    return made
 
 
 def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
-    """Each span as a framed OTLP `Span` (field 2 of its ScopeSpans), in one loop: its
-    shape's bytes (name, kind, fixed attributes) made once per shape, each attribute pair's
-    once, the ids and times packed by one struct each."""
+    """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), in pieces: per span
+    its frame's head, its ids and times (one struct), and the rest, made once per
+    combination."""
     out: list[bytes] = []
-    pairs, pair = encode.PAIRS, encode.key_value
-    with_parent, root, times = encode.IDS_PARENT.pack, encode.IDS.pack, encode.TIMES.pack
-    half = encode.HALF
+    made, append = _made, out.append
+    root, child = encode.ROOT.pack, encode.CHILD.pack
     for s in batch:
-        shape, parent, tid = s.shape, s.parent, s.trace_id
-        if parent is None:
-            parts = [root(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id)]
-            remote = False
+        extra, psid = s.extra, s.psid
+        combination = (s.shape, id(extra), s.key, s.failure, s.state, s.peer)
+        found = made.get(combination)
+        if found is None or found[3] is not extra:
+            found = _make(combination, extra)
+        if psid:
+            append(found[1])
+            append(child(0x100A, s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns))  # fmt: skip
         else:
-            pid = parent.span_id
-            parts = [with_parent(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id, 0x2208, pid)]
-            remote = type(parent) is SpanContext and parent.is_remote
-        state = s.state
-        if state is not _NO_STATE and state:
-            parts.append(encode.field(3, state.to_header().encode()))
-        parts.append(shape.head)
-        parts.append(times(0x39, s.start, 0x41, s.end_ns))
-        extra = s.extra
-        if extra:
-            for key, value in extra:
-                parts.append(pairs.get((9, key, type(value), value)) or pair(9, key, value))
-        named = shape.named
-        if named is not None and s.key is not None:
-            value = s.key
-            parts.append(pairs.get((9, named, type(value), value)) or pair(9, named, value))
-        failure = s.failure
-        if failure is None:
-            parts.append(_PLAIN_FROM_PEER if remote else _PLAIN)
-        else:
-            parts.append(encode.status(failure[0], failure[1]))
-            parts.append(encode.FROM_PEER if remote else encode.LOCAL)
-        body = b"".join(parts)
-        n = len(body)
-        if _SHORT <= n < _LONG:
-            out.append(b"\x12" + bytes((n & 0x7F | 0x80, n >> 7)) + body)
-        else:
-            out.append(b"\x12" + encode.varint(n) + body)
+            append(found[0])
+            append(root(0x100A, s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
+        append(found[2])
     return out
 
 

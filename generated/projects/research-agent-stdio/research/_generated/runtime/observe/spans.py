@@ -54,7 +54,6 @@ REQUEST, CALL, TURN, TOOL, STORE, QUEUED = range(6)
 REQUEST_CANCELLED = -32800
 INTERNAL_ERROR = -32603
 ERROR = 2  # StatusCode.ERROR's value
-_LEAF = object()  # a span's token when it is never made current
 
 
 def error_code(exc: BaseException) -> int:
@@ -102,6 +101,12 @@ class Shape:
         )
 
 
+def wire64(n: int) -> int:
+    """A span id as the runtime keeps it (`Span.sid`: the int whose little-endian bytes are
+    the id's bytes on the wire) from the API's (whose big-endian bytes are), and back."""
+    return int.from_bytes(n.to_bytes(8, "little"), "big")
+
+
 # without the `otel` extra (a project type-checked with only its test extra) the
 # OpenTelemetry API is Any to mypy: both cases are clean
 class Span(trace.Span):  # type: ignore[misc,unused-ignore]
@@ -109,8 +114,12 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     of the runtime's, another's SpanContext, a remote one, or None for a root), ids,
     times, its own attributes (`extra`), and `failure` (its status code and message, and
     the JSON-RPC code of the exception that ended it) when it failed; a `with` block
-    around the work it records, current within it unless a leaf.  `key` is what its
-    metrics are kept by (its shape's, or a turn's stop reason)."""
+    around the work it records, current within it (a `Leaf` never is).  `key` is what its
+    metrics are kept by (its shape's, or a turn's stop reason).  Its ids are kept as the
+    wire has them (`tid`: the trace id's bytes; `sid`, `psid`: the ints whose little-endian
+    bytes are its and its parent's span id, 0 for none), packed with the times in one
+    struct; `trace_id` and `span_id` are the API's.  `state`: the trace state's header
+    ("": none); `peer`: the parent came from the peer (a traceparent)."""
 
     __slots__ = (
         "_context",
@@ -120,20 +129,24 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         "flags",
         "key",
         "parent",
+        "peer",
+        "psid",
         "shape",
+        "sid",
         "sink",
-        "span_id",
         "start",
         "state",
+        "tid",
         "token",
-        "trace_id",
     )
     shape: Shape
     parent: Any
-    trace_id: int
-    span_id: int
+    tid: bytes
+    sid: int
+    psid: int
+    peer: bool
     flags: int
-    state: TraceState
+    state: str
     extra: tuple[tuple[str, Any], ...] | None
     key: Any
     sink: Callable[[Span], None] | None
@@ -153,13 +166,25 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         return self.shape.kind
 
     @property
+    def trace_id(self) -> int:
+        return int.from_bytes(self.tid, "big")
+
+    @property
+    def span_id(self) -> int:
+        return wire64(self.sid)
+
+    @property
     def parent_id(self) -> int:
         return self.parent.span_id if self.parent is not None else 0
 
     @property
     def remote(self) -> bool:
         """The parent came from the peer (a traceparent)."""
-        return type(self.parent) is SpanContext and self.parent.is_remote
+        return self.peer
+
+    @property
+    def trace_state(self) -> TraceState:
+        return TraceState.from_header([self.state]) if self.state else _NO_STATE
 
     @property
     def code(self) -> int:
@@ -182,23 +207,21 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
 
     # ---- the work it records -----------------------------------------------------------
     def __enter__(self) -> Self:
-        if self.token is None:  # made current: the spans started within are its children
-            if _VAR is not None:  # set directly, as `attach` would
-                self.token = _VAR.set(_Context({**_VAR.get(), _KEY: self}))
-            else:
-                self.token = otel_context.attach(_in_context(self))
+        # made current: the spans started within are its children
+        if _VAR is not None:  # set directly, as `attach` would
+            self.token = _VAR.set(_Context({**_VAR.get(), _KEY: self}))
+        else:
+            self.token = otel_context.attach(_in_context(self))
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        token = self.token
-        if token is not _LEAF:
-            if _VAR is None:
-                otel_context.detach(token)
-            else:
-                try:
-                    _VAR.reset(token)
-                except ValueError:  # made in another context (never by the runtime's hooks)
-                    log.debug("a span's context was left from another context")
+        if _VAR is None:
+            otel_context.detach(self.token)
+        else:
+            try:
+                _VAR.reset(self.token)
+            except ValueError:  # made in another context (never by the runtime's hooks)
+                log.debug("a span's context was left from another context")
         if exc is not None:
             self.failed(exc)
         self.end_ns = _time()
@@ -235,6 +258,8 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
             self.failure = (ERROR, "tool error", 0)
 
     def _set(self, pair: tuple[str, Any]) -> None:
+        if isinstance(pair[1], list):  # (kept hashable: a list's values as a tuple)
+            pair = (pair[0], tuple(pair[1]))
         self.extra = (*self.extra, pair) if self.extra else (pair,)
 
     # ---- the OpenTelemetry API's span -----------------------------------------------
@@ -244,12 +269,12 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
             return found
         except AttributeError:
             found = self._context = SpanContext(
-                self.trace_id, self.span_id, False, TraceFlags(self.flags), self.state
+                self.trace_id, self.span_id, False, TraceFlags(self.flags), self.trace_state
             )
             return found
 
     def is_recording(self) -> bool:
-        return self.flags == 1 and self.sink is not None and not self.end_ns
+        return self.flags == 1 and self.sink is not None and not getattr(self, "end_ns", 0)
 
     def set_attribute(self, key: str, value: Any) -> None:
         if self.is_recording():
@@ -278,13 +303,31 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         """Never recorded: an exception's text may hold anything (the status names its type)."""
 
     def end(self, end_time: int | None = None) -> None:
-        if not self.end_ns:
+        if not getattr(self, "end_ns", 0):
             self.end_ns = end_time or _time()
             if self.sink is not None:
                 self.sink(self)
 
 
-_new = Span.__new__
+class Leaf(Span):
+    """A span never made current (a store call, a request to the peer: nothing runs under
+    it that starts a span): its `with` block only ends it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.failed(exc)
+        self.end_ns = _time()
+        sink = self.sink
+        if sink is not None:
+            sink(self)
+
+
+_new = object.__new__
 
 
 class Tracer:
@@ -309,6 +352,8 @@ class Tracer:
             "": PARENT,
         }.get(described, ASK)
         self.exports = sink is not None and self.mode != NEVER
+        # a span's sink by its flags (not sampled, sampled)
+        self.sinks = (sink if counted else None, sink)
 
     def start(
         self,
@@ -318,30 +363,35 @@ class Tracer:
         leaf: bool = False,
     ) -> Span:
         """A started span (a `with` block ends it).  `extra`: the span's own attributes; a
-        `leaf` (a store call, a request to the peer: nothing runs under it that starts a
-        span) is never made current."""
+        `leaf` is never made current."""
         if remote is not None:
             parent: Any = remote
         elif _VAR is not None:  # the current span, read directly (None: no span)
             parent = _VAR.get().get(_KEY)
         else:
             parent = trace.get_current_span()
-        span = _new(Span)
+        span = _new(Leaf if leaf else Span)
         if type(parent) is Span:
-            span.trace_id = parent.trace_id
+            span.tid = parent.tid
+            span.psid = parent.sid
             span.state = parent.state
+            span.peer = False
             flags = parent.flags
         else:
             if parent is not None and type(parent) is not SpanContext:  # another tracer's
                 parent = parent.get_span_context()
             if parent is not None and parent.is_valid:
-                span.trace_id = parent.trace_id
-                span.state = parent.trace_state
+                span.tid = parent.trace_id.to_bytes(16, "big")
+                span.psid = wire64(parent.span_id)
+                span.state = parent.trace_state.to_header() if parent.trace_state else ""
+                span.peer = parent.is_remote
                 flags = parent.trace_flags & 1
             else:  # a root: a new trace
                 parent = None
-                span.trace_id = _bits(128) or 1
-                span.state = _NO_STATE
+                span.tid = (_bits(128) or 1).to_bytes(16, "little")
+                span.psid = 0
+                span.state = ""
+                span.peer = False
                 flags = 1
         mode = self.mode
         if mode != PARENT:
@@ -350,17 +400,16 @@ class Tracer:
             elif mode == NEVER:
                 flags = 0
             else:
-                flags, span.state = self._ask(parent, span.trace_id, shape, extra)
+                flags, state = self._ask(parent, span.trace_id, shape, extra)
+                span.state = state.to_header() if state else ""
         span.parent = parent
         span.shape = shape
-        span.span_id = _bits(64) or 1
+        span.sid = _bits(64) or 1
         span.flags = flags
         span.extra = extra
         span.key = shape.key
-        span.sink = self.sink if flags or self.counted else None
-        span.token = _LEAF if leaf else None
+        span.sink = self.sinks[flags]
         span.failure = None
-        span.end_ns = 0
         span.start = _time()
         return span
 
@@ -386,7 +435,7 @@ def readable(span: Span, resource: Any) -> Any:
     parent = None
     if span.parent_id:
         parent = SpanContext(
-            span.trace_id, span.parent_id, span.remote, TraceFlags(span.flags), span.state
+            span.trace_id, span.parent_id, span.remote, TraceFlags(span.flags), span.trace_state
         )
     return ReadableSpan(
         name=span.name,

@@ -60,7 +60,7 @@ class Tally:
         self.instruments = dict(instruments)
         self.gauge_specs = dict(gauges)
         self.registry = registry
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (the fold of a batch holds it as it records)
         self.start = time.time_ns()
         # name -> sorted label pairs -> point: [labels, count, sum, min, max, buckets, bounds]
         # for a histogram, [labels, value] for a sum
@@ -69,6 +69,10 @@ class Tally:
         }
         self.keys: dict[tuple[Any, ...], list[Any]] = {}
         self.before_read: Callable[[], None] | None = None  # folds what is still queued
+
+    def point(self, name: str, key: tuple[Any, ...], names: Names) -> list[Any]:
+        """The point of instrument `name` for the label set `key` names (made once)."""
+        return self.keys.get(key) or self._point(name, key, names)
 
     def _point(self, name: str, key: tuple[Any, ...], names: Names) -> list[Any]:
         labels = dict(zip(names, map(str, key[1:]), strict=True))

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
 from prometheus_client import CollectorRegistry, generate_latest
-from runtime.observe import encode, otel, providers, sinks, spans, tally
+from runtime.observe import encode, otel, posting, providers, sinks, spans, tally
 
 RESOURCE = Resource.create({"service.name": "fast-test", "deployment": "t", "replicas": 3})
 REMOTE = SpanContext(
@@ -181,16 +181,86 @@ def test_the_exporters_session_reads_the_proxy_from_the_environment_once(
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
     endpoint = "http://collector.invalid:4318/v1/traces"
     try:
-        export = sinks.OtlpSpans(
-            OTLPSpanExporter(endpoint=endpoint, session=providers.session()), RESOURCE
-        )
+        exporter = OTLPSpanExporter(endpoint=endpoint, session=providers.session())
+        export = sinks.OtlpSpans(posting.direct(exporter), RESOURCE)  # as providers.py has it
         assert export.client is not None
         export(_spans())
         export(_spans())
     finally:
         server.shutdown()
-    assert seen == [(endpoint, 1), (endpoint, 1)]
+    assert seen == [(endpoint, 1), (endpoint, 1)]  # a proxy applies: the SDK's transport
     assert len(reads) == 1
+
+
+class _Collector:
+    """An OTLP/HTTP collector on 127.0.0.1: the spans of each request it was sent, the
+    connections they came on; its first `refuse` answers are 503 with Retry-After: 0, and
+    with `close` it ends every connection after answering."""
+
+    def __init__(self, refuse: int = 0, close: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.posts: list[tuple[int, int]] = []  # (the client's port, spans)
+        self.refuse = refuse
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if collector.refuse:
+                    collector.refuse -= 1
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                else:
+                    (scope,) = (
+                        ExportTraceServiceRequest.FromString(body).resource_spans[0].scope_spans
+                    )
+                    collector.posts.append((self.client_address[1], len(scope.spans)))
+                    self.send_response(200)
+                self.send_header("Content-Length", "0")
+                if close:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("close", [False, True])
+def test_a_plain_http_collector_is_posted_to_over_one_kept_connection(
+    close: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `http://` collector no proxy applies to gets the batches over one kept-alive
+    `http.client` connection (`posting.Direct`), not `requests`; a collector that closes
+    its connections still gets every batch; a 503 with Retry-After is retried by the SDK's
+    client as with its own transport."""
+    import requests
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    sent = []
+    monkeypatch.setattr(requests.Session, "send", lambda *a, **k: sent.append(a) or None)
+    collector = _Collector(refuse=1, close=close)
+    try:
+        exporter = posting.direct(OTLPSpanExporter(endpoint=collector.url))
+        assert isinstance(exporter._client._transport, posting.Direct)
+        export = sinks.OtlpSpans(exporter, RESOURCE)
+        for _ in range(3):
+            export(_spans())
+        exporter.shutdown()
+    finally:
+        collector.server.shutdown()
+    assert [n for _, n in collector.posts] == [4, 4, 4]  # the 503's batch came again
+    connections = {port for port, _ in collector.posts}
+    assert len(connections) == (3 if close else 1)
+    assert sent == []  # never through requests
 
 
 class _Owner:

@@ -225,7 +225,7 @@ class Telemetry:
                     OTLPMetricExporter,
                 )
 
-                exporter = OTLPMetricExporter(session=providers.session())
+                exporter = providers.direct(OTLPMetricExporter(session=providers.session()))
                 otlp = tally.OtlpMetrics(self.tally, exporter, resource)
                 self.jobs.append(tally.Periodic(otlp, interval, "acp-otel-metrics"))
             elif name == "console":

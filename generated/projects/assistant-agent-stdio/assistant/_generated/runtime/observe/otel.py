@@ -404,7 +404,9 @@ class Telemetry:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome):
         the trace context of its `_meta.traceparent` is its parent when it has one."""
         about = getattr(conn, "about", None)  # the agent's connections have it
-        shape = self._served(method, about() if about is not None else ())
+        facts = about() if about is not None else ()
+        found = self.served.get((method, id(facts)))
+        shape = found[1] if found is not None and found[0] is facts else self._served(method, facts)
         if type(params) is not dict:
             return self.tracer.start(shape)
         sid = params.get("sessionId")
@@ -439,8 +441,7 @@ class Telemetry:
         if not self.models and "pydantic_ai" in sys.modules:
             self.models = True
             providers.instrument_models(self.tracer_provider, self.meter_provider, self.content)
-        sid = str(session)
-        own = self.sessions.get(sid) or self._session(sid)
+        own = self.sessions.get(session) or self._session(str(session))
         if self.content and type(prompt) is list:
             text = "".join(str(b.get("text", "")) for b in prompt if type(b) is dict)
             own = (*own, ("acp.prompt.text", text))

@@ -87,6 +87,7 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
         from . import otel
 
         _state.on = otel.Telemetry.start(tracer_provider, meter_provider, _gauges)
+        _bind(_state.on)
     except ImportError as exc:  # configured, but the extra is not installed
         log.warning("OTEL_* is set but the otel extra is not installed (%s): no telemetry", exc)
         return False
@@ -100,6 +101,7 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
 def stop() -> None:
     """Telemetry off (what is buffered is flushed when it came from the environment)."""
     was, _state.on = _state.on, None
+    _bind(None)
     if was is not None:
         was.stop()
 
@@ -130,41 +132,48 @@ OFF = _Off()
 Span = Any  # a span's `with` block: spans.Span when on, OFF when off
 
 
-def request(method: str, params: Any, conn: Any) -> Span:
+# The span hooks: these when off; when on, the Telemetry's own methods of the same names
+# are bound here in their place (`_bind`), so a call site pays one call either way.
+def _request(method: str, params: Any, conn: Any) -> Span:
     """A served JSON-RPC request's span: its `_meta.traceparent`, else the HTTP request's,
     is its parent."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.request(method, params, conn)
+    return OFF
 
 
-def call(method: str, params: Any) -> Span:
+def _call(method: str, params: Any) -> Span:
     """A request sent to the peer: its trace context goes into the params' `_meta`."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.call(method, params)
+    return OFF
 
 
-def turn(session: str, prompt: Any) -> Span:
+def _turn(session: str, prompt: Any) -> Span:
     """A prompt turn (`set_stop_reason` as it ends)."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.turn(session, prompt)
+    return OFF
 
 
-def tool(tool: str, server: str | None) -> Span:
+def _tool(tool: str, server: str | None) -> Span:
     """An MCP tool call (`set_tool_result` with what it returned)."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.tool(tool, server)
+    return OFF
 
 
-def store(op: Callable[[], Any], calls: Any) -> Span:
+def _store(op: Callable[[], Any], calls: Any) -> Span:
     """A session store call (`op`: the lambda that makes it; `calls`: the store's methods)."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.store(op, calls)
+    return OFF
 
 
-def queued() -> contextlib.AbstractContextManager[Any]:
+def _queued() -> contextlib.AbstractContextManager[Any]:
     """A prompt waiting for its session's turn."""
-    telemetry = _state.on
-    return OFF if telemetry is None else telemetry.queued()
+    return OFF
+
+
+request, call, turn, tool, store, queued = _request, _call, _turn, _tool, _store, _queued
+_HOOKS = {"request": _request, "call": _call, "turn": _turn, "tool": _tool}
+_HOOKS |= {"store": _store, "queued": _queued}
+
+
+def _bind(telemetry: Telemetry | None) -> None:
+    """The span hooks of this module: `telemetry`'s, or the ones of telemetry off."""
+    for name, off in _HOOKS.items():
+        globals()[name] = off if telemetry is None else getattr(telemetry, name)
 
 
 def metric(name: str, value: float = 1, **labels: Any) -> None:

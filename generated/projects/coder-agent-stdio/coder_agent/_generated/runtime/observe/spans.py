@@ -1,5 +1,6 @@
-"""The runtime's own spans: plain objects recorded on the event loop and handed, as they end,
-to a sink; the OTLP sink encodes them (`encode.py`) and posts them from a thread of its own.
+"""The runtime's own spans: plain objects recorded on the event loop, each a `with` block
+around the work it records, handed as they end to a sink (sinks.py: a queue a thread of
+its own folds into the metrics and encodes as OTLP, `encode.py`, and posts).
 
 The OpenTelemetry SDK's span costs ~20 us to start and end and ~31 us to encode, three
 spans an echo turn; these cost a few us.  They are still OpenTelemetry's: a `Span` here is

@@ -163,9 +163,8 @@ class Connection:
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
-        sending = self._send_request(method, params)  # (its params sent as it first runs)
-        with observe.call(method, params):
-            return await sending
+        with observe.call(method, params):  # (its trace context put in `_meta` first)
+            return await self._send_request(method, params)
 
     async def _send_request(self, method: str, params: Any) -> Any:
         if self._closed:
@@ -483,9 +482,8 @@ class Connection:
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
         ctx = RequestContext(rid, method, sid, self)
         try:
-            run = self._on_request(method, params, ctx)
             with observe.request(method, params, self):
-                result = await run
+                result = await self._on_request(method, params, ctx)
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)

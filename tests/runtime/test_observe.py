@@ -737,9 +737,10 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
     exported: Exported,
 ) -> None:
     """Fully on, what is the same from request to request is built once per process (the
-    cost bench_observe.py measures): a label set, a connection's span attributes, the
-    store operation a `durably` lambda names; a peer sending thousands of method names
-    grows no cache past otel.MAX_CACHED; the spans and points are still right."""
+    cost bench_observe.py measures): a label set, a span's shape (a connection's span
+    attributes, the store operation a `durably` lambda names), a session id's attribute;
+    a peer sending thousands of method names and session ids grows no cache past
+    otel.MAX_CACHED; the spans and points are still right."""
     from runtime import observe
     from runtime.observe import otel
     from runtime.sessions.session_store import durably
@@ -756,15 +757,13 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
         async def load(self, sid: str) -> None:
             return None
 
-    async def nothing() -> None:
-        return None
-
     async def main() -> None:
         for i in range(otel.MAX_CACHED + 100):  # under the SDK's own limit (2000)
-            await observe.traced("request", nothing(), method=f"x/{i}", params={})
+            with observe.request(f"x/{i}", {"sessionId": f"s{i}"}, None):
+                await asyncio.sleep(0)
         for _ in range(3):
-            params = {"sessionId": "sess_1"}
-            await observe.traced("request", nothing(), method="session/prompt", params=params)
+            with observe.request("session/prompt", {"sessionId": "sess_1"}, None):
+                await asyncio.sleep(0)
         store = Store()
         for _ in range(2):
             await durably("save", lambda: store.save_turn("s"))  # as the runtime calls it
@@ -772,7 +771,9 @@ def test_what_a_request_records_is_made_once_and_every_cache_is_bounded(
 
     asyncio.run(main())
     assert len(telemetry.tally.labels) <= otel.MAX_CACHED
-    assert len(telemetry.connections) <= otel.MAX_CACHED
+    assert len(telemetry.served) <= otel.MAX_CACHED
+    assert len(telemetry.sessions) <= otel.MAX_CACHED
+    assert len(telemetry.stored) == 2  # one shape a `durably` line
     assert [
         p.count
         for a, p in exported.points("acp.request.duration")

@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace import sampling
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode, TraceFlags, TraceState
 from prometheus_client import CollectorRegistry, generate_latest
-from runtime.observe import encode, otel, providers, spans, tally
+from runtime.observe import encode, otel, posting, providers, sinks, spans, tally
 
 RESOURCE = Resource.create({"service.name": "fast-test", "deployment": "t", "replicas": 3})
 REMOTE = SpanContext(
@@ -50,8 +50,8 @@ REMOTE = SpanContext(
 
 
 def _spans() -> list[spans.Span]:
-    """A request under a remote parent, its turn (an error, attributes set late), a store
-    call, and a root client call: as the runtime's hooks record them."""
+    """A request under a remote parent, its turn (an error, its stop reason set as it
+    ends), a store call, and a root client call: as the runtime's hooks record them."""
     kept: list[spans.Span] = []
     tracer = spans.Tracer(sampling.DEFAULT_ON, kept.append)
     attrs = (
@@ -63,15 +63,19 @@ def _spans() -> list[spans.Span]:
         ("acp.names", ("a", "b")),
         ("acp.negative", -7),
     )
-    request = tracer.open("session/prompt", SpanKind.SERVER, REMOTE, attrs)
-    turn = tracer.open("acp.turn", SpanKind.INTERNAL, None, (("acp.session_id", "sess_1"),))
-    store = tracer.open("store save_turn", SpanKind.CLIENT, None, (("acp.store.op", "save"),))
-    tracer.close(store)
-    turn[0].set_attribute("acp.stop_reason", "end_turn")
-    turn[0].set_status(StatusCode.ERROR, "ValueError")
-    tracer.close(turn)
-    tracer.close(request)
-    tracer.close(tracer.open("fs/read_text_file", SpanKind.CLIENT, None, ()))
+    served = spans.Shape("session/prompt", SpanKind.SERVER, spans.REQUEST, "session/prompt", attrs)
+    turned = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN, None, (), "acp.stop_reason")
+    stored = spans.Shape("store save_turn", SpanKind.CLIENT, spans.STORE, "save_turn")
+    with (
+        tracer.start(served, REMOTE),
+        tracer.start(turned, None, (("acp.session_id", "sess_1"),)) as turn,
+    ):
+        with tracer.start(stored, None, (("acp.store.op", "save"),), True):
+            pass
+        turn.set_stop_reason("end_turn")
+        turn.set_status(StatusCode.ERROR, "ValueError")
+    with tracer.start(spans.Shape("fs/read_text_file", SpanKind.CLIENT, spans.CALL)):
+        pass
     return kept
 
 
@@ -90,7 +94,7 @@ def test_the_runtimes_spans_encode_as_the_sdks_encoder_writes_them() -> None:
     assert call.parent_id == 0 and call.trace_id != REMOTE.trace_id  # a root of its own
     head = encode.resource(RESOURCE.attributes), encode.scope(spans.SCOPE, None)
     ours = ExportTraceServiceRequest.FromString(
-        encode.traces(*head, [spans.encoded(s) for s in kept])
+        encode.traces(*head, [sinks.encoded(s) for s in kept])
     )
     readable = [spans.readable(s, RESOURCE) for s in kept]
     theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
@@ -99,13 +103,24 @@ def test_the_runtimes_spans_encode_as_the_sdks_encoder_writes_them() -> None:
     assert written.spans[2].flags == encode.REMOTE_KNOWN | encode.REMOTE
     assert written.spans[1].status.code == 2 and written.spans[1].status.message == "ValueError"
     assert written.spans[2].trace_state == "vendor=v1,other=x"
+    # a batch at once (roots first, then children), its repeated combinations made once
+    batch = kept + _spans() + _spans()
+    ours = ExportTraceServiceRequest.FromString(encode.traces(*head, sinks.encoded_batch(batch)))
+    readable = [spans.readable(s, RESOURCE) for s in batch]
+    theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
+
+    def by_id(request: ExportTraceServiceRequest) -> list[Any]:
+        (scope,) = request.resource_spans[0].scope_spans
+        return sorted(scope.spans, key=lambda span: span.span_id)
+
+    assert len(by_id(ours)) == len(batch) and by_id(ours) == by_id(theirs)
 
 
 def test_without_the_http_client_an_exporter_is_given_the_sdks_spans() -> None:
     """The fallback: an exporter that is not OTLP/HTTP's (here the SDK's in-memory one)
     gets ReadableSpans, the same spans."""
     memory = InMemorySpanExporter()
-    export = spans.OtlpSpans(memory, RESOURCE)
+    export = sinks.OtlpSpans(memory, RESOURCE)
     assert export.client is None
     kept = _spans()
     export(kept)
@@ -116,7 +131,7 @@ def test_without_the_http_client_an_exporter_is_given_the_sdks_spans() -> None:
 
 
 def test_the_installed_otlp_exporters_have_the_client_the_fast_path_posts_through() -> None:
-    trace_export = spans.OtlpSpans(
+    trace_export = sinks.OtlpSpans(
         OTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces"), RESOURCE
     )
     assert trace_export.client is not None
@@ -166,16 +181,86 @@ def test_the_exporters_session_reads_the_proxy_from_the_environment_once(
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.server_address[1]}")
     endpoint = "http://collector.invalid:4318/v1/traces"
     try:
-        export = spans.OtlpSpans(
-            OTLPSpanExporter(endpoint=endpoint, session=providers.session()), RESOURCE
-        )
+        exporter = OTLPSpanExporter(endpoint=endpoint, session=providers.session())
+        export = sinks.OtlpSpans(posting.direct(exporter), RESOURCE)  # as providers.py has it
         assert export.client is not None
         export(_spans())
         export(_spans())
     finally:
         server.shutdown()
-    assert seen == [(endpoint, 1), (endpoint, 1)]
+    assert seen == [(endpoint, 1), (endpoint, 1)]  # a proxy applies: the SDK's transport
     assert len(reads) == 1
+
+
+class _Collector:
+    """An OTLP/HTTP collector on 127.0.0.1: the spans of each request it was sent, the
+    connections they came on; its first `refuse` answers are 503 with Retry-After: 0, and
+    with `close` it ends every connection after answering."""
+
+    def __init__(self, refuse: int = 0, close: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.posts: list[tuple[int, int]] = []  # (the client's port, spans)
+        self.refuse = refuse
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if collector.refuse:
+                    collector.refuse -= 1
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                else:
+                    (scope,) = (
+                        ExportTraceServiceRequest.FromString(body).resource_spans[0].scope_spans
+                    )
+                    collector.posts.append((self.client_address[1], len(scope.spans)))
+                    self.send_response(200)
+                self.send_header("Content-Length", "0")
+                if close:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.parametrize("close", [False, True])
+def test_a_plain_http_collector_is_posted_to_over_one_kept_connection(
+    close: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `http://` collector no proxy applies to gets the batches over one kept-alive
+    `http.client` connection (`posting.Direct`), not `requests`; a collector that closes
+    its connections still gets every batch; a 503 with Retry-After is retried by the SDK's
+    client as with its own transport."""
+    import requests
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    sent = []
+    monkeypatch.setattr(requests.Session, "send", lambda *a, **k: sent.append(a) or None)
+    collector = _Collector(refuse=1, close=close)
+    try:
+        exporter = posting.direct(OTLPSpanExporter(endpoint=collector.url))
+        assert isinstance(exporter._client._transport, posting.Direct)
+        export = sinks.OtlpSpans(exporter, RESOURCE)
+        for _ in range(3):
+            export(_spans())
+        exporter.shutdown()
+    finally:
+        collector.server.shutdown()
+    assert [n for _, n in collector.posts] == [4, 4, 4]  # the 503's batch came again
+    connections = {port for port, _ in collector.posts}
+    assert len(connections) == (3 if close else 1)
+    assert sent == []  # never through requests
 
 
 class _Owner:
@@ -184,14 +269,14 @@ class _Owner:
 
 def _measure(sink: Any) -> None:
     """The same measurements, through `Tally`'s or `Instruments`' calls."""
-    labels = {"method": "session/prompt", "outcome": "ok", "code": "0"}
+    names = ("method", "outcome", "code")
     for v in (0.0001, 0.0005, 0.001, 0.003, 0.5, 7.0, 12.0, 0.001):
-        sink.record("acp.request.duration", v, ("request", "p"), lambda: labels)
-    sink.record("acp.turn.duration", 0.2, ("turn", "end_turn"), lambda: {"stop_reason": "end_turn"})
+        sink.record("acp.request.duration", v, ("request", "session/prompt", "ok", 0), names)
+    sink.record("acp.turn.duration", 0.2, ("turn", "end_turn"), ("stop_reason",))
     for _ in range(3):
-        sink.add("acp.calls", 1, ("call", "fs"), lambda: {"method": "fs/x", "outcome": "ok"})
+        sink.add("acp.calls", 1, ("call", "fs/x", "ok"), ("method", "outcome"))
     for step in (1, 1, -1):
-        sink.add("acp.prompts.queued", step, ("queued",), dict)
+        sink.add("acp.prompts.queued", step, ("queued",), ())
     sink.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
 
 
@@ -274,12 +359,13 @@ class _Export:
 
 
 def _ended(tracer: spans.Tracer, name: str) -> None:
-    tracer.close(tracer.open(name, SpanKind.INTERNAL, None, ()))
+    with tracer.start(spans.Shape(name, SpanKind.INTERNAL, spans.QUEUED)):
+        pass
 
 
 def test_the_batch_sends_full_batches_until_its_delay_and_everything_at_stop() -> None:
     export = _Export()
-    batch = spans.Batch([export], delay=60.0, max_queue=1000, max_batch=4)
+    batch = sinks.Batch([export], delay=60.0, max_queue=1000, max_batch=4)
     tracer = spans.Tracer(None, batch)
     for i in range(10):
         _ended(tracer, f"s{i}")
@@ -295,7 +381,7 @@ def test_the_batch_sends_full_batches_until_its_delay_and_everything_at_stop() -
 
 def test_a_full_queue_drops_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     export = _Export()
-    batch = spans.Batch([export], delay=60.0, max_queue=3, max_batch=10)
+    batch = sinks.Batch([export], delay=60.0, max_queue=3, max_batch=10)
     tracer = spans.Tracer(None, batch)
     for i in range(5):
         _ended(tracer, f"s{i}")
@@ -305,23 +391,93 @@ def test_a_full_queue_drops_and_says_so(caplog: pytest.LogCaptureFixture) -> Non
     assert "2 spans dropped" in caplog.text
 
 
+class _Refused(Exception):
+    """An RpcError's shape: a JSON-RPC code and `to_wire`."""
+
+    code = -32602
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": self.code, "message": "refused"}
+
+
+class _Facts:
+    facts = (("acp.transport", "stdio"), ("acp.revision", 1), ("acp.replica", "r1"))
+
+    def about(self) -> tuple[tuple[str, Any], ...]:
+        return self.facts
+
+
+@pytest.mark.parametrize("sampler", ["always_on", "always_off"])
+def test_metrics_are_folded_from_every_span_and_a_read_is_never_behind(sampler: str) -> None:
+    """Configured from the environment (owned providers), a span's metrics are folded from
+    it off the event loop, sampled or not; what reads the metrics (a scrape, an OTLP
+    export) first folds what is still queued, so it never misses a request that ended."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    export = _Export()
+    chosen = {"always_on": sampling.ALWAYS_ON, "always_off": sampling.ALWAYS_OFF}[sampler]
+    telemetry = otel.Telemetry(
+        TracerProvider(sampler=chosen),
+        MeterProvider(),
+        {},
+        owned=True,
+        span_exports=[export],
+        metric_exporters=[],
+        resource=RESOURCE,
+    )
+    conn = _Facts()
+    try:
+        for _ in range(2):
+            with (
+                telemetry.request("session/prompt", {"sessionId": "s1"}, conn),
+                telemetry.turn("s1", []) as turn,
+            ):
+                # a lambda naming the store's method, as `durably` is given
+                with telemetry.store(lambda: conn.about(), ("about",)):  # noqa: PLW0108
+                    pass
+                turn.set_stop_reason("end_turn")
+        with pytest.raises(_Refused), telemetry.request("session/load", {}, conn):
+            raise _Refused
+        read = {name: points for name, _, _, _, points in telemetry.tally.snapshot()}
+        assert export.batches == []  # nothing exported yet: the delay has not passed
+    finally:
+        telemetry.stop()
+    requests = {tuple(p[0].values()): p[1] for p in read["acp.request.duration"]}
+    assert requests == {("session/prompt", "ok", "0"): 2, ("session/load", "error", "-32602"): 1}
+    assert [(p[0], p[1]) for p in read["acp.turn.duration"]] == [({"stop_reason": "end_turn"}, 2)]
+    assert [(p[0], p[1]) for p in read["acp.store.duration"]] == [
+        ({"op": "about", "outcome": "ok"}, 2)
+    ]
+    exported = [name for batch in export.batches for name in batch]
+    if sampler == "always_on":
+        assert sorted(exported) == sorted(
+            ["store about", "acp.turn", "session/prompt"] * 2 + ["session/load"]
+        )
+    else:
+        assert exported == []
+
+
 def test_sampling_follows_the_providers_sampler() -> None:
     kept: list[spans.Span] = []
     never = spans.Tracer(sampling.ParentBased(sampling.TraceIdRatioBased(0.0)), kept.append)
     assert never.mode == 0  # asked
-    root = never.open("session/prompt", SpanKind.SERVER, None, ())
-    child = never.open("acp.turn", SpanKind.INTERNAL, None, ())
-    assert not root[0].is_recording() and child[0].flags == 0
-    assert child[0].trace_id == root[0].trace_id  # the context still carries the trace
-    never.close(child)
-    never.close(root)
-    remote = never.open("session/prompt", SpanKind.SERVER, REMOTE, ())  # a sampled parent
-    never.close(remote)
+    served = spans.Shape("session/prompt", SpanKind.SERVER, spans.REQUEST)
+    turned = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)
+    with never.start(served) as root, never.start(turned) as child:
+        assert not root.is_recording() and child.flags == 0
+        assert child.trace_id == root.trace_id  # the context still carries the trace
+    with never.start(served, REMOTE):  # a sampled parent
+        pass
     assert [s.name for s in kept] == ["session/prompt"] and kept[0].parent_id == REMOTE.span_id
     off = spans.Tracer(sampling.ALWAYS_OFF, kept.append)
     assert off.mode == 3
-    off.close(off.open("x", SpanKind.INTERNAL, REMOTE, ()))
+    with off.start(spans.Shape("x", SpanKind.INTERNAL, spans.QUEUED), REMOTE):
+        pass
     assert len(kept) == 1
+    counted = spans.Tracer(sampling.ALWAYS_OFF, kept.append, counted=True)
+    with counted.start(served):  # not sampled, but its metrics are kept: handed over
+        pass
+    assert len(kept) == 2 and kept[1].flags == 0
 
 
 def test_turning_on_from_the_environment_freezes_what_it_loaded(tmp_path: Any) -> None:

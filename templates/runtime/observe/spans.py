@@ -1,5 +1,6 @@
-"""The runtime's own spans: plain objects recorded on the event loop and handed, as they end,
-to a sink; the OTLP sink encodes them (`encode.py`) and posts them from a thread of its own.
+"""The runtime's own spans: plain objects recorded on the event loop, each a `with` block
+around the work it records, handed as they end to a sink (sinks.py: a queue a thread of
+its own folds into the metrics and encodes as OTLP, `encode.py`, and posts).
 
 The OpenTelemetry SDK's span costs ~20 us to start and end and ~31 us to encode, three
 spans an echo turn; these cost a few us.  They are still OpenTelemetry's: a `Span` here is
@@ -12,15 +13,13 @@ are decided here; any other asks the sampler."""
 
 from __future__ import annotations
 
-import atexit
-import collections
+import asyncio
 import contextvars
 import logging
 import random
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -51,86 +50,236 @@ Attrs = tuple[tuple[str, Any], ...]
 # how a tracer samples: its sampler is asked; parent-based, a root sampled (the default);
 # every span; none
 ASK, PARENT, ALWAYS, NEVER = range(4)
+# what a span records (its metrics are folded from it off the event loop: otel.py's `fold`)
+REQUEST, CALL, TURN, TOOL, STORE, QUEUED = range(6)
+REQUEST_CANCELLED = -32800
+INTERNAL_ERROR = -32603
+ERROR = 2  # StatusCode.ERROR's value
 
 
-# without the `otel` extra (a project type-checked with only its test extra) the
-# OpenTelemetry API is Any to mypy: both cases are clean
-class Span(trace.Span):  # type: ignore[misc,unused-ignore]
-    """One span of the runtime's: its ids, times, attributes (a tuple made once per
-    combination, plus those set later) and status."""
+def error_code(exc: BaseException) -> int:
+    """The JSON-RPC code an exception is answered with (an RpcError's own, else -32603)."""
+    if isinstance(exc, asyncio.CancelledError):
+        return REQUEST_CANCELLED
+    code = getattr(exc, "code", None)
+    return code if type(code) is int and hasattr(exc, "to_wire") else INTERNAL_ERROR
 
-    __slots__ = (
-        "_context",
-        "attrs",
-        "code",
-        "end_ns",
-        "extra",
-        "flags",
-        "kind",
-        "message",
-        "name",
-        "parent_id",
-        "remote",
-        "sink",
-        "span_id",
-        "start",
-        "state",
-        "trace_id",
-    )
+
+def error_name(exc: BaseException) -> str | None:
+    """The `name` of an RpcError's data (e.g. `ModelRateLimited`), if it has one."""
+    data = getattr(exc, "data", None)
+    name = data.get("name") if type(data) is dict else None
+    return name if type(name) is str else None
+
+
+class Shape:
+    """What the spans of one combination share, made once: their name, kind, what they
+    record (REQUEST, STORE, ...) and its key (the method, the operation), their fixed
+    attributes, and all of that OTLP-encoded (`head`).  `named`: the attribute the span's
+    own key is written as when it ends (a turn's stop reason), if any."""
+
+    __slots__ = ("attrs", "head", "key", "kind", "name", "named", "what")
 
     def __init__(
         self,
         name: str,
         kind: SpanKind,
-        trace_id: int,
-        span_id: int,
-        parent_id: int,
-        remote: bool,
-        flags: int,
-        state: TraceState,
-        attrs: Attrs,
-        extra: list[tuple[str, Any]] | None,
-        sink: Callable[[Span], None] | None,
+        what: int,
+        key: Any = None,
+        attrs: Attrs = (),
+        named: str | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.parent_id = parent_id
-        self.remote = remote  # the parent came from the peer (a traceparent)
-        self.flags = flags  # 1: sampled
-        self.state = state
-        self.attrs = attrs  # a tuple made once per combination: encoded once
-        self.extra = extra  # this span's own (a session id, what is set after the start)
-        self.code = 0  # StatusCode: UNSET 0, OK 1, ERROR 2
-        self.message = ""
-        self.sink = sink  # None: not sampled
-        self.end_ns = 0
-        self._context: SpanContext | None = None
-        self.start = _time()
+        self.what = what
+        self.key = key
+        self.attrs = attrs
+        self.named = named
+        self.head = (
+            encode.field(5, name.encode())
+            + encode.KIND[KINDS.get(kind, 1)]
+            + (encode.attributes(9, attrs) if attrs else b"")
+        )
+
+
+def wire64(n: int) -> int:
+    """A span id as the runtime keeps it (`Span.sid`: the int whose little-endian bytes are
+    the id's bytes on the wire) from the API's (whose big-endian bytes are), and back."""
+    return int.from_bytes(n.to_bytes(8, "little"), "big")
+
+
+# without the `otel` extra (a project type-checked with only its test extra) the
+# OpenTelemetry API is Any to mypy: both cases are clean
+class Span(trace.Span):  # type: ignore[misc,unused-ignore]
+    """One span of the runtime's (`Tracer.start` makes it): its shape, its parent (a Span
+    of the runtime's, another's SpanContext, a remote one, or None for a root), ids,
+    times, its own attributes (`extra`), and `failure` (its status code and message, and
+    the JSON-RPC code of the exception that ended it) when it failed; a `with` block
+    around the work it records, current within it (a `Leaf` never is).  `key` is what its
+    metrics are kept by (its shape's, or a turn's stop reason).  Its ids are kept as the
+    wire has them (`tid`: the trace id's bytes; `sid`, `psid`: the ints whose little-endian
+    bytes are its and its parent's span id, 0 for none), packed with the times in one
+    struct; `trace_id` and `span_id` are the API's.  `state`: the trace state's header
+    ("": none); `peer`: the parent came from the peer (a traceparent)."""
+
+    __slots__ = (
+        "_context",
+        "end_ns",
+        "extra",
+        "failure",
+        "flags",
+        "key",
+        "parent",
+        "peer",
+        "psid",
+        "shape",
+        "sid",
+        "sink",
+        "start",
+        "state",
+        "tid",
+        "token",
+    )
+    shape: Shape
+    parent: Any
+    tid: bytes
+    sid: int
+    psid: int
+    peer: bool
+    flags: int
+    state: str
+    extra: tuple[tuple[str, Any], ...] | None
+    key: Any
+    sink: Callable[[Span], None] | None
+    token: Any
+    failure: tuple[int, str, int] | None
+    start: int
+    end_ns: int
+    _context: SpanContext  # made when first asked for
+
+    # ---- what the encoders and the SDK's ReadableSpan read ------------------------------
+    @property
+    def name(self) -> str:
+        return self.shape.name
+
+    @property
+    def kind(self) -> SpanKind:
+        return self.shape.kind
+
+    @property
+    def trace_id(self) -> int:
+        return int.from_bytes(self.tid, "big")
+
+    @property
+    def span_id(self) -> int:
+        return wire64(self.sid)
+
+    @property
+    def parent_id(self) -> int:
+        return self.parent.span_id if self.parent is not None else 0
+
+    @property
+    def remote(self) -> bool:
+        """The parent came from the peer (a traceparent)."""
+        return self.peer
+
+    @property
+    def trace_state(self) -> TraceState:
+        return TraceState.from_header([self.state]) if self.state else _NO_STATE
+
+    @property
+    def code(self) -> int:
+        return self.failure[0] if self.failure else 0
+
+    @property
+    def message(self) -> str:
+        return self.failure[1] if self.failure else ""
+
+    @property
+    def error(self) -> int:
+        return self.failure[2] if self.failure else 0
 
     def attributes(self) -> Iterator[tuple[str, Any]]:
-        yield from self.attrs
+        yield from self.shape.attrs
         if self.extra:
             yield from self.extra
+        if self.shape.named is not None and self.key is not None:
+            yield self.shape.named, self.key
+
+    # ---- the work it records -----------------------------------------------------------
+    def __enter__(self) -> Self:
+        # made current: the spans started within are its children
+        if _VAR is not None:  # set directly, as `attach` would
+            self.token = _VAR.set(_Context({**_VAR.get(), _KEY: self}))
+        else:
+            self.token = otel_context.attach(_in_context(self))
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if _VAR is None:
+            otel_context.detach(self.token)
+        else:
+            try:
+                _VAR.reset(self.token)
+            except ValueError:  # made in another context (never by the runtime's hooks)
+                log.debug("a span's context was left from another context")
+        if exc is not None:
+            self.failed(exc)
+        self.end_ns = _time()
+        sink = self.sink
+        if sink is not None:
+            sink(self)
+
+    def failed(self, exc: BaseException) -> None:
+        """Ended by `exc`: its status, its JSON-RPC code (a turn: its stop reason)."""
+        code = error_code(exc)
+        what = self.shape.what
+        if what == TURN:
+            self.key = "cancelled" if code == REQUEST_CANCELLED else "error"
+            if code == REQUEST_CANCELLED:  # a cancelled turn is not a failed one
+                self.failure = (0, "", code)
+                return
+            name = error_name(exc)
+            if name is not None:
+                self._set(("error.type", name))
+        elif what == TOOL:
+            self.key = type(exc).__name__
+        if what in (REQUEST, CALL, TURN):
+            self._set(("rpc.jsonrpc.error_code", code))
+        self.failure = (ERROR, type(exc).__name__, code)
+
+    def set_stop_reason(self, reason: Any) -> None:
+        """A turn's stop reason (as it ends)."""
+        self.key = str(reason)
+
+    def set_tool_result(self, result: Any) -> None:
+        """A tool call's result: an error result fails the span."""
+        if getattr(result, "is_error", False):
+            self.key = "ToolError"
+            self.failure = (ERROR, "tool error", 0)
+
+    def _set(self, pair: tuple[str, Any]) -> None:
+        if isinstance(pair[1], list):  # (kept hashable: a list's values as a tuple)
+            pair = (pair[0], tuple(pair[1]))
+        self.extra = (*self.extra, pair) if self.extra else (pair,)
 
     # ---- the OpenTelemetry API's span -----------------------------------------------
     def get_span_context(self) -> SpanContext:
-        found = self._context
-        if found is None:
+        try:
+            found: SpanContext = self._context
+            return found
+        except AttributeError:
             found = self._context = SpanContext(
-                self.trace_id, self.span_id, False, TraceFlags(self.flags), self.state
+                self.trace_id, self.span_id, False, TraceFlags(self.flags), self.trace_state
             )
-        return found
+            return found
 
     def is_recording(self) -> bool:
-        return self.sink is not None and not self.end_ns
+        return self.flags == 1 and self.sink is not None and not getattr(self, "end_ns", 0)
 
     def set_attribute(self, key: str, value: Any) -> None:
         if self.is_recording():
-            if self.extra is None:
-                self.extra = []
-            self.extra.append((key, value))
+            self._set((key, value))
 
     def set_attributes(self, attributes: Any) -> None:
         for key, value in dict(attributes).items():
@@ -140,12 +289,13 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         if isinstance(status, Status):
             status, description = status.status_code, status.description
         if self.is_recording() and isinstance(status, StatusCode):
-            self.code = status.value
-            self.message = (description or "") if status is StatusCode.ERROR else ""
+            message = (description or "") if status is StatusCode.ERROR else ""
+            self.failure = (status.value, message, self.error)
 
     def update_name(self, name: str) -> None:
         if self.is_recording():
-            self.name = name
+            old = self.shape
+            self.shape = Shape(name, old.kind, old.what, old.key, old.attrs, old.named)
 
     def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         """The runtime's spans carry no events (nothing of the runtime adds one)."""
@@ -154,33 +304,44 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         """Never recorded: an exception's text may hold anything (the status names its type)."""
 
     def end(self, end_time: int | None = None) -> None:
-        if not self.end_ns:
+        if not getattr(self, "end_ns", 0):
             self.end_ns = end_time or _time()
             if self.sink is not None:
                 self.sink(self)
 
 
-def _under(parent: Any) -> tuple[int, int, int, TraceState, bool]:
-    """The trace id, parent id, flags, trace state and remoteness of a span started under
-    `parent` (another tracer's span, a remote SpanContext, None): a new trace when it has
-    no valid context."""
-    ctx = None
-    if parent is not None:
-        ctx = parent if type(parent) is SpanContext else parent.get_span_context()
-    if ctx is not None and ctx.is_valid:
-        return ctx.trace_id, ctx.span_id, ctx.trace_flags & 1, ctx.trace_state, ctx.is_remote
-    trace_id = 0
-    while not trace_id:
-        trace_id = _bits(128)
-    return trace_id, 0, 1, _NO_STATE, False
+class Leaf(Span):
+    """A span never made current (a store call, a request to the peer: nothing runs under
+    it that starts a span): its `with` block only ends it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.failed(exc)
+        self.end_ns = _time()
+        sink = self.sink
+        if sink is not None:
+            sink(self)
+
+
+_new = object.__new__
 
 
 class Tracer:
-    """Opens and closes the runtime's spans under the current span of OpenTelemetry's
-    context (or a remote parent), sampled as `sampler` (the provider's) decides."""
+    """Starts the runtime's spans under the current span of OpenTelemetry's context (or a
+    remote parent), sampled as `sampler` (the provider's) decides.  A span goes to `sink`
+    as it ends: every span when `counted` (its metrics are folded from it), else only a
+    sampled one; `exports`: a span may be exported (its trace context is worth sending)."""
 
-    def __init__(self, sampler: Any, sink: Callable[[Span], None] | None) -> None:
+    def __init__(
+        self, sampler: Any, sink: Callable[[Span], None] | None, *, counted: bool = False
+    ) -> None:
         self.sink = sink
+        self.counted = counted
         self.sampler = sampler
         described = str(sampler.get_description()) if sampler is not None else ""
         from opentelemetry.sdk.trace import sampling
@@ -191,92 +352,79 @@ class Tracer:
             sampling.ALWAYS_OFF.get_description(): NEVER,
             "": PARENT,
         }.get(described, ASK)
+        self.exports = sink is not None and self.mode != NEVER
+        # a span's sink by its flags (not sampled, sampled)
+        self.sinks = (sink if counted else None, sink)
 
-    def open(
+    def start(
         self,
-        name: str,
-        kind: SpanKind,
-        remote: SpanContext | None,
-        attrs: Attrs,
-        extra: list[tuple[str, Any]] | None = None,
-        *,
+        shape: Shape,
+        remote: SpanContext | None = None,
+        extra: tuple[tuple[str, Any], ...] | None = None,
         leaf: bool = False,
-    ) -> Any:
-        """A started span and the token that makes it current (hand both to `close`).
-        `attrs` is a tuple made once per combination (its encoding is kept), `extra` the
-        span's own attributes; a `leaf` (a store call, a request to the peer: nothing runs
-        under it that starts a span) is not made current."""
-        if _VAR is not None:  # the current span, read directly (None: no span)
-            current = _VAR.get()
-            parent = current.get(_KEY)
-        else:
-            current, parent = None, trace.get_current_span()
+    ) -> Span:
+        """A started span (a `with` block ends it).  `extra`: the span's own attributes; a
+        `leaf` is never made current."""
         if remote is not None:
-            parent = remote
-        if type(parent) is Span:
-            trace_id, parent_id, flags = parent.trace_id, parent.span_id, parent.flags
-            state, is_remote = parent.state, False
+            parent: Any = remote
+        elif _VAR is not None:  # the current span, read directly (None: no span)
+            parent = _VAR.get().get(_KEY)
         else:
-            trace_id, parent_id, flags, state, is_remote = _under(parent)
-        span_id = 0
-        while not span_id:
-            span_id = _bits(64)
+            parent = trace.get_current_span()
+        span = _new(Leaf if leaf else Span)
+        if type(parent) is Span:
+            span.tid = parent.tid
+            span.psid = parent.sid
+            span.state = parent.state
+            span.peer = False
+            flags = parent.flags
+        else:
+            if parent is not None and type(parent) is not SpanContext:  # another tracer's
+                parent = parent.get_span_context()
+            if parent is not None and parent.is_valid:
+                span.tid = parent.trace_id.to_bytes(16, "big")
+                span.psid = wire64(parent.span_id)
+                span.state = parent.trace_state.to_header() if parent.trace_state else ""
+                span.peer = parent.is_remote
+                flags = parent.trace_flags & 1
+            else:  # a root: a new trace
+                parent = None
+                span.tid = (_bits(128) or 1).to_bytes(16, "little")
+                span.psid = 0
+                span.state = ""
+                span.peer = False
+                flags = 1
         mode = self.mode
-        if mode == ALWAYS:
-            flags = 1
-        elif mode == NEVER:
-            flags = 0
-        elif mode == ASK:
-            flags, state = self._ask(parent, trace_id, name, kind, (*attrs, *(extra or ())))
-        span = Span(
-            name,
-            kind,
-            trace_id,
-            span_id,
-            parent_id,
-            is_remote,
-            flags,
-            state,
-            attrs,
-            extra,
-            self.sink if flags else None,
-        )
-        if leaf:
-            return span, None
-        if _VAR is not None:  # set directly, as `attach` would (two spans a prompt)
-            return span, _VAR.set(_Context({**current, _KEY: span}))
-        return span, otel_context.attach(_in_context(span))
+        if mode != PARENT:
+            if mode == ALWAYS:
+                flags = 1
+            elif mode == NEVER:
+                flags = 0
+            else:
+                flags, state = self._ask(parent, span.trace_id, shape, extra)
+                span.state = state.to_header() if state else ""
+        span.parent = parent
+        span.shape = shape
+        span.sid = _bits(64) or 1
+        span.flags = flags
+        span.extra = extra
+        span.key = shape.key
+        span.sink = self.sinks[flags]
+        span.failure = None
+        span.start = _time()
+        return span
 
-    def _ask(
-        self, parent: Any, trace_id: int, name: str, kind: SpanKind, attrs: Attrs
-    ) -> tuple[int, TraceState]:
+    def _ask(self, parent: Any, trace_id: int, shape: Shape, extra: Any) -> tuple[int, TraceState]:
         if parent is None:
             parent = trace.INVALID_SPAN
         elif type(parent) is SpanContext:
             parent = trace.NonRecordingSpan(parent)
+        attrs = dict((*shape.attrs, *(extra or ())))
         got = self.sampler.should_sample(
-            _in_context(parent), trace_id, name, kind, dict(attrs), None
+            _in_context(parent), trace_id, shape.name, shape.kind, attrs, None
         )
         sampled = 1 if got.decision.is_sampled() else 0
         return sampled, got.trace_state or _NO_STATE
-
-    @staticmethod
-    def close(opened: Any) -> None:
-        """End the span `open` started (`Span.end`, inline) and leave its context."""
-        span, token = opened
-        if token is not None:
-            if _VAR is None:
-                otel_context.detach(token)
-            else:
-                try:
-                    _VAR.reset(token)
-                except ValueError:  # made in another context (never by the runtime's hooks)
-                    log.debug("a span's context was left from another context")
-        if not span.end_ns:
-            span.end_ns = _time()
-            sink = span.sink
-            if sink is not None:
-                sink(span)
 
 
 # ---- sinks ----------------------------------------------------------------------------
@@ -288,7 +436,7 @@ def readable(span: Span, resource: Any) -> Any:
     parent = None
     if span.parent_id:
         parent = SpanContext(
-            span.trace_id, span.parent_id, span.remote, TraceFlags(span.flags), span.state
+            span.trace_id, span.parent_id, span.remote, TraceFlags(span.flags), span.trace_state
         )
     return ReadableSpan(
         name=span.name,
@@ -302,186 +450,3 @@ def readable(span: Span, resource: Any) -> Any:
         end_time=span.end_ns,
         instrumentation_scope=InstrumentationScope(SCOPE),
     )
-
-
-def encoded(span: Span) -> bytes:
-    """`span` as a framed OTLP `Span` (encode.py)."""
-    return encoded_batch([span])[0]
-
-
-# a span's name, kind and fixed attributes, encoded once per combination: (its attribute
-# tuple, its kind, the bytes), keyed by the name and the tuple's identity
-_shapes: dict[tuple[str, int], tuple[Attrs, SpanKind, bytes]] = {}
-_SHORT, _LONG = 0x80, 0x4000  # a length under these takes one varint byte, two
-
-
-def _shape(name: str, kind: SpanKind, attrs: Attrs) -> tuple[Attrs, SpanKind, bytes]:
-    found = (
-        attrs,
-        kind,
-        encode.field(5, name.encode())
-        + encode.KIND[KINDS.get(kind, 1)]
-        + (encode.attributes(9, attrs) if attrs else b""),
-    )
-    if len(_shapes) >= encode.MAX_CACHED:
-        _shapes.clear()
-    _shapes[(name, id(attrs))] = found  # the tuple is held: its id is not reused
-    return found
-
-
-def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
-    """Each span as a framed OTLP `Span` (field 2 of its ScopeSpans), in one loop: the
-    shape's bytes and each attribute pair's are made once, the ids and times packed by
-    one struct each."""
-    out: list[bytes] = []
-    shapes, pairs, pair = _shapes, encode.PAIRS, encode.key_value
-    with_parent, root, times = encode.IDS_PARENT.pack, encode.IDS.pack, encode.TIMES.pack
-    half, local, from_peer = encode.HALF, encode.LOCAL, encode.FROM_PEER
-    for s in batch:
-        attrs, kind, name = s.attrs, s.kind, s.name
-        shape = shapes.get((name, id(attrs)))
-        if shape is None or shape[0] is not attrs or shape[1] is not kind:
-            shape = _shape(name, kind, attrs)
-        tid, pid = s.trace_id, s.parent_id
-        if pid:
-            parts = [with_parent(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id, 0x2208, pid)]
-        else:
-            parts = [root(0x0A10, tid >> 64, tid & half, 0x1208, s.span_id)]
-        state = s.state
-        if state is not _NO_STATE and state:
-            parts.append(encode.field(3, state.to_header().encode()))
-        parts.append(shape[2])
-        parts.append(times(0x39, s.start, 0x41, s.end_ns))
-        extra = s.extra
-        if extra:
-            for key, value in extra:
-                parts.append(pairs.get((9, key, type(value), value)) or pair(9, key, value))
-        parts.append(encode.status(s.code, s.message))
-        parts.append(from_peer if pid and s.remote else local)
-        body = b"".join(parts)
-        n = len(body)
-        if _SHORT <= n < _LONG:
-            out.append(b"\x12" + bytes((n & 0x7F | 0x80, n >> 7)) + body)
-        else:
-            out.append(b"\x12" + encode.varint(n) + body)
-    return out
-
-
-class SdkSpans:
-    """A batch of spans handed to an SDK exporter as its ReadableSpans (the console)."""
-
-    def __init__(self, exporter: Any, resource: Any) -> None:
-        self.exporter = exporter
-        self.resource = resource
-
-    def __call__(self, batch: Sequence[Span]) -> None:
-        self.exporter.export([readable(s, self.resource) for s in batch])
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
-
-
-class OtlpSpans(SdkSpans):
-    """A batch of spans as one OTLP/HTTP request, sent by the SDK exporter's HTTP client
-    (its endpoint, headers, TLS, compression, retries: the `OTEL_EXPORTER_OTLP_*`
-    variables); an exporter without that client is given the SDK's spans."""
-
-    def __init__(self, exporter: Any, resource: Any) -> None:
-        super().__init__(exporter, resource)
-        self.client = getattr(exporter, "_client", None)
-        if not callable(getattr(self.client, "export", None)):
-            self.client = None
-        self.head = encode.resource(resource.attributes), encode.scope(SCOPE, None)
-
-    def __call__(self, batch: Sequence[Span]) -> None:
-        if self.client is None:
-            super().__call__(batch)
-            return
-        data = encode.traces(*self.head, encoded_batch(batch))
-        got = self.client.export(data)
-        if not getattr(got, "success", True):
-            log.warning("OTLP: %d spans not exported (%s)", len(batch), got.reason)
-
-
-class Batch:
-    """Ended spans queued on the event loop (a deque: no lock), exported from a thread
-    every `delay` seconds or as soon as a batch is full (`OTEL_BSP_*`), and at stop."""
-
-    def __init__(self, exports: list[Any], delay: float, max_queue: int, max_batch: int) -> None:
-        self.exports = exports
-        self.delay = delay
-        self.max_queue = max_queue
-        self.max_batch = max_batch
-        self.queue: collections.deque[Span] = collections.deque()
-        self.dropped = 0
-        self.wake = threading.Event()
-        self.stopping = False
-        self.thread = threading.Thread(target=self._run, name="acp-otel-spans", daemon=True)
-        self.thread.start()
-        atexit.register(self.stop)
-
-    def __call__(self, span: Span) -> None:
-        queue = self.queue
-        queued = len(queue)
-        if queued >= self.max_queue:
-            self.dropped += 1
-            return
-        queue.append(span)
-        if queued == self.max_batch - 1:  # once per batch: the thread takes it whole
-            self.wake.set()
-
-    def _run(self) -> None:
-        while not self.stopping:
-            full = self.wake.wait(self.delay)  # else the delay passed: everything goes
-            self.wake.clear()
-            self.drain(everything=not full)
-
-    def drain(self, everything: bool = True) -> None:
-        """Export the queue in batches: only full ones when a batch filled up (the rest
-        waits for the delay or the next full batch: no request for a handful of spans)."""
-        queue, size = self.queue, self.max_batch
-        while len(queue) >= size or (everything and queue):
-            batch: list[Span] = []
-            with_more = True
-            while with_more and len(batch) < size:
-                try:
-                    batch.append(queue.popleft())
-                except IndexError:
-                    with_more = False
-            for export in self.exports:
-                try:
-                    export(batch)
-                except Exception as exc:  # noqa: BLE001 - an exporter's failure: never the agent's
-                    log.warning("spans not exported: %s: %s", type(exc).__name__, exc)
-        if self.dropped:
-            dropped, self.dropped = self.dropped, 0
-            log.warning("%d spans dropped: the queue (OTEL_BSP_MAX_QUEUE_SIZE) was full", dropped)
-
-    def stop(self) -> None:
-        if self.stopping:
-            return
-        self.stopping = True
-        self.wake.set()
-        self.thread.join(timeout=max(self.delay, 5.0))
-        self.drain()
-        for export in self.exports:
-            try:
-                export.shutdown()
-            except Exception as exc:  # noqa: BLE001 - stopping: nothing more to do
-                log.debug("span exporter shutdown: %s", exc)
-        atexit.unregister(self.stop)
-
-
-class Processors:
-    """Each ended span handed at once, as a ReadableSpan, to the span processors of a
-    program's own SDK tracer provider (its exporters, e.g. the SDK's in-memory one)."""
-
-    def __init__(self, provider: Any) -> None:
-        self.provider = provider
-        self.processor = getattr(provider, "_active_span_processor", None)
-        if self.processor is None:
-            log.warning("the tracer provider is not the SDK's: the runtime's spans are not kept")
-
-    def __call__(self, span: Span) -> None:
-        if self.processor is not None:
-            self.processor.on_end(readable(span, self.provider.resource))

@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from . import spans
+from . import sinks
 
 log = logging.getLogger("acp.runtime.observe")
 
@@ -67,6 +67,16 @@ def session() -> Any:
     return Session()
 
 
+def direct(exporter: Any) -> Any:
+    """`exporter` posting to a plain-HTTP collector through `posting.Direct` (unchanged
+    when this version of the exporter has no transport it can stand in for)."""
+    try:
+        from . import posting
+    except ImportError:
+        return exporter
+    return posting.direct(exporter)
+
+
 def tracer_provider() -> tuple[Any, list[Any]]:
     """The environment's tracer provider (None: no trace exporter named), for the spans of
     pydantic-ai and the MCP SDK, and the exports of the runtime's own spans."""
@@ -83,13 +93,13 @@ def tracer_provider() -> tuple[Any, list[Any]]:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            sdk_export = OTLPSpanExporter(session=session())  # pydantic-ai's, the MCP SDK's
-            provider.add_span_processor(BatchSpanProcessor(sdk_export))
-            exporter = OTLPSpanExporter(session=session())
-            exports.append(spans.OtlpSpans(exporter, provider.resource))
+            sdk_export = direct(OTLPSpanExporter(session=session()))  # pydantic-ai's
+            provider.add_span_processor(BatchSpanProcessor(sdk_export))  # and the MCP SDK's
+            exporter = direct(OTLPSpanExporter(session=session()))
+            exports.append(sinks.OtlpSpans(exporter, provider.resource))
         elif name == "console":  # stderr: stdout is the protocol on stdio
             provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-            exports.append(spans.SdkSpans(ConsoleSpanExporter(out=sys.stderr), provider.resource))
+            exports.append(sinks.SdkSpans(ConsoleSpanExporter(out=sys.stderr), provider.resource))
         else:
             log.warning("OTEL_TRACES_EXPORTER: %r is not supported (otlp, console, none)", name)
     return provider, exports
@@ -116,7 +126,7 @@ def meter_provider() -> tuple[Any, list[str], Any]:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-            exporter = OTLPMetricExporter(session=session())
+            exporter = direct(OTLPMetricExporter(session=session()))
             readers.append(PeriodicExportingMetricReader(exporter))
         elif name == "prometheus":
             from opentelemetry.exporter.prometheus import PrometheusMetricReader

@@ -79,7 +79,8 @@ class TurnSlots:
         entry = (fut, task)
         queue.append(entry)
         try:
-            await observe.traced("queued", fut)
+            with observe.queued():
+                await fut
         except asyncio.CancelledError:
             if not fut.done() or fut.cancelled():
                 # left the line before its turn (`$/cancel_request`, the connection ending)

@@ -483,9 +483,9 @@ class TurnRunner:
             return accepted
         s.task = asyncio.current_task()
         try:
-            reason = await observe.traced(
-                "turn", self._run_turn(s, turn, input, terminals), session=s.id, prompt=prompt
-            )
+            with observe.turn(s.id, prompt) as span:
+                reason = await self._run_turn(s, turn, input, terminals)
+                span.set_stop_reason(reason)
         except (RpcError, asyncio.CancelledError):  # failed, or `$/cancel_request`
             self._reset_state(s)
             raise
@@ -533,9 +533,9 @@ class TurnRunner:
         self._v2_user_message(s, turn, prompt)
         self._v2_update(s, {"sessionUpdate": "state_update", "state": "running"})
         try:
-            idle["stopReason"] = await observe.traced(
-                "turn", self._run_turn(s, turn, input, terminals), session=s.id, prompt=prompt
-            )
+            with observe.turn(s.id, prompt) as span:
+                idle["stopReason"] = await self._run_turn(s, turn, input, terminals)
+                span.set_stop_reason(idle["stopReason"])
             shape = self.ctx.revision.turn
             if turn.usage and shape.idle_usage:
                 idle[shape.idle_usage] = turn.usage

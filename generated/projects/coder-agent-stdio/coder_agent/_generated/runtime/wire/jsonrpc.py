@@ -163,8 +163,8 @@ class Connection:
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send a request to the peer and wait for its result (RpcError on error)."""
-        sending = self._send_request(method, params)
-        return await observe.traced("call", sending, method=method, params=params)
+        with observe.call(method, params):  # (its trace context put in `_meta` first)
+            return await self._send_request(method, params)
 
     async def _send_request(self, method: str, params: Any) -> Any:
         if self._closed:
@@ -482,8 +482,8 @@ class Connection:
     async def _run_request(self, rid: Any, method: str, params: Any, sid: str | None) -> None:
         ctx = RequestContext(rid, method, sid, self)
         try:
-            run = self._on_request(method, params, ctx)
-            result = await observe.traced("request", run, method=method, params=params, conn=self)
+            with observe.request(method, params, self):
+                result = await self._on_request(method, params, ctx)
         except asyncio.CancelledError:
             if rid in self._cancelled_ids:
                 self._cancelled_ids.discard(rid)

@@ -29,7 +29,7 @@ MAX_CACHED = 1024  # a hook's keys remembered, at most (the label sets themselve
 
 Spec = tuple[str, str, str, tuple[float, ...]]  # kind, unit, description, buckets
 Gauges = Mapping[str, list[tuple[Any, Callable[[Any], float]]]]
-Make = Callable[[], dict[str, str]]
+Names = tuple[str, ...]  # a label set's names (its values: a key's, after its tag)
 
 
 def gauge_total(registry: Gauges, name: str) -> float:
@@ -60,7 +60,7 @@ class Tally:
         self.instruments = dict(instruments)
         self.gauge_specs = dict(gauges)
         self.registry = registry
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (the fold of a batch holds it as it records)
         self.start = time.time_ns()
         # name -> sorted label pairs -> point: [labels, count, sum, min, max, buckets, bounds]
         # for a histogram, [labels, value] for a sum
@@ -68,9 +68,14 @@ class Tally:
             name: {} for name in instruments
         }
         self.keys: dict[tuple[Any, ...], list[Any]] = {}
+        self.before_read: Callable[[], None] | None = None  # folds what is still queued
 
-    def _point(self, name: str, key: tuple[Any, ...], make: Make) -> list[Any]:
-        labels = make()
+    def point(self, name: str, key: tuple[Any, ...], names: Names) -> list[Any]:
+        """The point of instrument `name` for the label set `key` names (made once)."""
+        return self.keys.get(key) or self._point(name, key, names)
+
+    def _point(self, name: str, key: tuple[Any, ...], names: Names) -> list[Any]:
+        labels = dict(zip(names, map(str, key[1:]), strict=True))
         ident = tuple(sorted(labels.items()))
         with self.lock:
             point = self.series[name].get(ident)
@@ -85,9 +90,10 @@ class Tally:
             self.keys[key] = point
         return point
 
-    def record(self, name: str, value: float, key: tuple[Any, ...], make: Make) -> None:
-        """A histogram's measurement; `key` names the label set `make` builds (made once)."""
-        point = self.keys.get(key) or self._point(name, key, make)
+    def record(self, name: str, value: float, key: tuple[Any, ...], names: Names) -> None:
+        """A histogram's measurement; `key` is a tag and the values of the labels `names`
+        (the label set made once per key)."""
+        point = self.keys.get(key) or self._point(name, key, names)
         with self.lock:
             point[1] += 1
             point[2] += value
@@ -95,23 +101,26 @@ class Tally:
             point[4] = max(point[4], value)
             point[5][bisect.bisect_left(point[6], value)] += 1
 
-    def add(self, name: str, value: float, key: tuple[Any, ...], make: Make) -> None:
+    def add(self, name: str, value: float, key: tuple[Any, ...], names: Names) -> None:
         """A counter's or up-down counter's addition."""
-        point = self.keys.get(key) or self._point(name, key, make)
+        point = self.keys.get(key) or self._point(name, key, names)
         with self.lock:
             point[1] += value
 
     def metric(self, name: str, value: float, labels: dict[str, str]) -> None:
-        key = ("metric", name, *sorted(labels.items()))
+        names = tuple(labels)
+        key = ((name, names), *labels.values())  # the tag: the instrument and label names
         if self.instruments[name][0] == "histogram":
-            self.record(name, value, key, lambda: labels)
+            self.record(name, value, key, names)
         else:
-            self.add(name, value, key, lambda: labels)
+            self.add(name, value, key, names)
 
     # ---- reading ----------------------------------------------------------------------
     def snapshot(self) -> list[tuple[str, str, str, str, list[list[Any]]]]:
         """Each instrument with points: (name, kind, unit, description, points copied),
         then each gauge (one point, no label)."""
+        if self.before_read is not None:
+            self.before_read()
         out = []
         with self.lock:
             for name, points in self.series.items():
@@ -271,16 +280,16 @@ class Instruments:
                 ).record
         self.labels: dict[tuple[Any, ...], dict[str, str]] = {}
 
-    def _labels(self, key: tuple[Any, ...], make: Make) -> dict[str, str]:
+    def _labels(self, key: tuple[Any, ...], names: Names) -> dict[str, str]:
         found = self.labels.get(key)
         if found is None:
-            found = make()
+            found = dict(zip(names, map(str, key[1:]), strict=True))
             if len(self.labels) < MAX_CACHED:
                 self.labels[key] = found
         return found
 
-    def record(self, name: str, value: float, key: tuple[Any, ...], make: Make) -> None:
-        self.recorders[name](value, self._labels(key, make))
+    def record(self, name: str, value: float, key: tuple[Any, ...], names: Names) -> None:
+        self.recorders[name](value, self._labels(key, names))
 
     add = record
 

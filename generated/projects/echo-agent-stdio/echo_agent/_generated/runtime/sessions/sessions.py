@@ -149,17 +149,22 @@ class SessionConnection(Connection):
         self.saving: set[str] = set()
         self.held_idle: dict[str, bytes] = {}
         self._renewer: asyncio.Task[None] | None = None
+        self._about: tuple[Any, tuple[tuple[str, Any], ...]] = (None, ())
         rt.attach(self)
         self._register_routes()
 
-    def about(self) -> dict[str, Any]:
-        """What a served request's span says of its connection (observe)."""
+    def about(self) -> tuple[tuple[str, Any], ...]:
+        """What a served request's span says of its connection (observe): the same tuple
+        while the revision holds (a new one once initialize negotiates another)."""
         rev = self.rt.revision
-        return {
-            "acp.transport": self.transport,
-            "acp.revision": rev.protocol_version,
-            "acp.replica": self.core.replica,
-        }
+        if self._about[0] is not rev:
+            facts = (
+                ("acp.transport", self.transport),
+                ("acp.revision", rev.protocol_version),
+                ("acp.replica", self.core.replica),
+            )
+            self._about = (rev, facts)
+        return self._about[1]
 
     @property
     def v2(self) -> bool:

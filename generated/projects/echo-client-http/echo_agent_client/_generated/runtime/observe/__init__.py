@@ -11,12 +11,13 @@ and the MCP SDK; `spans.py`, `tally.py`, `encode.py`: the runtime's own spans an
 recorded as plain values and written as OTLP or Prometheus' text off the event loop, a
 few us a span where the SDK's cost ~50).  The rest of the runtime calls:
 
-* ``traced(kind, work, **attrs)``: `work` (an awaitable) as a span of `kind`, the metrics
-  that kind counts recorded as it ends: ``request`` (one served JSON-RPC request: the
-  trace context of its ``_meta.traceparent``, else of the HTTP request, is its parent),
-  ``call`` (a request sent to the peer: its trace context goes into the params' ``_meta``),
-  ``turn``, ``tool`` (an MCP tool call), ``store`` (a session store call), ``queued``
-  (a prompt waiting for its session's turn);
+* ``with request(method, params, conn)`` (one served JSON-RPC request: the trace context
+  of its ``_meta.traceparent``, else of the HTTP request, is its parent), ``call(method,
+  params)`` (a request sent to the peer: its trace context goes into the params'
+  ``_meta``), ``turn(session, prompt)``, ``tool(name, server)`` (an MCP tool call),
+  ``store(op, calls)`` (a session store call), ``queued()`` (a prompt waiting for its
+  session's turn): the work in the block as a span, ended (and its failure recorded) as
+  the block ends; the metrics of each kind are folded from its spans off the event loop;
 * ``metric(name, value, **labels)``: a count (`otel.INSTRUMENTS` names them all);
 * ``gauge(name, owner, read)``: a value read when metrics are collected;
 * ``parent(headers)``: a `with` block whose requests take the `traceparent` header's
@@ -35,13 +36,11 @@ import gc
 import logging
 import os
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from .otel import Telemetry
-
-T = TypeVar("T")
 
 log = logging.getLogger("acp.runtime.observe")
 
@@ -88,6 +87,7 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
         from . import otel
 
         _state.on = otel.Telemetry.start(tracer_provider, meter_provider, _gauges)
+        _bind(_state.on)
     except ImportError as exc:  # configured, but the extra is not installed
         log.warning("OTEL_* is set but the otel extra is not installed (%s): no telemetry", exc)
         return False
@@ -101,6 +101,7 @@ def configure(tracer_provider: Any = None, meter_provider: Any = None) -> bool:
 def stop() -> None:
     """Telemetry off (what is buffered is flushed when it came from the environment)."""
     was, _state.on = _state.on, None
+    _bind(None)
     if was is not None:
         was.stop()
 
@@ -109,12 +110,70 @@ def on() -> bool:
     return _state.on is not None
 
 
-def traced(kind: str, work: Awaitable[T], /, **attrs: Any) -> Awaitable[T]:
-    """`work` run as a span of `kind` (see the module's doc); `work` itself when off."""
-    telemetry = _state.on
-    if telemetry is None:
-        return work
-    return telemetry.kinds[kind](work, attrs)
+class _Off:
+    """What a span's `with` block gets when telemetry is off: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_stop_reason(self, reason: Any) -> None:
+        return
+
+    def set_tool_result(self, result: Any) -> None:
+        return
+
+
+OFF = _Off()
+Span = Any  # a span's `with` block: spans.Span when on, OFF when off
+
+
+# The span hooks: these when off; when on, the Telemetry's own methods of the same names
+# are bound here in their place (`_bind`), so a call site pays one call either way.
+def _request(method: str, params: Any, conn: Any) -> Span:
+    """A served JSON-RPC request's span: its `_meta.traceparent`, else the HTTP request's,
+    is its parent."""
+    return OFF
+
+
+def _call(method: str, params: Any) -> Span:
+    """A request sent to the peer: its trace context goes into the params' `_meta`."""
+    return OFF
+
+
+def _turn(session: str, prompt: Any) -> Span:
+    """A prompt turn (`set_stop_reason` as it ends)."""
+    return OFF
+
+
+def _tool(tool: str, server: str | None) -> Span:
+    """An MCP tool call (`set_tool_result` with what it returned)."""
+    return OFF
+
+
+def _store(op: Callable[[], Any], calls: Any) -> Span:
+    """A session store call (`op`: the lambda that makes it; `calls`: the store's methods)."""
+    return OFF
+
+
+def _queued() -> contextlib.AbstractContextManager[Any]:
+    """A prompt waiting for its session's turn."""
+    return OFF
+
+
+request, call, turn, tool, store, queued = _request, _call, _turn, _tool, _store, _queued
+_HOOKS = {"request": _request, "call": _call, "turn": _turn, "tool": _tool}
+_HOOKS |= {"store": _store, "queued": _queued}
+
+
+def _bind(telemetry: Telemetry | None) -> None:
+    """The span hooks of this module: `telemetry`'s, or the ones of telemetry off."""
+    for name, off in _HOOKS.items():
+        globals()[name] = off if telemetry is None else getattr(telemetry, name)
 
 
 def metric(name: str, value: float = 1, **labels: Any) -> None:
@@ -153,6 +212,7 @@ def exposition() -> tuple[bytes, str] | None:
 configure()  # from the environment, once, as the runtime is imported
 
 __all__ = [
+    "call",
     "configure",
     "configured",
     "exposition",
@@ -160,6 +220,10 @@ __all__ = [
     "metric",
     "on",
     "parent",
+    "queued",
+    "request",
     "stop",
-    "traced",
+    "store",
+    "tool",
+    "turn",
 ]

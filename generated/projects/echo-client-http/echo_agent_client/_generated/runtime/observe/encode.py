@@ -4,7 +4,7 @@ The OpenTelemetry SDK's encoder builds a protobuf message object per span, attri
 value (~31 us a span): more than an echo turn's whole work.  The runtime's spans and points
 have few shapes, so their bytes are written from plain values, each attribute's key/value
 pair encoded once and reused (a few us a span: the pieces are here, a batch of spans is
-put together by `spans.encoded_batch`).  Field numbers are
+put together by `sinks.encoded_batch`).  Field numbers are
 opentelemetry-proto's (`opentelemetry/proto/{trace,metrics,common,resource}/v1/*.proto`);
 tests decode what is written here with opentelemetry-proto's classes and compare it with
 what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTelemetry."""
@@ -104,11 +104,12 @@ UNSET = b"\x7a\x00"  # an empty Status (code UNSET)
 LOCAL = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN)
 FROM_PEER = b"\x85\x01" + _FLAGS.pack(REMOTE_KNOWN | REMOTE)
 KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
-# trace_id (1, 16 bytes, as two big-endian halves) and span_id (2, 8 bytes), with tags;
-# then parent_span_id (4) when there is a parent
-IDS = struct.Struct(">HQQHQ")
-IDS_PARENT = struct.Struct(">HQQHQHQ")
-HALF = (1 << 64) - 1
+# trace_id (1, 16 bytes), span_id (2, 8 bytes), [parent_span_id (4, 8 bytes)], start and
+# end (7, 8): a span's ids (the trace id's bytes; the span ids kept as the ints whose
+# little-endian bytes are the wire's) and times, with their tags (0A 10, 12 08, 22 08, 39,
+# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct
+ROOT = struct.Struct("<H16sHQBQBQ")
+CHILD = struct.Struct("<H16sHQHQBQBQ")
 
 
 def status(code: int, message: str) -> bytes:
@@ -123,7 +124,7 @@ def status(code: int, message: str) -> bytes:
 
 def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
     """An `ExportTraceServiceRequest`: one ResourceSpans (resource 1, scope_spans 2), one
-    ScopeSpans (scope 1, spans 2: each already framed, `spans.encoded_batch`)."""
+    ScopeSpans (scope 1, spans 2: each already framed, `sinks.encoded_batch`)."""
     scope_spans = field(1, scope_bytes) + b"".join(spans)
     return field(1, field(1, resource_bytes) + field(2, scope_spans))
 

@@ -233,9 +233,10 @@ class McpSession:
                 if tool.name == name:
                     try:
                         calling = link.call(tool.tool, dict(arguments or {}))
-                        return await observe.traced(
-                            "tool", calling, server=link.server.name, tool=tool.tool
-                        )
+                        with observe.tool(tool.tool, link.server.name) as span:
+                            result = await calling
+                            span.set_tool_result(result)
+                            return result
                     except McpLinkError as exc:
                         self._report(link)
                         raise McpToolError(self._clean(f"{name}: {exc}")) from None

@@ -5,31 +5,50 @@ trace context in and out.  Imported only when `observe.configure` turns telemetr
 
 from __future__ import annotations
 
-import asyncio
+import bisect
 import contextlib
 import logging
+import operator
 import os
 import sys
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from itertools import compress
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF as _NEVER
+from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import providers, spans, tally
+from . import providers, sinks, spans, tally
 
 log = logging.getLogger("acp.runtime.observe")
 
 W3C = TraceContextTextMapPropagator()
 _SERVER, _CLIENT, _INTERNAL = SpanKind.SERVER, SpanKind.CLIENT, SpanKind.INTERNAL
-REQUEST_CANCELLED = -32800
+REQUEST, CALL, TURN, TOOL, STORE, QUEUED = (
+    spans.REQUEST,
+    spans.CALL,
+    spans.TURN,
+    spans.TOOL,
+    spans.STORE,
+    spans.QUEUED,
+)
+CANCELLED = spans.REQUEST_CANCELLED
 METHOD_NOT_FOUND = -32601
-INTERNAL_ERROR = -32603
+ERROR = 2  # StatusCode.ERROR's value
+# the label names of what `fold` records (their values: a key's, after its tag)
+_REQUEST, _STORE, _TURN, _CALL = (
+    ("method", "outcome", "code"),
+    ("op", "outcome"),
+    ("stop_reason",),
+    ("method", "outcome"),
+)
 MAX_ID = 128  # characters of a session id kept in an attribute
 MAX_CACHED = 1024  # label sets and connection attributes kept ready, at most
 
@@ -56,20 +75,6 @@ INSTRUMENTS: dict[str, tuple[str, str, str, tuple[float, ...]]] = {
 GAUGES = {"acp.sessions.active": ("{session}", "sessions held by this process's connections")}
 
 Gauges = dict[str, list[tuple["weakref.ref[Any]", Callable[[Any], float]]]]
-
-
-def _error_code(exc: BaseException) -> int:
-    """The JSON-RPC code an exception is answered with (an RpcError's own, else -32603)."""
-    if isinstance(exc, asyncio.CancelledError):
-        return REQUEST_CANCELLED
-    code = getattr(exc, "code", None)
-    return code if type(code) is int and hasattr(exc, "to_wire") else INTERNAL_ERROR
-
-
-def _error_name(exc: BaseException) -> str | None:
-    data = getattr(exc, "data", None)
-    name = data.get("name") if type(data) is dict else None
-    return name if type(name) is str else None
 
 
 def _session(params: Any) -> str | None:
@@ -108,20 +113,39 @@ def _header_context(headers: Any) -> Any:
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
-_OPS: dict[Any, str] = {}  # a `durably` lambda's code -> the store method it calls
-
-
 def _store_op(op: Any, calls: Any) -> str:
     """The store method a `durably` call runs (its lambda names one of the store's
-    `calls`), else `call`; found once per lambda (its code object, shared by every call of
-    the line that makes it)."""
-    code = getattr(op, "__code__", None)
-    found = _OPS.get(code)
-    if found is None:
-        found = next((str(n) for n in getattr(code, "co_names", ()) if n in calls), "call")
-        if code is not None and len(_OPS) < MAX_CACHED:
-            _OPS[code] = found
-    return found
+    `calls`), else `call`."""
+    names = getattr(getattr(op, "__code__", None), "co_names", ())
+    return next((str(n) for n in names if n in calls), "call")
+
+
+_MISSING: Any = object()
+_FOLDING = operator.attrgetter("shape", "key", "failure")
+_START, _END = operator.attrgetter("start"), operator.attrgetter("end_ns")
+_COUNT = 2  # the length of a count's point in the tally (a histogram's is longer)
+
+
+def _measure(s: spans.Span) -> tuple[str, tuple[Any, ...], tuple[str, ...], float] | None:
+    """What a span counts: its instrument, the key of its label set (a tag, then the
+    labels' values), the labels' names, and the value (None: nothing)."""
+    what, key, failure = s.shape.what, s.key, s.failure
+    code = failure[2] if failure else 0
+    if what == REQUEST:
+        name = key if code != METHOD_NOT_FOUND else "unknown"
+        outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
+        seconds = (s.end_ns - s.start) / 1e9
+        return "acp.request.duration", (REQUEST, name, outcome, code), _REQUEST, seconds
+    if what == STORE:
+        outcome = "error" if failure and failure[0] == ERROR else "ok"
+        seconds = (s.end_ns - s.start) / 1e9
+        return "acp.store.duration", (STORE, key, outcome), _STORE, seconds
+    if what == TURN:
+        return "acp.turn.duration", (TURN, key), _TURN, (s.end_ns - s.start) / 1e9
+    if what == CALL:
+        outcome = "ok" if not code else "cancelled" if code == CANCELLED else "error"
+        return "acp.calls", (CALL, key, outcome), _CALL, 1
+    return None
 
 
 class Telemetry:
@@ -145,7 +169,6 @@ class Telemetry:
         self.models = False  # pydantic-ai instrumented (at the first turn that can use it)
         self.content = os.environ.get("ACP_TRACE_CONTENT", "").strip() == "1"
         self.jobs: list[Any] = []  # what exports, stopped at stop
-        self.tracer = self._tracer(tracer_provider, span_exports)
         self.tally: Any = None
         if meter_provider is not None and not owned:  # a program's: the SDK's instruments
             meter = meter_provider.get_meter("acp.runtime")
@@ -156,31 +179,40 @@ class Telemetry:
             self.tally = tally.Tally(INSTRUMENTS, GAUGES, gauges)
             self._export_tally(resource, metric_exporters or [])
         else:
-            self.tally = _Nothing()
-        self.record = self.tally.record
-        self.add = self.tally.add
-        # span attributes built once per combination
-        self.connections: dict[tuple[Any, ...], spans.Attrs] = {}
-        self.store_attrs: dict[str, spans.Attrs] = {}
-        self.kinds: dict[str, Callable[..., Awaitable[Any]]] = {
-            kind: getattr(self, f"_{kind}")
-            for kind in ("request", "call", "turn", "tool", "store", "queued")
-        }
+            self.tally = None
+        # the spans' shapes (spans.Shape), made once per combination
+        self.served: dict[tuple[str, int], tuple[Any, spans.Shape]] = {}  # method, facts
+        self.sent: dict[str, spans.Shape] = {}  # by method
+        self.stored: dict[Any, spans.Shape] = {}  # by the `durably` lambda's code
+        self.tools: dict[tuple[str, str], spans.Shape] = {}
+        self.sessions: dict[str, tuple[tuple[str, Any], ...]] = {}  # an id's attribute
+        self.turned = spans.Shape("acp.turn", _INTERNAL, TURN, None, (), "acp.stop_reason")
+        self.waiting = spans.Shape("acp.prompt.queued", _INTERNAL, QUEUED)
+        self.batch: sinks.Batch | None = None
+        self.points: dict[tuple[Any, ...], Any] = {}  # tally points, by shape and key
+        self.tracer = self._tracer(tracer_provider, span_exports)
+        if isinstance(self.tally, tally.Tally):  # read: what is queued is folded first
+            self.tally.before_read = self.batch.take if self.batch is not None else None
 
     def _tracer(self, provider: Any, exports: list[Any] | None) -> spans.Tracer:
-        sampler = getattr(provider, "sampler", None)
-        if provider is None:  # metrics only: no span kept, no trace context sent
-            return spans.Tracer(None, None)
-        if exports is None:  # a program's provider: its processors take each span
-            return spans.Tracer(sampler, spans.Processors(provider))
-        batch = spans.Batch(
-            exports,
+        """Spans sampled as the provider's sampler says (none without a provider: metrics
+        only), each folded into the metrics when there are any: at once into a program's
+        instruments, from a thread into the runtime's tally."""
+        fold = self.fold if self.tally is not None else None
+        sampler = getattr(provider, "sampler", None) if provider is not None else _NEVER
+        if provider is None and fold is None:
+            return spans.Tracer(sampler, None)
+        if not self.owned:  # a program's provider: its processors take each span
+            return spans.Tracer(sampler, sinks.Processors(provider, fold), counted=bool(fold))
+        batch = self.batch = sinks.Batch(
+            exports or [],
             providers.number("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000,
             int(providers.number("OTEL_BSP_MAX_QUEUE_SIZE", 2048)),
             int(providers.number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)),
+            fold,
         )
         self.jobs.append(batch)
-        return spans.Tracer(sampler, batch)
+        return spans.Tracer(sampler, batch, counted=bool(fold))
 
     def _export_tally(self, resource: Any, names: list[str]) -> None:
         interval = providers.number("OTEL_METRIC_EXPORT_INTERVAL", 60000) / 1000
@@ -193,7 +225,7 @@ class Telemetry:
                     OTLPMetricExporter,
                 )
 
-                exporter = OTLPMetricExporter(session=providers.session())
+                exporter = providers.direct(OTLPMetricExporter(session=providers.session()))
                 otlp = tally.OtlpMetrics(self.tally, exporter, resource)
                 self.jobs.append(tally.Periodic(otlp, interval, "acp-otel-metrics"))
             elif name == "console":
@@ -252,7 +284,77 @@ class Telemetry:
 
     # ---- metrics ---------------------------------------------------------------
     def metric(self, name: str, value: float, labels: dict[str, Any]) -> None:
-        self.tally.metric(name, value, {k: str(v) for k, v in labels.items()})
+        if self.tally is not None:
+            self.tally.metric(name, value, {k: str(v) for k, v in labels.items()})
+
+    def fold(self, ended: Sequence[spans.Span]) -> None:
+        """The metrics of ended spans (every one, sampled or not): requests by method and
+        outcome, calls, turns by stop reason and model failures by kind, MCP failures,
+        store latency by operation.  Durations are the spans' own.  Into the runtime's
+        tally, the spans of one shape and key that did not fail are counted together, in C
+        loops (map, compress, Counter), into their point (found once)."""
+        kept = self.tally
+        if not isinstance(kept, tally.Tally):  # a program's instruments
+            for s in ended:
+                self._fold(s)
+            return
+        keys = list(map(_FOLDING, ended))
+        took = list(map(operator.sub, map(_END, ended), map(_START, ended)))  # ns
+        with kept.lock:
+            for key in set(keys):
+                chosen = list(map(key.__eq__, keys))
+                if key[2] is not None:  # failed: one at a time
+                    for s in compress(ended, chosen):
+                        self._fold(s)
+                    continue
+                found = self.points.get(key, _MISSING)
+                if found is _MISSING:
+                    found = self._point(key, next(compress(ended, chosen)))
+                if found is None:  # nothing counted (a tool call that did not fail)
+                    continue
+                point, bounds = found
+                if bounds is None:  # a count
+                    point[1] += chosen.count(True)
+                    continue
+                values = list(compress(took, chosen))
+                point[1] += len(values)
+                point[2] += sum(values) / 1e9
+                point[3] = min(point[3], min(values) / 1e9)
+                point[4] = max(point[4], max(values) / 1e9)
+                buckets = point[5]
+                for at, n in Counter(map(partial(bisect.bisect_left, bounds), values)).items():
+                    buckets[at] += n
+
+    def _point(self, key: tuple[Any, ...], s: spans.Span) -> Any:
+        """The tally's point the spans of `key` (a shape and key, no failure) count into,
+        and a histogram's bounds in ns (None: a count); None when they count nothing."""
+        measured = _measure(s)
+        found = None
+        if measured is not None:
+            point = self.tally.point(*measured[:3])
+            bounds = [round(b * 1e9) for b in point[6]] if len(point) > _COUNT else None
+            found = (point, bounds)
+        if len(self.points) >= MAX_CACHED:
+            self.points.clear()
+        self.points[key] = found  # (the shape is held: its hash is its id)
+        return found
+
+    def _fold(self, s: spans.Span) -> None:
+        """One span's metrics, recorded through the tally's (or instruments') calls."""
+        measured = _measure(s)
+        if measured is not None:
+            name, key, names, value = measured
+            if INSTRUMENTS[name][0] == "histogram":
+                self.tally.record(name, value, key, names)
+            else:
+                self.tally.add(name, value, key, names)
+        failure, what = s.failure, s.shape.what
+        if failure and failure[0] == ERROR and what == TURN:
+            kind = dict(s.extra or ()).get("error.type")
+            if type(kind) is str and kind.startswith("Model"):
+                self.metric("acp.model.errors", 1, {"kind": kind})
+        elif what == TOOL and s.key is not None:
+            self.metric("acp.mcp.errors", 1, {"kind": s.key})
 
     def exposition(self) -> tuple[bytes, str] | None:
         if self.prometheus is None:
@@ -275,192 +377,109 @@ class Telemetry:
             otel_context.detach(token)
 
     # ---- spans -------------------------------------------------------------------
-    # Each kind (`kinds`, called by `observe.traced`) opens its span with the tracer's
-    # `open` and ends it with `close` in a `finally`; attributes are tuples made once per
-    # combination.
-    def _connection(self, conn: Any, method: str) -> spans.Attrs:
-        """A served request's attributes but its session: its connection's (transport,
-        revision, replica) and its method, built once per combination."""
-        about = getattr(conn, "about", None)  # the agent's connections have it
-        facts = about() if about is not None else {}
-        key = (method, *facts.values())
-        found = self.connections.get(key)
+    # Each kind starts a span (a `with` block around its work ends it: spans.Span) of a
+    # shape made once per combination.
+    def _served(self, method: str, facts: Any) -> spans.Shape:
+        """A served request's shape: its method and its connection's `facts` (transport,
+        revision, replica: the same tuple while they hold)."""
+        key = (method, id(facts))
+        found = self.served.get(key)
+        if found is None or found[0] is not facts:  # (an id reused by other facts)
+            attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method), *facts)
+            found = (facts, spans.Shape(method, _SERVER, REQUEST, method, attrs))
+            if len(self.served) >= MAX_CACHED:
+                self.served.clear()
+            self.served[key] = found  # the facts are held: their id is theirs
+        return found[1]
+
+    def _session(self, sid: str) -> tuple[tuple[str, Any], ...]:
+        found = self.sessions.get(sid)
         if found is None:
-            found = (("rpc.system", "jsonrpc"), ("rpc.method", method), *facts.items())
-            if len(self.connections) < MAX_CACHED:
-                self.connections[key] = found
+            if len(self.sessions) >= MAX_CACHED:
+                self.sessions.clear()
+            found = self.sessions[sid] = (("acp.session_id", sid[:MAX_ID]),)
         return found
 
-    @staticmethod
-    def _failed(span: Any, exc: BaseException) -> int:
-        code = _error_code(exc)
-        span.set_attribute("rpc.jsonrpc.error_code", code)
-        span.set_status(StatusCode.ERROR, type(exc).__name__)
-        return code
+    def request(self, method: str, params: Any, conn: Any) -> spans.Span:
+        """One JSON-RPC request served (a SERVER span; its duration by method and outcome):
+        the trace context of its `_meta.traceparent` is its parent when it has one."""
+        about = getattr(conn, "about", None)  # the agent's connections have it
+        facts = about() if about is not None else ()
+        found = self.served.get((method, id(facts)))
+        shape = found[1] if found is not None and found[0] is facts else self._served(method, facts)
+        if type(params) is not dict:
+            return self.tracer.start(shape)
+        sid = params.get("sessionId")
+        own = self.sessions.get(sid) or self._session(sid) if type(sid) is str else None
+        meta = params.get("_meta")
+        return self.tracer.start(shape, None if meta is None else _meta_context(meta), own)
 
-    async def _request(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
-        """One JSON-RPC request served (a SERVER span; its duration by method and outcome)."""
-        method, params = attrs["method"], attrs.get("params")
-        values = self._connection(attrs.get("conn"), method)
-        sid = _session(params)
-        meta = params.get("_meta") if type(params) is dict else None
-        started = time.perf_counter()
-        outcome, code = "ok", 0
-        opened = self.tracer.open(
-            method,
-            _SERVER,
-            None if meta is None else _meta_context(meta),
-            values,
-            None if sid is None else [("acp.session_id", sid)],
-        )
-        try:
-            return await work
-        except BaseException as exc:
-            code = self._failed(opened[0], exc)
-            outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
-            raise
-        finally:
-            name = method if code != METHOD_NOT_FOUND else "unknown"
-            self.record(
-                "acp.request.duration",
-                time.perf_counter() - started,
-                ("request", name, outcome, code),
-                lambda: {"method": name, "outcome": outcome, "code": str(code)},
-            )
-            self.tracer.close(opened)
-
-    async def _call(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+    def call(self, method: str, params: Any) -> spans.Span:
         """A request sent to the peer (a CLIENT span): its trace context in `_meta`."""
-        method, params = attrs["method"], attrs.get("params")
-        values = self._connection(None, method)
-        sid = _session(params)
-        outcome = "ok"
-        own = None if sid is None else [("acp.session_id", sid)]
-        opened = self.tracer.open(method, _CLIENT, None, values, own, leaf=True)
-        try:
-            span = opened[0]
-            if self.tracer.sink is not None and type(params) is dict:  # the frame: later
-                ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
-                carrier = {"traceparent": f"00-{ids}"}
-                if span.state:
-                    carrier["tracestate"] = span.state.to_header()
-                meta = params.get("_meta")
-                params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
-            return await work
-        except BaseException as exc:
-            code = self._failed(opened[0], exc)
-            outcome = "cancelled" if code == REQUEST_CANCELLED else "error"
-            raise
-        finally:
-            self.add(
-                "acp.calls",
-                1,
-                ("call", method, outcome),
-                lambda: {"method": method, "outcome": outcome},
-            )
-            self.tracer.close(opened)
+        shape = self.sent.get(method)
+        if shape is None:
+            attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method))
+            shape = spans.Shape(method, _CLIENT, CALL, method, attrs)
+            if len(self.sent) < MAX_CACHED:
+                self.sent[method] = shape
+        own = None
+        if type(params) is dict and type(params.get("sessionId")) is str:
+            own = self._session(params["sessionId"])
+        span = self.tracer.start(shape, None, own, True)
+        if span.flags and self.tracer.exports and type(params) is dict:  # the frame: later
+            ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
+            carrier = {"traceparent": f"00-{ids}"}
+            if span.state:
+                carrier["tracestate"] = span.state
+            meta = params.get("_meta")
+            params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
+        return span
 
-    async def _turn(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
-        """A prompt turn: its stop reason, its duration by stop reason; a model failure
-        (the error `model.adapter.model_error` classified) counted by kind."""
+    def turn(self, session: Any, prompt: Any) -> spans.Span:
+        """A prompt turn: its stop reason (`set_stop_reason`), its duration by stop reason;
+        a model failure (the error `model.adapter.model_error` classified) counted by kind."""
         if not self.models and "pydantic_ai" in sys.modules:
             self.models = True
             providers.instrument_models(self.tracer_provider, self.meter_provider, self.content)
-        own: list[tuple[str, Any]] = [("acp.session_id", str(attrs.get("session", ""))[:MAX_ID])]
-        prompt = attrs.get("prompt")
+        own = self.sessions.get(session) or self._session(str(session))
         if self.content and type(prompt) is list:
             text = "".join(str(b.get("text", "")) for b in prompt if type(b) is dict)
-            own.append(("acp.prompt.text", text))
-        started = time.perf_counter()
-        reason = "error"
-        opened = self.tracer.open("acp.turn", _INTERNAL, None, (), own)
-        try:
-            reason = await work
-            return reason
-        except asyncio.CancelledError:
-            reason = "cancelled"
-            raise
-        except BaseException as exc:
-            self._failed(opened[0], exc)
-            name = _error_name(exc)
-            if name is not None and name.startswith("Model"):
-                self.metric("acp.model.errors", 1, {"kind": name})
-            raise
-        finally:
-            stop = str(reason)
-            own.append(("acp.stop_reason", stop))  # the span's own list: set as it ends
-            self.record(
-                "acp.turn.duration",
-                time.perf_counter() - started,
-                ("turn", stop),
-                lambda: {"stop_reason": stop},
-            )
-            self.tracer.close(opened)
+            own = (*own, ("acp.prompt.text", text))
+        return self.tracer.start(self.turned, None, own)
 
-    async def _tool(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
-        """One MCP tool call (a CLIENT span); failures counted by kind."""
-        own = [("mcp.method.name", "tools/call"), ("gen_ai.tool.name", str(attrs.get("tool")))]
-        if attrs.get("server"):
-            own.append(("mcp.server", str(attrs["server"])))
-        opened = self.tracer.open(f"tools/call {attrs.get('tool')}", _CLIENT, None, (), own)
-        span = opened[0]
-        try:
-            result = await work
-        except BaseException as exc:
-            span.set_status(StatusCode.ERROR, type(exc).__name__)
-            self.metric("acp.mcp.errors", 1, {"kind": type(exc).__name__})
-            raise
-        else:
-            if getattr(result, "is_error", False):
-                span.set_status(StatusCode.ERROR, "tool error")
-                self.metric("acp.mcp.errors", 1, {"kind": "ToolError"})
-            return result
-        finally:
-            self.tracer.close(opened)
+    def tool(self, tool: Any, server: Any) -> spans.Span:
+        """One MCP tool call (a CLIENT span; `set_tool_result`); failures counted by kind."""
+        key = (str(tool), str(server or ""))
+        shape = self.tools.get(key)
+        if shape is None:
+            attrs: spans.Attrs = (("mcp.method.name", "tools/call"), ("gen_ai.tool.name", key[0]))
+            if server:
+                attrs = (*attrs, ("mcp.server", key[1]))
+            shape = spans.Shape(f"tools/call {key[0]}", _CLIENT, TOOL, None, attrs)
+            if len(self.tools) < MAX_CACHED:
+                self.tools[key] = shape
+        return self.tracer.start(shape)
 
-    async def _store(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
+    def store(self, op: Any, calls: Any) -> spans.Span:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
-        op = _store_op(attrs.get("op"), attrs.get("calls", ()))
-        started = time.perf_counter()
-        outcome = "ok"
-        values = self.store_attrs.get(op)
-        if values is None:
-            values = self.store_attrs[op] = (("acp.store.op", op),)
-        opened = self.tracer.open(f"store {op}", _CLIENT, None, values, leaf=True)
+        code = getattr(op, "__code__", None)
+        shape = self.stored.get(code)
+        if shape is None:
+            name = _store_op(op, calls)
+            shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, (("acp.store.op", name),))
+            if len(self.stored) < MAX_CACHED:
+                self.stored[code] = shape
+        return self.tracer.start(shape, None, None, True)
+
+    def queued(self) -> contextlib.AbstractContextManager[Any]:
+        """A prompt waiting for its session's turn (counted while it waits)."""
+        return self._queued()
+
+    @contextlib.contextmanager
+    def _queued(self) -> Iterator[None]:
+        self.metric("acp.prompts.queued", 1, {})
         try:
-            return await work
-        except BaseException as exc:
-            opened[0].set_status(StatusCode.ERROR, type(exc).__name__)
-            outcome = "error"
-            raise
+            with self.tracer.start(self.waiting):
+                yield
         finally:
-            self.record(
-                "acp.store.duration",
-                time.perf_counter() - started,
-                ("store", op, outcome),
-                lambda: {"op": op, "outcome": outcome},
-            )
-            self.tracer.close(opened)
-
-    async def _queued(self, work: Awaitable[Any], attrs: dict[str, Any]) -> Any:
-        """A prompt waiting for its session's turn."""
-        key, make = ("queued",), dict
-        self.add("acp.prompts.queued", 1, key, make)
-        opened = self.tracer.open("acp.prompt.queued", _INTERNAL, None, (), leaf=True)
-        try:
-            return await work
-        finally:
-            self.tracer.close(opened)
-            self.add("acp.prompts.queued", -1, key, make)
-
-
-class _Nothing:
-    """No meter provider: nothing recorded."""
-
-    def record(self, name: str, value: float, key: tuple[Any, ...], make: Any) -> None:
-        return
-
-    add = record
-
-    def metric(self, name: str, value: float, labels: dict[str, str]) -> None:
-        return
+            self.metric("acp.prompts.queued", -1, {})

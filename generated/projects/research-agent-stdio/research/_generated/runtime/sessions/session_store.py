@@ -33,7 +33,8 @@ async def durably(failure: str, op: Callable[[], Awaitable[Any]], details: Any =
     when it still fails: a clear, transient JSON-RPC error instead of a bare internal error."""
     for delay in (*STORE_RETRY_DELAYS, None):
         try:
-            return await observe.traced("store", op(), op=op, calls=STORE_CALLS)
+            with observe.store(op, STORE_CALLS):
+                return await op()
         except ValueError:  # the request's fault (a cursor the store did not hand out)
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError (disk full), any store's

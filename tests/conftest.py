@@ -38,11 +38,17 @@ os.environ.setdefault(
     "ACP_SESSION_DB", str(Path(tempfile.mkdtemp(prefix="agentgen-sessions-")) / "sessions.db")
 )
 
-# One mypy cache a process (the controller and each xdist worker import this file, so two
-# mypy runs never share one): the projects the tests type-check share the standard
-# library, pydantic and pydantic-ai, which mypy then reads from the cache instead of
-# checking them again for every project (mypy's incremental mode, as a user runs it: a
-# module whose file changed is checked again).  Removed when the process ends.
+# mypy caches: the projects the tests type-check share the standard library, pydantic and
+# pydantic-ai, which mypy then reads from the cache instead of checking them again for
+# every project (mypy's incremental mode, as a user runs it: a module whose file changed
+# is checked again).  One folder for the run (made by the first process, the controller:
+# the workers inherit the variable), a cache in it per kind of check, each used by one
+# mypy at a time (tests/mypy_support.py); and one a process (the controller and each
+# xdist worker import this file) for the mypy of a project's own virtualenv.  Removed
+# when the process that made them ends.
+if "AGENTGEN_MYPY_RUN_CACHE" not in os.environ:
+    os.environ["AGENTGEN_MYPY_RUN_CACHE"] = tempfile.mkdtemp(prefix="agentgen-mypy-run-")
+    atexit.register(shutil.rmtree, os.environ["AGENTGEN_MYPY_RUN_CACHE"], True)
 os.environ["MYPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="agentgen-mypy-")
 atexit.register(shutil.rmtree, os.environ["MYPY_CACHE_DIR"], True)
 

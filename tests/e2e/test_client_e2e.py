@@ -77,7 +77,7 @@ from generator.protocol.revision import describe
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
-pytestmark = pytest.mark.slow  # 48 `agentgen new`, subprocess agents and HTTP servers
+pytestmark = pytest.mark.slow  # 52 `agentgen new`, subprocess agents and HTTP servers
 
 REVISIONS = {
     "legacy": "legacy/schema.json",
@@ -146,7 +146,8 @@ class Cell:
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterator[Any]:
     """cell(agent, revision, transport) -> Cell, scaffolded on first use (then kept for
-    the module); an HTTP agent is started once per cell and stopped at the end."""
+    the module); an HTTP agent is started once per cell and stopped at the end.  A
+    `websocket` cell is its `http` cell's projects, server and loaded client package."""
     from typer.testing import CliRunner
 
     from generator.cli import app
@@ -161,6 +162,11 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
         key = (agent, revision, transport)
         if key in built:
             return built[key]
+        if transport == "websocket":  # the same HTTP projects and agent, another transport
+            http = make(agent, revision, "http")
+            built[key] = Cell(agent, revision, transport, http.root, http.env, http.url)
+            built[key].modules = http.modules  # one client package in sys.modules for both
+            return built[key]
         root = base / f"{agent}-{revision}-{transport}"
         old = os.environ.get("AGENTGEN_TEMPLATE_STORE")
         os.environ["AGENTGEN_TEMPLATE_STORE"] = str(base / "store")
@@ -171,7 +177,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory, shared_acp: Path) -> Iterato
             for role in ("agent", "client"):
                 args = ["new", str(root / role), "-m", manifest]
                 args += [a for schema in schemas for a in ("--schema", schema)]
-                args += ["--role", role, "--transport", "stdio" if transport == "stdio" else "http"]
+                args += ["--role", role, "--transport", transport]
                 result = CliRunner().invoke(app, args)
                 assert result.exit_code == 0, result.output
         finally:
@@ -269,7 +275,9 @@ def _client_package(cell: Cell) -> Iterator[Any]:
         assert ns.handlers.__file__.startswith(where), ns.handlers.__file__
         yield ns
     finally:
-        cell.modules = {k: sys.modules.pop(k) for k in _owned(pkg)}
+        mine = {k: sys.modules.pop(k) for k in _owned(pkg)}
+        cell.modules.clear()  # in place: a websocket cell shares its http cell's
+        cell.modules.update(mine)
         sys.modules.update(others)
 
 

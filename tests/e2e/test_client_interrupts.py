@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import mypy_support
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,21 +219,12 @@ def test_a_script_using_the_client_api_is_typed_without_any(projects: Path) -> N
     )
     env = _env(projects)
     env["MYPYPATH"] = env["PYTHONPATH"]
-    typed = subprocess.run(
-        [
-            PY,
-            "-m",
-            "mypy",
-            "--config-file",
-            str(config),
-            str(script),
-        ],
+    # (strict everywhere, as `--strict` is: the script's stricter options are its own)
+    typed = mypy_support.run(
+        [PY, "-m", "mypy", "--config-file", str(config), str(script)],
+        kind="strict",
         cwd=projects,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
     ran = subprocess.run(
@@ -257,14 +249,8 @@ def test_the_readme_script_with_the_content_helpers_is_typed_and_runs(projects: 
     script.write_text(code)
     env = _env(projects)
     env["MYPYPATH"] = env["PYTHONPATH"]
-    typed = subprocess.run(
-        [PY, "-m", "mypy", "--strict", str(script)],
-        cwd=projects,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    typed = mypy_support.run(
+        [PY, "-m", "mypy", "--strict", str(script)], kind="strict", cwd=projects, env=env
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
     ran = subprocess.run(

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ from conform_support import (
 )
 from project_support import write_project
 
+from generator.conform.engine import CheckRun
 from generator.conform.schema_link import Judge
-from generator.conform.verdict import Status
+from generator.conform.verdict import Run, Status
 from generator.manifest.validate import load_valid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,13 +41,44 @@ def judges(shared_acp: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[i
     return make_judges(shared_acp, tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def fake_run(
+    judges: dict[int, Judge], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[int], tuple[Run, list[CheckRun]]]:
+    """`fake_run(protocol)`: the whole kit run on the fake agent without defect, and each
+    check's run as the kit made it (its transcript), for that protocol: run once for the
+    module, read by the tests that judge it and that read what the kit sent."""
+    from generator.conform import runner
+
+    done: dict[int, tuple[Run, list[CheckRun]]] = {}
+
+    def get(protocol: int) -> tuple[Run, list[CheckRun]]:
+        if protocol not in done:
+            seen: list[CheckRun] = []
+            original = runner.run_check
+
+            async def recording(*args: Any, **kw: Any) -> CheckRun:
+                check_run = await original(*args, **kw)
+                seen.append(check_run)
+                return check_run
+
+            cwd = tmp_path_factory.mktemp(f"fake-v{protocol}")
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(runner, "run_check", recording)
+                run = run_agent(judges[protocol], FAKE_CMD, cwd, env=fake_env(protocol))
+            done[protocol] = run, seen
+        return done[protocol]
+
+    return get
+
+
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_the_fake_agent_without_defect_is_conformant(
-    judges: dict[int, Judge], tmp_path: Path, protocol: int
+    fake_run: Callable[[int], tuple[Run, list[CheckRun]]], protocol: int
 ) -> None:
     """The fake agent, right: CONFORMANT with every mandatory requirement judged (none
     NOT_TESTED) and cancel exercised (the `hang` prompt runs until cancelled)."""
-    run = run_agent(judges[protocol], FAKE_CMD, tmp_path, env=fake_env(protocol))
+    run, _ = fake_run(protocol)
     assert run.conformant, explain(run)
     statuses = {r.id: r.status for r in run.results}
     assert Status.NOT_TESTED not in statuses.values()
@@ -93,9 +126,10 @@ DEFECTS = {
 }
 
 
-def _judge_defects(
-    judges: dict[int, Judge], cwd: Path, defects: list[str]
-) -> dict[str, tuple[set[str], bool]]:
+Judged = dict[str, tuple[set[str], bool]]
+
+
+def _judge_defects(judges: dict[int, Judge], cwd: Path, defects: list[str]) -> Judged:
     """A whole kit run on the fake agent with each defect, three at a time: what FAILed
     and the verdict."""
 
@@ -114,8 +148,26 @@ def _judge_defects(
     return {defect: (ids, ok) for defect, ids, ok in asyncio.run(main())}
 
 
+@pytest.fixture(scope="module")
+def judged(
+    judges: dict[int, Judge], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[list[str]], Judged]:
+    """`judged(defects)`: `_judge_defects` with each defect's kit run made once for the
+    module (the headline defects are among every defect)."""
+    done: Judged = {}
+    cwd = tmp_path_factory.mktemp("defects")
+
+    def get(defects: list[str]) -> Judged:
+        todo = [d for d in defects if d not in done]
+        if todo:
+            done.update(_judge_defects(judges, cwd, todo))
+        return {d: done[d] for d in defects}
+
+    return get
+
+
 def test_the_headline_defects_are_each_caught_by_their_requirement_alone(
-    judges: dict[int, Judge], tmp_path: Path
+    judged: Callable[[list[str]], Judged],
 ) -> None:
     """A wrong id, an update after the answer, an undeclared method called, a cancel
     ignored, a batch mishandled: NOT CONFORMANT, failing only the requirement named."""
@@ -126,17 +178,17 @@ def test_the_headline_defects_are_each_caught_by_their_requirement_alone(
         "cancel-ignored",
         "batch-empty-wrapped",
     ]
-    found = _judge_defects(judges, tmp_path, chosen)
+    found = judged(chosen)
     assert found == {d: ({DEFECTS[d][1]}, False) for d in chosen}
 
 
 @pytest.mark.slow  # 21 whole kit runs (about 400 agent processes)
 def test_every_planted_defect_is_caught_by_its_requirement_and_nothing_else(
-    judges: dict[int, Judge], tmp_path: Path
+    judged: Callable[[list[str]], Judged],
 ) -> None:
     """Each of the 21 defects planted in the fake agent: NOT CONFORMANT, and the only
     requirement failing is the one named for the defect."""
-    found = _judge_defects(judges, tmp_path, list(DEFECTS))
+    found = judged(list(DEFECTS))
     assert found == {defect: ({rid}, False) for defect, (_, rid) in DEFECTS.items()}
 
 
@@ -273,24 +325,13 @@ def test_cli_exit_codes_subset_and_junit_read_back(shared_acp: Path, tmp_path: P
 
 
 def test_the_kit_sends_only_frames_the_schema_allows(
-    judges: dict[int, Judge], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    judges: dict[int, Judge], fake_run: Callable[[int], tuple[Run, list[CheckRun]]]
 ) -> None:
     """Every frame the kit itself sends (but in the checks that send invalid frames on
     purpose) passes the strict wire check as a client's frame, on both revisions."""
-    from generator.conform import runner
     from generator.conform.conversation import same_id
 
-    seen: list[tuple[int, runner.CheckRun]] = []
-    original = runner.run_check
-
-    async def recording(*args: Any, **kw: Any) -> runner.CheckRun:
-        done = await original(*args, **kw)
-        seen.append((done.ctx.rev.protocol_version, done))
-        return done
-
-    monkeypatch.setattr(runner, "run_check", recording)
-    for protocol in (1, 2):
-        run_agent(judges[protocol], FAKE_CMD, tmp_path, env=fake_env(protocol))
+    seen = [(done.ctx.rev.protocol_version, done) for p in (1, 2) for done in fake_run(p)[1]]
     problems = []
     for protocol, done in seen:
         if done.ctx.provoked or done.ctx.off_schema:

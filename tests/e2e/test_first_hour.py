@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mypy_support
 import pytest
 from scaffold_support import (  # noqa: F401 - fixtures
     fake_pipeline,
@@ -551,9 +552,9 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_WIRE_CHECK")}
     env.update(PYTHONPATH=str(project), PYTHONDONTWRITEBYTECODE="1")
 
-    def pytest_run() -> subprocess.CompletedProcess[str]:
+    def pytest_run(tests: str = "tests") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests],
             cwd=project,
             env=env,
             capture_output=True,
@@ -569,7 +570,7 @@ def test_generated_tests_prompt_cancel_and_check_the_wire(tmp_path: Path, shared
     assert "def test_a_prompt_ends_its_turn" in tests
     assert "def test_a_cancelled_prompt_ends_its_turn" in tests
     (project / "tests" / "test_bad_frame.py").write_text(BAD_FRAME, encoding="utf-8")
-    done = pytest_run()
+    done = pytest_run("tests/test_bad_frame.py")  # the others passed above
     assert done.returncode == 1, done.stdout + done.stderr
     assert "frames that do not match the protocol schema" in done.stdout, done.stdout
     assert "session/new params (NewSessionRequest) /cwd" in done.stdout
@@ -603,7 +604,12 @@ def test_init_with_a_model_gives_a_project_whose_agent_runs_one(tmp_path: Path) 
         [sys.executable, "-m", "mypy", "."],
         [sys.executable, "-m", "ruff", "check", "."],
     ):
-        run = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=False)
+        if cmd[2] == "mypy":
+            run = mypy_support.run(cmd, kind="project", cwd=project, env=env)
+        else:
+            run = subprocess.run(
+                cmd, cwd=project, env=env, capture_output=True, text=True, check=False
+            )
         assert run.returncode == 0, (cmd, run.stdout[-2000:], run.stderr[-2000:])
 
 
@@ -667,9 +673,12 @@ def test_regen_keeps_a_fresh_project_green(tmp_path: Path) -> None:
             [str(tools / "ruff"), "check", "."],
             [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
         ):
-            done = subprocess.run(
-                cmd, cwd=target, env=env, capture_output=True, text=True, check=False
-            )
+            if cmd[0].endswith("mypy"):
+                done = mypy_support.run(cmd, kind="project", cwd=target, env=env)
+            else:
+                done = subprocess.run(
+                    cmd, cwd=target, env=env, capture_output=True, text=True, check=False
+                )
             assert done.returncode == 0, f"{schemas} {cmd[-1]}: {done.stdout}{done.stderr}"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import mypy_support
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -401,12 +402,8 @@ def test_generated_modules_pass_mypy_strict(tmp_path: Path, shared_agntcy: Path)
         path.write_text(generate_manifest_models(manifest))
         files.append(str(path))
     files.append(str(REPO / "generator" / "manifest" / "format_models.py"))
-    r = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", *files],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
+    r = mypy_support.run(
+        [sys.executable, "-m", "mypy", "--strict", *files], kind="strict", cwd=tmp_path
     )
     assert r.returncode == 0, r.stdout + r.stderr
 

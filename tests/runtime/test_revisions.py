@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Self
 
+import mypy_support
 import pytest
 from project_support import import_from, write_project
 from scaffold_support import store  # noqa: F401 - fixture
@@ -480,14 +481,8 @@ def test_new_with_two_schemas_makes_a_project_that_passes_its_own_tests(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    typed = subprocess.run(
-        [sys.executable, "-m", "mypy", "dual"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    typed = mypy_support.run(
+        [sys.executable, "-m", "mypy", "dual"], kind="project", cwd=project, env=env
     )
     assert typed.returncode == 0, typed.stdout + typed.stderr
 

@@ -13,9 +13,8 @@ import os
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from itertools import compress
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -121,7 +120,6 @@ def _store_op(op: Any, calls: Any) -> str:
 
 
 _MISSING: Any = object()
-_FOLDING = operator.attrgetter("shape", "key", "failure")
 _START, _END = operator.attrgetter("start"), operator.attrgetter("end_ns")
 _COUNT = 2  # the length of a count's point in the tally (a histogram's is longer)
 
@@ -287,36 +285,36 @@ class Telemetry:
         if self.tally is not None:
             self.tally.metric(name, value, {k: str(v) for k, v in labels.items()})
 
-    def fold(self, ended: Sequence[spans.Span]) -> None:
-        """The metrics of ended spans (every one, sampled or not): requests by method and
-        outcome, calls, turns by stop reason and model failures by kind, MCP failures,
-        store latency by operation.  Durations are the spans' own.  Into the runtime's
-        tally, the spans of one shape and key that did not fail are counted together, in C
-        loops (map, compress, Counter), into their point (found once)."""
+    def fold(self, groups: list[list[spans.Span]]) -> None:
+        """The metrics of ended spans (every one, sampled or not), in groups of one shape,
+        key and failure (sinks.taken): requests by method and outcome, calls, turns by stop
+        reason and model failures by kind, MCP failures, store latency by operation.
+        Durations are the spans' own.  Into the runtime's tally, a group that did not fail
+        is counted at once, in C loops (map, Counter), into its point (found once)."""
         kept = self.tally
         if not isinstance(kept, tally.Tally):  # a program's instruments
-            for s in ended:
-                self._fold(s)
+            for group in groups:
+                for s in group:
+                    self._fold(s)
             return
-        keys = list(map(_FOLDING, ended))
-        took = list(map(operator.sub, map(_END, ended), map(_START, ended)))  # ns
         with kept.lock:
-            for key in set(keys):
-                chosen = list(map(key.__eq__, keys))
-                if key[2] is not None:  # failed: one at a time
-                    for s in compress(ended, chosen):
+            for group in groups:
+                first = group[0]
+                if first.failure is not None:  # failed: one at a time
+                    for s in group:
                         self._fold(s)
                     continue
+                key = (first.shape, first.key, None)
                 found = self.points.get(key, _MISSING)
                 if found is _MISSING:
-                    found = self._point(key, next(compress(ended, chosen)))
+                    found = self._point(key, first)
                 if found is None:  # nothing counted (a tool call that did not fail)
                     continue
                 point, bounds = found
                 if bounds is None:  # a count
-                    point[1] += chosen.count(True)
+                    point[1] += len(group)
                     continue
-                values = list(compress(took, chosen))
+                values = list(map(operator.sub, map(_END, group), map(_START, group)))  # ns
                 point[1] += len(values)
                 point[2] += sum(values) / 1e9
                 point[3] = min(point[3], min(values) / 1e9)

@@ -9,13 +9,17 @@ import atexit
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from itertools import compress, islice
+from operator import attrgetter
 from typing import Any
 
 from . import encode
 from .spans import SCOPE, Span, readable
 
 log = logging.getLogger("acp.runtime.observe")
+_FLAGS = attrgetter("flags")
 
 
 def encoded(span: Span) -> bytes:
@@ -25,18 +29,20 @@ def encoded(span: Span) -> bytes:
 
 # What the spans of one combination (shape, own attributes, key, failure, trace state, a
 # parent from the peer) share: the head of their frame when a root and when a child, the
-# bytes after their ids and times, and their own attributes (held: the key has their id).
-# Made once, on the export thread.
-_made: dict[tuple[Any, ...], tuple[bytes, bytes, bytes, Any]] = {}
+# bytes after their ids and times, their own attributes (held: the key has their id), and
+# the list their metrics are folded from (one a shape, key and failure: `taken`).  Made
+# once, on the export thread.
+_made: dict[tuple[Any, ...], tuple[bytes, bytes, bytes, Any, list[Span]]] = {}
+_groups: dict[tuple[Any, ...], list[Span]] = {}
 
 
 def _frame(n: int) -> bytes:
     return b"\x12" + encode.varint(n)
 
 
-def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes, Any]:
+def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes, Any, list[Span]]:
     """What follows the ids and times of a span of this combination (its name, kind,
-    attributes, trace state, status and flags), and its frame's heads."""
+    attributes, trace state, status and flags), its frame's heads, its fold group."""
     shape, _, key, failure, state, peer = combination
     parts, pairs, pair = [shape.head], encode.PAIRS, encode.key_value
     for name, value in extra or ():
@@ -48,11 +54,15 @@ def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes
     parts.append(encode.status(failure[0], failure[1]) if failure else encode.UNSET)
     parts.append(encode.FROM_PEER if peer else encode.LOCAL)
     tail = b"".join(parts)
+    if len(_groups) >= encode.MAX_CACHED:
+        _groups.clear()  # (every group is empty between two takes)
+    group = _groups.setdefault((shape, key, failure), [])
     made = (
         _frame(encode.ROOT.size + len(tail)),
         _frame(encode.CHILD.size + len(tail)),
         tail,
         extra,
+        group,
     )
     if len(_made) >= encode.MAX_CACHED:
         _made.clear()
@@ -64,15 +74,33 @@ def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
     """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), in pieces: per span
     its frame's head, its ids and times (one struct), and the rest, made once per
     combination."""
+    return taken(batch, True, grouped=False)[1]
+
+
+def taken(
+    batch: Sequence[Span], encoding: bool, *, grouped: bool = True
+) -> tuple[list[list[Span]], list[bytes]]:
+    """One pass over ended spans: grouped by what their metrics are kept by (shape, key,
+    failure: each group a list, emptied by the caller once folded), and the sampled ones
+    encoded (`encoding`) as `encoded_batch` has it, three pieces a span."""
     out: list[bytes] = []
-    made, append = _made, out.append
+    touched: list[list[Span]] = []
+    made, append, touch = _made, out.append, touched.append
     root, child = encode.ROOT.pack, encode.CHILD.pack
     for s in batch:
-        extra, psid = s.extra, s.psid
+        extra = s.extra
         combination = (s.shape, id(extra), s.key, s.failure, s.state, s.peer)
         found = made.get(combination)
         if found is None or found[3] is not extra:
             found = _make(combination, extra)
+        if grouped:
+            group = found[4]
+            if not group:
+                touch(group)
+            group.append(s)
+        if not encoding or not s.flags:
+            continue
+        psid = s.psid
         if psid:
             append(found[1])
             append(child(0x100A, s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns))  # fmt: skip
@@ -80,7 +108,7 @@ def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
             append(found[0])
             append(root(0x100A, s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
         append(found[2])
-    return out
+    return touched, out
 
 
 class SdkSpans:
@@ -113,17 +141,28 @@ class OtlpSpans(SdkSpans):
         if self.client is None:
             super().__call__(batch)
             return
-        data = encode.traces(*self.head, encoded_batch(batch))
-        got = self.client.export(data)
+        self.send(encoded_batch(batch), len(batch))
+
+    def send(self, pieces: list[bytes], count: int) -> None:
+        """`count` spans already encoded (`encoded_batch`'s pieces), as one request."""
+        client: Any = self.client  # (a Batch sends so only through a client)
+        got = client.export(encode.traces(*self.head, pieces))
         if not getattr(got, "success", True):
-            log.warning("OTLP: %d spans not exported (%s)", len(batch), got.reason)
+            log.warning("OTLP: %d spans not exported (%s)", count, got.reason)
+
+
+POLL = 0.05  # seconds between two looks of the export thread at the queue
 
 
 class Batch:
-    """Ended spans queued on the event loop (a deque: no lock) and taken from a thread
-    every `delay` seconds or as soon as a batch is full (`OTEL_BSP_*`), and at stop: their
-    metrics folded (`fold`: every span, sampled or not), the sampled ones exported.  What
-    reads the metrics takes what is queued first (`take`), so a scrape is never behind."""
+    """Ended spans queued on the event loop (`append`: a deque's, no lock, no call of
+    Python's) and taken from a thread that looks at the queue every `POLL` seconds: its
+    metrics folded (`fold`: every span, sampled or not; a group of spans of one shape,
+    key and failure at a time), the sampled ones exported in batches (`OTEL_BSP_*`) as
+    soon as one is full, and every `delay` seconds and at stop what is left.  When every
+    export posts OTLP (`OtlpSpans`), a span is encoded as it is taken, in the same pass.
+    What reads the metrics takes what is queued first (`take`), so a scrape is never
+    behind."""
 
     def __init__(
         self,
@@ -131,7 +170,7 @@ class Batch:
         delay: float,
         max_queue: int,
         max_batch: int,
-        fold: Callable[[Sequence[Span]], None] | None = None,
+        fold: Callable[[list[list[Span]]], None] | None = None,
     ) -> None:
         self.exports = exports
         self.fold = fold
@@ -139,7 +178,13 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
-        self.outbox: collections.deque[Span] = collections.deque()  # sampled, to export
+        self.append = self.queue.append
+        # when every export posts OTLP: the outbox holds their bytes (3 pieces a span)
+        self.encoding = bool(exports) and all(
+            isinstance(e, OtlpSpans) and e.client is not None for e in exports
+        )
+        self.pieces = 3 if self.encoding else 1
+        self.outbox: collections.deque[Any] = collections.deque()  # sampled, to export
         self.lock = threading.Lock()  # one taker at a time
         self.dropped = 0
         self.wake = threading.Event()
@@ -149,58 +194,64 @@ class Batch:
         atexit.register(self.stop)
 
     def __call__(self, span: Span) -> None:
-        queue = self.queue
-        queue.append(span)
-        queued = len(queue)
-        if queued == self.max_batch:  # once per batch: the thread takes it whole
-            self.wake.set()
-        elif queued > self.max_queue:  # the thread is behind (a slow collector)
-            self.take()
+        self.append(span)
 
     def take(self) -> None:
         """Fold what is queued into the metrics and move its sampled spans to the outbox
         (bounded by `max_queue`: past it a span is dropped, and said so at the next export)."""
-        queue, outbox, room = self.queue, self.outbox, self.max_queue
+        queue, outbox = self.queue, self.outbox
         with self.lock:
-            taken = []
-            while queue:
-                try:
-                    taken.append(queue.popleft())
-                except IndexError:
-                    break
-            if self.fold is not None and taken:
-                self.fold(taken)
-            if self.exports:
-                for span in taken:
-                    if span.flags:
-                        if len(outbox) < room:
-                            outbox.append(span)
-                        else:
-                            self.dropped += 1
+            # (popped in C while the loop may append: only this thread takes)
+            spans = list(islice(iter(queue.popleft, None), len(queue)))
+            if not spans:
+                return
+            exporting = bool(self.exports)
+            encoding = exporting and self.encoding
+            groups: list[list[Span]] = []
+            pieces: list[Any] = []
+            if encoding or self.fold is not None:
+                groups, pieces = taken(spans, encoding, grouped=self.fold is not None)
+            try:
+                if self.fold is not None:
+                    self.fold(groups)
+            finally:
+                for group in groups:
+                    group.clear()
+            if not exporting:
+                return
+            if not self.encoding:
+                pieces = list(compress(spans, map(_FLAGS, spans)))
+            room = self.max_queue * self.pieces - len(outbox)
+            if len(pieces) > room:
+                self.dropped += (len(pieces) - max(room, 0)) // self.pieces
+                pieces = pieces[: max(room, 0)]
+            outbox.extend(pieces)
 
     def _run(self) -> None:
+        due = time.monotonic() + self.delay
         while not self.stopping:
-            full = self.wake.wait(self.delay)  # else the delay passed: everything goes
-            self.wake.clear()
-            self.drain(everything=not full)
+            self.wake.wait(POLL)
+            now = time.monotonic()
+            if now >= due:
+                due = now + self.delay
+                self.drain()  # the delay passed: everything goes
+            elif len(self.queue) + len(self.outbox) // self.pieces >= self.max_batch:
+                self.drain(everything=False)
 
     def drain(self, everything: bool = True) -> None:
-        """Take what is queued and export the outbox in batches: only full ones when a
-        batch filled up (the rest waits for the delay or the next full batch: no request
-        for a handful of spans)."""
+        """Take what is queued and export the outbox in batches: only full ones unless
+        `everything` (the rest waits for the delay or the next full batch: no request for
+        a handful of spans)."""
         self.take()
-        outbox, size = self.outbox, self.max_batch
+        outbox, size = self.outbox, self.max_batch * self.pieces
         while len(outbox) >= size or (everything and outbox):
-            batch: list[Span] = []
-            with_more = True
-            while with_more and len(batch) < size:
-                try:
-                    batch.append(outbox.popleft())
-                except IndexError:
-                    with_more = False
+            batch = list(islice(iter(outbox.popleft, None), min(size, len(outbox))))
             for export in self.exports:
                 try:
-                    export(batch)
+                    if self.encoding:
+                        export.send(batch, len(batch) // 3)
+                    else:
+                        export(batch)
                 except Exception as exc:  # noqa: BLE001 - an exporter's failure: never the agent's
                     log.warning("spans not exported: %s: %s", type(exc).__name__, exc)
         if self.dropped:
@@ -212,7 +263,7 @@ class Batch:
             return
         self.stopping = True
         self.wake.set()
-        self.thread.join(timeout=max(self.delay, 5.0))
+        self.thread.join(timeout=5.0)
         self.drain()
         for export in self.exports:
             try:
@@ -227,7 +278,9 @@ class Processors:
     program's own SDK tracer provider (its exporters, e.g. the SDK's in-memory one), and
     its metrics folded at once (`fold`: a program's own meter provider's instruments)."""
 
-    def __init__(self, provider: Any, fold: Callable[[Sequence[Span]], None] | None = None) -> None:
+    def __init__(
+        self, provider: Any, fold: Callable[[list[list[Span]]], None] | None = None
+    ) -> None:
         self.provider = provider
         self.fold = fold
         self.processor = getattr(provider, "_active_span_processor", None)
@@ -236,6 +289,6 @@ class Processors:
 
     def __call__(self, span: Span) -> None:
         if self.fold is not None:
-            self.fold((span,))
+            self.fold([[span]])
         if span.flags and self.processor is not None:
             self.processor.on_end(readable(span, self.provider.resource))

@@ -530,3 +530,69 @@ def test_through_the_context_api_the_spans_are_the_same(monkeypatch: pytest.Monk
     store, turn, request, _ = slow
     assert (store.parent_id, turn.parent_id) == (turn.span_id, request.span_id)
     assert request.parent_id == REMOTE.span_id
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_another_tracers_spans_and_the_runtimes_nest_both_ways(
+    direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime's current span is in OpenTelemetry's current context for any other
+    code: an SDK span started within it is its child, a runtime span started within that
+    SDK span is the SDK span's, and after it the runtime's span is current again; a
+    context taken with `get_current` inside a runtime span and attached in another thread
+    keeps that span as the parent (directly, or through the context API)."""
+    import threading
+
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    if not direct:
+        monkeypatch.setattr(spans, "_VAR", None)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    sdk = provider.get_tracer("another")
+    kept: list[spans.Span] = []
+    tracer = spans.Tracer(sampling.DEFAULT_ON, kept.append)
+    shape = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)
+    leaf = spans.Shape("fs/read_text_file", SpanKind.CLIENT, spans.CALL)
+    taken: list[Any] = []
+    with tracer.start(shape) as turn:
+        assert trace.get_current_span() is turn
+        with sdk.start_as_current_span("model run") as model:
+            with tracer.start(leaf, None, None, True):
+                pass
+            with tracer.start(shape) as inner:
+                assert trace.get_current_span() is inner
+                with sdk.start_as_current_span("nested"):
+                    pass
+            assert trace.get_current_span() is model
+        assert trace.get_current_span() is turn
+        with tracer.start(leaf, None, None, True):
+            pass
+        taken.append(otel_context.get_current())
+
+    def elsewhere() -> None:
+        token = otel_context.attach(taken[0])
+        try:
+            with tracer.start(leaf, None, None, True):
+                pass
+        finally:
+            otel_context.detach(token)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    by_name = {s.name: s for s in memory.get_finished_spans()}
+    model_id = by_name["model run"].context.span_id
+    assert by_name["model run"].parent is not None
+    assert by_name["model run"].parent.span_id == turn.span_id
+    first_call, inner_span, second_call, outer, threaded = kept
+    assert (first_call.parent_id, inner_span.parent_id) == (model_id, model_id)
+    assert by_name["nested"].parent is not None
+    assert by_name["nested"].parent.span_id == inner_span.span_id
+    assert (second_call.parent_id, threaded.parent_id) == (turn.span_id, turn.span_id)
+    assert outer is turn and {s.trace_id for s in kept} == {turn.trace_id}

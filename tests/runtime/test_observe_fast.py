@@ -596,3 +596,36 @@ def test_another_tracers_spans_and_the_runtimes_nest_both_ways(
     assert by_name["nested"].parent.span_id == inner_span.span_id
     assert (second_call.parent_id, threaded.parent_id) == (turn.span_id, turn.span_id)
     assert outer is turn and {s.trace_id for s in kept} == {turn.trace_id}
+
+
+def test_a_group_folds_as_its_spans_recorded_one_at_a_time() -> None:
+    """The fold counts a group of spans of one shape and key at once (its durations
+    sorted, each bucket's count where its bound falls): the same point as recording each
+    span's duration in turn, for durations on, just under and just over every bound, past
+    the last one, and a group of one."""
+    telemetry = otel.Telemetry(
+        None, MeterProvider(), {}, owned=True, metric_exporters=[], resource=RESOURCE
+    )
+    by_one = tally.Tally(otel.INSTRUMENTS, {}, {})
+    try:
+        shape = spans.Shape("store save_turn", SpanKind.CLIENT, spans.STORE, "save_turn")
+        bounds = otel.INSTRUMENTS["acp.store.duration"][3]
+        took = [round(b * 1e9) + d for b in bounds for d in (-1, 0, 1)] + [10**13, 0, 7]
+        for durations in (took, [12_345]):
+            group = []
+            for ns in durations:
+                s = spans.Tracer(None, None).start(shape, None, None, True)
+                s.start, s.end_ns = 1_000, 1_000 + ns
+                group.append(s)
+                key = (spans.STORE, "save_turn", "ok")
+                by_one.record("acp.store.duration", ns / 1e9, key, ("op", "outcome"))
+            telemetry.fold([group])
+        folded = {n: p for n, _, _, _, p in telemetry.tally.snapshot()}["acp.store.duration"]
+        recorded = {n: p for n, _, _, _, p in by_one.snapshot()}["acp.store.duration"]
+    finally:
+        telemetry.stop()
+    assert len(folded) == len(recorded) == 1
+    (got,), (want,) = folded, recorded
+    assert got[0] == want[0] and got[1] == want[1] == len(took) + 1
+    assert got[2] == pytest.approx(want[2]) and got[3:5] == want[3:5]
+    assert got[5] == want[5] and sum(got[5]) == len(took) + 1

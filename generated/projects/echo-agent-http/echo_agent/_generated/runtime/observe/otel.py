@@ -12,9 +12,7 @@ import operator
 import os
 import sys
 import weakref
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -290,7 +288,8 @@ class Telemetry:
         key and failure (sinks.taken): requests by method and outcome, calls, turns by stop
         reason and model failures by kind, MCP failures, store latency by operation.
         Durations are the spans' own.  Into the runtime's tally, a group that did not fail
-        is counted at once, in C loops (map, Counter), into its point (found once)."""
+        is counted at once into its point (found once): its durations sorted, a bucket's
+        count is where the bucket's bound falls in them."""
         kept = self.tally
         if not isinstance(kept, tally.Tally):  # a program's instruments
             for group in groups:
@@ -315,13 +314,17 @@ class Telemetry:
                     point[1] += len(group)
                     continue
                 values = list(map(operator.sub, map(_END, group), map(_START, group)))  # ns
+                values.sort()  # a bucket's count: where its bound falls in them
                 point[1] += len(values)
                 point[2] += sum(values) / 1e9
-                point[3] = min(point[3], min(values) / 1e9)
-                point[4] = max(point[4], max(values) / 1e9)
-                buckets = point[5]
-                for at, n in Counter(map(partial(bisect.bisect_left, bounds), values)).items():
-                    buckets[at] += n
+                point[3] = min(point[3], values[0] / 1e9)
+                point[4] = max(point[4], values[-1] / 1e9)
+                buckets, below = point[5], 0
+                for at, bound in enumerate(bounds):  # (a bucket: above the last bound, to its own)
+                    upto = bisect.bisect_right(values, bound, below)
+                    buckets[at] += upto - below
+                    below = upto
+                buckets[-1] += len(values) - below
 
     def _point(self, key: tuple[Any, ...], s: spans.Span) -> Any:
         """The tally's point the spans of `key` (a shape and key, no failure) count into,

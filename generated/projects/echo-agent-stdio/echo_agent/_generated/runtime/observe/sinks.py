@@ -28,11 +28,13 @@ def encoded(span: Span) -> bytes:
 
 
 # What the spans of one combination (shape, own attributes, key, failure, trace state, a
-# parent from the peer) share: the head of their frame when a root and when a child, the
-# bytes after their ids and times, their own attributes (held: the key has their id), and
-# the list their metrics are folded from (one a shape, key and failure: `taken`).  Made
-# once, on the export thread.
-_made: dict[tuple[Any, ...], tuple[bytes, bytes, bytes, Any, list[Span]]] = {}
+# parent from the peer) share: the bytes before their ids and times (a root's, a child's
+# frame head) and after (name, kind, attributes, trace state, status, flags), packed with
+# them by one struct each (`encode.spans`); their own attributes (held: the key has their
+# id), and the list their metrics are folded from (one a shape, key and failure:
+# `taken`).  Made once, on the export thread.
+Made = tuple[bytes, bytes, bytes, Any, Any, Any, list[Span]]
+_made: dict[tuple[Any, ...], Made] = {}
 _groups: dict[tuple[Any, ...], list[Span]] = {}
 
 
@@ -40,9 +42,9 @@ def _frame(n: int) -> bytes:
     return b"\x12" + encode.varint(n)
 
 
-def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes, Any, list[Span]]:
-    """What follows the ids and times of a span of this combination (its name, kind,
-    attributes, trace state, status and flags), its frame's heads, its fold group."""
+def _make(combination: tuple[Any, ...], extra: Any) -> Made:
+    """What a span of this combination is packed with (its frame's heads, what follows
+    its ids and times), by which struct, and its fold group."""
     shape, _, key, failure, state, peer = combination
     parts, pairs, pair = [shape.head], encode.PAIRS, encode.key_value
     for name, value in extra or ():
@@ -57,11 +59,15 @@ def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes
     if len(_groups) >= encode.MAX_CACHED:
         _groups.clear()  # (every group is empty between two takes)
     group = _groups.setdefault((shape, key, failure), [])
+    root = _frame(encode.ROOT_SIZE + len(tail))
+    child = _frame(encode.CHILD_SIZE + len(tail))
     made = (
-        _frame(encode.ROOT.size + len(tail)),
-        _frame(encode.CHILD.size + len(tail)),
+        root,
+        child,
         tail,
         extra,
+        encode.spans(root, encode.ROOT, tail),
+        encode.spans(child, encode.CHILD, tail),
         group,
     )
     if len(_made) >= encode.MAX_CACHED:
@@ -71,8 +77,8 @@ def _make(combination: tuple[Any, ...], extra: Any) -> tuple[bytes, bytes, bytes
 
 
 def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
-    """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), in pieces: per span
-    its frame's head, its ids and times (one struct), and the rest, made once per
+    """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), one bytes a span:
+    its frame's head, its ids and times, and the rest, packed by one struct made once per
     combination."""
     return taken(batch, True, grouped=False)[1]
 
@@ -82,11 +88,10 @@ def taken(
 ) -> tuple[list[list[Span]], list[bytes]]:
     """One pass over ended spans: grouped by what their metrics are kept by (shape, key,
     failure: each group a list, emptied by the caller once folded), and the sampled ones
-    encoded (`encoding`) as `encoded_batch` has it, three pieces a span."""
+    encoded (`encoding`) as `encoded_batch` has it."""
     out: list[bytes] = []
     touched: list[list[Span]] = []
     made, append, touch = _made, out.append, touched.append
-    root, child = encode.ROOT.pack, encode.CHILD.pack
     for s in batch:
         extra = s.extra
         combination = (s.shape, id(extra), s.key, s.failure, s.state, s.peer)
@@ -94,7 +99,7 @@ def taken(
         if found is None or found[3] is not extra:
             found = _make(combination, extra)
         if grouped:
-            group = found[4]
+            group = found[6]
             if not group:
                 touch(group)
             group.append(s)
@@ -102,12 +107,11 @@ def taken(
             continue
         psid = s.psid
         if psid:
-            append(found[1])
-            append(child(0x100A, s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns))  # fmt: skip
+            f, h, t = found[5], found[1], found[2]
+            append(f(h, 0x100A, s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns, t))  # fmt: skip
         else:
-            append(found[0])
-            append(root(0x100A, s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
-        append(found[2])
+            f, h, t = found[4], found[0], found[2]
+            append(f(h, 0x100A, s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns, t))
     return touched, out
 
 
@@ -179,11 +183,10 @@ class Batch:
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
         self.append = self.queue.append
-        # when every export posts OTLP: the outbox holds their bytes (3 pieces a span)
+        # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
         )
-        self.pieces = 3 if self.encoding else 1
         self.outbox: collections.deque[Any] = collections.deque()  # sampled, to export
         self.lock = threading.Lock()  # one taker at a time
         self.dropped = 0
@@ -221,10 +224,10 @@ class Batch:
                 return
             if not self.encoding:
                 pieces = list(compress(spans, map(_FLAGS, spans)))
-            room = self.max_queue * self.pieces - len(outbox)
+            room = max(self.max_queue - len(outbox), 0)
             if len(pieces) > room:
-                self.dropped += (len(pieces) - max(room, 0)) // self.pieces
-                pieces = pieces[: max(room, 0)]
+                self.dropped += len(pieces) - room
+                pieces = pieces[:room]
             outbox.extend(pieces)
 
     def _run(self) -> None:
@@ -235,7 +238,7 @@ class Batch:
             if now >= due:
                 due = now + self.delay
                 self.drain()  # the delay passed: everything goes
-            elif len(self.queue) + len(self.outbox) // self.pieces >= self.max_batch:
+            elif len(self.queue) + len(self.outbox) >= self.max_batch:
                 self.drain(everything=False)
 
     def drain(self, everything: bool = True) -> None:
@@ -243,13 +246,13 @@ class Batch:
         `everything` (the rest waits for the delay or the next full batch: no request for
         a handful of spans)."""
         self.take()
-        outbox, size = self.outbox, self.max_batch * self.pieces
+        outbox, size = self.outbox, self.max_batch
         while len(outbox) >= size or (everything and outbox):
             batch = list(islice(iter(outbox.popleft, None), min(size, len(outbox))))
             for export in self.exports:
                 try:
                     if self.encoding:
-                        export.send(batch, len(batch) // 3)
+                        export.send(batch, len(batch))
                     else:
                         export(batch)
                 except Exception as exc:  # noqa: BLE001 - an exporter's failure: never the agent's

@@ -107,9 +107,19 @@ KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
 # trace_id (1, 16 bytes), span_id (2, 8 bytes), [parent_span_id (4, 8 bytes)], start and
 # end (7, 8): a span's ids (the trace id's bytes; the span ids kept as the ints whose
 # little-endian bytes are the wire's) and times, with their tags (0A 10, 12 08, 22 08, 39,
-# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct
-ROOT = struct.Struct("<H16sHQBQBQ")
-CHILD = struct.Struct("<H16sHQHQBQBQ")
+# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct,
+# between the bytes before them (the frame's head) and after (`spans`: one struct a
+# combination of those, `sinks._make`)
+ROOT = "H16sHQBQBQ"
+CHILD = "H16sHQHQBQBQ"
+ROOT_SIZE = struct.calcsize("<" + ROOT)
+CHILD_SIZE = struct.calcsize("<" + CHILD)
+
+
+def spans(head: bytes, ids: str, tail: bytes) -> Any:
+    """The struct that packs a span's frame: `head`, its ids and times (`ids`: ROOT or
+    CHILD's), `tail`."""
+    return struct.Struct(f"<{len(head)}s{ids}{len(tail)}s").pack
 
 
 def status(code: int, message: str) -> bytes:
@@ -122,11 +132,15 @@ def status(code: int, message: str) -> bytes:
     return b"\x7a" + varint(len(body)) + body
 
 
-def traces(resource_bytes: bytes, scope_bytes: bytes, spans: Iterable[bytes]) -> bytes:
+def traces(resource_bytes: bytes, scope_bytes: bytes, spans: list[bytes]) -> bytes:
     """An `ExportTraceServiceRequest`: one ResourceSpans (resource 1, scope_spans 2), one
     ScopeSpans (scope 1, spans 2: each already framed, `sinks.encoded_batch`)."""
-    scope_spans = field(1, scope_bytes) + b"".join(spans)
-    return field(1, field(1, resource_bytes) + field(2, scope_spans))
+    body = b"".join(spans)
+    scope = field(1, scope_bytes)
+    scope_spans = len(scope) + len(body)
+    resource = field(1, resource_bytes)
+    inner = len(resource) + 1 + len(varint(scope_spans)) + scope_spans  # (the 0x12 tag: 1)
+    return b"".join((b"\x0a", varint(inner), resource, b"\x12", varint(scope_spans), scope, body))
 
 
 # ---- metrics ------------------------------------------------------------------------

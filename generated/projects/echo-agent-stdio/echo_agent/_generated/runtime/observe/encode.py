@@ -11,8 +11,9 @@ what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTe
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 MAX_CACHED = 4096  # encoded key/value pairs kept, at most
@@ -107,19 +108,20 @@ KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
 # trace_id (1, 16 bytes), span_id (2, 8 bytes), [parent_span_id (4, 8 bytes)], start and
 # end (7, 8): a span's ids (the trace id's bytes; the span ids kept as the ints whose
 # little-endian bytes are the wire's) and times, with their tags (0A 10, 12 08, 22 08, 39,
-# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct,
-# between the bytes before them (the frame's head) and after (`spans`: one struct a
-# combination of those, `sinks._make`)
+# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct
+# after the rest of the span's frame (`spans`)
 ROOT = "H16sHQBQBQ"
 CHILD = "H16sHQHQBQBQ"
-ROOT_SIZE = struct.calcsize("<" + ROOT)
-CHILD_SIZE = struct.calcsize("<" + CHILD)
 
 
-def spans(head: bytes, ids: str, tail: bytes) -> Any:
-    """The struct that packs a span's frame: `head`, its ids and times (`ids`: ROOT or
-    CHILD's), `tail`."""
-    return struct.Struct(f"<{len(head)}s{ids}{len(tail)}s").pack
+def spans(fields: bytes, ids: str) -> Callable[..., bytes]:
+    """What packs a span's frame: its head, `fields` (the span's fields but its ids and
+    times), then its ids and times (`ids`: ROOT or CHILD; given from the trace id on)."""
+    size = len(fields) + struct.calcsize("<" + ids)
+    head = b"\x12" + varint(size)
+    return functools.partial(
+        struct.Struct(f"<{len(head) + len(fields)}s{ids}").pack, head + fields, 0x100A
+    )
 
 
 def status(code: int, message: str) -> bytes:

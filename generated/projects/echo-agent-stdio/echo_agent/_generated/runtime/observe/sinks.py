@@ -28,24 +28,21 @@ def encoded(span: Span) -> bytes:
 
 
 # What the spans of one combination (shape, own attributes, key, failure, trace state, a
-# parent from the peer) share: the bytes before their ids and times (a root's, a child's
-# frame head) and after (name, kind, attributes, trace state, status, flags), packed with
-# them by one struct each (`encode.spans`); their own attributes (held: the key has their
-# id), and the list their metrics are folded from (one a shape, key and failure:
-# `taken`).  Made once, on the export thread.
-Made = tuple[bytes, bytes, bytes, Any, Any, Any, list[Span]]
+# parent from the peer: `_COMBINATION`, read in C) share: the bytes of their frame but
+# for their ids and times (its head, then name, kind, attributes, trace state, status,
+# flags: a message's fields may come in any order, its ids and times last), packed with
+# those by one struct (`encode.spans`) for a root and one for a child; and the list their
+# metrics are folded from (one a shape, key and failure: `taken`).  Made once, on the
+# export thread.
+_COMBINATION = attrgetter("shape", "extra", "key", "failure", "state", "peer")
+Made = tuple[Callable[..., bytes], Callable[..., bytes], list[Span]]
 _made: dict[tuple[Any, ...], Made] = {}
 _groups: dict[tuple[Any, ...], list[Span]] = {}
 
 
-def _frame(n: int) -> bytes:
-    return b"\x12" + encode.varint(n)
-
-
-def _make(combination: tuple[Any, ...], extra: Any) -> Made:
-    """What a span of this combination is packed with (its frame's heads, what follows
-    its ids and times), by which struct, and its fold group."""
-    shape, _, key, failure, state, peer = combination
+def _make(combination: tuple[Any, ...]) -> Made:
+    """How a span of this combination is packed (a root, a child) and its fold group."""
+    shape, extra, key, failure, state, peer = combination
     parts, pairs, pair = [shape.head], encode.PAIRS, encode.key_value
     for name, value in extra or ():
         parts.append(pairs.get((9, name, type(value), value)) or pair(9, name, value))
@@ -59,17 +56,7 @@ def _make(combination: tuple[Any, ...], extra: Any) -> Made:
     if len(_groups) >= encode.MAX_CACHED:
         _groups.clear()  # (every group is empty between two takes)
     group = _groups.setdefault((shape, key, failure), [])
-    root = _frame(encode.ROOT_SIZE + len(tail))
-    child = _frame(encode.CHILD_SIZE + len(tail))
-    made = (
-        root,
-        child,
-        tail,
-        extra,
-        encode.spans(root, encode.ROOT, tail),
-        encode.spans(child, encode.CHILD, tail),
-        group,
-    )
+    made = (encode.spans(tail, encode.ROOT), encode.spans(tail, encode.CHILD), group)
     if len(_made) >= encode.MAX_CACHED:
         _made.clear()
     _made[combination] = made
@@ -77,9 +64,8 @@ def _make(combination: tuple[Any, ...], extra: Any) -> Made:
 
 
 def encoded_batch(batch: Sequence[Span]) -> list[bytes]:
-    """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), one bytes a span:
-    its frame's head, its ids and times, and the rest, packed by one struct made once per
-    combination."""
+    """The spans as framed OTLP `Span`s (field 2 of their ScopeSpans), one bytes a span
+    packed by one struct made once per combination."""
     return taken(batch, True, grouped=False)[1]
 
 
@@ -91,15 +77,14 @@ def taken(
     encoded (`encoding`) as `encoded_batch` has it."""
     out: list[bytes] = []
     touched: list[list[Span]] = []
-    made, append, touch = _made, out.append, touched.append
+    made, append, touch, combined = _made, out.append, touched.append, _COMBINATION
     for s in batch:
-        extra = s.extra
-        combination = (s.shape, id(extra), s.key, s.failure, s.state, s.peer)
+        combination = combined(s)
         found = made.get(combination)
-        if found is None or found[3] is not extra:
-            found = _make(combination, extra)
+        if found is None:
+            found = _make(combination)
         if grouped:
-            group = found[6]
+            group = found[2]
             if not group:
                 touch(group)
             group.append(s)
@@ -107,11 +92,9 @@ def taken(
             continue
         psid = s.psid
         if psid:
-            f, h, t = found[5], found[1], found[2]
-            append(f(h, 0x100A, s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns, t))  # fmt: skip
+            append(found[1](s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns))
         else:
-            f, h, t = found[4], found[0], found[2]
-            append(f(h, 0x100A, s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns, t))
+            append(found[0](s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
     return touched, out
 
 

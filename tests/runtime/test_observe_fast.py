@@ -629,3 +629,45 @@ def test_a_group_folds_as_its_spans_recorded_one_at_a_time() -> None:
     assert got[0] == want[0] and got[1] == want[1] == len(took) + 1
     assert got[2] == pytest.approx(want[2]) and got[3:5] == want[3:5]
     assert got[5] == want[5] and sum(got[5]) == len(took) + 1
+
+
+def test_a_collector_that_does_not_answer_costs_neither_memory_nor_metrics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the export thread waits on a collector that does not answer, the queue stays
+    within `max_queue` (past it the loop takes the spans itself) and every span is still
+    folded into the metrics; what could not wait is dropped and counted."""
+    import threading
+
+    stuck, entered = threading.Event(), threading.Event()
+
+    class _Stuck(_Export):
+        def __call__(self, batch: list[spans.Span]) -> None:
+            entered.set()
+            stuck.wait(10)
+            super().__call__(batch)
+
+    export = _Stuck()
+    folded: list[int] = []
+    batch = sinks.Batch(
+        [export],
+        delay=60.0,
+        max_queue=20,
+        max_batch=4,
+        fold=lambda g: folded.append(sum(map(len, g))),
+    )
+    tracer = spans.Tracer(None, batch, counted=True)
+    for i in range(4):
+        _ended(tracer, f"s{i}")
+    assert entered.wait(10)  # the thread is in the export of the first batch
+    most = 0
+    for i in range(4, 200):
+        _ended(tracer, f"s{i}")
+        most = max(most, len(batch.queue))
+    assert most <= 21 and len(batch.outbox) <= 20
+    with caplog.at_level(logging.WARNING, logger="acp.runtime.observe"):
+        stuck.set()
+        batch.stop()
+    assert sum(folded) == 200  # every span counted
+    dropped = sum(int(m.split()[0]) for m in caplog.messages if "spans dropped" in m)
+    assert dropped > 0 and sum(map(len, export.batches)) + dropped == 200

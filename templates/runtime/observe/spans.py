@@ -385,9 +385,7 @@ class Tracer:
             "": PARENT,
         }.get(described, ASK)
         self.exports = sink is not None and self.mode != NEVER
-        # a span's sink by its flags (not sampled, sampled): a Batch's queue, appended to
-        # directly
-        sink = getattr(sink, "append", sink)
+        # a span's sink by its flags (not sampled, sampled)
         self.sinks = (sink if counted else None, sink)
 
     def start(

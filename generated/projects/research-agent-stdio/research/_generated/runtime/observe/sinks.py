@@ -9,7 +9,6 @@ import atexit
 import collections
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from itertools import compress, islice
 from operator import attrgetter
@@ -138,15 +137,13 @@ class OtlpSpans(SdkSpans):
             log.warning("OTLP: %d spans not exported (%s)", count, got.reason)
 
 
-POLL = 0.05  # seconds between two looks of the export thread at the queue
-
-
 class Batch:
-    """Ended spans queued on the event loop (`append`: a deque's, no lock, no call of
-    Python's) and taken from a thread that looks at the queue every `POLL` seconds: its
+    """Ended spans queued on the event loop (a deque: no lock) and taken from a thread as
+    soon as a batch is full (`OTEL_BSP_*`), every `delay` seconds, and at stop: their
     metrics folded (`fold`: every span, sampled or not; a group of spans of one shape,
-    key and failure at a time), the sampled ones exported in batches (`OTEL_BSP_*`) as
-    soon as one is full, and every `delay` seconds and at stop what is left.  When every
+    key and failure at a time), the sampled ones exported in batches; past `max_queue`
+    the loop takes them itself (the thread is behind: a slow collector), so that neither
+    memory nor a metric is lost to a collector that does not answer.  When every
     export posts OTLP (`OtlpSpans`), a span is encoded as it is taken, in the same pass.
     What reads the metrics takes what is queued first (`take`), so a scrape is never
     behind."""
@@ -165,7 +162,6 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
-        self.append = self.queue.append
         # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
@@ -180,7 +176,13 @@ class Batch:
         atexit.register(self.stop)
 
     def __call__(self, span: Span) -> None:
-        self.append(span)
+        queue = self.queue
+        queue.append(span)
+        queued = len(queue)
+        if queued == self.max_batch:  # once per batch: the thread takes it whole
+            self.wake.set()
+        elif queued > self.max_queue:  # the thread is behind (a slow collector)
+            self.take()
 
     def take(self) -> None:
         """Fold what is queued into the metrics and move its sampled spans to the outbox
@@ -214,15 +216,10 @@ class Batch:
             outbox.extend(pieces)
 
     def _run(self) -> None:
-        due = time.monotonic() + self.delay
         while not self.stopping:
-            self.wake.wait(POLL)
-            now = time.monotonic()
-            if now >= due:
-                due = now + self.delay
-                self.drain()  # the delay passed: everything goes
-            elif len(self.queue) + len(self.outbox) >= self.max_batch:
-                self.drain(everything=False)
+            full = self.wake.wait(self.delay)  # else the delay passed: everything goes
+            self.wake.clear()
+            self.drain(everything=not full)
 
     def drain(self, everything: bool = True) -> None:
         """Take what is queued and export the outbox in batches: only full ones unless

@@ -162,6 +162,7 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
+        self.limit = min(max_batch, max_queue + 1)  # the length at which `full` is called
         # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
@@ -176,13 +177,20 @@ class Batch:
         atexit.register(self.stop)
 
     def __call__(self, span: Span) -> None:
-        queue = self.queue
-        queue.append(span)
-        queued = len(queue)
-        if queued == self.max_batch:  # once per batch: the thread takes it whole
-            self.wake.set()
-        elif queued > self.max_queue:  # the thread is behind (a slow collector)
+        """(A tracer appends to the queue itself and calls `full`; this is for others.)"""
+        self.queue.append(span)
+        if len(self.queue) >= self.limit:
+            self.full()
+
+    def full(self) -> None:
+        """The queue holds a batch (a tracer looks before each span it starts): the thread
+        is woken once, then nothing more is asked until the queue is past its bound; then
+        the thread is behind (a slow collector) and the loop takes the spans itself."""
+        if len(self.queue) > self.max_queue:
             self.take()
+        else:
+            self.limit = self.max_queue + 1
+            self.wake.set()
 
     def take(self) -> None:
         """Fold what is queued into the metrics and move its sampled spans to the outbox
@@ -191,6 +199,7 @@ class Batch:
         with self.lock:
             # (popped in C while the loop may append: only this thread takes)
             spans = list(islice(iter(queue.popleft, None), len(queue)))
+            self.limit = min(self.max_batch, self.max_queue + 1)
             if not spans:
                 return
             exporting = bool(self.exports)

@@ -363,6 +363,19 @@ class Leaf(Span):
 _new = object.__new__
 
 
+class _Unwatched:
+    """What a tracer whose sink is no batch looks at: nothing is ever full."""
+
+    queue: tuple[()] = ()
+    limit = 1
+
+    def full(self) -> None:
+        """Never called: an empty queue is under any limit."""
+
+
+_UNWATCHED = _Unwatched()
+
+
 class Tracer:
     """Starts the runtime's spans under the current span of OpenTelemetry's context (or a
     remote parent), sampled as `sampler` (the provider's) decides.  A span goes to `sink`
@@ -385,6 +398,12 @@ class Tracer:
             "": PARENT,
         }.get(described, ASK)
         self.exports = sink is not None and self.mode != NEVER
+        # a batch's queue (sinks.Batch) is appended to directly, a deque's append: no call
+        # of Python's a span; each start looks at its length instead (`Watched`)
+        batch: Any = sink if hasattr(sink, "queue") and hasattr(sink, "full") else _UNWATCHED
+        if batch is not _UNWATCHED:
+            sink = batch.queue.append
+        self.batch = batch
         # a span's sink by its flags (not sampled, sampled)
         self.sinks = (sink if counted else None, sink)
 
@@ -397,6 +416,9 @@ class Tracer:
     ) -> Span:
         """A started span (a `with` block ends it).  `extra`: the span's own attributes; a
         `leaf` is never made current."""
+        batch = self.batch
+        if len(batch.queue) >= batch.limit:  # a batch is full (or the queue past its bound)
+            batch.full()
         if remote is not None:
             parent: Any = remote
         elif _VAR is not None:  # the current span, read directly (None: no span)

@@ -255,6 +255,44 @@ def test_the_readme_precommit_snippet_runs_the_hooks(
     assert re.search(r"agentgen check\.+Failed", done.stdout), done.stdout
 
 
+def test_the_validate_hook_fails_on_a_bad_manifest_with_its_location(
+    installed: dict[str, Any], hook_repo: tuple[str, str]
+) -> None:
+    """agentgen-validate alone, configured as `pre-commit try-repo` configures a hook
+    repository (its URI, its commit, the hook's id; the configuration outside the
+    repository), on a repository holding one good and one bad manifest and a file that is
+    no manifest: exit 1, each of the bad manifest's diagnostics located, nothing about
+    the good one but notes, no traceback.  (Was test_manifest_precommit's own `try-repo`
+    run, which pip-installed agentgen into a store of its own; here the module's store
+    holds the one install the README snippet's tests use too.)"""
+    cases = REPO / "tests" / "cases" / "manifests"
+    work: Path = installed["work"] / "try-hook"
+    for name, case in (("good", "valid-full"), ("bad", "states-unreachable")):
+        (work / name).mkdir(parents=True)
+        shutil.copy(cases / case / "agent.yaml", work / name / "agent.yaml")
+    (work / "notes.txt").write_text("not a manifest\n")
+    _git(work, "init", "-q")
+    _git(work, "add", ".")
+    uri, rev = hook_repo
+    config = installed["tmp"] / "try-hook-config.yaml"
+    with config.open("w", encoding="utf-8") as fh:
+        YAML().dump(
+            {"repos": [{"repo": uri, "rev": rev, "hooks": [{"id": "agentgen-validate"}]}]}, fh
+        )
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    cmd = [pre_commit, "run", "-c", str(config), "--all-files", "--color", "never"]
+    done = _run(cmd, work, _clean_env(installed["tmp"]))
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "agentgen validate" in out and "Failed" in out
+    expected = (cases / "states-unreachable" / "expected.txt").read_text().splitlines()
+    for line in expected:
+        assert "bad/" + line in out, out
+    # the good manifest gives no diagnostic (a note about its config options at most)
+    assert not [ln for ln in out.splitlines() if "good/agent.yaml" in ln and ": note: " not in ln]
+    assert "Traceback" not in out
+
+
 def test_the_generated_projects_own_precommit_config(installed: dict[str, Any]) -> None:
     """A generated project's .pre-commit-config.yaml (local hooks calling the installed
     `agentgen`) passes with the wheel's agentgen on PATH."""
@@ -380,7 +418,10 @@ def test_every_fresh_project_passes_mypy_and_ruff_with_its_test_extra_alone(
             *("--role", role, "--transport", transport),
         )
         assert code == 0, out
-        pip = _run([py, "-m", "pip", "install", "-q", "-e", ".[test]"], proj, env)
+        # --no-compile: the same install without byte-compiling every module of the
+        # dependencies up front (PYTHONDONTWRITEBYTECODE is set: nothing here would read
+        # the .pyc files; mypy and ruff are compiled programs)
+        pip = _run([py, "-m", "pip", "install", "-q", "--no-compile", "-e", ".[test]"], proj, env)
         assert pip.returncode == 0, pip.stdout + pip.stderr
         if (role, transport) == ("agent", "http"):
             built = _run(

@@ -17,6 +17,7 @@ median of a difference of two noisy runs moved by +-30% from run to run).
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
         [--model-only] [--echo-only] [--model-rev REV] [--instructions]
+        [--instruction-prompts N]
 
 ``--instructions``: instead, the instructions each agent executes per echo prompt, counted
 by valgrind (Debian's package), which a loaded machine does not move: the same ratios
@@ -276,13 +277,14 @@ def instruction_rows(
         if opts.load and label not in opts.load:
             continue
         at = args.index("--prompts") + 1
-        n = int(args[at])
+        n = opts.instruction_prompts
+        single = [*args[:at], str(n), *args[at + 1 :]]
         double = [*args[:at], str(2 * n), *args[at + 1 :]]
         per = {}
         for name, (pkg, env) in agents.items():
             runs = []
             for _ in range(opts.rounds):
-                one = instructions(pkg, {**env, **slow}, args, tmp)
+                one = instructions(pkg, {**env, **slow}, single, tmp)
                 two = instructions(pkg, {**env, **slow}, double, tmp)
                 runs.append((two - one) / n)
             per[name] = statistics.median(runs)
@@ -340,6 +342,13 @@ def main() -> int:
         "--instructions",
         action="store_true",
         help="only the echo prompt's instructions (valgrind), before / off / on",
+    )
+    ap.add_argument(
+        "--instruction-prompts",
+        type=int,
+        default=400,
+        help="N of the runs of N and 2N prompts --instructions counts (more: less of a run's"
+        " start-up in the difference)",
     )
     opts = ap.parse_args()
     rev = opts.rev or before_observe()

@@ -57,7 +57,7 @@ _CURRENT: contextvars.ContextVar[tuple[Any, Any]] = contextvars.ContextVar(
 )
 
 
-class _Runtime(ContextVarsRuntimeContext):
+class _Runtime(ContextVarsRuntimeContext):  # type: ignore[misc,unused-ignore]
     """OpenTelemetry's runtime context (its ContextVar, so its tokens stay good) with the
     runtime's current span in what `get_current` returns."""
 

@@ -162,7 +162,8 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
-        self.limit = min(max_batch, max_queue + 1)  # the length at which `full` is called
+        # the queue's length at which a tracer calls `full`: a batch (back to it each take)
+        self.batch_limit = self.limit = min(max_batch, max_queue + 1)
         # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
@@ -197,9 +198,9 @@ class Batch:
         (bounded by `max_queue`: past it a span is dropped, and said so at the next export)."""
         queue, outbox = self.queue, self.outbox
         with self.lock:
-            # (popped in C while the loop may append: only this thread takes)
+            # (popped in C while the loop may append; one taker at a time: the lock)
             spans = list(islice(iter(queue.popleft, None), len(queue)))
-            self.limit = min(self.max_batch, self.max_queue + 1)
+            self.limit = self.batch_limit
             if not spans:
                 return
             exporting = bool(self.exports)
@@ -255,7 +256,7 @@ class Batch:
             return
         self.stopping = True
         self.wake.set()
-        self.thread.join(timeout=5.0)
+        self.thread.join(timeout=max(self.delay, 5.0))
         self.drain()
         for export in self.exports:
             try:

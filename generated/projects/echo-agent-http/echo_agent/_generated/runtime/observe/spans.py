@@ -399,7 +399,8 @@ class Tracer:
         }.get(described, ASK)
         self.exports = sink is not None and self.mode != NEVER
         # a batch's queue (sinks.Batch) is appended to directly, a deque's append: no call
-        # of Python's a span; each start looks at its length instead (`Watched`)
+        # of Python's a span; each start looks at its length instead (`Batch.full`; a
+        # tracer with another sink looks at `_UNWATCHED`, never full)
         batch: Any = sink if hasattr(sink, "queue") and hasattr(sink, "full") else _UNWATCHED
         if batch is not _UNWATCHED:
             sink = batch.queue.append

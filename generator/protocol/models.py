@@ -45,6 +45,7 @@ BASE_SOURCE = '''
 from typing import Annotated as _Annotated
 from typing import Any as _Any
 from typing import Callable as _Callable
+from typing import TypeVar as _TypeVar
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ConfigDict as _ConfigDict
@@ -127,9 +128,14 @@ class AcpModel(_BaseModel):
     path): `x-deserialize-default-on-error` (a bad value gives the field's default),
     `x-deserialize-skip-invalid-items` (bad list items are dropped); the catch-all
     member of an open union refuses the tags of the known members.
+
+    A model's validator is built when it is first used (`defer_build`; so is that of a
+    root model naming a model defined further down), not when the module is imported:
+    a process uses a few dozen of the module's ~400 models, and building all of them
+    took half a second at every start.
     """
 
-    model_config = _ConfigDict(populate_by_name=True, extra="allow")
+    model_config = _ConfigDict(populate_by_name=True, extra="allow", defer_build=True)
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -142,16 +148,13 @@ class AcpModel(_BaseModel):
         return schema
 
 
-def _acp_complete(namespace: dict[str, _Any]) -> None:
-    """Finish every model of the module (forward references are all defined now)."""
-    for value in list(namespace.values()):
-        if (
-            isinstance(value, type)
-            and issubclass(value, _BaseModel)
-            and value.__module__ == namespace.get("__name__")
-            and not value.__pydantic_complete__
-        ):
-            value.model_rebuild()
+_AcpRoot = _TypeVar("_AcpRoot")
+
+
+class AcpUnion(_RootModel[_AcpRoot]):
+    """Base of the tagged unions: built at first use, like `AcpModel`."""
+
+    model_config = _ConfigDict(defer_build=True)
 
 
 def _acp_snake(name: str) -> str:
@@ -221,7 +224,7 @@ def _tagged_union_source(name: str, node: dict[str, Any]) -> str:
     known = tuple(sorted(tags))
     args = f"{spec['property']!r}, {known!r}, {label!r}" + (f", {missing!r}" if missing else "")
     return (
-        f"\n\nclass {name}(_RootModel[{plain}]):\n"
+        f"\n\nclass {name}(AcpUnion[{plain}]):\n"
         f"    root: _Annotated[{tagged}, _acp_tag({args}){field}]\n"
     )
 
@@ -312,10 +315,58 @@ def _inline_base(code: str, unions: str, source_label: str) -> str:
         if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE
     ]
     if not spans:  # no object model at all: the base is still defined
-        return code + "\n" + BASE_SOURCE + unions + "\n\n_acp_complete(globals())\n"
+        return _definitions_first(code + "\n" + BASE_SOURCE + unions, source_label)
     for i, (start, end) in reversed(list(enumerate(spans))):
         lines[start:end] = [BASE_SOURCE.lstrip("\n")] if i == 0 else []
-    return "".join(lines) + unions + "\n\n_acp_complete(globals())\n"
+    return _definitions_first("".join(lines) + unions, source_label)
+
+
+def _definitions_first(code: str, source_label: str) -> str:
+    """The classes after the module's last import, each after the classes it names
+    (upstream order otherwise): a model is then complete when its class statement ends
+    (its fields, aliases included, read from resolved annotations) though its validator
+    is built only at first use (`AcpModel`); the tagged unions, rendered apart, land
+    after their members and before their users. Classes that name each other keep
+    their order (the one named first is finished at first use)."""
+    try:
+        tree = pysource.parse(code)
+    except SyntaxError as exc:  # pragma: no cover - the generator's output is Python
+        raise AgentgenError(
+            f"generated models do not parse: {exc.msg}", source=source_label
+        ) from None
+    imports = [
+        i for i, node in enumerate(tree.body) if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    first = imports[-1] + 1 if imports else 0
+    region = tree.body[first:]
+    if not region or not all(isinstance(node, ast.ClassDef) for node in region):
+        return code
+    lines = code.splitlines(keepends=True)
+    head_end = tree.body[first - 1].end_lineno or 0 if first else 0
+    texts: dict[str, str] = {}
+    named: dict[str, list[str]] = {}
+    start = head_end
+    for node in region:
+        assert isinstance(node, ast.ClassDef)
+        end = node.end_lineno or node.lineno
+        texts[node.name] = "".join(lines[start:end])
+        start = end
+        named[node.name] = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    ordered: list[str] = []
+    state: dict[str, bool] = {}  # False: being placed, True: placed
+
+    def place(name: str) -> None:
+        state[name] = False
+        for dep in named[name]:
+            if dep in texts and dep not in state:
+                place(dep)
+        state[name] = True
+        ordered.append(name)
+
+    for name in texts:
+        if name not in state:
+            place(name)
+    return "".join(lines[:head_end]) + "".join(texts[n] for n in ordered) + "".join(lines[start:])
 
 
 def generate_models(

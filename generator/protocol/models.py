@@ -290,6 +290,7 @@ def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
         type_mappings=list(STRING_FORMATS),
         field_extra_keys=set(FIELD_EXTRA_KEYS),
         formatters=[],
+        disable_future_imports=True,  # see _inline_base
     )
     if not isinstance(out, str):
         raise AgentgenError(
@@ -300,49 +301,53 @@ def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
 
 
 def _inline_base(code: str, unions: str, source_label: str) -> str:
-    """Replace the imports from the sentinel module with the base's source (first one)
-    and nothing (the others); the tagged unions go at the end, after their members."""
+    """The base's source at the top (after the docstring), in place of the imports from
+    the sentinel module; the tagged unions after their members
+    (`_definitions_first`). Annotations are evaluated as the classes are made (no
+    `from __future__ import annotations`: pydantic would compile each one from its
+    text, a fifth of the import) unless two classes name each other."""
+    ordered, acyclic = _definitions_first(code + unions, source_label)
+    tree = _parse(ordered, source_label)
+    lines = ordered.splitlines(keepends=True)
+    for node in reversed(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE:
+            lines[node.lineno - 1 : node.end_lineno or node.lineno] = []
+    # the base first (after the docstring): the module's own imports may come before
+    # the sentinel's, and a `from __future__` import must come before everything
+    first = tree.body[1 if ast.get_docstring(tree) is not None else 0].lineno - 1
+    base = BASE_SOURCE.lstrip("\n")
+    if not acyclic:
+        base = "from __future__ import annotations\n\n" + base
+    lines[first:first] = [base, "\n"]
+    return "".join(lines)
+
+
+def _parse(code: str, source_label: str) -> ast.Module:
     try:
-        tree = pysource.parse(code)
+        return pysource.parse(code)
     except SyntaxError as exc:  # pragma: no cover - the generator's output is Python
         raise AgentgenError(
             f"generated models do not parse: {exc.msg}", source=source_label
         ) from None
-    lines = code.splitlines(keepends=True)
-    spans = [
-        (node.lineno - 1, node.end_lineno or node.lineno)
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE
-    ]
-    if not spans:  # no object model at all: the base is still defined
-        return _definitions_first(code + "\n" + BASE_SOURCE + unions, source_label)
-    for i, (start, end) in reversed(list(enumerate(spans))):
-        lines[start:end] = [BASE_SOURCE.lstrip("\n")] if i == 0 else []
-    return _definitions_first("".join(lines) + unions, source_label)
 
 
-def _definitions_first(code: str, source_label: str) -> str:
+def _definitions_first(code: str, source_label: str) -> tuple[str, bool]:
     """The classes after the module's last import, each after the classes it names
     (upstream order otherwise): a model is then complete when its class statement ends
     (its fields, aliases included, read from resolved annotations) though its validator
     is built only at first use (`AcpModel`); the tagged unions, rendered apart, land
-    after their members and before their users. Classes that name each other keep
-    their order (the one named first is finished at first use)."""
-    try:
-        tree = pysource.parse(code)
-    except SyntaxError as exc:  # pragma: no cover - the generator's output is Python
-        raise AgentgenError(
-            f"generated models do not parse: {exc.msg}", source=source_label
-        ) from None
+    after their members and before their users. Classes that name each other (or
+    themselves) keep their order; False then: the module needs postponed annotations."""
+    tree = _parse(code, source_label)
     imports = [
         i for i, node in enumerate(tree.body) if isinstance(node, ast.Import | ast.ImportFrom)
     ]
     first = imports[-1] + 1 if imports else 0
     region = tree.body[first:]
     if not region or not all(isinstance(node, ast.ClassDef) for node in region):
-        return code
+        return code, False
     lines = code.splitlines(keepends=True)
-    head_end = tree.body[first - 1].end_lineno or 0 if first else 0
+    head_end = (tree.body[first - 1].end_lineno or 0) if first else 0
     texts: dict[str, str] = {}
     named: dict[str, list[str]] = {}
     start = head_end
@@ -354,19 +359,26 @@ def _definitions_first(code: str, source_label: str) -> str:
         named[node.name] = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
     ordered: list[str] = []
     state: dict[str, bool] = {}  # False: being placed, True: placed
+    acyclic = True
 
     def place(name: str) -> None:
+        nonlocal acyclic
         state[name] = False
         for dep in named[name]:
-            if dep in texts and dep not in state:
+            if dep not in texts:
+                continue
+            if dep not in state:
                 place(dep)
+            elif not state[dep]:  # itself, or a class on the way here: a cycle
+                acyclic = False
         state[name] = True
         ordered.append(name)
 
     for name in texts:
         if name not in state:
             place(name)
-    return "".join(lines[:head_end]) + "".join(texts[n] for n in ordered) + "".join(lines[start:])
+    body = "".join(texts[n] for n in ordered)
+    return "".join(lines[:head_end]) + body + "".join(lines[start:]), acyclic
 
 
 def generate_models(

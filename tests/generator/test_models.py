@@ -138,6 +138,38 @@ def test_models_are_built_at_first_use_with_their_fields_read_at_import(
         sys.modules.pop(name, None)
 
 
+def test_a_model_that_names_itself_keeps_postponed_annotations(tmp_path: Path) -> None:
+    """The protocol's classes each follow the classes they name, so their annotations
+    are evaluated as they are made; a schema whose model names itself (a tree) gets
+    `from __future__ import annotations` back, and its models import and validate."""
+    node = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+        },
+    }
+    for defs, postponed in (({"Node": node}, True), ({"Id": {"type": "string"}}, False)):
+        source = generate_models({"$defs": defs}, source_label="a tree")
+        assert ("from __future__ import annotations" in source) is postponed
+        name = f"acp_tree_{postponed}"
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+            if postponed:
+                tree = mod.Node.model_validate({"name": "a", "children": [{"name": "b"}]})
+                assert tree.children[0].name == "b"
+            else:
+                assert mod.Id.model_validate("x").root == "x"
+        finally:
+            sys.modules.pop(name, None)
+
+
 @pytest.mark.parametrize("rev", list(REVISIONS))
 def test_no_numbered_class_names(generated: dict[str, Generated], rev: str) -> None:
     src = generated[rev].source

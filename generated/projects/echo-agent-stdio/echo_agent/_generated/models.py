@@ -3,8 +3,6 @@
 Do not edit: regenerate with `agentgen models` (or `agentgen regen`).
 """
 
-from __future__ import annotations
-
 from typing import Annotated as _Annotated
 from typing import Any as _Any
 from typing import Callable as _Callable

@@ -45,6 +45,7 @@ BASE_SOURCE = '''
 from typing import Annotated as _Annotated
 from typing import Any as _Any
 from typing import Callable as _Callable
+from typing import TypeVar as _TypeVar
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ConfigDict as _ConfigDict
@@ -127,9 +128,14 @@ class AcpModel(_BaseModel):
     path): `x-deserialize-default-on-error` (a bad value gives the field's default),
     `x-deserialize-skip-invalid-items` (bad list items are dropped); the catch-all
     member of an open union refuses the tags of the known members.
+
+    A model's validator is built when it is first used (`defer_build`; so is that of a
+    root model naming a model defined further down), not when the module is imported:
+    a process uses a few dozen of the module's ~400 models, and building all of them
+    took half a second at every start.
     """
 
-    model_config = _ConfigDict(populate_by_name=True, extra="allow")
+    model_config = _ConfigDict(populate_by_name=True, extra="allow", defer_build=True)
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -142,16 +148,13 @@ class AcpModel(_BaseModel):
         return schema
 
 
-def _acp_complete(namespace: dict[str, _Any]) -> None:
-    """Finish every model of the module (forward references are all defined now)."""
-    for value in list(namespace.values()):
-        if (
-            isinstance(value, type)
-            and issubclass(value, _BaseModel)
-            and value.__module__ == namespace.get("__name__")
-            and not value.__pydantic_complete__
-        ):
-            value.model_rebuild()
+_AcpRoot = _TypeVar("_AcpRoot")
+
+
+class AcpUnion(_RootModel[_AcpRoot]):
+    """Base of the tagged unions: built at first use, like `AcpModel`."""
+
+    model_config = _ConfigDict(defer_build=True)
 
 
 def _acp_snake(name: str) -> str:
@@ -221,7 +224,7 @@ def _tagged_union_source(name: str, node: dict[str, Any]) -> str:
     known = tuple(sorted(tags))
     args = f"{spec['property']!r}, {known!r}, {label!r}" + (f", {missing!r}" if missing else "")
     return (
-        f"\n\nclass {name}(_RootModel[{plain}]):\n"
+        f"\n\nclass {name}(AcpUnion[{plain}]):\n"
         f"    root: _Annotated[{tagged}, _acp_tag({args}){field}]\n"
     )
 
@@ -287,6 +290,7 @@ def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
         type_mappings=list(STRING_FORMATS),
         field_extra_keys=set(FIELD_EXTRA_KEYS),
         formatters=[],
+        disable_future_imports=True,  # see _inline_base
     )
     if not isinstance(out, str):
         raise AgentgenError(
@@ -297,25 +301,84 @@ def _codegen(normalized: dict[str, Any], header: str, source_label: str) -> str:
 
 
 def _inline_base(code: str, unions: str, source_label: str) -> str:
-    """Replace the imports from the sentinel module with the base's source (first one)
-    and nothing (the others); the tagged unions go at the end, after their members."""
+    """The base's source at the top (after the docstring), in place of the imports from
+    the sentinel module; the tagged unions after their members
+    (`_definitions_first`). Annotations are evaluated as the classes are made (no
+    `from __future__ import annotations`: pydantic would compile each one from its
+    text, a fifth of the import) unless two classes name each other."""
+    ordered, acyclic = _definitions_first(code + unions, source_label)
+    tree = _parse(ordered, source_label)
+    lines = ordered.splitlines(keepends=True)
+    for node in reversed(tree.body):
+        if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE:
+            lines[node.lineno - 1 : node.end_lineno or node.lineno] = []
+    # the base first (after the docstring): the module's own imports may come before
+    # the sentinel's, and a `from __future__` import must come before everything
+    first = tree.body[1 if ast.get_docstring(tree) is not None else 0].lineno - 1
+    base = BASE_SOURCE.lstrip("\n")
+    if not acyclic:
+        base = "from __future__ import annotations\n\n" + base
+    lines[first:first] = [base, "\n"]
+    return "".join(lines)
+
+
+def _parse(code: str, source_label: str) -> ast.Module:
     try:
-        tree = pysource.parse(code)
+        return pysource.parse(code)
     except SyntaxError as exc:  # pragma: no cover - the generator's output is Python
         raise AgentgenError(
             f"generated models do not parse: {exc.msg}", source=source_label
         ) from None
-    lines = code.splitlines(keepends=True)
-    spans = [
-        (node.lineno - 1, node.end_lineno or node.lineno)
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE
+
+
+def _definitions_first(code: str, source_label: str) -> tuple[str, bool]:
+    """The classes after the module's last import, each after the classes it names
+    (upstream order otherwise): a model is then complete when its class statement ends
+    (its fields, aliases included, read from resolved annotations) though its validator
+    is built only at first use (`AcpModel`); the tagged unions, rendered apart, land
+    after their members and before their users. Classes that name each other (or
+    themselves) keep their order; False then: the module needs postponed annotations."""
+    tree = _parse(code, source_label)
+    imports = [
+        i for i, node in enumerate(tree.body) if isinstance(node, ast.Import | ast.ImportFrom)
     ]
-    if not spans:  # no object model at all: the base is still defined
-        return code + "\n" + BASE_SOURCE + unions + "\n\n_acp_complete(globals())\n"
-    for i, (start, end) in reversed(list(enumerate(spans))):
-        lines[start:end] = [BASE_SOURCE.lstrip("\n")] if i == 0 else []
-    return "".join(lines) + unions + "\n\n_acp_complete(globals())\n"
+    first = imports[-1] + 1 if imports else 0
+    region = tree.body[first:]
+    if not region or not all(isinstance(node, ast.ClassDef) for node in region):
+        return code, False
+    lines = code.splitlines(keepends=True)
+    head_end = (tree.body[first - 1].end_lineno or 0) if first else 0
+    texts: dict[str, str] = {}
+    named: dict[str, list[str]] = {}
+    start = head_end
+    for node in region:
+        assert isinstance(node, ast.ClassDef)
+        end = node.end_lineno or node.lineno
+        texts[node.name] = "".join(lines[start:end])
+        start = end
+        named[node.name] = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    ordered: list[str] = []
+    state: dict[str, bool] = {}  # False: being placed, True: placed
+    acyclic = True
+
+    def place(name: str) -> None:
+        nonlocal acyclic
+        state[name] = False
+        for dep in named[name]:
+            if dep not in texts:
+                continue
+            if dep not in state:
+                place(dep)
+            elif not state[dep]:  # itself, or a class on the way here: a cycle
+                acyclic = False
+        state[name] = True
+        ordered.append(name)
+
+    for name in texts:
+        if name not in state:
+            place(name)
+    body = "".join(texts[n] for n in ordered)
+    return "".join(lines[:head_end]) + body + "".join(lines[start:]), acyclic
 
 
 def generate_models(

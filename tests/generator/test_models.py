@@ -108,6 +108,69 @@ def test_every_definition_is_a_class_of_the_same_name(
 
 
 @pytest.mark.parametrize("rev", list(REVISIONS))
+def test_models_are_built_at_first_use_with_their_fields_read_at_import(
+    generated: dict[str, Generated], rev: str
+) -> None:
+    """Importing the module builds no validator of an object model or tagged union (a
+    process uses a few of ~400), yet every model's fields, aliases included, are read
+    (classes after the classes they name): `model_fields` is right before first use."""
+    g = generated[rev]
+    name = f"acp_models_fresh_{rev.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(name, g.path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        ours = [
+            v
+            for v in vars(mod).values()
+            if isinstance(v, type)
+            and issubclass(v, mod.AcpModel | mod.AcpUnion)
+            and v not in (mod.AcpModel, mod.AcpUnion)
+        ]
+        assert len(ours) > 50
+        assert [c.__name__ for c in ours if c.__pydantic_complete__] == []
+        assert [c.__name__ for c in ours if not c.__pydantic_fields_complete__] == []
+        block = mod.TextContentBlock.model_validate({"type": "text", "text": "hi"})
+        assert mod.TextContentBlock.__pydantic_complete__ and block.text == "hi"
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_a_model_that_names_itself_keeps_postponed_annotations(tmp_path: Path) -> None:
+    """The protocol's classes each follow the classes they name, so their annotations
+    are evaluated as they are made; a schema whose model names itself (a tree) gets
+    `from __future__ import annotations` back, and its models import and validate."""
+    node = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+        },
+    }
+    for defs, postponed in (({"Node": node}, True), ({"Id": {"type": "string"}}, False)):
+        source = generate_models({"$defs": defs}, source_label="a tree")
+        assert ("from __future__ import annotations" in source) is postponed
+        name = f"acp_tree_{postponed}"
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+            if postponed:
+                tree = mod.Node.model_validate({"name": "a", "children": [{"name": "b"}]})
+                assert tree.children[0].name == "b"
+            else:
+                assert mod.Id.model_validate("x").root == "x"
+        finally:
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("rev", list(REVISIONS))
 def test_no_numbered_class_names(generated: dict[str, Generated], rev: str) -> None:
     src = generated[rev].source
     assert NUMBERED.findall(src) == []
@@ -615,6 +678,7 @@ def test_every_lenient_field_is_compiled(generated: dict[str, Generated], rev: s
     for cls in vars(mod).values():
         if not (isinstance(cls, type) and issubclass(cls, mod.AcpModel)) or cls is mod.AcpModel:
             continue
+        cls.model_rebuild()  # its validator, built at first use (defer_build), built now
         fields = _model_fields_schema(cls.__pydantic_core_schema__, cls)
         assert fields is not None, cls.__name__
         for name, info in cls.model_fields.items():

@@ -3,11 +3,10 @@
 Do not edit: regenerate with `agentgen models` (or `agentgen regen`).
 """
 
-from __future__ import annotations
-
 from typing import Annotated as _Annotated
 from typing import Any as _Any
 from typing import Callable as _Callable
+from typing import TypeVar as _TypeVar
 
 from pydantic import BaseModel as _BaseModel
 from pydantic import ConfigDict as _ConfigDict
@@ -90,9 +89,14 @@ class AcpModel(_BaseModel):
     path): `x-deserialize-default-on-error` (a bad value gives the field's default),
     `x-deserialize-skip-invalid-items` (bad list items are dropped); the catch-all
     member of an open union refuses the tags of the known members.
+
+    A model's validator is built when it is first used (`defer_build`; so is that of a
+    root model naming a model defined further down), not when the module is imported:
+    a process uses a few dozen of the module's ~400 models, and building all of them
+    took half a second at every start.
     """
 
-    model_config = _ConfigDict(populate_by_name=True, extra="allow")
+    model_config = _ConfigDict(populate_by_name=True, extra="allow", defer_build=True)
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -105,16 +109,13 @@ class AcpModel(_BaseModel):
         return schema
 
 
-def _acp_complete(namespace: dict[str, _Any]) -> None:
-    """Finish every model of the module (forward references are all defined now)."""
-    for value in list(namespace.values()):
-        if (
-            isinstance(value, type)
-            and issubclass(value, _BaseModel)
-            and value.__module__ == namespace.get("__name__")
-            and not value.__pydantic_complete__
-        ):
-            value.model_rebuild()
+_AcpRoot = _TypeVar("_AcpRoot")
+
+
+class AcpUnion(_RootModel[_AcpRoot]):
+    """Base of the tagged unions: built at first use, like `AcpModel`."""
+
+    model_config = _ConfigDict(defer_build=True)
 
 
 def _acp_snake(name: str) -> str:
@@ -264,6 +265,250 @@ class BlobResourceContents(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
+
+
+class OtherContentBlock(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str,
+        Field(
+            json_schema_extra={
+                "x-agentgen-refused-tags": ["audio", "image", "resource", "resource_link", "text"]
+            }
+        ),
+    ]
+
+
+class EmbeddedResourceResource(RootModel[TextResourceContents | BlobResourceContents]):
+    root: Annotated[
+        TextResourceContents | BlobResourceContents,
+        Field(description="Resource content that can be embedded in a message."),
+    ]
+
+
+class Annotations(AcpModel):
+    audience: Annotated[
+        list[Role] | None,
+        Field(
+            description="Intended recipients for this content, such as the user or assistant.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
+    last_modified: Annotated[
+        str | None,
+        Field(
+            alias="lastModified",
+            description="Timestamp indicating when the underlying resource was last modified.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    priority: Annotated[
+        float | None,
+        Field(
+            description="Relative importance of this content when clients choose what to surface.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class EmbeddedResource(AcpModel):
+    annotations: Annotated[
+        Annotations | None,
+        Field(
+            description="Optional annotations that help clients decide how to display or route this content.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    resource: Annotated[
+        EmbeddedResourceResource,
+        Field(description="Embedded resource payload, either text or binary data."),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ResourceContentBlock(EmbeddedResource):
+    type: Literal["resource"]
+
+
+class ResourceLink(AcpModel):
+    annotations: Annotated[
+        Annotations | None,
+        Field(
+            description="Optional annotations that help clients decide how to display or route this content.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    description: Annotated[
+        str | None,
+        Field(
+            description="Optional human-readable details shown with this protocol object.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    mime_type: Annotated[
+        str | None,
+        Field(
+            alias="mimeType",
+            description="MIME type describing the encoded media payload.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    name: Annotated[str, Field(description="Human-readable name shown for this protocol object.")]
+    size: Annotated[
+        int | None,
+        Field(
+            description="Optional size of the linked resource in bytes, if known.",
+            ge=-9223372036854775808,
+            json_schema_extra={"x-deserialize-default-on-error": True},
+            le=9223372036854775807,
+        ),
+    ] = None
+    title: Annotated[
+        str | None,
+        Field(
+            description="Optional display title for end-user UI.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    uri: Annotated[str, Field(description="URI associated with this resource or media payload.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ResourceLinkContentBlock(ResourceLink):
+    type: Literal["resource_link"]
+
+
+class AudioContent(AcpModel):
+    annotations: Annotated[
+        Annotations | None,
+        Field(
+            description="Optional annotations that help clients decide how to display or route this content.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    data: Annotated[str, Field(description="Base64-encoded media payload.")]
+    mime_type: Annotated[
+        str, Field(alias="mimeType", description="MIME type describing the encoded media payload.")
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class AudioContentBlock(AudioContent):
+    type: Literal["audio"]
+
+
+class TextContent(AcpModel):
+    annotations: Annotated[
+        Annotations | None,
+        Field(
+            description="Optional annotations that help clients decide how to display or route this content.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    text: Annotated[str, Field(description="Text payload carried by this content block.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class TextContentBlock(TextContent):
+    type: Literal["text"]
+
+
+class ImageContent(AcpModel):
+    annotations: Annotated[
+        Annotations | None,
+        Field(
+            description="Optional annotations that help clients decide how to display or route this content.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    data: Annotated[str, Field(description="Base64-encoded media payload.")]
+    mime_type: Annotated[
+        str, Field(alias="mimeType", description="MIME type describing the encoded media payload.")
+    ]
+    uri: Annotated[
+        str | None,
+        Field(
+            description="URI associated with this resource or media payload.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ImageContentBlock(ImageContent):
+    type: Literal["image"]
+
+
+class ContentBlock(
+    AcpUnion[
+        TextContentBlock
+        | ImageContentBlock
+        | AudioContentBlock
+        | ResourceLinkContentBlock
+        | ResourceContentBlock
+        | OtherContentBlock
+    ]
+):
+    root: _Annotated[
+        _Annotated[TextContentBlock, _Tag("text")]
+        | _Annotated[ImageContentBlock, _Tag("image")]
+        | _Annotated[AudioContentBlock, _Tag("audio")]
+        | _Annotated[ResourceLinkContentBlock, _Tag("resource_link")]
+        | _Annotated[ResourceContentBlock, _Tag("resource")]
+        | _Annotated[OtherContentBlock, _Tag("*")],
+        _acp_tag("type", ("audio", "image", "resource", "resource_link", "text"), "*"),
+        _Field(
+            description="Content blocks represent displayable information in the Agent Client Protocol.\n\nContent blocks appear in:\n- User prompts sent via `session/prompt`\n- Language model output streamed through `session/update` notifications\n- Progress updates and results from tool calls\n\nThis structure is compatible with the Model Context Protocol (MCP), so agents can\nforward content from MCP tool outputs without transformation.\n\nSee protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/content)"
+        ),
+    ]
 
 
 class Content(AcpModel):
@@ -707,6 +952,35 @@ class TitledMultiSelectItems(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
+
+
+class OtherMultiSelectItems(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str,
+        Field(
+            description="Custom or future multi-select item type.\n\nValues beginning with `_` are reserved for implementation-specific\nextensions. Unknown values that do not begin with `_` are reserved for\nfuture ACP variants.",
+            json_schema_extra={"x-agentgen-refused-tags": ["string", "titled"]},
+        ),
+    ]
+
+
+class MultiSelectItemsString(StringMultiSelectItems):
+    type: Literal["string"]
+
+
+class MultiSelectItems(
+    AcpUnion[MultiSelectItemsString | TitledMultiSelectItems | OtherMultiSelectItems]
+):
+    root: _Annotated[
+        _Annotated[MultiSelectItemsString, _Tag("string")]
+        | _Annotated[TitledMultiSelectItems, _Tag("titled")]
+        | _Annotated[OtherMultiSelectItems, _Tag("*")],
+        _acp_tag("type", ("string", "titled"), "*", "titled"),
+        _Field(description="Items for a multi-select (array) property schema."),
+    ]
 
 
 class MultiSelectPropertySchema(AcpModel):
@@ -1491,6 +1765,129 @@ class SetSessionModeResponse(AcpModel):
     ] = None
 
 
+class OtherSessionConfigOption(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["boolean", "select"]})
+    ]
+
+
+class SessionConfigSelectGroup(AcpModel):
+    group: Annotated[SessionConfigGroupId, Field(description="Unique identifier for this group.")]
+    name: Annotated[str, Field(description="Human-readable label for this group.")]
+    options: Annotated[
+        list[SessionConfigSelectOption],
+        Field(
+            description="The set of option values in this group.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SessionConfigSelectOptions(
+    RootModel[list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]]
+):
+    root: Annotated[
+        list[SessionConfigSelectOption] | list[SessionConfigSelectGroup],
+        Field(description="Possible values for a session configuration option."),
+    ]
+
+
+class SessionConfigSelect(AcpModel):
+    current_value: Annotated[
+        SessionConfigValueId,
+        Field(alias="currentValue", description="The currently selected value."),
+    ]
+    options: Annotated[
+        SessionConfigSelectOptions, Field(description="The set of selectable options.")
+    ]
+
+
+class SelectSessionConfigOption(SessionConfigSelect):
+    id: Annotated[
+        SessionConfigId, Field(description="Unique identifier for the configuration option.")
+    ]
+    name: Annotated[str, Field(description="Human-readable label for the option.")]
+    description: Annotated[
+        str | None,
+        Field(
+            description="Optional description for the Client to display to the user.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    category: Annotated[
+        SessionConfigOptionCategory | None,
+        Field(
+            description="Optional semantic category for this option (UX only).",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    type: Literal["select"]
+
+
+class BooleanSessionConfigOption(SessionConfigBoolean):
+    id: Annotated[
+        SessionConfigId, Field(description="Unique identifier for the configuration option.")
+    ]
+    name: Annotated[str, Field(description="Human-readable label for the option.")]
+    description: Annotated[
+        str | None,
+        Field(
+            description="Optional description for the Client to display to the user.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    category: Annotated[
+        SessionConfigOptionCategory | None,
+        Field(
+            description="Optional semantic category for this option (UX only).",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    type: Literal["boolean"]
+
+
+class SessionConfigOption(
+    AcpUnion[SelectSessionConfigOption | BooleanSessionConfigOption | OtherSessionConfigOption]
+):
+    root: _Annotated[
+        _Annotated[SelectSessionConfigOption, _Tag("select")]
+        | _Annotated[BooleanSessionConfigOption, _Tag("boolean")]
+        | _Annotated[OtherSessionConfigOption, _Tag("*")],
+        _acp_tag("type", ("boolean", "select"), "*"),
+        _Field(description="A session configuration option selector and its current state."),
+    ]
+
+
 class SetSessionConfigOptionResponse(AcpModel):
     config_options: Annotated[
         list[SessionConfigOption],
@@ -1598,33 +1995,747 @@ class ExtResponse(RootModel[Any]):
     ]
 
 
-class SessionNotification(AcpModel):
-    session_id: Annotated[
-        SessionId,
-        Field(alias="sessionId", description="The ID of the session this update pertains to."),
-    ]
-    update: Annotated[SessionUpdate, Field(description="The actual update content.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
+class OtherSessionUpdate(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_update: Annotated[
+        str,
         Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
+            alias="sessionUpdate",
+            json_schema_extra={
+                "x-agentgen-refused-tags": [
+                    "agent_message_chunk",
+                    "agent_thought_chunk",
+                    "available_commands_update",
+                    "compaction_summary_chunk",
+                    "compaction_update",
+                    "config_option_update",
+                    "current_mode_update",
+                    "notice",
+                    "plan",
+                    "plan_removed",
+                    "plan_update",
+                    "session_info_update",
+                    "session_message",
+                    "session_message_chunk",
+                    "subagent_update",
+                    "tool_call",
+                    "tool_call_update",
+                    "usage_update",
+                    "user_message_chunk",
+                ]
+            },
         ),
-    ] = None
+    ]
 
 
 class MessageId(RootModel[str]):
     root: Annotated[str, Field(description="Unique identifier for a message within a session.")]
 
 
-class ContentChunk(AcpModel):
-    content: Annotated[ContentBlock, Field(description="A single item of content")]
+class SessionMessageChunk(AcpModel):
     message_id: Annotated[
-        MessageId | None,
+        MessageId,
         Field(
             alias="messageId",
-            description="A unique identifier for the message this chunk belongs to.\n\nAll chunks belonging to the same message share the same `messageId`.\nA change in `messageId` indicates a new message has started.",
+            description="Identifier of this message within the enclosing session's transcript.",
+        ),
+    ]
+    content: Annotated[
+        ContentBlock, Field(description="A single content block appended to the message.")
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="Optional and nullable chunk-scoped metadata. Omitted or `null` means none.\n\nImplementations MUST NOT make assumptions about values in `_meta`.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SessionMessageChunkSessionUpdate(SessionMessageChunk):
+    session_update: Annotated[Literal["session_message_chunk"], Field(alias="sessionUpdate")]
+
+
+class SessionMessage(AcpModel):
+    message_id: Annotated[
+        MessageId,
+        Field(
+            alias="messageId",
+            description="Identifier of this message within the enclosing session's transcript.",
+        ),
+    ]
+    sender_session_id: Annotated[
+        SessionId | None,
+        Field(
+            alias="senderSessionId",
+            description="The sending session.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    recipient_session_id: Annotated[
+        SessionId | None,
+        Field(
+            alias="recipientSessionId",
+            description="The receiving session.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    sender_message_id: Annotated[
+        MessageId | None,
+        Field(
+            alias="senderMessageId",
+            description="On an incoming view, the `messageId` of the same message's outgoing view in the\nsender's transcript.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it. It can arrive\nafter the message starts streaming.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    recipient_message_id: Annotated[
+        MessageId | None,
+        Field(
+            alias="recipientMessageId",
+            description="On an outgoing view, the `messageId` of the same message's incoming view in the\nrecipient's transcript.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it. It can arrive\nafter the message starts streaming.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    content: Annotated[
+        list[ContentBlock] | None,
+        Field(
+            description="Omitted leaves content unchanged. `null` or `[]` clears it.\nA non-empty array replaces all content.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="Omitted leaves metadata unchanged. `null` removes it.\n\nImplementations MUST NOT make assumptions about values in `_meta`.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SessionMessageSessionUpdate(SessionMessage):
+    session_update: Annotated[Literal["session_message"], Field(alias="sessionUpdate")]
+
+
+class SessionCancelCapabilities(AcpModel):
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SubagentSessionCapabilities(AcpModel):
+    cancel: Annotated[
+        SessionCancelCapabilities | None,
+        Field(
+            description="Permits the client to cancel this child's current work without ending\nthe session. Omitted or `null` means unsupported. An object (including\n`{}`) means supported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class OtherStateUpdate(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    state: Annotated[
+        str,
+        Field(
+            description="Unrecognized state discriminator.",
+            json_schema_extra={
+                "x-agentgen-refused-tags": ["idle", "requires_action", "running", "unknown"]
+            },
+        ),
+    ]
+
+
+class UnknownStateUpdate(AcpModel):
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class StateUpdateUnknown(UnknownStateUpdate):
+    state: Literal["unknown"]
+
+
+class RequiresActionStateUpdate(AcpModel):
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class RequiresAction(RequiresActionStateUpdate):
+    state: Literal["requires_action"]
+
+
+class RunningStateUpdate(AcpModel):
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class StateUpdateRunning(RunningStateUpdate):
+    state: Literal["running"]
+
+
+class NoneIdleStateUpdate(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[None, Field(alias="stopReason")] = None
+
+
+class NoneIdleStateUpdateStateUpdate(NoneIdleStateUpdate):
+    state: Literal["idle"]
+
+
+class OtherIdleStateUpdate(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[str, Field(alias="stopReason", description="Unrecognized stop reason.")]
+
+
+class OtherIdleStateUpdateStateUpdate(OtherIdleStateUpdate):
+    state: Literal["idle"]
+
+
+class OtherErrorCode(RootModel[int]):
+    root: Annotated[
+        int,
+        Field(
+            description="Other undefined error code.",
+            ge=-2147483648,
+            le=2147483647,
+            title="OtherErrorCode",
+        ),
+    ]
+
+
+class ErrorCode(
+    RootModel[
+        Literal[-32700]
+        | Literal[-32600]
+        | Literal[-32601]
+        | Literal[-32602]
+        | Literal[-32603]
+        | Literal[-32800]
+        | Literal[-32000]
+        | Literal[-32002]
+        | OtherErrorCode
+    ]
+):
+    root: Annotated[
+        Literal[-32700]
+        | Literal[-32600]
+        | Literal[-32601]
+        | Literal[-32602]
+        | Literal[-32603]
+        | Literal[-32800]
+        | Literal[-32000]
+        | Literal[-32002]
+        | OtherErrorCode,
+        Field(
+            description="Predefined error codes for common JSON-RPC and ACP-specific errors.\n\nStandard errors use the JSON-RPC 2.0 codes. ACP-specific errors use the JSON-RPC\nserver-error range (-32000 to -32099), and request cancellation uses -32800 from the\nrange LSP reserves (-32899 to -32800)."
+        ),
+    ]
+
+
+class Error(AcpModel):
+    code: Annotated[
+        ErrorCode,
+        Field(
+            description="A number indicating the error type that occurred.\nThis must be an integer as defined in the JSON-RPC specification."
+        ),
+    ]
+    message: Annotated[
+        str,
+        Field(
+            description="A string providing a short description of the error.\nThe message should be limited to a concise single sentence."
+        ),
+    ]
+    data: Annotated[
+        Any | None,
+        Field(
+            description="Optional primitive or structured value that contains additional information about the error.\nThis may include debugging information or context-specific details.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ErrorStopReason(AcpModel):
+    error: Annotated[
+        Error | None,
+        Field(
+            description="The failure, as a JSON-RPC error object.\n\nOptional. Omitted or `null` both mean the agent is not reporting failure details.\nAgents SHOULD include it.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ErrorIdleStateUpdate(ErrorStopReason):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["error"], Field(alias="stopReason")]
+
+
+class ErrorIdleStateUpdateStateUpdate(ErrorIdleStateUpdate):
+    state: Literal["idle"]
+
+
+class CancelledIdleStateUpdate(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["cancelled"], Field(alias="stopReason")]
+
+
+class CancelledIdleStateUpdateStateUpdate(CancelledIdleStateUpdate):
+    state: Literal["idle"]
+
+
+class RefusalIdleStateUpdate(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["refusal"], Field(alias="stopReason")]
+
+
+class RefusalIdleStateUpdateStateUpdate(RefusalIdleStateUpdate):
+    state: Literal["idle"]
+
+
+class MaxTurnRequests(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["max_turn_requests"], Field(alias="stopReason")]
+
+
+class MaxTurnRequestsStateUpdate(MaxTurnRequests):
+    state: Literal["idle"]
+
+
+class EndTurn(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["end_turn"], Field(alias="stopReason")]
+
+
+class EndTurnStateUpdate(EndTurn):
+    state: Literal["idle"]
+
+
+class MaxTokens(AcpModel):
+    usage: Annotated[
+        Usage | None,
+        Field(
+            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    stop_reason: Annotated[Literal["max_tokens"], Field(alias="stopReason")]
+
+
+class MaxTokensStateUpdate(MaxTokens):
+    state: Literal["idle"]
+
+
+class StateUpdateIdle(
+    RootModel[
+        EndTurnStateUpdate
+        | MaxTokensStateUpdate
+        | MaxTurnRequestsStateUpdate
+        | RefusalIdleStateUpdateStateUpdate
+        | CancelledIdleStateUpdateStateUpdate
+        | ErrorIdleStateUpdateStateUpdate
+        | OtherIdleStateUpdateStateUpdate
+        | NoneIdleStateUpdateStateUpdate
+    ]
+):
+    root: Annotated[
+        EndTurnStateUpdate
+        | MaxTokensStateUpdate
+        | MaxTurnRequestsStateUpdate
+        | RefusalIdleStateUpdateStateUpdate
+        | CancelledIdleStateUpdateStateUpdate
+        | ErrorIdleStateUpdateStateUpdate
+        | OtherIdleStateUpdateStateUpdate
+        | NoneIdleStateUpdateStateUpdate,
+        Field(description="The child is ready to process another prompt.", title="StateUpdateIdle"),
+    ]
+
+
+class StateUpdate(
+    AcpUnion[
+        StateUpdateRunning
+        | StateUpdateIdle
+        | RequiresAction
+        | StateUpdateUnknown
+        | OtherStateUpdate
+    ]
+):
+    root: _Annotated[
+        _Annotated[StateUpdateRunning, _Tag("running")]
+        | _Annotated[StateUpdateIdle, _Tag("idle")]
+        | _Annotated[RequiresAction, _Tag("requires_action")]
+        | _Annotated[StateUpdateUnknown, _Tag("unknown")]
+        | _Annotated[OtherStateUpdate, _Tag("*")],
+        _acp_tag("state", ("idle", "requires_action", "running", "unknown"), "*"),
+        _Field(
+            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nCurrent foreground-work state of a reusable child session.\n\nEach update is a whole-object snapshot. Idle does not terminate the child.\nThe parent can message it again, transitioning it back to running.\nBackground activity may still emit other session updates while idle."
+        ),
+    ]
+
+
+class SubagentUpdate(AcpModel):
+    session_id: Annotated[
+        SessionId,
+        Field(
+            alias="sessionId",
+            description="The opaque session ID identifying the child in all ACP messages.",
+        ),
+    ]
+    title: Annotated[
+        str | None,
+        Field(
+            description="The parent's human-readable display title for this child. It need not be unique.\n\nOmitted means unchanged. `null` clears it. If unset, the Client chooses\na fallback presentation.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    description: Annotated[
+        str | None,
+        Field(
+            description="The parent's human-readable description of the child's role or purpose.\n\nOmitted means unchanged. `null` clears it. If unset, the Client chooses\na fallback presentation. This is current display metadata, not the\nhistory of instructions sent to the child.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    capabilities: Annotated[
+        SubagentSessionCapabilities | None,
+        Field(
+            description="Client-initiated session mutations permitted for this subagent session.\n\nOmitted means unchanged. `null` clears the capability set and disables\nchild mutations. If never supplied, no session mutations are permitted.\nRead-only operations retain their normal protocol semantics and capability\nrequirements. A concrete object replaces the whole capability set.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    state: Annotated[
+        StateUpdate | None,
+        Field(
+            description="Current state snapshot for the child session.\n\nOmitted means unchanged. `null` clears the current activity without\nasserting idle or sending an `unknown` snapshot. A concrete state\nreplaces the previous state object wholesale. If never supplied, the\ncurrent activity is unset/unconfirmed.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    cwd: Annotated[
+        str | None,
+        Field(
+            description="The child's working directory. Must be an absolute path.\n\nOptional and nullable. Omitted means unchanged. `null` clears the\nreported value. While unset, the child inherits its immediate parent's\neffective working directory. Clients use this value for the child's\nroot set and as the default terminal working directory."
+        ),
+    ] = None
+    additional_directories: Annotated[
+        list[str] | None,
+        Field(
+            alias="additionalDirectories",
+            description="Additional workspace roots for the child. Each path must be absolute.\n\nOptional and nullable. Omitted means unchanged. `null` clears the\nreported value. While unset, the child inherits its immediate parent's\neffective additional directories, independently of `cwd`. A concrete\narray replaces the whole list. `[]` reports no additional directories.\nClients use these values for the child's root set.",
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)\nOmitted means unchanged. `null` removes the metadata.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SubagentUpdateSessionUpdate(SubagentUpdate):
+    session_update: Annotated[Literal["subagent_update"], Field(alias="sessionUpdate")]
+
+
+class CompactionId(RootModel[str]):
+    root: Annotated[
+        str, Field(description="Unique identifier for a context compaction within a session.")
+    ]
+
+
+class CompactionSummaryChunk(AcpModel):
+    compaction_id: Annotated[
+        CompactionId,
+        Field(
+            alias="compactionId",
+            description="ID of the compaction whose summary receives this content.",
+        ),
+    ]
+    content: Annotated[ContentBlock, Field(description="One content block to append.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="Metadata scoped to this chunk. Omission and `null` both mean absent.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class CompactionSummaryChunkSessionUpdate(CompactionSummaryChunk):
+    session_update: Annotated[Literal["compaction_summary_chunk"], Field(alias="sessionUpdate")]
+
+
+class CompactionStatus(
+    RootModel[
+        Literal["in_progress"]
+        | Literal["completed"]
+        | Literal["failed"]
+        | Literal["cancelled"]
+        | str
+    ]
+):
+    root: Annotated[
+        Literal["in_progress"]
+        | Literal["completed"]
+        | Literal["failed"]
+        | Literal["cancelled"]
+        | str,
+        Field(description="Lifecycle state of a context compaction."),
+    ]
+
+
+class CompactionUpdate(AcpModel):
+    compaction_id: Annotated[
+        CompactionId,
+        Field(
+            alias="compactionId",
+            description="The Agent-owned ID of this compaction, unique within the session.",
+        ),
+    ]
+    status: Annotated[CompactionStatus, Field(description="Current lifecycle status.")]
+    summary: Annotated[
+        list[ContentBlock] | None,
+        Field(
+            description="Complete replacement user-displayable summary content for the compaction.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
+    error: Annotated[
+        str | None,
+        Field(
+            description="Human-readable error details for the compaction.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="Extensible metadata patch for this compaction.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class CompactionUpdateSessionUpdate(CompactionUpdate):
+    session_update: Annotated[Literal["compaction_update"], Field(alias="sessionUpdate")]
+
+
+class NoticeSeverity(RootModel[Literal["info"] | Literal["warning"] | Literal["error"] | str]):
+    root: Annotated[
+        Literal["info"] | Literal["warning"] | Literal["error"] | str,
+        Field(description="Severity hint for a session notice."),
+    ]
+
+
+class Notice(AcpModel):
+    severity: Annotated[NoticeSeverity, Field(description="Presentation severity hint.")]
+    title: Annotated[
+        str,
+        Field(
+            description="Required non-empty plain-text title that can stand alone.", min_length=1
+        ),
+    ]
+    description: Annotated[
+        str | None,
+        Field(
+            description="Optional plain-text detail or guidance.\n\nOmitted and `null` are equivalent and mean no description was supplied.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="Metadata scoped to this notice.\n\nOmitted and `null` are equivalent and mean no metadata was supplied.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class NoticeSessionUpdate(Notice):
+    session_update: Annotated[Literal["notice"], Field(alias="sessionUpdate")]
+
+
+class Cost(AcpModel):
+    amount: Annotated[float, Field(description="Total cumulative cost for session.")]
+    currency: Annotated[
+        str,
+        Field(
+            description='Unit of `amount`: an ISO 4217 currency code (e.g., "USD", "EUR") for money, or another\nunit such as "credits".'
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class UsageUpdate(AcpModel):
+    used: Annotated[
+        int, Field(description="Tokens currently in context.", ge=0, le=18446744073709551615)
+    ]
+    size: Annotated[
+        int,
+        Field(description="Total context window size in tokens.", ge=0, le=18446744073709551615),
+    ]
+    cost: Annotated[
+        Cost | None,
+        Field(
+            description="Cumulative session cost (optional).",
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
@@ -1636,6 +2747,465 @@ class ContentChunk(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
+
+
+class UsageUpdateSessionUpdate(UsageUpdate):
+    session_update: Annotated[Literal["usage_update"], Field(alias="sessionUpdate")]
+
+
+class SessionInfoUpdate(AcpModel):
+    title: Annotated[
+        str | None,
+        Field(
+            description="Human-readable title for the session. Set to null to clear.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    updated_at: Annotated[
+        str | None,
+        Field(
+            alias="updatedAt",
+            description="ISO 8601 timestamp of last activity. Set to null to clear.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class SessionInfoUpdateSessionUpdate(SessionInfoUpdate):
+    session_update: Annotated[Literal["session_info_update"], Field(alias="sessionUpdate")]
+
+
+class ConfigOptionUpdate(AcpModel):
+    config_options: Annotated[
+        list[SessionConfigOption],
+        Field(
+            alias="configOptions",
+            description="The full set of configuration options and their current values.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ConfigOptionUpdateSessionUpdate(ConfigOptionUpdate):
+    session_update: Annotated[Literal["config_option_update"], Field(alias="sessionUpdate")]
+
+
+class CurrentModeUpdate(AcpModel):
+    current_mode_id: Annotated[
+        SessionModeId, Field(alias="currentModeId", description="The ID of the current mode")
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class CurrentModeUpdateSessionUpdate(CurrentModeUpdate):
+    session_update: Annotated[Literal["current_mode_update"], Field(alias="sessionUpdate")]
+
+
+class UnstructuredCommandInput(AcpModel):
+    hint: Annotated[
+        str, Field(description="A hint to display when the input hasn't been provided yet")
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class AvailableCommandInput(RootModel[UnstructuredCommandInput]):
+    root: Annotated[
+        UnstructuredCommandInput, Field(description="The input specification for a command.")
+    ]
+
+
+class AvailableCommand(AcpModel):
+    name: Annotated[
+        str, Field(description="Command name (e.g., `create_plan`, `research_codebase`).")
+    ]
+    description: Annotated[
+        str, Field(description="Human-readable description of what the command does.")
+    ]
+    input: Annotated[
+        AvailableCommandInput | None,
+        Field(
+            description="Input for the command if required",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class AvailableCommandsUpdate(AcpModel):
+    available_commands: Annotated[
+        list[AvailableCommand],
+        Field(
+            alias="availableCommands",
+            description="Commands the agent can execute",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class AvailableCommandsUpdateSessionUpdate(AvailableCommandsUpdate):
+    session_update: Annotated[Literal["available_commands_update"], Field(alias="sessionUpdate")]
+
+
+class PlanId(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nUnique identifier for a plan within a session."
+        ),
+    ]
+
+
+class PlanRemoved(AcpModel):
+    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to remove.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class PlanRemovedSessionUpdate(PlanRemoved):
+    session_update: Annotated[Literal["plan_removed"], Field(alias="sessionUpdate")]
+
+
+class OtherPlanUpdateContent(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["file", "items", "markdown"]})
+    ]
+
+
+class PlanMarkdown(AcpModel):
+    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
+    content: Annotated[str, Field(description="Markdown content for the plan.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class MarkdownPlanUpdateContent(PlanMarkdown):
+    type: Literal["markdown"]
+
+
+class PlanEntryPriority(StrEnum):
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+class PlanEntryStatus(StrEnum):
+    pending = "pending"
+    in_progress = "in_progress"
+    completed = "completed"
+
+
+class PlanEntry(AcpModel):
+    content: Annotated[
+        str, Field(description="Human-readable description of what this task aims to accomplish.")
+    ]
+    priority: Annotated[
+        PlanEntryPriority,
+        Field(
+            description="The relative importance of this task.\nUsed to indicate which tasks are most critical to the overall goal."
+        ),
+    ]
+    status: Annotated[PlanEntryStatus, Field(description="Current execution status of this task.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class PlanItems(AcpModel):
+    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
+    entries: Annotated[
+        list[PlanEntry],
+        Field(
+            description="The list of tasks to be accomplished.\n\nWhen updating an item-based plan, the agent must send a complete list of all entries\nwith their current status. The client replaces that plan with each update.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ItemsPlanUpdateContent(PlanItems):
+    type: Literal["items"]
+
+
+class PlanFile(AcpModel):
+    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
+    uri: Annotated[str, Field(description="The URI of the file containing the plan.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class FilePlanUpdateContent(PlanFile):
+    type: Literal["file"]
+
+
+class PlanUpdateContent(
+    AcpUnion[
+        ItemsPlanUpdateContent
+        | FilePlanUpdateContent
+        | MarkdownPlanUpdateContent
+        | OtherPlanUpdateContent
+    ]
+):
+    root: _Annotated[
+        _Annotated[ItemsPlanUpdateContent, _Tag("items")]
+        | _Annotated[FilePlanUpdateContent, _Tag("file")]
+        | _Annotated[MarkdownPlanUpdateContent, _Tag("markdown")]
+        | _Annotated[OtherPlanUpdateContent, _Tag("*")],
+        _acp_tag("type", ("file", "items", "markdown"), "*"),
+        _Field(
+            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nUpdated content for a plan."
+        ),
+    ]
+
+
+class PlanUpdate(AcpModel):
+    plan: Annotated[PlanUpdateContent, Field(description="The updated plan content.")]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class PlanUpdateSessionUpdate(PlanUpdate):
+    session_update: Annotated[Literal["plan_update"], Field(alias="sessionUpdate")]
+
+
+class Plan(AcpModel):
+    entries: Annotated[
+        list[PlanEntry],
+        Field(
+            description="The list of tasks to be accomplished.\n\nWhen updating a plan, the agent must send a complete list of all entries\nwith their current status. The client replaces the entire plan with each update.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ]
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class PlanSessionUpdate(Plan):
+    session_update: Annotated[Literal["plan"], Field(alias="sessionUpdate")]
+
+
+class OtherToolCallContent(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Annotated[
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["content", "diff", "terminal"]})
+    ]
+
+
+class TerminalToolCallContent(Terminal):
+    type: Literal["terminal"]
+
+
+class ContentToolCallContent(Content):
+    type: Literal["content"]
+
+
+class DiffToolCallContent(Diff):
+    type: Literal["diff"]
+
+
+class ToolCallContent(
+    AcpUnion[
+        ContentToolCallContent
+        | DiffToolCallContent
+        | TerminalToolCallContent
+        | OtherToolCallContent
+    ]
+):
+    root: _Annotated[
+        _Annotated[ContentToolCallContent, _Tag("content")]
+        | _Annotated[DiffToolCallContent, _Tag("diff")]
+        | _Annotated[TerminalToolCallContent, _Tag("terminal")]
+        | _Annotated[OtherToolCallContent, _Tag("*")],
+        _acp_tag("type", ("content", "diff", "terminal"), "*"),
+        _Field(
+            description="Content produced by a tool call.\n\nTool calls can produce different types of content including\nstandard content blocks (text, images) or file diffs.\n\nSee protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#content)"
+        ),
+    ]
+
+
+class ToolCallUpdate(AcpModel):
+    tool_call_id: Annotated[
+        ToolCallId, Field(alias="toolCallId", description="The ID of the tool call being updated.")
+    ]
+    kind: Annotated[
+        ToolKind | None,
+        Field(
+            description="Update the tool kind.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    status: Annotated[
+        ToolCallStatus | None,
+        Field(
+            description="Update the execution status.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    title: Annotated[
+        str | None,
+        Field(
+            description="Update the human-readable title.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    name: Annotated[
+        str | None,
+        Field(
+            description="Update the programmatic name of the tool being invoked.\n\nThis field is optional. Omitting it or sending `null` both mean that\nthe existing name is left unchanged.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    content: Annotated[
+        list[ToolCallContent] | None,
+        Field(
+            description="Replace the content collection.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
+    locations: Annotated[
+        list[ToolCallLocation] | None,
+        Field(
+            description="Replace the locations collection.",
+            json_schema_extra={
+                "x-deserialize-default-on-error": True,
+                "x-deserialize-skip-invalid-items": True,
+            },
+        ),
+    ] = None
+    raw_input: Annotated[
+        Any | None,
+        Field(
+            alias="rawInput",
+            description="Update the raw input.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    raw_output: Annotated[
+        Any | None,
+        Field(
+            alias="rawOutput",
+            description="Update the raw output.",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+    field_meta: Annotated[
+        dict[str, Any] | None,
+        Field(
+            alias="_meta",
+            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
+            json_schema_extra={"x-deserialize-default-on-error": True},
+        ),
+    ] = None
+
+
+class ToolCallUpdateSessionUpdate(ToolCallUpdate):
+    session_update: Annotated[Literal["tool_call_update"], Field(alias="sessionUpdate")]
 
 
 class ToolCall(AcpModel):
@@ -1716,140 +3286,17 @@ class ToolCall(AcpModel):
     ] = None
 
 
-class PlanEntryPriority(StrEnum):
-    high = "high"
-    medium = "medium"
-    low = "low"
+class ToolCallSessionUpdate(ToolCall):
+    session_update: Annotated[Literal["tool_call"], Field(alias="sessionUpdate")]
 
 
-class PlanEntryStatus(StrEnum):
-    pending = "pending"
-    in_progress = "in_progress"
-    completed = "completed"
-
-
-class PlanId(RootModel[str]):
-    root: Annotated[
-        str,
+class ContentChunk(AcpModel):
+    content: Annotated[ContentBlock, Field(description="A single item of content")]
+    message_id: Annotated[
+        MessageId | None,
         Field(
-            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nUnique identifier for a plan within a session."
-        ),
-    ]
-
-
-class PlanFile(AcpModel):
-    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
-    uri: Annotated[str, Field(description="The URI of the file containing the plan.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class PlanMarkdown(AcpModel):
-    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
-    content: Annotated[str, Field(description="Markdown content for the plan.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class PlanUpdate(AcpModel):
-    plan: Annotated[PlanUpdateContent, Field(description="The updated plan content.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class PlanRemoved(AcpModel):
-    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to remove.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class UnstructuredCommandInput(AcpModel):
-    hint: Annotated[
-        str, Field(description="A hint to display when the input hasn't been provided yet")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class CurrentModeUpdate(AcpModel):
-    current_mode_id: Annotated[
-        SessionModeId, Field(alias="currentModeId", description="The ID of the current mode")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class ConfigOptionUpdate(AcpModel):
-    config_options: Annotated[
-        list[SessionConfigOption],
-        Field(
-            alias="configOptions",
-            description="The full set of configuration options and their current values.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class SessionInfoUpdate(AcpModel):
-    title: Annotated[
-        str | None,
-        Field(
-            description="Human-readable title for the session. Set to null to clear.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    updated_at: Annotated[
-        str | None,
-        Field(
-            alias="updatedAt",
-            description="ISO 8601 timestamp of last activity. Set to null to clear.",
+            alias="messageId",
+            description="A unique identifier for the message this chunk belongs to.\n\nAll chunks belonging to the same message share the same `messageId`.\nA change in `messageId` indicates a new message has started.",
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
@@ -1863,281 +3310,105 @@ class SessionInfoUpdate(AcpModel):
     ] = None
 
 
-class Cost(AcpModel):
-    amount: Annotated[float, Field(description="Total cumulative cost for session.")]
-    currency: Annotated[
-        str,
-        Field(
-            description='Unit of `amount`: an ISO 4217 currency code (e.g., "USD", "EUR") for money, or another\nunit such as "credits".'
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
+class AgentThoughtChunk(ContentChunk):
+    session_update: Annotated[Literal["agent_thought_chunk"], Field(alias="sessionUpdate")]
 
 
-class UsageUpdate(AcpModel):
-    used: Annotated[
-        int, Field(description="Tokens currently in context.", ge=0, le=18446744073709551615)
-    ]
-    size: Annotated[
-        int,
-        Field(description="Total context window size in tokens.", ge=0, le=18446744073709551615),
-    ]
-    cost: Annotated[
-        Cost | None,
-        Field(
-            description="Cumulative session cost (optional).",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
+class UserMessageChunk(ContentChunk):
+    session_update: Annotated[Literal["user_message_chunk"], Field(alias="sessionUpdate")]
 
 
-class NoticeSeverity(RootModel[Literal["info"] | Literal["warning"] | Literal["error"] | str]):
-    root: Annotated[
-        Literal["info"] | Literal["warning"] | Literal["error"] | str,
-        Field(description="Severity hint for a session notice."),
-    ]
+class AgentMessageChunk(ContentChunk):
+    session_update: Annotated[Literal["agent_message_chunk"], Field(alias="sessionUpdate")]
 
 
-class Notice(AcpModel):
-    severity: Annotated[NoticeSeverity, Field(description="Presentation severity hint.")]
-    title: Annotated[
-        str,
-        Field(
-            description="Required non-empty plain-text title that can stand alone.", min_length=1
-        ),
-    ]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Optional plain-text detail or guidance.\n\nOmitted and `null` are equivalent and mean no description was supplied.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Metadata scoped to this notice.\n\nOmitted and `null` are equivalent and mean no metadata was supplied.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class CompactionId(RootModel[str]):
-    root: Annotated[
-        str, Field(description="Unique identifier for a context compaction within a session.")
-    ]
-
-
-class CompactionStatus(
-    RootModel[
-        Literal["in_progress"]
-        | Literal["completed"]
-        | Literal["failed"]
-        | Literal["cancelled"]
-        | str
+class SessionUpdate(
+    AcpUnion[
+        UserMessageChunk
+        | AgentMessageChunk
+        | AgentThoughtChunk
+        | ToolCallSessionUpdate
+        | ToolCallUpdateSessionUpdate
+        | PlanSessionUpdate
+        | PlanUpdateSessionUpdate
+        | PlanRemovedSessionUpdate
+        | AvailableCommandsUpdateSessionUpdate
+        | CurrentModeUpdateSessionUpdate
+        | ConfigOptionUpdateSessionUpdate
+        | SessionInfoUpdateSessionUpdate
+        | UsageUpdateSessionUpdate
+        | NoticeSessionUpdate
+        | CompactionUpdateSessionUpdate
+        | CompactionSummaryChunkSessionUpdate
+        | SubagentUpdateSessionUpdate
+        | SessionMessageSessionUpdate
+        | SessionMessageChunkSessionUpdate
+        | OtherSessionUpdate
     ]
 ):
-    root: Annotated[
-        Literal["in_progress"]
-        | Literal["completed"]
-        | Literal["failed"]
-        | Literal["cancelled"]
-        | str,
-        Field(description="Lifecycle state of a context compaction."),
-    ]
-
-
-class CompactionUpdate(AcpModel):
-    compaction_id: Annotated[
-        CompactionId,
-        Field(
-            alias="compactionId",
-            description="The Agent-owned ID of this compaction, unique within the session.",
+    root: _Annotated[
+        _Annotated[UserMessageChunk, _Tag("user_message_chunk")]
+        | _Annotated[AgentMessageChunk, _Tag("agent_message_chunk")]
+        | _Annotated[AgentThoughtChunk, _Tag("agent_thought_chunk")]
+        | _Annotated[ToolCallSessionUpdate, _Tag("tool_call")]
+        | _Annotated[ToolCallUpdateSessionUpdate, _Tag("tool_call_update")]
+        | _Annotated[PlanSessionUpdate, _Tag("plan")]
+        | _Annotated[PlanUpdateSessionUpdate, _Tag("plan_update")]
+        | _Annotated[PlanRemovedSessionUpdate, _Tag("plan_removed")]
+        | _Annotated[AvailableCommandsUpdateSessionUpdate, _Tag("available_commands_update")]
+        | _Annotated[CurrentModeUpdateSessionUpdate, _Tag("current_mode_update")]
+        | _Annotated[ConfigOptionUpdateSessionUpdate, _Tag("config_option_update")]
+        | _Annotated[SessionInfoUpdateSessionUpdate, _Tag("session_info_update")]
+        | _Annotated[UsageUpdateSessionUpdate, _Tag("usage_update")]
+        | _Annotated[NoticeSessionUpdate, _Tag("notice")]
+        | _Annotated[CompactionUpdateSessionUpdate, _Tag("compaction_update")]
+        | _Annotated[CompactionSummaryChunkSessionUpdate, _Tag("compaction_summary_chunk")]
+        | _Annotated[SubagentUpdateSessionUpdate, _Tag("subagent_update")]
+        | _Annotated[SessionMessageSessionUpdate, _Tag("session_message")]
+        | _Annotated[SessionMessageChunkSessionUpdate, _Tag("session_message_chunk")]
+        | _Annotated[OtherSessionUpdate, _Tag("*")],
+        _acp_tag(
+            "sessionUpdate",
+            (
+                "agent_message_chunk",
+                "agent_thought_chunk",
+                "available_commands_update",
+                "compaction_summary_chunk",
+                "compaction_update",
+                "config_option_update",
+                "current_mode_update",
+                "notice",
+                "plan",
+                "plan_removed",
+                "plan_update",
+                "session_info_update",
+                "session_message",
+                "session_message_chunk",
+                "subagent_update",
+                "tool_call",
+                "tool_call_update",
+                "usage_update",
+                "user_message_chunk",
+            ),
+            "*",
+        ),
+        _Field(
+            description="Different types of updates that can be sent during session processing.\n\nThese updates provide real-time feedback about the agent's progress.\n\nSee protocol docs: [Agent Reports Output](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#3-agent-reports-output)"
         ),
     ]
-    status: Annotated[CompactionStatus, Field(description="Current lifecycle status.")]
-    summary: Annotated[
-        list[ContentBlock] | None,
-        Field(
-            description="Complete replacement user-displayable summary content for the compaction.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    error: Annotated[
-        str | None,
-        Field(
-            description="Human-readable error details for the compaction.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Extensible metadata patch for this compaction.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
 
 
-class CompactionSummaryChunk(AcpModel):
-    compaction_id: Annotated[
-        CompactionId,
-        Field(
-            alias="compactionId",
-            description="ID of the compaction whose summary receives this content.",
-        ),
+class SessionNotification(AcpModel):
+    session_id: Annotated[
+        SessionId,
+        Field(alias="sessionId", description="The ID of the session this update pertains to."),
     ]
-    content: Annotated[ContentBlock, Field(description="One content block to append.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Metadata scoped to this chunk. Omission and `null` both mean absent.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class SessionCancelCapabilities(AcpModel):
+    update: Annotated[SessionUpdate, Field(description="The actual update content.")]
     field_meta: Annotated[
         dict[str, Any] | None,
         Field(
             alias="_meta",
             description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class RunningStateUpdate(AcpModel):
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class RequiresActionStateUpdate(AcpModel):
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class UnknownStateUpdate(AcpModel):
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class SessionMessage(AcpModel):
-    message_id: Annotated[
-        MessageId,
-        Field(
-            alias="messageId",
-            description="Identifier of this message within the enclosing session's transcript.",
-        ),
-    ]
-    sender_session_id: Annotated[
-        SessionId | None,
-        Field(
-            alias="senderSessionId",
-            description="The sending session.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    recipient_session_id: Annotated[
-        SessionId | None,
-        Field(
-            alias="recipientSessionId",
-            description="The receiving session.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    sender_message_id: Annotated[
-        MessageId | None,
-        Field(
-            alias="senderMessageId",
-            description="On an incoming view, the `messageId` of the same message's outgoing view in the\nsender's transcript.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it. It can arrive\nafter the message starts streaming.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    recipient_message_id: Annotated[
-        MessageId | None,
-        Field(
-            alias="recipientMessageId",
-            description="On an outgoing view, the `messageId` of the same message's incoming view in the\nrecipient's transcript.\n\nOmitted leaves the stored value unchanged. `null` clears it. A value replaces it. It can arrive\nafter the message starts streaming.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    content: Annotated[
-        list[ContentBlock] | None,
-        Field(
-            description="Omitted leaves content unchanged. `null` or `[]` clears it.\nA non-empty array replaces all content.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Omitted leaves metadata unchanged. `null` removes it.\n\nImplementations MUST NOT make assumptions about values in `_meta`.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class SessionMessageChunk(AcpModel):
-    message_id: Annotated[
-        MessageId,
-        Field(
-            alias="messageId",
-            description="Identifier of this message within the enclosing session's transcript.",
-        ),
-    ]
-    content: Annotated[
-        ContentBlock, Field(description="A single content block appended to the message.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional and nullable chunk-scoped metadata. Omitted or `null` means none.\n\nImplementations MUST NOT make assumptions about values in `_meta`.",
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
@@ -2651,10 +3922,23 @@ class ReadTextFileResponse(AcpModel):
     ] = None
 
 
-class RequestPermissionResponse(AcpModel):
+class OtherRequestPermissionOutcome(AcpModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
     outcome: Annotated[
-        RequestPermissionOutcome,
-        Field(description="The user's decision on the permission request."),
+        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["cancelled", "selected"]})
+    ]
+
+
+class CancelledRequestPermissionOutcome(AcpModel):
+    outcome: Literal["cancelled"]
+
+
+class SelectedPermissionOutcome(AcpModel):
+    option_id: Annotated[
+        PermissionOptionId,
+        Field(alias="optionId", description="The ID of the option the user selected."),
     ]
     field_meta: Annotated[
         dict[str, Any] | None,
@@ -2666,10 +3950,30 @@ class RequestPermissionResponse(AcpModel):
     ] = None
 
 
-class SelectedPermissionOutcome(AcpModel):
-    option_id: Annotated[
-        PermissionOptionId,
-        Field(alias="optionId", description="The ID of the option the user selected."),
+class SelectedRequestPermissionOutcome(SelectedPermissionOutcome):
+    outcome: Literal["selected"]
+
+
+class RequestPermissionOutcome(
+    AcpUnion[
+        CancelledRequestPermissionOutcome
+        | SelectedRequestPermissionOutcome
+        | OtherRequestPermissionOutcome
+    ]
+):
+    root: _Annotated[
+        _Annotated[CancelledRequestPermissionOutcome, _Tag("cancelled")]
+        | _Annotated[SelectedRequestPermissionOutcome, _Tag("selected")]
+        | _Annotated[OtherRequestPermissionOutcome, _Tag("*")],
+        _acp_tag("outcome", ("cancelled", "selected"), "*"),
+        _Field(description="The outcome of a permission request."),
+    ]
+
+
+class RequestPermissionResponse(AcpModel):
+    outcome: Annotated[
+        RequestPermissionOutcome,
+        Field(description="The user's decision on the permission request."),
     ]
     field_meta: Annotated[
         dict[str, Any] | None,
@@ -2986,142 +4290,6 @@ class OtherElicitationPropertySchema(AcpModel):
     ]
 
 
-class EndTurn(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["end_turn"], Field(alias="stopReason")]
-
-
-class MaxTokens(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["max_tokens"], Field(alias="stopReason")]
-
-
-class MaxTurnRequests(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["max_turn_requests"], Field(alias="stopReason")]
-
-
-class RefusalIdleStateUpdate(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["refusal"], Field(alias="stopReason")]
-
-
-class CancelledIdleStateUpdate(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["cancelled"], Field(alias="stopReason")]
-
-
-class OtherIdleStateUpdate(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[str, Field(alias="stopReason", description="Unrecognized stop reason.")]
-
-
-class NoneIdleStateUpdate(AcpModel):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[None, Field(alias="stopReason")] = None
-
-
 class HttpMcpServer(McpServerHttp):
     type: Literal["http"]
 
@@ -3156,129 +4324,6 @@ class ErrorMessageMcpResponse(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
-
-
-class MultiSelectItemsString(StringMultiSelectItems):
-    type: Literal["string"]
-
-
-class OtherMultiSelectItems(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    type: Annotated[
-        str,
-        Field(
-            description="Custom or future multi-select item type.\n\nValues beginning with `_` are reserved for implementation-specific\nextensions. Unknown values that do not begin with `_` are reserved for\nfuture ACP variants.",
-            json_schema_extra={"x-agentgen-refused-tags": ["string", "titled"]},
-        ),
-    ]
-
-
-class FilePlanUpdateContent(PlanFile):
-    type: Literal["file"]
-
-
-class MarkdownPlanUpdateContent(PlanMarkdown):
-    type: Literal["markdown"]
-
-
-class CancelledRequestPermissionOutcome(AcpModel):
-    outcome: Literal["cancelled"]
-
-
-class SelectedRequestPermissionOutcome(SelectedPermissionOutcome):
-    outcome: Literal["selected"]
-
-
-class BooleanSessionConfigOption(SessionConfigBoolean):
-    id: Annotated[
-        SessionConfigId, Field(description="Unique identifier for the configuration option.")
-    ]
-    name: Annotated[str, Field(description="Human-readable label for the option.")]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Optional description for the Client to display to the user.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    category: Annotated[
-        SessionConfigOptionCategory | None,
-        Field(
-            description="Optional semantic category for this option (UX only).",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    type: Literal["boolean"]
-
-
-class UserMessageChunk(ContentChunk):
-    session_update: Annotated[Literal["user_message_chunk"], Field(alias="sessionUpdate")]
-
-
-class AgentMessageChunk(ContentChunk):
-    session_update: Annotated[Literal["agent_message_chunk"], Field(alias="sessionUpdate")]
-
-
-class AgentThoughtChunk(ContentChunk):
-    session_update: Annotated[Literal["agent_thought_chunk"], Field(alias="sessionUpdate")]
-
-
-class ToolCallSessionUpdate(ToolCall):
-    session_update: Annotated[Literal["tool_call"], Field(alias="sessionUpdate")]
-
-
-class PlanUpdateSessionUpdate(PlanUpdate):
-    session_update: Annotated[Literal["plan_update"], Field(alias="sessionUpdate")]
-
-
-class PlanRemovedSessionUpdate(PlanRemoved):
-    session_update: Annotated[Literal["plan_removed"], Field(alias="sessionUpdate")]
-
-
-class CurrentModeUpdateSessionUpdate(CurrentModeUpdate):
-    session_update: Annotated[Literal["current_mode_update"], Field(alias="sessionUpdate")]
-
-
-class ConfigOptionUpdateSessionUpdate(ConfigOptionUpdate):
-    session_update: Annotated[Literal["config_option_update"], Field(alias="sessionUpdate")]
-
-
-class SessionInfoUpdateSessionUpdate(SessionInfoUpdate):
-    session_update: Annotated[Literal["session_info_update"], Field(alias="sessionUpdate")]
-
-
-class UsageUpdateSessionUpdate(UsageUpdate):
-    session_update: Annotated[Literal["usage_update"], Field(alias="sessionUpdate")]
-
-
-class NoticeSessionUpdate(Notice):
-    session_update: Annotated[Literal["notice"], Field(alias="sessionUpdate")]
-
-
-class CompactionUpdateSessionUpdate(CompactionUpdate):
-    session_update: Annotated[Literal["compaction_update"], Field(alias="sessionUpdate")]
-
-
-class CompactionSummaryChunkSessionUpdate(CompactionSummaryChunk):
-    session_update: Annotated[Literal["compaction_summary_chunk"], Field(alias="sessionUpdate")]
-
-
-class SessionMessageSessionUpdate(SessionMessage):
-    session_update: Annotated[Literal["session_message"], Field(alias="sessionUpdate")]
-
-
-class SessionMessageChunkSessionUpdate(SessionMessageChunk):
-    session_update: Annotated[Literal["session_message_chunk"], Field(alias="sessionUpdate")]
 
 
 class BooleanSetSessionConfigOptionRequest(AcpModel):
@@ -3328,45 +4373,6 @@ class ValueId(AcpModel):
     value: Annotated[SessionConfigValueId, Field(description="The value ID.")]
 
 
-class StateUpdateRunning(RunningStateUpdate):
-    state: Literal["running"]
-
-
-class RequiresAction(RequiresActionStateUpdate):
-    state: Literal["requires_action"]
-
-
-class StateUpdateUnknown(UnknownStateUpdate):
-    state: Literal["unknown"]
-
-
-class OtherStateUpdate(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    state: Annotated[
-        str,
-        Field(
-            description="Unrecognized state discriminator.",
-            json_schema_extra={
-                "x-agentgen-refused-tags": ["idle", "requires_action", "running", "unknown"]
-            },
-        ),
-    ]
-
-
-class ContentToolCallContent(Content):
-    type: Literal["content"]
-
-
-class DiffToolCallContent(Diff):
-    type: Literal["diff"]
-
-
-class TerminalToolCallContent(Terminal):
-    type: Literal["terminal"]
-
-
 class IntegerElicitationContentValue(RootModel[int]):
     root: Annotated[
         int,
@@ -3385,18 +4391,6 @@ class NumberElicitationContentValue(RootModel[float]):
         Field(
             description="Number value accepted in elicitation response content.",
             title="NumberElicitationContentValue",
-        ),
-    ]
-
-
-class OtherErrorCode(RootModel[int]):
-    root: Annotated[
-        int,
-        Field(
-            description="Other undefined error code.",
-            ge=-2147483648,
-            le=2147483647,
-            title="OtherErrorCode",
         ),
     ]
 
@@ -3422,20 +4416,6 @@ class OtherAuthMethod(AcpModel):
     ]
 
 
-class OtherContentBlock(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    type: Annotated[
-        str,
-        Field(
-            json_schema_extra={
-                "x-agentgen-refused-tags": ["audio", "image", "resource", "resource_link", "text"]
-            }
-        ),
-    ]
-
-
 class OtherMcpServer(AcpModel):
     model_config = ConfigDict(
         extra="allow",
@@ -3445,110 +4425,11 @@ class OtherMcpServer(AcpModel):
     ]
 
 
-class OtherPlanUpdateContent(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    type: Annotated[
-        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["file", "items", "markdown"]})
-    ]
-
-
-class OtherRequestPermissionOutcome(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    outcome: Annotated[
-        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["cancelled", "selected"]})
-    ]
-
-
-class OtherSessionConfigOption(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    type: Annotated[
-        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["boolean", "select"]})
-    ]
-
-
-class OtherSessionUpdate(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    session_update: Annotated[
-        str,
-        Field(
-            alias="sessionUpdate",
-            json_schema_extra={
-                "x-agentgen-refused-tags": [
-                    "agent_message_chunk",
-                    "agent_thought_chunk",
-                    "available_commands_update",
-                    "compaction_summary_chunk",
-                    "compaction_update",
-                    "config_option_update",
-                    "current_mode_update",
-                    "notice",
-                    "plan",
-                    "plan_removed",
-                    "plan_update",
-                    "session_info_update",
-                    "session_message",
-                    "session_message_chunk",
-                    "subagent_update",
-                    "tool_call",
-                    "tool_call_update",
-                    "usage_update",
-                    "user_message_chunk",
-                ]
-            },
-        ),
-    ]
-
-
 class OtherSetSessionConfigOptionRequest(AcpModel):
     model_config = ConfigDict(
         extra="allow",
     )
     type: Annotated[str, Field(json_schema_extra={"x-agentgen-refused-tags": ["boolean"]})]
-
-
-class OtherToolCallContent(AcpModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    type: Annotated[
-        str, Field(json_schema_extra={"x-agentgen-refused-tags": ["content", "diff", "terminal"]})
-    ]
-
-
-class EndTurnStateUpdate(EndTurn):
-    state: Literal["idle"]
-
-
-class MaxTokensStateUpdate(MaxTokens):
-    state: Literal["idle"]
-
-
-class MaxTurnRequestsStateUpdate(MaxTurnRequests):
-    state: Literal["idle"]
-
-
-class RefusalIdleStateUpdateStateUpdate(RefusalIdleStateUpdate):
-    state: Literal["idle"]
-
-
-class CancelledIdleStateUpdateStateUpdate(CancelledIdleStateUpdate):
-    state: Literal["idle"]
-
-
-class OtherIdleStateUpdateStateUpdate(OtherIdleStateUpdate):
-    state: Literal["idle"]
-
-
-class NoneIdleStateUpdateStateUpdate(NoneIdleStateUpdate):
-    state: Literal["idle"]
 
 
 class RequestId(RootModel[NumberRequestId | str | None]):
@@ -3566,270 +4447,6 @@ class WriteTextFileRequest(AcpModel):
     ]
     path: Annotated[str, Field(description="Absolute path to the file to write.")]
     content: Annotated[str, Field(description="The text content to write to the file.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class ToolCallUpdate(AcpModel):
-    tool_call_id: Annotated[
-        ToolCallId, Field(alias="toolCallId", description="The ID of the tool call being updated.")
-    ]
-    kind: Annotated[
-        ToolKind | None,
-        Field(
-            description="Update the tool kind.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    status: Annotated[
-        ToolCallStatus | None,
-        Field(
-            description="Update the execution status.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    title: Annotated[
-        str | None,
-        Field(
-            description="Update the human-readable title.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    name: Annotated[
-        str | None,
-        Field(
-            description="Update the programmatic name of the tool being invoked.\n\nThis field is optional. Omitting it or sending `null` both mean that\nthe existing name is left unchanged.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    content: Annotated[
-        list[ToolCallContent] | None,
-        Field(
-            description="Replace the content collection.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    locations: Annotated[
-        list[ToolCallLocation] | None,
-        Field(
-            description="Replace the locations collection.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    raw_input: Annotated[
-        Any | None,
-        Field(
-            alias="rawInput",
-            description="Update the raw input.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    raw_output: Annotated[
-        Any | None,
-        Field(
-            alias="rawOutput",
-            description="Update the raw output.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class Annotations(AcpModel):
-    audience: Annotated[
-        list[Role] | None,
-        Field(
-            description="Intended recipients for this content, such as the user or assistant.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ] = None
-    last_modified: Annotated[
-        str | None,
-        Field(
-            alias="lastModified",
-            description="Timestamp indicating when the underlying resource was last modified.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    priority: Annotated[
-        float | None,
-        Field(
-            description="Relative importance of this content when clients choose what to surface.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class TextContent(AcpModel):
-    annotations: Annotated[
-        Annotations | None,
-        Field(
-            description="Optional annotations that help clients decide how to display or route this content.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    text: Annotated[str, Field(description="Text payload carried by this content block.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class ImageContent(AcpModel):
-    annotations: Annotated[
-        Annotations | None,
-        Field(
-            description="Optional annotations that help clients decide how to display or route this content.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    data: Annotated[str, Field(description="Base64-encoded media payload.")]
-    mime_type: Annotated[
-        str, Field(alias="mimeType", description="MIME type describing the encoded media payload.")
-    ]
-    uri: Annotated[
-        str | None,
-        Field(
-            description="URI associated with this resource or media payload.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class AudioContent(AcpModel):
-    annotations: Annotated[
-        Annotations | None,
-        Field(
-            description="Optional annotations that help clients decide how to display or route this content.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    data: Annotated[str, Field(description="Base64-encoded media payload.")]
-    mime_type: Annotated[
-        str, Field(alias="mimeType", description="MIME type describing the encoded media payload.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class ResourceLink(AcpModel):
-    annotations: Annotated[
-        Annotations | None,
-        Field(
-            description="Optional annotations that help clients decide how to display or route this content.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="Optional human-readable details shown with this protocol object.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    mime_type: Annotated[
-        str | None,
-        Field(
-            alias="mimeType",
-            description="MIME type describing the encoded media payload.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    name: Annotated[str, Field(description="Human-readable name shown for this protocol object.")]
-    size: Annotated[
-        int | None,
-        Field(
-            description="Optional size of the linked resource in bytes, if known.",
-            ge=-9223372036854775808,
-            json_schema_extra={"x-deserialize-default-on-error": True},
-            le=9223372036854775807,
-        ),
-    ] = None
-    title: Annotated[
-        str | None,
-        Field(
-            description="Optional display title for end-user UI.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    uri: Annotated[str, Field(description="URI associated with this resource or media payload.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class EmbeddedResourceResource(RootModel[TextResourceContents | BlobResourceContents]):
-    root: Annotated[
-        TextResourceContents | BlobResourceContents,
-        Field(description="Resource content that can be embedded in a message."),
-    ]
-
-
-class EmbeddedResource(AcpModel):
-    annotations: Annotated[
-        Annotations | None,
-        Field(
-            description="Optional annotations that help clients decide how to display or route this content.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    resource: Annotated[
-        EmbeddedResourceResource,
-        Field(description="Embedded resource payload, either text or binary data."),
-    ]
     field_meta: Annotated[
         dict[str, Any] | None,
         Field(
@@ -3895,6 +4512,30 @@ class ElicitationRequestScope(AcpModel):
     request_id: Annotated[
         RequestId | None,
         Field(alias="requestId", description="The request this elicitation is tied to."),
+    ]
+
+
+class ElicitationPropertySchema(
+    AcpUnion[
+        StringElicitationPropertySchema
+        | NumberElicitationPropertySchema
+        | IntegerElicitationPropertySchema
+        | BooleanElicitationPropertySchema
+        | ArrayElicitationPropertySchema
+        | OtherElicitationPropertySchema
+    ]
+):
+    root: _Annotated[
+        _Annotated[StringElicitationPropertySchema, _Tag("string")]
+        | _Annotated[NumberElicitationPropertySchema, _Tag("number")]
+        | _Annotated[IntegerElicitationPropertySchema, _Tag("integer")]
+        | _Annotated[BooleanElicitationPropertySchema, _Tag("boolean")]
+        | _Annotated[ArrayElicitationPropertySchema, _Tag("array")]
+        | _Annotated[OtherElicitationPropertySchema, _Tag("*")],
+        _acp_tag("type", ("array", "boolean", "integer", "number", "string"), "*"),
+        _Field(
+            description='Property schema for elicitation form fields.\n\nEach variant corresponds to a JSON Schema `"type"` value.\nSingle-select enums use `type: "string"` with `enum` or `oneOf` set.\nMulti-select enums use `type: "array"`.'
+        ),
     ]
 
 
@@ -4153,29 +4794,6 @@ class SessionModeState(AcpModel):
     ] = None
 
 
-class SessionConfigSelectGroup(AcpModel):
-    group: Annotated[SessionConfigGroupId, Field(description="Unique identifier for this group.")]
-    name: Annotated[str, Field(description="Human-readable label for this group.")]
-    options: Annotated[
-        list[SessionConfigSelectOption],
-        Field(
-            description="The set of option values in this group.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
 class LoadSessionResponse(AcpModel):
     modes: Annotated[
         SessionModeState | None,
@@ -4339,35 +4957,6 @@ class PromptResponse(AcpModel):
     ] = None
 
 
-class ErrorCode(
-    RootModel[
-        Literal[-32700]
-        | Literal[-32600]
-        | Literal[-32601]
-        | Literal[-32602]
-        | Literal[-32603]
-        | Literal[-32800]
-        | Literal[-32000]
-        | Literal[-32002]
-        | OtherErrorCode
-    ]
-):
-    root: Annotated[
-        Literal[-32700]
-        | Literal[-32600]
-        | Literal[-32601]
-        | Literal[-32602]
-        | Literal[-32603]
-        | Literal[-32800]
-        | Literal[-32000]
-        | Literal[-32002]
-        | OtherErrorCode,
-        Field(
-            description="Predefined error codes for common JSON-RPC and ACP-specific errors.\n\nStandard errors use the JSON-RPC 2.0 codes. ACP-specific errors use the JSON-RPC\nserver-error range (-32000 to -32099), and request cancellation uses -32800 from the\nrange LSP reserves (-32899 to -32800)."
-        ),
-    ]
-
-
 class AgentNotification(AcpModel):
     method: Annotated[str, Field(description="The notification method name.")]
     params: Annotated[
@@ -4377,153 +4966,6 @@ class AgentNotification(AcpModel):
         | ExtNotification
         | None,
         Field(description="Method-specific notification parameters."),
-    ] = None
-
-
-class PlanEntry(AcpModel):
-    content: Annotated[
-        str, Field(description="Human-readable description of what this task aims to accomplish.")
-    ]
-    priority: Annotated[
-        PlanEntryPriority,
-        Field(
-            description="The relative importance of this task.\nUsed to indicate which tasks are most critical to the overall goal."
-        ),
-    ]
-    status: Annotated[PlanEntryStatus, Field(description="Current execution status of this task.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class Plan(AcpModel):
-    entries: Annotated[
-        list[PlanEntry],
-        Field(
-            description="The list of tasks to be accomplished.\n\nWhen updating a plan, the agent must send a complete list of all entries\nwith their current status. The client replaces the entire plan with each update.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class PlanItems(AcpModel):
-    plan_id: Annotated[PlanId, Field(alias="planId", description="The plan ID to update.")]
-    entries: Annotated[
-        list[PlanEntry],
-        Field(
-            description="The list of tasks to be accomplished.\n\nWhen updating an item-based plan, the agent must send a complete list of all entries\nwith their current status. The client replaces that plan with each update.",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class AvailableCommandInput(RootModel[UnstructuredCommandInput]):
-    root: Annotated[
-        UnstructuredCommandInput, Field(description="The input specification for a command.")
-    ]
-
-
-class SubagentSessionCapabilities(AcpModel):
-    cancel: Annotated[
-        SessionCancelCapabilities | None,
-        Field(
-            description="Permits the client to cancel this child's current work without ending\nthe session. Omitted or `null` means unsupported. An object (including\n`{}`) means supported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class SubagentUpdate(AcpModel):
-    session_id: Annotated[
-        SessionId,
-        Field(
-            alias="sessionId",
-            description="The opaque session ID identifying the child in all ACP messages.",
-        ),
-    ]
-    title: Annotated[
-        str | None,
-        Field(
-            description="The parent's human-readable display title for this child. It need not be unique.\n\nOmitted means unchanged. `null` clears it. If unset, the Client chooses\na fallback presentation.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="The parent's human-readable description of the child's role or purpose.\n\nOmitted means unchanged. `null` clears it. If unset, the Client chooses\na fallback presentation. This is current display metadata, not the\nhistory of instructions sent to the child.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    capabilities: Annotated[
-        SubagentSessionCapabilities | None,
-        Field(
-            description="Client-initiated session mutations permitted for this subagent session.\n\nOmitted means unchanged. `null` clears the capability set and disables\nchild mutations. If never supplied, no session mutations are permitted.\nRead-only operations retain their normal protocol semantics and capability\nrequirements. A concrete object replaces the whole capability set.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    state: Annotated[
-        StateUpdate | None,
-        Field(
-            description="Current state snapshot for the child session.\n\nOmitted means unchanged. `null` clears the current activity without\nasserting idle or sending an `unknown` snapshot. A concrete state\nreplaces the previous state object wholesale. If never supplied, the\ncurrent activity is unset/unconfirmed.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    cwd: Annotated[
-        str | None,
-        Field(
-            description="The child's working directory. Must be an absolute path.\n\nOptional and nullable. Omitted means unchanged. `null` clears the\nreported value. While unset, the child inherits its immediate parent's\neffective working directory. Clients use this value for the child's\nroot set and as the default terminal working directory."
-        ),
-    ] = None
-    additional_directories: Annotated[
-        list[str] | None,
-        Field(
-            alias="additionalDirectories",
-            description="Additional workspace roots for the child. Each path must be absolute.\n\nOptional and nullable. Omitted means unchanged. `null` clears the\nreported value. While unset, the child inherits its immediate parent's\neffective additional directories, independently of `cwd`. A concrete\narray replaces the whole list. `[]` reports no additional directories.\nClients use these values for the child's root set.",
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)\nOmitted means unchanged. `null` removes the metadata.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
     ] = None
 
 
@@ -4591,6 +5033,22 @@ class SystemPrompt(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
+
+
+class McpServer(
+    AcpUnion[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio | OtherMcpServer]
+):
+    root: _Annotated[
+        _Annotated[HttpMcpServer, _Tag("http")]
+        | _Annotated[SseMcpServer, _Tag("sse")]
+        | _Annotated[AcpMcpServer, _Tag("acp")]
+        | _Annotated[McpServerStdio, _Tag("stdio")]
+        | _Annotated[OtherMcpServer, _Tag("*")],
+        _acp_tag("type", ("acp", "http", "sse", "stdio"), "*", "stdio"),
+        _Field(
+            description="Configuration for connecting to an MCP (Model Context Protocol) server.\n\nMCP servers provide tools and context that the agent can use when\nprocessing prompts.\n\nSee protocol docs: [MCP Servers](https://agentclientprotocol.com/protocol/v1/draft/session-setup#mcp-servers)"
+        ),
+    ]
 
 
 class LoadSessionRequest(AcpModel):
@@ -4804,6 +5262,24 @@ class ProxyNotification(AcpModel):
     ] = None
 
 
+class CreateElicitationResponse(
+    AcpUnion[
+        AcceptCreateElicitationResponse
+        | DeclineCreateElicitationResponse
+        | CancelCreateElicitationResponse
+        | OtherCreateElicitationResponse
+    ]
+):
+    root: _Annotated[
+        _Annotated[AcceptCreateElicitationResponse, _Tag("accept")]
+        | _Annotated[DeclineCreateElicitationResponse, _Tag("decline")]
+        | _Annotated[CancelCreateElicitationResponse, _Tag("cancel")]
+        | _Annotated[OtherCreateElicitationResponse, _Tag("*")],
+        _acp_tag("action", ("accept", "cancel", "decline"), "*"),
+        _Field(description="Response from the client to an elicitation request."),
+    ]
+
+
 class ResultClientResponse(AcpModel):
     id: Annotated[
         RequestId | None, Field(description="The id of the request this response answers.")
@@ -4822,26 +5298,6 @@ class ResultClientResponse(AcpModel):
         | ExtResponse,
         Field(description="Method-specific response data."),
     ]
-
-
-class TextContentBlock(TextContent):
-    type: Literal["text"]
-
-
-class ImageContentBlock(ImageContent):
-    type: Literal["image"]
-
-
-class AudioContentBlock(AudioContent):
-    type: Literal["audio"]
-
-
-class ResourceLinkContentBlock(ResourceLink):
-    type: Literal["resource_link"]
-
-
-class ResourceContentBlock(EmbeddedResource):
-    type: Literal["resource"]
 
 
 class FormCreateElicitationRequest(ElicitationFormMode):
@@ -4912,22 +5368,6 @@ class OtherCreateElicitationRequest(AcpModel):
         RequestId | None,
         Field(alias="requestId", description="The request this elicitation is tied to."),
     ] = None
-
-
-class ItemsPlanUpdateContent(PlanItems):
-    type: Literal["items"]
-
-
-class ToolCallUpdateSessionUpdate(ToolCallUpdate):
-    session_update: Annotated[Literal["tool_call_update"], Field(alias="sessionUpdate")]
-
-
-class PlanSessionUpdate(Plan):
-    session_update: Annotated[Literal["plan"], Field(alias="sessionUpdate")]
-
-
-class SubagentUpdateSessionUpdate(SubagentUpdate):
-    session_update: Annotated[Literal["subagent_update"], Field(alias="sessionUpdate")]
 
 
 class RequestPermissionRequest(AcpModel):
@@ -5023,103 +5463,6 @@ class NewSessionResponse(AcpModel):
     ] = None
 
 
-class SessionConfigSelectOptions(
-    RootModel[list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]]
-):
-    root: Annotated[
-        list[SessionConfigSelectOption] | list[SessionConfigSelectGroup],
-        Field(description="Possible values for a session configuration option."),
-    ]
-
-
-class SessionConfigSelect(AcpModel):
-    current_value: Annotated[
-        SessionConfigValueId,
-        Field(alias="currentValue", description="The currently selected value."),
-    ]
-    options: Annotated[
-        SessionConfigSelectOptions, Field(description="The set of selectable options.")
-    ]
-
-
-class Error(AcpModel):
-    code: Annotated[
-        ErrorCode,
-        Field(
-            description="A number indicating the error type that occurred.\nThis must be an integer as defined in the JSON-RPC specification."
-        ),
-    ]
-    message: Annotated[
-        str,
-        Field(
-            description="A string providing a short description of the error.\nThe message should be limited to a concise single sentence."
-        ),
-    ]
-    data: Annotated[
-        Any | None,
-        Field(
-            description="Optional primitive or structured value that contains additional information about the error.\nThis may include debugging information or context-specific details.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class AvailableCommand(AcpModel):
-    name: Annotated[
-        str, Field(description="Command name (e.g., `create_plan`, `research_codebase`).")
-    ]
-    description: Annotated[
-        str, Field(description="Human-readable description of what the command does.")
-    ]
-    input: Annotated[
-        AvailableCommandInput | None,
-        Field(
-            description="Input for the command if required",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class AvailableCommandsUpdate(AcpModel):
-    available_commands: Annotated[
-        list[AvailableCommand],
-        Field(
-            alias="availableCommands",
-            description="Commands the agent can execute",
-            json_schema_extra={
-                "x-deserialize-default-on-error": True,
-                "x-deserialize-skip-invalid-items": True,
-            },
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
-class ErrorStopReason(AcpModel):
-    error: Annotated[
-        Error | None,
-        Field(
-            description="The failure, as a JSON-RPC error object.\n\nOptional. Omitted or `null` both mean the agent is not reporting failure details.\nAgents SHOULD include it.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-
-
 class ClientSessionCapabilities(AcpModel):
     compaction: Annotated[
         CompactionCapabilities | None,
@@ -5202,25 +5545,6 @@ class ErrorClientResponse(AcpModel):
     error: Annotated[Error, Field(description="Method-specific error data.")]
 
 
-class ErrorIdleStateUpdate(ErrorStopReason):
-    usage: Annotated[
-        Usage | None,
-        Field(
-            description="**UNSTABLE** Token usage for completed foreground work.\n\nOptional. Omitted or `null` means not reported.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP for additional metadata.\nImplementations MUST NOT make assumptions about values at these keys.\nOptional. Omitted and `null` mean no metadata for this state snapshot.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    stop_reason: Annotated[Literal["error"], Field(alias="stopReason")]
-
-
 class ErrorProxyResponse(AcpModel):
     id: Annotated[
         RequestId | None, Field(description="The id of the request this response answers.")
@@ -5228,42 +5552,20 @@ class ErrorProxyResponse(AcpModel):
     error: Annotated[Error, Field(description="Method-specific error data.")]
 
 
-class SelectSessionConfigOption(SessionConfigSelect):
-    id: Annotated[
-        SessionConfigId, Field(description="Unique identifier for the configuration option.")
+class CreateElicitationRequest(
+    AcpUnion[
+        FormCreateElicitationRequest | UrlCreateElicitationRequest | OtherCreateElicitationRequest
     ]
-    name: Annotated[str, Field(description="Human-readable label for the option.")]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Optional description for the Client to display to the user.",
-            json_schema_extra={"x-deserialize-default-on-error": True},
+):
+    root: _Annotated[
+        _Annotated[FormCreateElicitationRequest, _Tag("form")]
+        | _Annotated[UrlCreateElicitationRequest, _Tag("url")]
+        | _Annotated[OtherCreateElicitationRequest, _Tag("*")],
+        _acp_tag("mode", ("form", "url"), "*"),
+        _Field(
+            description="Request from the agent to elicit structured user input.\n\nThe agent sends this to the client to request information from the user,\neither via a form or by directing them to a URL.\nElicitations are tied to a session (optionally a tool call) or a request."
         ),
-    ] = None
-    category: Annotated[
-        SessionConfigOptionCategory | None,
-        Field(
-            description="Optional semantic category for this option (UX only).",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="The _meta property is reserved by ACP to allow clients and agents to attach additional\nmetadata to their interactions. Implementations MUST NOT make assumptions about values at\nthese keys.\n\nSee protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)",
-            json_schema_extra={"x-deserialize-default-on-error": True},
-        ),
-    ] = None
-    type: Literal["select"]
-
-
-class AvailableCommandsUpdateSessionUpdate(AvailableCommandsUpdate):
-    session_update: Annotated[Literal["available_commands_update"], Field(alias="sessionUpdate")]
-
-
-class ErrorIdleStateUpdateStateUpdate(ErrorIdleStateUpdate):
-    state: Literal["idle"]
+    ]
 
 
 class AgentRequest(AcpModel):
@@ -5465,31 +5767,6 @@ class ClientResponse(RootModel[ResultClientResponse | ErrorClientResponse]):
     ]
 
 
-class StateUpdateIdle(
-    RootModel[
-        EndTurnStateUpdate
-        | MaxTokensStateUpdate
-        | MaxTurnRequestsStateUpdate
-        | RefusalIdleStateUpdateStateUpdate
-        | CancelledIdleStateUpdateStateUpdate
-        | ErrorIdleStateUpdateStateUpdate
-        | OtherIdleStateUpdateStateUpdate
-        | NoneIdleStateUpdateStateUpdate
-    ]
-):
-    root: Annotated[
-        EndTurnStateUpdate
-        | MaxTokensStateUpdate
-        | MaxTurnRequestsStateUpdate
-        | RefusalIdleStateUpdateStateUpdate
-        | CancelledIdleStateUpdateStateUpdate
-        | ErrorIdleStateUpdateStateUpdate
-        | OtherIdleStateUpdateStateUpdate
-        | NoneIdleStateUpdateStateUpdate,
-        Field(description="The child is ready to process another prompt.", title="StateUpdateIdle"),
-    ]
-
-
 class AgentCapabilities(AcpModel):
     load_session: Annotated[
         bool | None,
@@ -5585,6 +5862,18 @@ class InitializeProxyRequest(InitializeRequest):
     pass
 
 
+class AuthMethod(AcpUnion[TerminalAuthMethod | AuthMethodAgent | OtherAuthMethod]):
+    root: _Annotated[
+        _Annotated[TerminalAuthMethod, _Tag("terminal")]
+        | _Annotated[AuthMethodAgent, _Tag("agent")]
+        | _Annotated[OtherAuthMethod, _Tag("*")],
+        _acp_tag("type", ("agent", "terminal"), "*", "agent"),
+        _Field(
+            description="Describes an available authentication method.\n\nThe `type` field acts as the discriminator in the serialized JSON form.\nWhen no `type` is present, the method is treated as `agent`."
+        ),
+    ]
+
+
 class InitializeResponse(AcpModel):
     protocol_version: Annotated[
         ProtocolVersion,
@@ -5628,6 +5917,18 @@ class InitializeResponse(AcpModel):
             json_schema_extra={"x-deserialize-default-on-error": True},
         ),
     ] = None
+
+
+class SetSessionConfigOptionRequest(
+    AcpUnion[BooleanSetSessionConfigOptionRequest | OtherSetSessionConfigOptionRequest | ValueId]
+):
+    root: _Annotated[
+        _Annotated[BooleanSetSessionConfigOptionRequest, _Tag("boolean")]
+        | _Annotated[OtherSetSessionConfigOptionRequest, _Tag("*")]
+        | _Annotated[ValueId, _Tag("-")],
+        _acp_tag("type", ("boolean",), "*", "-"),
+        _Field(description="Request parameters for setting a session configuration option."),
+    ]
 
 
 class ClientRequest(AcpModel):
@@ -5731,306 +6032,3 @@ class ProxyResponse(RootModel[ResultProxyResponse | ErrorProxyResponse]):
     root: Annotated[
         ResultProxyResponse | ErrorProxyResponse, Field(description="A JSON-RPC response object.")
     ]
-
-
-class AuthMethod(_RootModel[TerminalAuthMethod | AuthMethodAgent | OtherAuthMethod]):
-    root: _Annotated[
-        _Annotated[TerminalAuthMethod, _Tag("terminal")]
-        | _Annotated[AuthMethodAgent, _Tag("agent")]
-        | _Annotated[OtherAuthMethod, _Tag("*")],
-        _acp_tag("type", ("agent", "terminal"), "*", "agent"),
-        _Field(
-            description="Describes an available authentication method.\n\nThe `type` field acts as the discriminator in the serialized JSON form.\nWhen no `type` is present, the method is treated as `agent`."
-        ),
-    ]
-
-
-class ContentBlock(
-    _RootModel[
-        TextContentBlock
-        | ImageContentBlock
-        | AudioContentBlock
-        | ResourceLinkContentBlock
-        | ResourceContentBlock
-        | OtherContentBlock
-    ]
-):
-    root: _Annotated[
-        _Annotated[TextContentBlock, _Tag("text")]
-        | _Annotated[ImageContentBlock, _Tag("image")]
-        | _Annotated[AudioContentBlock, _Tag("audio")]
-        | _Annotated[ResourceLinkContentBlock, _Tag("resource_link")]
-        | _Annotated[ResourceContentBlock, _Tag("resource")]
-        | _Annotated[OtherContentBlock, _Tag("*")],
-        _acp_tag("type", ("audio", "image", "resource", "resource_link", "text"), "*"),
-        _Field(
-            description="Content blocks represent displayable information in the Agent Client Protocol.\n\nContent blocks appear in:\n- User prompts sent via `session/prompt`\n- Language model output streamed through `session/update` notifications\n- Progress updates and results from tool calls\n\nThis structure is compatible with the Model Context Protocol (MCP), so agents can\nforward content from MCP tool outputs without transformation.\n\nSee protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/content)"
-        ),
-    ]
-
-
-class CreateElicitationRequest(
-    _RootModel[
-        FormCreateElicitationRequest | UrlCreateElicitationRequest | OtherCreateElicitationRequest
-    ]
-):
-    root: _Annotated[
-        _Annotated[FormCreateElicitationRequest, _Tag("form")]
-        | _Annotated[UrlCreateElicitationRequest, _Tag("url")]
-        | _Annotated[OtherCreateElicitationRequest, _Tag("*")],
-        _acp_tag("mode", ("form", "url"), "*"),
-        _Field(
-            description="Request from the agent to elicit structured user input.\n\nThe agent sends this to the client to request information from the user,\neither via a form or by directing them to a URL.\nElicitations are tied to a session (optionally a tool call) or a request."
-        ),
-    ]
-
-
-class CreateElicitationResponse(
-    _RootModel[
-        AcceptCreateElicitationResponse
-        | DeclineCreateElicitationResponse
-        | CancelCreateElicitationResponse
-        | OtherCreateElicitationResponse
-    ]
-):
-    root: _Annotated[
-        _Annotated[AcceptCreateElicitationResponse, _Tag("accept")]
-        | _Annotated[DeclineCreateElicitationResponse, _Tag("decline")]
-        | _Annotated[CancelCreateElicitationResponse, _Tag("cancel")]
-        | _Annotated[OtherCreateElicitationResponse, _Tag("*")],
-        _acp_tag("action", ("accept", "cancel", "decline"), "*"),
-        _Field(description="Response from the client to an elicitation request."),
-    ]
-
-
-class ElicitationPropertySchema(
-    _RootModel[
-        StringElicitationPropertySchema
-        | NumberElicitationPropertySchema
-        | IntegerElicitationPropertySchema
-        | BooleanElicitationPropertySchema
-        | ArrayElicitationPropertySchema
-        | OtherElicitationPropertySchema
-    ]
-):
-    root: _Annotated[
-        _Annotated[StringElicitationPropertySchema, _Tag("string")]
-        | _Annotated[NumberElicitationPropertySchema, _Tag("number")]
-        | _Annotated[IntegerElicitationPropertySchema, _Tag("integer")]
-        | _Annotated[BooleanElicitationPropertySchema, _Tag("boolean")]
-        | _Annotated[ArrayElicitationPropertySchema, _Tag("array")]
-        | _Annotated[OtherElicitationPropertySchema, _Tag("*")],
-        _acp_tag("type", ("array", "boolean", "integer", "number", "string"), "*"),
-        _Field(
-            description='Property schema for elicitation form fields.\n\nEach variant corresponds to a JSON Schema `"type"` value.\nSingle-select enums use `type: "string"` with `enum` or `oneOf` set.\nMulti-select enums use `type: "array"`.'
-        ),
-    ]
-
-
-class McpServer(
-    _RootModel[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio | OtherMcpServer]
-):
-    root: _Annotated[
-        _Annotated[HttpMcpServer, _Tag("http")]
-        | _Annotated[SseMcpServer, _Tag("sse")]
-        | _Annotated[AcpMcpServer, _Tag("acp")]
-        | _Annotated[McpServerStdio, _Tag("stdio")]
-        | _Annotated[OtherMcpServer, _Tag("*")],
-        _acp_tag("type", ("acp", "http", "sse", "stdio"), "*", "stdio"),
-        _Field(
-            description="Configuration for connecting to an MCP (Model Context Protocol) server.\n\nMCP servers provide tools and context that the agent can use when\nprocessing prompts.\n\nSee protocol docs: [MCP Servers](https://agentclientprotocol.com/protocol/v1/draft/session-setup#mcp-servers)"
-        ),
-    ]
-
-
-class MultiSelectItems(
-    _RootModel[MultiSelectItemsString | TitledMultiSelectItems | OtherMultiSelectItems]
-):
-    root: _Annotated[
-        _Annotated[MultiSelectItemsString, _Tag("string")]
-        | _Annotated[TitledMultiSelectItems, _Tag("titled")]
-        | _Annotated[OtherMultiSelectItems, _Tag("*")],
-        _acp_tag("type", ("string", "titled"), "*", "titled"),
-        _Field(description="Items for a multi-select (array) property schema."),
-    ]
-
-
-class PlanUpdateContent(
-    _RootModel[
-        ItemsPlanUpdateContent
-        | FilePlanUpdateContent
-        | MarkdownPlanUpdateContent
-        | OtherPlanUpdateContent
-    ]
-):
-    root: _Annotated[
-        _Annotated[ItemsPlanUpdateContent, _Tag("items")]
-        | _Annotated[FilePlanUpdateContent, _Tag("file")]
-        | _Annotated[MarkdownPlanUpdateContent, _Tag("markdown")]
-        | _Annotated[OtherPlanUpdateContent, _Tag("*")],
-        _acp_tag("type", ("file", "items", "markdown"), "*"),
-        _Field(
-            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nUpdated content for a plan."
-        ),
-    ]
-
-
-class RequestPermissionOutcome(
-    _RootModel[
-        CancelledRequestPermissionOutcome
-        | SelectedRequestPermissionOutcome
-        | OtherRequestPermissionOutcome
-    ]
-):
-    root: _Annotated[
-        _Annotated[CancelledRequestPermissionOutcome, _Tag("cancelled")]
-        | _Annotated[SelectedRequestPermissionOutcome, _Tag("selected")]
-        | _Annotated[OtherRequestPermissionOutcome, _Tag("*")],
-        _acp_tag("outcome", ("cancelled", "selected"), "*"),
-        _Field(description="The outcome of a permission request."),
-    ]
-
-
-class SessionConfigOption(
-    _RootModel[SelectSessionConfigOption | BooleanSessionConfigOption | OtherSessionConfigOption]
-):
-    root: _Annotated[
-        _Annotated[SelectSessionConfigOption, _Tag("select")]
-        | _Annotated[BooleanSessionConfigOption, _Tag("boolean")]
-        | _Annotated[OtherSessionConfigOption, _Tag("*")],
-        _acp_tag("type", ("boolean", "select"), "*"),
-        _Field(description="A session configuration option selector and its current state."),
-    ]
-
-
-class SessionUpdate(
-    _RootModel[
-        UserMessageChunk
-        | AgentMessageChunk
-        | AgentThoughtChunk
-        | ToolCallSessionUpdate
-        | ToolCallUpdateSessionUpdate
-        | PlanSessionUpdate
-        | PlanUpdateSessionUpdate
-        | PlanRemovedSessionUpdate
-        | AvailableCommandsUpdateSessionUpdate
-        | CurrentModeUpdateSessionUpdate
-        | ConfigOptionUpdateSessionUpdate
-        | SessionInfoUpdateSessionUpdate
-        | UsageUpdateSessionUpdate
-        | NoticeSessionUpdate
-        | CompactionUpdateSessionUpdate
-        | CompactionSummaryChunkSessionUpdate
-        | SubagentUpdateSessionUpdate
-        | SessionMessageSessionUpdate
-        | SessionMessageChunkSessionUpdate
-        | OtherSessionUpdate
-    ]
-):
-    root: _Annotated[
-        _Annotated[UserMessageChunk, _Tag("user_message_chunk")]
-        | _Annotated[AgentMessageChunk, _Tag("agent_message_chunk")]
-        | _Annotated[AgentThoughtChunk, _Tag("agent_thought_chunk")]
-        | _Annotated[ToolCallSessionUpdate, _Tag("tool_call")]
-        | _Annotated[ToolCallUpdateSessionUpdate, _Tag("tool_call_update")]
-        | _Annotated[PlanSessionUpdate, _Tag("plan")]
-        | _Annotated[PlanUpdateSessionUpdate, _Tag("plan_update")]
-        | _Annotated[PlanRemovedSessionUpdate, _Tag("plan_removed")]
-        | _Annotated[AvailableCommandsUpdateSessionUpdate, _Tag("available_commands_update")]
-        | _Annotated[CurrentModeUpdateSessionUpdate, _Tag("current_mode_update")]
-        | _Annotated[ConfigOptionUpdateSessionUpdate, _Tag("config_option_update")]
-        | _Annotated[SessionInfoUpdateSessionUpdate, _Tag("session_info_update")]
-        | _Annotated[UsageUpdateSessionUpdate, _Tag("usage_update")]
-        | _Annotated[NoticeSessionUpdate, _Tag("notice")]
-        | _Annotated[CompactionUpdateSessionUpdate, _Tag("compaction_update")]
-        | _Annotated[CompactionSummaryChunkSessionUpdate, _Tag("compaction_summary_chunk")]
-        | _Annotated[SubagentUpdateSessionUpdate, _Tag("subagent_update")]
-        | _Annotated[SessionMessageSessionUpdate, _Tag("session_message")]
-        | _Annotated[SessionMessageChunkSessionUpdate, _Tag("session_message_chunk")]
-        | _Annotated[OtherSessionUpdate, _Tag("*")],
-        _acp_tag(
-            "sessionUpdate",
-            (
-                "agent_message_chunk",
-                "agent_thought_chunk",
-                "available_commands_update",
-                "compaction_summary_chunk",
-                "compaction_update",
-                "config_option_update",
-                "current_mode_update",
-                "notice",
-                "plan",
-                "plan_removed",
-                "plan_update",
-                "session_info_update",
-                "session_message",
-                "session_message_chunk",
-                "subagent_update",
-                "tool_call",
-                "tool_call_update",
-                "usage_update",
-                "user_message_chunk",
-            ),
-            "*",
-        ),
-        _Field(
-            description="Different types of updates that can be sent during session processing.\n\nThese updates provide real-time feedback about the agent's progress.\n\nSee protocol docs: [Agent Reports Output](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#3-agent-reports-output)"
-        ),
-    ]
-
-
-class SetSessionConfigOptionRequest(
-    _RootModel[BooleanSetSessionConfigOptionRequest | OtherSetSessionConfigOptionRequest | ValueId]
-):
-    root: _Annotated[
-        _Annotated[BooleanSetSessionConfigOptionRequest, _Tag("boolean")]
-        | _Annotated[OtherSetSessionConfigOptionRequest, _Tag("*")]
-        | _Annotated[ValueId, _Tag("-")],
-        _acp_tag("type", ("boolean",), "*", "-"),
-        _Field(description="Request parameters for setting a session configuration option."),
-    ]
-
-
-class StateUpdate(
-    _RootModel[
-        StateUpdateRunning
-        | StateUpdateIdle
-        | RequiresAction
-        | StateUpdateUnknown
-        | OtherStateUpdate
-    ]
-):
-    root: _Annotated[
-        _Annotated[StateUpdateRunning, _Tag("running")]
-        | _Annotated[StateUpdateIdle, _Tag("idle")]
-        | _Annotated[RequiresAction, _Tag("requires_action")]
-        | _Annotated[StateUpdateUnknown, _Tag("unknown")]
-        | _Annotated[OtherStateUpdate, _Tag("*")],
-        _acp_tag("state", ("idle", "requires_action", "running", "unknown"), "*"),
-        _Field(
-            description="**UNSTABLE**\n\nThis capability is not part of the spec yet, and may be removed or changed at any point.\n\nCurrent foreground-work state of a reusable child session.\n\nEach update is a whole-object snapshot. Idle does not terminate the child.\nThe parent can message it again, transitioning it back to running.\nBackground activity may still emit other session updates while idle."
-        ),
-    ]
-
-
-class ToolCallContent(
-    _RootModel[
-        ContentToolCallContent
-        | DiffToolCallContent
-        | TerminalToolCallContent
-        | OtherToolCallContent
-    ]
-):
-    root: _Annotated[
-        _Annotated[ContentToolCallContent, _Tag("content")]
-        | _Annotated[DiffToolCallContent, _Tag("diff")]
-        | _Annotated[TerminalToolCallContent, _Tag("terminal")]
-        | _Annotated[OtherToolCallContent, _Tag("*")],
-        _acp_tag("type", ("content", "diff", "terminal"), "*"),
-        _Field(
-            description="Content produced by a tool call.\n\nTool calls can produce different types of content including\nstandard content blocks (text, images) or file diffs.\n\nSee protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#content)"
-        ),
-    ]
-
-
-_acp_complete(globals())

@@ -26,9 +26,12 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy generator templates/runtime
 
-# Two workers; a module's tests run on one of them (its module fixtures built once, not
-# once a worker), the longest modules first (tests/durations.json): tests/conftest.py.
-XDIST := -n 2 --dist loadscope --no-loadscope-reorder
+# Three workers on the two cores: much of the suite waits (on agents, servers, pip, a
+# 35 s silence), and with two workers the cores were busy ~86% of the run (16.5 min; 14.2
+# with three, 2026-12-07). A module's tests run on one worker (its module fixtures built
+# once, not once a worker), the longest modules first (tests/durations.json):
+# tests/conftest.py.
+XDIST := -n 3 --dist loadscope --no-loadscope-reorder
 
 test: setup
 	$(BIN)/pytest -q $(XDIST)

@@ -227,11 +227,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _running["item"] = None
 
 
-# Two xdist workers (`make test`: `-n 2 --dist loadscope --no-loadscope-reorder`): the
+# Three xdist workers (`make test`: `-n 3 --dist loadscope --no-loadscope-reorder`): the
 # tests of a module (or of a class) run on one worker, so a fixture built once per module
 # (a generated project, the built wheel, a server) is built once, not once a worker. The
 # modules are handed out longest first by tests/durations.json (seconds a test, written
-# by `make test-durations`), so the two workers finish together instead of one starting a
+# by `make test-durations`), so the workers finish together instead of one starting a
 # long module when the other is done. (Not `loadgroup`: under pytest 9 xdist 3.8 cannot
 # rename a test to its group, and every test is then its own unit.)
 DURATIONS = REPO / "tests" / "durations.json"
@@ -247,7 +247,7 @@ def _recorded_durations() -> dict[str, float]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On a worker, the longest units first (both workers collect: they order alike); a
+    """On a worker, the longest units first (every worker collects: they order alike); a
     run in one process keeps the files' order."""
     if not hasattr(config, "workerinput"):
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# the generation itself, each run: not the models cache (`agentgen models` run again on
+# the same schema reads its output back from there)
+os.environ["AGENTGEN_MODELS_CACHE"] = "off"
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_SCHEMA = ROOT.parent / "shared" / "acp" / "v1" / "schema.unstable.json"

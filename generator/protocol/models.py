@@ -306,8 +306,9 @@ def _inline_base(code: str, unions: str, source_label: str) -> str:
     (`_definitions_first`). Annotations are evaluated as the classes are made (no
     `from __future__ import annotations`: pydantic would compile each one from its
     text, a fifth of the import) unless two classes name each other."""
-    ordered, acyclic = _definitions_first(code + unions, source_label)
-    tree = _parse(ordered, source_label)
+    tree = _parse(code + unions, source_label)
+    ordered, acyclic = _definitions_first(code + unions, tree)
+    # (the imports and the docstring are above the classes: where the parse found them)
     lines = ordered.splitlines(keepends=True)
     for node in reversed(tree.body):
         if isinstance(node, ast.ImportFrom) and node.module == BASE_MODULE:
@@ -331,14 +332,14 @@ def _parse(code: str, source_label: str) -> ast.Module:
         ) from None
 
 
-def _definitions_first(code: str, source_label: str) -> tuple[str, bool]:
+def _definitions_first(code: str, tree: ast.Module) -> tuple[str, bool]:
     """The classes after the module's last import, each after the classes it names
     (upstream order otherwise): a model is then complete when its class statement ends
     (its fields, aliases included, read from resolved annotations) though its validator
     is built only at first use (`AcpModel`); the tagged unions, rendered apart, land
     after their members and before their users. Classes that name each other (or
-    themselves) keep their order; False then: the module needs postponed annotations."""
-    tree = _parse(code, source_label)
+    themselves) keep their order; False then: the module needs postponed annotations.
+    `tree`: the parse of `code`; only the classes move."""
     imports = [
         i for i, node in enumerate(tree.body) if isinstance(node, ast.Import | ast.ImportFrom)
     ]
@@ -356,7 +357,7 @@ def _definitions_first(code: str, source_label: str) -> tuple[str, bool]:
         end = node.end_lineno or node.lineno
         texts[node.name] = "".join(lines[start:end])
         start = end
-        named[node.name] = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+        named[node.name] = [n.id for n in ast.walk(node) if type(n) is ast.Name]
     ordered: list[str] = []
     state: dict[str, bool] = {}  # False: being placed, True: placed
     acyclic = True

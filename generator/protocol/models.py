@@ -306,8 +306,9 @@ def _inline_base(code: str, unions: str, source_label: str) -> str:
     (`_definitions_first`). Annotations are evaluated as the classes are made (no
     `from __future__ import annotations`: pydantic would compile each one from its
     text, a fifth of the import) unless two classes name each other."""
-    tree = _parse(code + unions, source_label)
-    ordered, acyclic = _definitions_first(code + unions, tree)
+    whole = code + unions
+    tree = _parse(whole, source_label)
+    ordered, acyclic = _definitions_first(whole, tree)
     # (the imports and the docstring are above the classes: where the parse found them)
     lines = ordered.splitlines(keepends=True)
     for node in reversed(tree.body):

@@ -82,12 +82,7 @@ def generated(shared_acp: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
         name = "acp_models_" + rev.replace("-", "_")
         path = out_dir / f"{name}.py"
         path.write_text(source)
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        result[rev] = Generated(rev, schema, source, module, path)
+        result[rev] = Generated(rev, schema, source, _load_path(name, path), path)
     return result
 
 
@@ -116,12 +111,8 @@ def test_models_are_built_at_first_use_with_their_fields_read_at_import(
     (classes after the classes they name): `model_fields` is right before first use."""
     g = generated[rev]
     name = f"acp_models_fresh_{rev.replace('-', '_')}"
-    spec = importlib.util.spec_from_file_location(name, g.path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        mod = _load_path(name, g.path)
         ours = [
             v
             for v in vars(mod).values()
@@ -153,14 +144,8 @@ def test_a_model_that_names_itself_keeps_postponed_annotations(tmp_path: Path) -
         source = generate_models({"$defs": defs}, source_label="a tree")
         assert ("from __future__ import annotations" in source) is postponed
         name = f"acp_tree_{postponed}"
-        path = tmp_path / f"{name}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
         try:
-            spec.loader.exec_module(mod)
+            mod = _load_source(name, source, tmp_path)
             if postponed:
                 tree = mod.Node.model_validate({"name": "a", "children": [{"name": "b"}]})
                 assert tree.children[0].name == "b"
@@ -245,6 +230,12 @@ def test_required_nullable_fields_stay_required(generated: dict[str, Generated],
 def _load_source(name: str, source: str, tmp_path: Path) -> ModuleType:
     path = tmp_path / f"{name}.py"
     path.write_text(source)
+    return _load_path(name, path)
+
+
+def _load_path(name: str, path: Path) -> ModuleType:
+    """The module at `path`, imported as `name` (in sys.modules: pydantic resolves its
+    models' names there)."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -70,7 +70,7 @@ def _spans() -> list[spans.Span]:
         tracer.start(served, REMOTE),
         tracer.start(turned, None, (("acp.session_id", "sess_1"),)) as turn,
     ):
-        with tracer.start(stored, None, (("acp.store.op", "save"),), True):
+        with tracer.start(stored, None, (("acp.store.op", "save"),)):
             pass
         turn.set_stop_reason("end_turn")
         turn.set_status(StatusCode.ERROR, "ValueError")
@@ -557,12 +557,12 @@ def test_another_tracers_spans_and_the_runtimes_nest_both_ways(
     kept: list[spans.Span] = []
     tracer = spans.Tracer(sampling.DEFAULT_ON, kept.append)
     shape = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)
-    leaf = spans.Shape("fs/read_text_file", SpanKind.CLIENT, spans.CALL)
+    leaf = spans.Shape("fs/read_text_file", SpanKind.CLIENT, spans.CALL, leaf=True)
     taken: list[Any] = []
     with tracer.start(shape) as turn:
         assert trace.get_current_span() is turn
         with sdk.start_as_current_span("model run") as model:
-            with tracer.start(leaf, None, None, True):
+            with tracer.start(leaf):
                 pass
             with tracer.start(shape) as inner:
                 assert trace.get_current_span() is inner
@@ -570,14 +570,14 @@ def test_another_tracers_spans_and_the_runtimes_nest_both_ways(
                     pass
             assert trace.get_current_span() is model
         assert trace.get_current_span() is turn
-        with tracer.start(leaf, None, None, True):
+        with tracer.start(leaf):
             pass
         taken.append(otel_context.get_current())
 
     def elsewhere() -> None:
         token = otel_context.attach(taken[0])
         try:
-            with tracer.start(leaf, None, None, True):
+            with tracer.start(leaf):
                 pass
         finally:
             otel_context.detach(token)
@@ -608,13 +608,13 @@ def test_a_group_folds_as_its_spans_recorded_one_at_a_time() -> None:
     )
     by_one = tally.Tally(otel.INSTRUMENTS, {}, {})
     try:
-        shape = spans.Shape("store save_turn", SpanKind.CLIENT, spans.STORE, "save_turn")
+        shape = spans.Shape("store save_turn", SpanKind.CLIENT, spans.STORE, "save_turn", leaf=True)
         bounds = otel.INSTRUMENTS["acp.store.duration"][3]
         took = [round(b * 1e9) + d for b in bounds for d in (-1, 0, 1)] + [10**13, 0, 7]
         for durations in (took, [12_345]):
             group = []
             for ns in durations:
-                s = spans.Tracer(None, None).start(shape, None, None, True)
+                s = spans.Tracer(None, None).start(shape)
                 s.start, s.end_ns = 1_000, 1_000 + ns
                 group.append(s)
                 key = (spans.STORE, "save_turn", "ok")

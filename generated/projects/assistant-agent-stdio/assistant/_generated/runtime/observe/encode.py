@@ -11,7 +11,6 @@ what the SDK's own encoder writes for the same spans.  Imports nothing of OpenTe
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -108,20 +107,21 @@ KIND = [b"", b"\x30\x01", b"\x30\x02", b"\x30\x03", b"\x30\x04", b"\x30\x05"]
 # trace_id (1, 16 bytes), span_id (2, 8 bytes), [parent_span_id (4, 8 bytes)], start and
 # end (7, 8): a span's ids (the trace id's bytes; the span ids kept as the ints whose
 # little-endian bytes are the wire's) and times, with their tags (0A 10, 12 08, 22 08, 39,
-# 41: written as the little-endian 0x100A, 0x0812, 0x0822, 0x39, 0x41), in one struct
-# after the rest of the span's frame (`spans`)
-ROOT = "H16sHQBQBQ"
-CHILD = "H16sHQHQBQBQ"
+# 41: the trace id's tag ends the bytes before them; the others written as the
+# little-endian 0x0812, 0x0822, 0x39, 0x41), in one struct after the rest of the span's
+# frame (`spans`)
+ROOT = "16sHQBQBQ"
+CHILD = "16sHQHQBQBQ"
 
 
-def spans(fields: bytes, ids: str) -> Callable[..., bytes]:
-    """What packs a span's frame: its head, `fields` (the span's fields but its ids and
-    times), then its ids and times (`ids`: ROOT or CHILD; given from the trace id on)."""
-    size = len(fields) + struct.calcsize("<" + ids)
-    head = b"\x12" + varint(size)
-    return functools.partial(
-        struct.Struct(f"<{len(head) + len(fields)}s{ids}").pack, head + fields, 0x100A
-    )
+def spans(fields: bytes, ids: str) -> tuple[bytes, Callable[..., bytes]]:
+    """What a span's frame is packed from: the bytes before its ids (its head, `fields`:
+    the span's fields but its ids and times, the trace id's tag), and the struct's `pack`
+    that writes them and its ids and times (`ids`: ROOT or CHILD), called as
+    `pack(before, trace_id, ...)`: a call with no more arguments than the struct's."""
+    size = len(fields) + 2 + struct.calcsize("<" + ids)
+    before = b"\x12" + varint(size) + fields + b"\x0a\x10"
+    return before, struct.Struct(f"<{len(before)}s{ids}").pack
 
 
 def status(code: int, message: str) -> bytes:

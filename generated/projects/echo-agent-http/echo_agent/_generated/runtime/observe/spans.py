@@ -108,9 +108,11 @@ class Shape:
     """What the spans of one combination share, made once: their name, kind, what they
     record (REQUEST, STORE, ...) and its key (the method, the operation), their fixed
     attributes, and all of that OTLP-encoded (`head`).  `named`: the attribute the span's
-    own key is written as when it ends (a turn's stop reason), if any."""
+    own key is written as when it ends (a turn's stop reason), if any.  A `leaf` span is
+    never made current (a store call, a request to the peer: nothing runs under it that
+    starts a span): its `with` block only ends it."""
 
-    __slots__ = ("attrs", "head", "key", "kind", "name", "named", "what")
+    __slots__ = ("attrs", "head", "key", "kind", "leaf", "name", "named", "what")
 
     def __init__(
         self,
@@ -120,8 +122,11 @@ class Shape:
         key: Any = None,
         attrs: Attrs = (),
         named: str | None = None,
+        *,
+        leaf: bool = False,
     ) -> None:
         self.name = name
+        self.leaf = leaf
         self.kind = kind
         self.what = what
         self.key = key
@@ -147,7 +152,9 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     of the runtime's, another's SpanContext, a remote one, or None for a root), ids,
     times, its own attributes (`extra`), and `failure` (its status code and message, and
     the JSON-RPC code of the exception that ended it) when it failed; a `with` block
-    around the work it records, current within it (a `Leaf` never is).  `key` is what its
+    around the work it records, current within it (unless its shape is a `leaf`).  One
+    type for every span: each attribute read and written where spans pass stays
+    specialized to it.  `key` is what its
     metrics are kept by (its shape's, or a turn's stop reason).  Its ids are kept as the
     wire has them (`tid`: the trace id's bytes; `sid`, `psid`: the ints whose little-endian
     bytes are its and its parent's span id, 0 for none), packed with the times in one
@@ -241,6 +248,8 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     # ---- the work it records -----------------------------------------------------------
     def __enter__(self) -> Self:
         # made current: the spans started within are its children
+        if self.shape.leaf:
+            return self
         if _VAR is not None:  # with the context it began in (see `_Runtime`)
             self.token = _CURRENT.set((self, _VAR.get()))
         else:
@@ -248,13 +257,16 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if _VAR is None:
-            otel_context.detach(self.token)
-        else:
-            try:
-                _CURRENT.reset(self.token)
-            except ValueError:  # made in another context (never by the runtime's hooks)
-                log.debug("a span's context was left from another context")
+        token = self.token
+        if token is not None:  # (let go at once: nothing of it waits with the span)
+            self.token = None
+            if _VAR is None:
+                otel_context.detach(token)
+            else:
+                try:
+                    _CURRENT.reset(token)
+                except ValueError:  # made in another context (never by the runtime's hooks)
+                    log.debug("a span's context was left from another context")
         if exc is not None:
             self.failed(exc)
         self.end_ns = _time()
@@ -327,7 +339,9 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     def update_name(self, name: str) -> None:
         if self.is_recording():
             old = self.shape
-            self.shape = Shape(name, old.kind, old.what, old.key, old.attrs, old.named)
+            self.shape = Shape(
+                name, old.kind, old.what, old.key, old.attrs, old.named, leaf=old.leaf
+            )
 
     def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         """The runtime's spans carry no events (nothing of the runtime adds one)."""
@@ -340,24 +354,6 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
             self.end_ns = end_time or _time()
             if self.sink is not None:
                 self.sink(self)
-
-
-class Leaf(Span):
-    """A span never made current (a store call, a request to the peer: nothing runs under
-    it that starts a span): its `with` block only ends it."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if exc is not None:
-            self.failed(exc)
-        self.end_ns = _time()
-        sink = self.sink
-        if sink is not None:
-            sink(self)
 
 
 _new = object.__new__
@@ -413,10 +409,8 @@ class Tracer:
         shape: Shape,
         remote: SpanContext | None = None,
         extra: tuple[tuple[str, Any], ...] | None = None,
-        leaf: bool = False,
     ) -> Span:
-        """A started span (a `with` block ends it).  `extra`: the span's own attributes; a
-        `leaf` is never made current."""
+        """A started span (a `with` block ends it).  `extra`: the span's own attributes."""
         batch = self.batch
         if len(batch.queue) >= batch.limit:  # a batch is full (or the queue past its bound)
             batch.full()
@@ -428,7 +422,7 @@ class Tracer:
             parent = current if ctx is base else ctx.get(_KEY)
         else:
             parent = trace.get_current_span()
-        span = _new(Leaf if leaf else Span)
+        span = _new(Span)
         if type(parent) is Span:
             span.tid = parent.tid
             span.psid = parent.sid
@@ -468,6 +462,7 @@ class Tracer:
         span.key = shape.key
         span.sink = self.sinks[flags]
         span.failure = None
+        span.token = None
         span.start = _time()
         return span
 

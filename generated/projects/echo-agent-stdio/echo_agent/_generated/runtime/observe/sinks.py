@@ -10,7 +10,7 @@ import collections
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from itertools import compress, islice
+from itertools import compress, repeat, starmap
 from operator import attrgetter
 from typing import Any
 
@@ -19,6 +19,11 @@ from .spans import SCOPE, Span, readable
 
 log = logging.getLogger("acp.runtime.observe")
 _FLAGS = attrgetter("flags")
+# The queue's length at which the thread takes what is queued (folded, encoded: the spans
+# freed), whatever the export batch's size: a span is an object the collector tracks, and
+# a batch's 512 of them, with what a program allocates meanwhile, would start the
+# collector's young collections (and every tenth, a walk of the older objects)
+TAKE_AT = 128
 
 
 def encoded(span: Span) -> bytes:
@@ -27,14 +32,13 @@ def encoded(span: Span) -> bytes:
 
 
 # What the spans of one combination (shape, own attributes, key, failure, trace state, a
-# parent from the peer: `_COMBINATION`, read in C) share: the bytes of their frame but
+# parent from the peer: `taken` reads them) share: the bytes of their frame but
 # for their ids and times (its head, then name, kind, attributes, trace state, status,
 # flags: a message's fields may come in any order, its ids and times last), packed with
-# those by one struct (`encode.spans`) for a root and one for a child; and the list their
-# metrics are folded from (one a shape, key and failure: `taken`).  Made once, on the
-# export thread.
-_COMBINATION = attrgetter("shape", "extra", "key", "failure", "state", "peer")
-Made = tuple[Callable[..., bytes], Callable[..., bytes], list[Span]]
+# those by one struct (`encode.spans`: the bytes and the struct's pack) for a root and
+# one for a child; and the list their metrics are folded from (one a shape, key and
+# failure: `taken`).  Made once, on the export thread.
+Made = tuple[bytes, Callable[..., bytes], bytes, Callable[..., bytes], list[Span]]
 _made: dict[tuple[Any, ...], Made] = {}
 _groups: dict[tuple[Any, ...], list[Span]] = {}
 
@@ -55,7 +59,7 @@ def _make(combination: tuple[Any, ...]) -> Made:
     if len(_groups) >= encode.MAX_CACHED:
         _groups.clear()  # (every group is empty between two takes)
     group = _groups.setdefault((shape, key, failure), [])
-    made = (encode.spans(tail, encode.ROOT), encode.spans(tail, encode.CHILD), group)
+    made = (*encode.spans(tail, encode.ROOT), *encode.spans(tail, encode.CHILD), group)
     if len(_made) >= encode.MAX_CACHED:
         _made.clear()
     _made[combination] = made
@@ -76,14 +80,14 @@ def taken(
     encoded (`encoding`) as `encoded_batch` has it."""
     out: list[bytes] = []
     touched: list[list[Span]] = []
-    made, append, touch, combined = _made, out.append, touched.append, _COMBINATION
-    for s in batch:
-        combination = combined(s)
+    made, append, touch = _made, out.append, touched.append
+    for s in batch:  # (its fields read here: each read specialized to the one Span type)
+        combination = (s.shape, s.extra, s.key, s.failure, s.state, s.peer)
         found = made.get(combination)
         if found is None:
             found = _make(combination)
         if grouped:
-            group = found[2]
+            group = found[4]
             if not group:
                 touch(group)
             group.append(s)
@@ -91,9 +95,13 @@ def taken(
             continue
         psid = s.psid
         if psid:
-            append(found[1](s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns))
+            pack = found[3]
+            append(
+                pack(found[2], s.tid, 0x0812, s.sid, 0x0822, psid, 0x39, s.start, 0x41, s.end_ns)
+            )
         else:
-            append(found[0](s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
+            pack = found[1]
+            append(pack(found[0], s.tid, 0x0812, s.sid, 0x39, s.start, 0x41, s.end_ns))
     return touched, out
 
 
@@ -139,14 +147,14 @@ class OtlpSpans(SdkSpans):
 
 class Batch:
     """Ended spans queued on the event loop (a deque: no lock) and taken from a thread as
-    soon as a batch is full (`OTEL_BSP_*`), every `delay` seconds, and at stop: their
-    metrics folded (`fold`: every span, sampled or not; a group of spans of one shape,
-    key and failure at a time), the sampled ones exported in batches; past `max_queue`
-    the loop takes them itself (the thread is behind: a slow collector), so that neither
-    memory nor a metric is lost to a collector that does not answer.  When every
-    export posts OTLP (`OtlpSpans`), a span is encoded as it is taken, in the same pass.
-    What reads the metrics takes what is queued first (`take`), so a scrape is never
-    behind."""
+    soon as `TAKE_AT` are queued, every `delay` seconds, and at stop: their metrics
+    folded (`fold`: every span, sampled or not; a group of spans of one shape, key and
+    failure at a time), the sampled ones exported in batches (`OTEL_BSP_*`); past
+    `max_queue` the loop takes them itself (the thread is behind: a slow collector), so
+    that neither memory nor a metric is lost to a collector that does not answer.  When
+    every export posts OTLP (`OtlpSpans`), a span is encoded as it is taken, in the same
+    pass.  What reads the metrics takes what is queued first (`take`), so a scrape is
+    never behind."""
 
     def __init__(
         self,
@@ -162,8 +170,8 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
-        # the queue's length at which a tracer calls `full`: a batch (back to it each take)
-        self.batch_limit = self.limit = min(max_batch, max_queue + 1)
+        # the queue's length at which a tracer calls `full` (back to it each take)
+        self.batch_limit = self.limit = min(max_batch, max_queue + 1, TAKE_AT)
         # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
@@ -184,7 +192,7 @@ class Batch:
             self.full()
 
     def full(self) -> None:
-        """The queue holds a batch (a tracer looks before each span it starts): the thread
+        """The queue holds `TAKE_AT` (a tracer looks before each span it starts): the thread
         is woken once, then nothing more is asked until the queue is past its bound; then
         the thread is behind (a slow collector) and the loop takes the spans itself."""
         if len(self.queue) > self.max_queue:
@@ -199,7 +207,7 @@ class Batch:
         queue, outbox = self.queue, self.outbox
         with self.lock:
             # (popped in C while the loop may append; one taker at a time: the lock)
-            spans = list(islice(iter(queue.popleft, None), len(queue)))
+            spans = list(starmap(queue.popleft, repeat((), len(queue))))
             self.limit = self.batch_limit
             if not spans:
                 return
@@ -238,7 +246,7 @@ class Batch:
         self.take()
         outbox, size = self.outbox, self.max_batch
         while len(outbox) >= size or (everything and outbox):
-            batch = list(islice(iter(outbox.popleft, None), min(size, len(outbox))))
+            batch = list(starmap(outbox.popleft, repeat((), min(size, len(outbox)))))
             for export in self.exports:
                 try:
                     if self.encoding:

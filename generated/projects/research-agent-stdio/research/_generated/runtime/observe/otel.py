@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
-import operator
 import os
 import sys
 import weakref
@@ -118,7 +117,6 @@ def _store_op(op: Any, calls: Any) -> str:
 
 
 _MISSING: Any = object()
-_START, _END = operator.attrgetter("start"), operator.attrgetter("end_ns")
 _COUNT = 2  # the length of a count's point in the tally (a histogram's is longer)
 
 
@@ -313,7 +311,7 @@ class Telemetry:
                 if bounds is None:  # a count
                     point[1] += len(group)
                     continue
-                values = list(map(operator.sub, map(_END, group), map(_START, group)))  # ns
+                values = [s.end_ns - s.start for s in group]  # ns
                 values.sort()  # a bucket's count: where its bound falls in them
                 point[1] += len(values)
                 point[2] += sum(values) / 1e9
@@ -420,13 +418,13 @@ class Telemetry:
         shape = self.sent.get(method)
         if shape is None:
             attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method))
-            shape = spans.Shape(method, _CLIENT, CALL, method, attrs)
+            shape = spans.Shape(method, _CLIENT, CALL, method, attrs, leaf=True)
             if len(self.sent) < MAX_CACHED:
                 self.sent[method] = shape
         own = None
         if type(params) is dict and type(params.get("sessionId")) is str:
             own = self._session(params["sessionId"])
-        span = self.tracer.start(shape, None, own, True)
+        span = self.tracer.start(shape, None, own)
         if span.flags and self.tracer.exports and type(params) is dict:  # the frame: later
             ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
             carrier = {"traceparent": f"00-{ids}"}
@@ -467,10 +465,11 @@ class Telemetry:
         shape = self.stored.get(code)
         if shape is None:
             name = _store_op(op, calls)
-            shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, (("acp.store.op", name),))
+            attrs = (("acp.store.op", name),)
+            shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, attrs, leaf=True)
             if len(self.stored) < MAX_CACHED:
                 self.stored[code] = shape
-        return self.tracer.start(shape, None, None, True)
+        return self.tracer.start(shape)
 
     def queued(self) -> contextlib.AbstractContextManager[Any]:
         """A prompt waiting for its session's turn (counted while it waits)."""

@@ -177,7 +177,7 @@ class Telemetry:
         # the spans' shapes (spans.Shape), made once per combination
         self.served: dict[tuple[str, int], tuple[Any, spans.Shape]] = {}  # method, facts
         self.sent: dict[str, spans.Shape] = {}  # by method
-        self.stored: dict[Any, spans.Shape] = {}  # by the `durably` lambda's code
+        self.stored: dict[int, tuple[Any, spans.Shape]] = {}  # by the `durably` lambda's code
         self.tools: dict[tuple[str, str], spans.Shape] = {}
         self.sessions: dict[str, tuple[tuple[str, Any], ...]] = {}  # an id's attribute
         self.turned = spans.Shape("acp.turn", _INTERNAL, TURN, None, (), "acp.stop_reason")
@@ -462,13 +462,14 @@ class Telemetry:
     def store(self, op: Any, calls: Any) -> spans.Span:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
         code = getattr(op, "__code__", None)
-        shape = self.stored.get(code)
-        if shape is None:
-            name = _store_op(op, calls)
-            attrs = (("acp.store.op", name),)
-            shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, attrs, leaf=True)
-            if len(self.stored) < MAX_CACHED:
-                self.stored[code] = shape
+        found = self.stored.get(id(code))  # (a code object's hash is of all it holds)
+        if found is not None and found[0] is code:
+            return self.tracer.start(found[1])
+        name = _store_op(op, calls)
+        attrs = (("acp.store.op", name),)
+        shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, attrs, leaf=True)
+        if len(self.stored) < MAX_CACHED:
+            self.stored[id(code)] = (code, shape)  # (the code is held: its id is its own)
         return self.tracer.start(shape)
 
     def queued(self) -> contextlib.AbstractContextManager[Any]:

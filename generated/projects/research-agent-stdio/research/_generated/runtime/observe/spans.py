@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import random
+import os
+import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Self
@@ -36,7 +37,6 @@ KINDS = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3}  # the pr
 _NO_STATE = TraceState()
 _in_context = trace.set_span_in_context
 _time = time.time_ns
-_bits = random.getrandbits
 _Context = otel_context.Context
 _KEY: str = getattr(trace.propagation, "_SPAN_KEY", "")
 # OpenTelemetry's context is a ContextVar holding a `Context` (a dict) behind `attach` and
@@ -148,18 +148,17 @@ def wire64(n: int) -> int:
 # without the `otel` extra (a project type-checked with only its test extra) the
 # OpenTelemetry API is Any to mypy: both cases are clean
 class Span(trace.Span):  # type: ignore[misc,unused-ignore]
-    """One span of the runtime's (`Tracer.start` makes it): its shape, its parent (a Span
-    of the runtime's, another's SpanContext, a remote one, or None for a root), ids,
-    times, its own attributes (`extra`), and `failure` (its status code and message, and
-    the JSON-RPC code of the exception that ended it) when it failed; a `with` block
-    around the work it records, current within it (unless its shape is a `leaf`).  One
-    type for every span: each attribute read and written where spans pass stays
-    specialized to it.  `key` is what its
-    metrics are kept by (its shape's, or a turn's stop reason).  Its ids are kept as the
-    wire has them (`tid`: the trace id's bytes; `sid`, `psid`: the ints whose little-endian
-    bytes are its and its parent's span id, 0 for none), packed with the times in one
-    struct; `trace_id` and `span_id` are the API's.  `state`: the trace state's header
-    ("": none); `peer`: the parent came from the peer (a traceparent)."""
+    """One span of the runtime's (`Tracer.start` makes it): its shape, ids, times, its own
+    attributes (`extra`), and `failure` (its status code and message, and the JSON-RPC
+    code of the exception that ended it) when it failed; a `with` block around the work
+    it records, current within it (unless its shape is a `leaf`).  One type for every
+    span: each attribute read and written where spans pass stays specialized to it.
+    `key` is what its metrics are kept by (its shape's, or a turn's stop reason).  Its
+    ids are kept as the wire has them (`tid`: the trace id's bytes; `sid`, `psid`: the
+    ints whose little-endian bytes are its and its parent's span id, 0 for a root),
+    packed with the times in one struct; `trace_id`, `span_id` and `parent_id` are the
+    API's.  `state`: the trace state's header ("": none); `peer`: the parent came from
+    the peer (a traceparent)."""
 
     __slots__ = (
         "_context",
@@ -168,7 +167,6 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         "failure",
         "flags",
         "key",
-        "parent",
         "peer",
         "psid",
         "shape",
@@ -180,7 +178,6 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         "token",
     )
     shape: Shape
-    parent: Any
     tid: bytes
     sid: int
     psid: int
@@ -215,7 +212,7 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
 
     @property
     def parent_id(self) -> int:
-        return self.parent.span_id if self.parent is not None else 0
+        return wire64(self.psid) if self.psid else 0
 
     @property
     def remote(self) -> bool:
@@ -357,6 +354,49 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
 
 
 _new = object.__new__
+_next = next
+# Ids come from the system's random bytes (`os.urandom`), many at a time: a span id an
+# unsigned 64-bit int of a memoryview's (read in C: a third of `getrandbits(64)`), a
+# trace id 16 bytes of a struct's `iter_unpack`; none all zeros (a pool that had one is
+# drawn again)
+IDS = 4096  # ids drawn at a time
+
+
+def _random_bytes(size: int) -> bytes:
+    while True:
+        got = os.urandom(size * IDS)
+        if bytes(size) not in got:
+            return got
+
+
+def _span_pool() -> Iterator[int]:
+    return iter(memoryview(_random_bytes(8)).cast("Q"))
+
+
+def _trace_pool() -> Iterator[tuple[bytes]]:
+    return struct.Struct("16s").iter_unpack(_random_bytes(16))
+
+
+_POOLS = {"_span_ids": _span_pool, "_trace_ids": _trace_pool}
+
+
+def _new_ids(name: str) -> Any:
+    """The next id of a fresh pool (`name`: `_span_ids` or `_trace_ids`, drawn out)."""
+    fresh = globals()[name] = _POOLS[name]()
+    return _next(fresh)
+
+
+_span_ids = _span_pool()
+_trace_ids = _trace_pool()
+
+
+def _after_fork() -> None:
+    """A forked process draws its own ids (never its parent's pool)."""
+    for name, pool in _POOLS.items():
+        globals()[name] = pool()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class _Unwatched:
@@ -440,7 +480,10 @@ class Tracer:
                 flags = parent.trace_flags & 1
             else:  # a root: a new trace
                 parent = None
-                span.tid = (_bits(128) or 1).to_bytes(16, "little")
+                try:
+                    span.tid = _next(_trace_ids)[0]
+                except StopIteration:
+                    span.tid = _new_ids("_trace_ids")[0]
                 span.psid = 0
                 span.state = ""
                 span.peer = False
@@ -454,9 +497,11 @@ class Tracer:
             else:
                 flags, state = self._ask(parent, span.trace_id, shape, extra)
                 span.state = state.to_header() if state else ""
-        span.parent = parent
         span.shape = shape
-        span.sid = _bits(64) or 1
+        try:
+            span.sid = _next(_span_ids)
+        except StopIteration:
+            span.sid = _new_ids("_span_ids")
         span.flags = flags
         span.extra = extra
         span.key = shape.key

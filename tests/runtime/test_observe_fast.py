@@ -671,3 +671,51 @@ def test_a_collector_that_does_not_answer_costs_neither_memory_nor_metrics(
     assert sum(folded) == 200  # every span counted
     dropped = sum(int(m.split()[0]) for m in caplog.messages if "spans dropped" in m)
     assert dropped > 0 and sum(map(len, export.batches)) + dropped == 200
+
+
+def test_ids_are_unique_nonzero_and_a_forked_process_draws_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Span and trace ids come from pools of random bytes drawn many at a time: across
+    several pools (drawn small here) every id is distinct and none is zero; a pool with
+    an all-zero id in it is drawn again; a forked child does not reuse its parent's pool
+    (the parent's next ids and the child's differ)."""
+    import os
+
+    monkeypatch.setattr(spans, "IDS", 5)
+    real, drawn = os.urandom, []
+
+    def urandom(n: int) -> bytes:  # the first pool of span ids holds an all-zero one
+        drawn.append(n)
+        return bytes(8) + real(n - 8) if drawn.count(40) == 1 and n == 40 else real(n)
+
+    monkeypatch.setattr(spans.os, "urandom", urandom)
+    monkeypatch.setattr(spans, "_span_ids", iter(()))  # drawn out: the next span draws
+    monkeypatch.setattr(spans, "_trace_ids", iter(()))
+    tracer = spans.Tracer(sampling.DEFAULT_ON, None)
+    shape = spans.Shape("acp.turn", SpanKind.INTERNAL, spans.TURN)
+    roots = [tracer.start(shape) for _ in range(23)]
+    monkeypatch.setattr(spans.os, "urandom", real)
+    assert drawn.count(40) == 6 and drawn.count(80) == 5  # the zero one's pool drawn again
+    span_ids = [s.span_id for s in roots]
+    trace_ids = [s.trace_id for s in roots]
+    assert len(set(span_ids)) == len(span_ids) and 0 not in span_ids
+    assert len(set(trace_ids)) == len(trace_ids) and 0 not in trace_ids
+    assert all(len(s.tid) == 16 for s in roots)
+    with tracer.start(shape) as parent:
+        child = tracer.start(shape)
+    assert (child.tid, child.parent_id) == (parent.tid, parent.span_id)
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next span id and trace id, then gone
+        s = tracer.start(shape)
+        os.write(write, f"{s.span_id} {s.trace_id}".encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    theirs = os.read(read, 200).decode().split()
+    os.close(read)
+    ours = tracer.start(shape)
+    assert [int(x) for x in theirs] != [ours.span_id, ours.trace_id]
+    assert int(theirs[0]) != ours.span_id and int(theirs[1]) != ours.trace_id

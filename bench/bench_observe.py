@@ -17,7 +17,11 @@ median of a difference of two noisy runs moved by +-30% from run to run).
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
         [--model-only] [--echo-only] [--model-rev REV] [--instructions]
-        [--instruction-prompts N]
+        [--instruction-prompts N] [--by-thread]
+
+``--by-thread``: the instructions of an echo prompt off and on, the event loop's thread
+and the other threads' (the export thread, the metrics thread, the store's executor)
+apart (callgrind's `--separate-threads=yes`; one run of N and one of 2N prompts each).
 
 ``--instructions``: instead, the instructions each agent executes per echo prompt, counted
 by valgrind (Debian's package), which a loaded machine does not move: the same ratios
@@ -260,6 +264,58 @@ def instructions(pkg: str, env: dict[str, str], load: list[str], tmp: Path) -> i
     return int(summary.split()[1])
 
 
+def thread_instructions(
+    pkg: str, env: dict[str, str], load: list[str], tmp: Path
+) -> tuple[int, int]:
+    """The instructions of one acpbench run by thread (callgrind `--separate-threads=yes`):
+    the main thread's (the event loop's) and the others' (the export and metrics threads,
+    the executor's that the store uses) summed."""
+    out = tmp / f"callgrind-{pkg}-{'-'.join(load)}"
+    db = tmp / f"{pkg}-threads.db"
+    for stale in [*db.parent.glob(f"{db.name}*"), *out.parent.glob(f"{out.name}*")]:
+        stale.unlink()
+    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}"]
+    b._acpbench(
+        ["--timeout", "600", *load], [*cmd, b.PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)}
+    )
+    main, others = 0, 0
+    for part in sorted(out.parent.glob(f"{out.name}-*")):
+        lines = part.read_text().splitlines()
+        total = next(int(line.split()[1]) for line in lines if line.startswith("summary:"))
+        if part.name.endswith("-01"):
+            main = total
+        else:
+            others += total
+        part.unlink()
+    return main, others
+
+
+def thread_rows(
+    agents: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace, tmp: Path
+) -> None:
+    """Per echo prompt, by thread: the event loop's instructions and the other threads'
+    (runs of 2N less N prompts, over N; `--instruction-prompts` N, one run each)."""
+    print(f"{'load':<16}{'agent':<8}{'event loop':>12}{'other threads':>15}{'whole':>10}")
+    slow = {
+        "PYTHONHASHSEED": "0",
+        "OTEL_BSP_SCHEDULE_DELAY": "3600000",
+        "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+    }
+    for label, args in INSTRUCTION_LOADS:
+        if opts.load and label not in opts.load:
+            continue
+        at = args.index("--prompts") + 1
+        n = opts.instruction_prompts
+        single = [*args[:at], str(n), *args[at + 1 :]]
+        double = [*args[:at], str(2 * n), *args[at + 1 :]]
+        for name in ("off", "on"):
+            pkg, env = agents[name]
+            one = thread_instructions(pkg, {**env, **slow}, single, tmp)
+            two = thread_instructions(pkg, {**env, **slow}, double, tmp)
+            loop, rest = ((two[i] - one[i]) / n for i in (0, 1))
+            print(f"{label:<16}{name:<8}{loop:>12,.0f}{rest:>15,.0f}{loop + rest:>10,.0f}")
+
+
 def instruction_rows(
     agents: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace, tmp: Path
 ) -> None:
@@ -350,6 +406,12 @@ def main() -> int:
         help="N of the runs of N and 2N prompts --instructions counts (more: less of a run's"
         " start-up in the difference)",
     )
+    ap.add_argument(
+        "--by-thread",
+        action="store_true",
+        help="only the echo prompt's instructions off and on, the event loop's thread and the"
+        " others' apart (callgrind)",
+    )
     opts = ap.parse_args()
     rev = opts.rev or before_observe()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
@@ -401,6 +463,10 @@ def main() -> int:
             f"{b.commit()} against {rev}, load average {b.loadavg()} before, "
             f"median of {opts.rounds} interleaved rounds"
         )
+        if opts.by_thread:
+            thread_rows(agents, opts, root)
+            server.shutdown()
+            return 0
         if opts.instructions:
             instruction_rows(agents, opts, root)
             server.shutdown()

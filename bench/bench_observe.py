@@ -51,6 +51,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -248,46 +249,68 @@ INSTRUCTION_LOADS = [
 ]
 
 
-def instructions(pkg: str, env: dict[str, str], load: list[str], tmp: Path) -> int:
-    """The instructions the agent process executed in one acpbench run, counted by
-    valgrind (Debian's `valgrind`: cachegrind, no cache simulation)."""
-    out = tmp / f"cachegrind-{pkg}-{'-'.join(load)}"
+# what a run under valgrind is given: the hash seed fixed, and the exports' timers past its
+# end (a run is ~50x slower: only full batches are posted, as at full speed)
+SLOW = {
+    "PYTHONHASHSEED": "0",
+    "OTEL_BSP_SCHEDULE_DELAY": "3600000",
+    "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+}
+
+
+def instruction_loads(opts: argparse.Namespace) -> Iterator[tuple[str, list[str], list[str]]]:
+    """The loads `--instructions` and `--by-thread` count (`--load` picks): each label,
+    its run of N prompts and of 2N (`--instruction-prompts` N)."""
+    n = opts.instruction_prompts
+    for label, args in INSTRUCTION_LOADS:
+        if opts.load and label not in opts.load:
+            continue
+        at = args.index("--prompts") + 1
+        yield (
+            label,
+            [*args[:at], str(n), *args[at + 1 :]],
+            [*args[:at], str(2 * n), *args[at + 1 :]],
+        )
+
+
+def summaries(
+    pkg: str, env: dict[str, str], load: list[str], tmp: Path, tool: list[str]
+) -> list[int]:
+    """The instructions the agent process executed in one acpbench run under valgrind
+    (Debian's `valgrind`; `tool`: its tool and options), one a thread when the tool writes a
+    file a thread (callgrind `--separate-threads=yes`: the main thread's first)."""
+    out = tmp / f"valgrind-{pkg}-{'-'.join(load)}"
     db = tmp / f"{pkg}-instructions.db"
-    for stale in db.parent.glob(f"{db.name}*"):
+    for stale in [*db.parent.glob(f"{db.name}*"), *out.parent.glob(f"{out.name}*")]:
         stale.unlink()
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+    name = tool[0].removeprefix("--tool=")
+    cmd = ["valgrind", *tool, f"--{name}-out-file={out}"]
     b._acpbench(
-        ["--timeout", "600", *load], [*cmd, b.PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)}
+        ["--timeout", "600", *load],
+        [*cmd, b.PY, "-m", pkg],
+        {**env, **SLOW, "ACP_SESSION_DB": str(db)},
     )
-    summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
-    out.unlink()
-    return int(summary.split()[1])
+    totals = []
+    for part in sorted(out.parent.glob(f"{out.name}*")):  # (callgrind leaves `out` empty)
+        found = [line for line in part.read_text().splitlines() if line.startswith("summary:")]
+        totals += [int(line.split()[1]) for line in found[:1]]
+        part.unlink()
+    return totals
+
+
+def instructions(pkg: str, env: dict[str, str], load: list[str], tmp: Path) -> int:
+    """The instructions of one run (cachegrind, no cache simulation)."""
+    return summaries(pkg, env, load, tmp, ["--tool=cachegrind", "--cache-sim=no"])[0]
 
 
 def thread_instructions(
     pkg: str, env: dict[str, str], load: list[str], tmp: Path
 ) -> tuple[int, int]:
-    """The instructions of one acpbench run by thread (callgrind `--separate-threads=yes`):
-    the main thread's (the event loop's) and the others' (the export and metrics threads,
-    the executor's that the store uses) summed."""
-    out = tmp / f"callgrind-{pkg}-{'-'.join(load)}"
-    db = tmp / f"{pkg}-threads.db"
-    for stale in [*db.parent.glob(f"{db.name}*"), *out.parent.glob(f"{out.name}*")]:
-        stale.unlink()
-    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}"]
-    b._acpbench(
-        ["--timeout", "600", *load], [*cmd, b.PY, "-m", pkg], {**env, "ACP_SESSION_DB": str(db)}
-    )
-    main, others = 0, 0
-    for part in sorted(out.parent.glob(f"{out.name}-*")):
-        lines = part.read_text().splitlines()
-        total = next(int(line.split()[1]) for line in lines if line.startswith("summary:"))
-        if part.name.endswith("-01"):
-            main = total
-        else:
-            others += total
-        part.unlink()
-    return main, others
+    """The instructions of one run by thread (callgrind `--separate-threads=yes`): the main
+    thread's (the event loop's) and the others' (the export and metrics threads, the
+    executor's that the store uses) summed."""
+    main, *others = summaries(pkg, env, load, tmp, ["--tool=callgrind", "--separate-threads=yes"])
+    return main, sum(others)
 
 
 def thread_rows(
@@ -296,22 +319,12 @@ def thread_rows(
     """Per echo prompt, by thread: the event loop's instructions and the other threads'
     (runs of 2N less N prompts, over N; `--instruction-prompts` N, one run each)."""
     print(f"{'load':<16}{'agent':<8}{'event loop':>12}{'other threads':>15}{'whole':>10}")
-    slow = {
-        "PYTHONHASHSEED": "0",
-        "OTEL_BSP_SCHEDULE_DELAY": "3600000",
-        "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
-    }
-    for label, args in INSTRUCTION_LOADS:
-        if opts.load and label not in opts.load:
-            continue
-        at = args.index("--prompts") + 1
-        n = opts.instruction_prompts
-        single = [*args[:at], str(n), *args[at + 1 :]]
-        double = [*args[:at], str(2 * n), *args[at + 1 :]]
+    n = opts.instruction_prompts
+    for label, single, double in instruction_loads(opts):
         for name in ("off", "on"):
             pkg, env = agents[name]
-            one = thread_instructions(pkg, {**env, **slow}, single, tmp)
-            two = thread_instructions(pkg, {**env, **slow}, double, tmp)
+            one = thread_instructions(pkg, env, single, tmp)
+            two = thread_instructions(pkg, env, double, tmp)
             loop, rest = ((two[i] - one[i]) / n for i in (0, 1))
             print(f"{label:<16}{name:<8}{loop:>12,.0f}{rest:>15,.0f}{loop + rest:>10,.0f}")
 
@@ -324,24 +337,14 @@ def instruction_rows(
     do: a few %).  Under valgrind a run is ~50x slower, so the exports' timers are set
     past its end: only full batches are posted, as at full speed."""
     print(f"{'load':<16}{'agent':<8}{'instr/prompt':>14}{'vs before':>11}{'vs off':>9}")
-    slow = {
-        "PYTHONHASHSEED": "0",
-        "OTEL_BSP_SCHEDULE_DELAY": "3600000",
-        "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
-    }
-    for label, args in INSTRUCTION_LOADS:
-        if opts.load and label not in opts.load:
-            continue
-        at = args.index("--prompts") + 1
-        n = opts.instruction_prompts
-        single = [*args[:at], str(n), *args[at + 1 :]]
-        double = [*args[:at], str(2 * n), *args[at + 1 :]]
+    n = opts.instruction_prompts
+    for label, single, double in instruction_loads(opts):
         per = {}
         for name, (pkg, env) in agents.items():
             runs = []
             for _ in range(opts.rounds):
-                one = instructions(pkg, {**env, **slow}, single, tmp)
-                two = instructions(pkg, {**env, **slow}, double, tmp)
+                one = instructions(pkg, env, single, tmp)
+                two = instructions(pkg, env, double, tmp)
                 runs.append((two - one) / n)
             per[name] = statistics.median(runs)
         for name in agents:

@@ -334,23 +334,31 @@ def instruction_rows(
 ) -> None:
     """Per echo prompt: the instructions of a run of 2N prompts less those of N, over N;
     machine load does not move them (only the hash seed, fixed here, and thread timing
-    do: a few %).  Under valgrind a run is ~50x slower, so the exports' timers are set
-    past its end: only full batches are posted, as at full speed."""
-    print(f"{'load':<16}{'agent':<8}{'instr/prompt':>14}{'vs before':>11}{'vs off':>9}")
+    do).  Under valgrind a run is ~50x slower, so the exports' timers are set past its
+    end: only full batches are posted, as at full speed.  With 8 sessions a round's count
+    swings by tens of thousands a prompt (how many finished turns each of the store's
+    group commits holds depends on the agent's pace against its driver's): the agents
+    take turns within each round, and each row shows its rounds' lowest and highest
+    beside their median."""
+    print(
+        f"{'load':<16}{'agent':<8}{'instr/prompt':>14}{'vs before':>11}{'vs off':>9}"
+        f"{'rounds: low - high':>24}"
+    )
     n = opts.instruction_prompts
     for label, single, double in instruction_loads(opts):
-        per = {}
-        for name, (pkg, env) in agents.items():
-            runs = []
-            for _ in range(opts.rounds):
+        runs: dict[str, list[float]] = {name: [] for name in agents}
+        for r in range(opts.rounds):
+            for name in list(agents) if r % 2 == 0 else list(agents)[::-1]:
+                pkg, env = agents[name]
                 one = instructions(pkg, env, single, tmp)
                 two = instructions(pkg, env, double, tmp)
-                runs.append((two - one) / n)
-            per[name] = statistics.median(runs)
+                runs[name].append((two - one) / n)
+        per = {name: statistics.median(got) for name, got in runs.items()}
         for name in agents:
             print(
                 f"{label:<16}{name:<8}{per[name]:>14,.0f}{per[name] / per['before']:>10.3f}x"
                 f"{per[name] / per['off']:>8.3f}x"
+                f"{min(runs[name]):>13,.0f} - {max(runs[name]):,.0f}"
             )
 
 

@@ -335,11 +335,11 @@ def instruction_rows(
     """Per echo prompt: the instructions of a run of 2N prompts less those of N, over N;
     machine load does not move them (only the hash seed, fixed here, and thread timing
     do).  Under valgrind a run is ~50x slower, so the exports' timers are set past its
-    end: only full batches are posted, as at full speed.  With 8 sessions a round's count
-    swings by tens of thousands a prompt (how many finished turns each of the store's
-    group commits holds depends on the agent's pace against its driver's): the agents
-    take turns within each round, and each row shows its rounds' lowest and highest
-    beside their median."""
+    end: only full batches are posted, as at full speed.  With 8 sessions the same code's
+    count swings by tens of thousands a prompt from round to round (the threads' timing
+    against the driver's pace: the same agent has read 400-420k off): the agents take
+    turns within each round, and each row shows its rounds' lowest and highest beside
+    their median."""
     print(
         f"{'load':<16}{'agent':<8}{'instr/prompt':>14}{'vs before':>11}{'vs off':>9}"
         f"{'rounds: low - high':>24}"

@@ -14,6 +14,7 @@ are decided here; any other asks the sampler."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import logging
 import os
@@ -35,7 +36,7 @@ log = logging.getLogger("acp.runtime.observe")
 SCOPE = "acp.runtime"
 KINDS = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3}  # the proto's numbers
 _NO_STATE = TraceState()
-_in_context = trace.set_span_in_context
+_in_context: Any = trace.set_span_in_context  # (given the runtime's spans too)
 _time = time.time_ns
 _Context = otel_context.Context
 _KEY: str = getattr(trace.propagation, "_SPAN_KEY", "")
@@ -145,9 +146,7 @@ def wire64(n: int) -> int:
     return int.from_bytes(n.to_bytes(8, "little"), "big")
 
 
-# without the `otel` extra (a project type-checked with only its test extra) the
-# OpenTelemetry API is Any to mypy: both cases are clean
-class Span(trace.Span):  # type: ignore[misc,unused-ignore]
+class Span:
     """One span of the runtime's (`Tracer.start` makes it): its shape, ids, times, its own
     attributes (`extra`), and `failure` (its status code and message, and the JSON-RPC
     code of the exception that ended it) when it failed; a `with` block around the work
@@ -158,9 +157,13 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     ints whose little-endian bytes are its and its parent's span id, 0 for a root),
     packed with the times in one struct; `trace_id`, `span_id` and `parent_id` are the
     API's.  `state`: the trace state's header ("": none); `peer`: the parent came from
-    the peer (a traceparent)."""
+    the peer (a traceparent).  The API's `Span` is not its base but knows it as one of
+    its own (`trace.Span.register`, below: `isinstance` holds): that class has no
+    `__slots__`, and a subclass's every instance would carry a dict's values, made and
+    freed with each span (~600 instructions)."""
 
     __slots__ = (
+        "__weakref__",  # (as the API's spans have)
         "_context",
         "end_ns",
         "extra",
@@ -186,7 +189,7 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     state: str
     extra: tuple[tuple[str, Any], ...] | None
     key: Any
-    sink: Callable[[Span], None] | None
+    sink: Callable[[Span], None]  # (_NOWHERE: kept by nothing)
     token: Any
     failure: tuple[int, str, int] | None
     start: int
@@ -267,9 +270,7 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
         if exc is not None:
             self.failed(exc)
         self.end_ns = _time()
-        sink = self.sink
-        if sink is not None:
-            sink(self)
+        self.sink(self)
 
     def failed(self, exc: BaseException) -> None:
         """Ended by `exc`: its status, its JSON-RPC code (a turn: its stop reason)."""
@@ -316,7 +317,7 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
             return found
 
     def is_recording(self) -> bool:
-        return self.flags == 1 and self.sink is not None and not getattr(self, "end_ns", 0)
+        return self.flags == 1 and self.sink is not _NOWHERE and not getattr(self, "end_ns", 0)
 
     def set_attribute(self, key: str, value: Any) -> None:
         if self.is_recording():
@@ -346,13 +347,16 @@ class Span(trace.Span):  # type: ignore[misc,unused-ignore]
     def record_exception(self, exception: BaseException, *args: Any, **kwargs: Any) -> None:
         """Never recorded: an exception's text may hold anything (the status names its type)."""
 
+    def add_link(self, context: Any, attributes: Any = None) -> None:
+        """The runtime's spans carry no links (nothing of the runtime adds one)."""
+
     def end(self, end_time: int | None = None) -> None:
         if not getattr(self, "end_ns", 0):
             self.end_ns = end_time or _time()
-            if self.sink is not None:
-                self.sink(self)
+            self.sink(self)
 
 
+trace.Span.register(Span)
 _new = object.__new__
 _next = next
 # Ids come from the system's random bytes (`os.urandom`), many at a time: a span id an
@@ -410,6 +414,9 @@ class _Unwatched:
 
 
 _UNWATCHED = _Unwatched()
+# where a span nothing keeps goes (not sampled, no metrics): a deque that holds nothing,
+# its append a call in C (no test of the span's sink as it ends)
+_NOWHERE: Callable[[Span], None] = collections.deque[Span](maxlen=0).append
 
 
 class Tracer:
@@ -434,6 +441,8 @@ class Tracer:
             "": PARENT,
         }.get(described, ASK)
         self.exports = sink is not None and self.mode != NEVER
+        if sink is None:  # (a span with nowhere to go is handed there all the same)
+            sink = _NOWHERE
         # a batch's queue (sinks.Batch) is appended to directly, a deque's append: no call
         # of Python's a span; each start looks at its length instead (`Batch.full`; a
         # tracer with another sink looks at `_UNWATCHED`, never full)
@@ -442,7 +451,7 @@ class Tracer:
             sink = batch.queue.append
         self.batch = batch
         # a span's sink by its flags (not sampled, sampled)
-        self.sinks = (sink if counted else None, sink)
+        self.sinks = (sink if counted else _NOWHERE, sink)
 
     def start(
         self,

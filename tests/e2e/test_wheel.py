@@ -66,7 +66,12 @@ def _source_tree(dest: Path) -> Path:
 
 def _clean_env(tmp: Path, bin_dir: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # pip installs without byte-compiling every module it unpacks (the `installed` venv,
+    # the typed venv, pre-commit's hook environment); what runs is compiled as it is
+    # imported, once for the module, into one folder outside the trees under test
+    env["PIP_COMPILE"] = "false"
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     env["AGENTGEN_TEMPLATE_STORE"] = str(tmp / "store")
     env["PRE_COMMIT_HOME"] = str(tmp / "pre-commit-home")
     if bin_dir is not None:
@@ -419,8 +424,7 @@ def test_every_fresh_project_passes_mypy_and_ruff_with_its_test_extra_alone(
         )
         assert code == 0, out
         # --no-compile: the same install without byte-compiling every module of the
-        # dependencies up front (PYTHONDONTWRITEBYTECODE is set: nothing here would read
-        # the .pyc files; mypy and ruff are compiled programs)
+        # dependencies up front (mypy and ruff are compiled programs)
         pip = _run([py, "-m", "pip", "install", "-q", "--no-compile", "-e", ".[test]"], proj, env)
         assert pip.returncode == 0, pip.stdout + pip.stderr
         if (role, transport) == ("agent", "http"):

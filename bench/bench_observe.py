@@ -17,7 +17,12 @@ median of a difference of two noisy runs moved by +-30% from run to run).
 
     .venv/bin/python bench/bench_observe.py [--rounds 3] [--quick] [--rev REV] [--hooks-only]
         [--model-only] [--echo-only] [--model-rev REV] [--instructions]
-        [--instruction-prompts N] [--by-thread]
+        [--instruction-prompts N] [--by-thread] [--one-thread]
+
+``--one-thread``: what an echo-shaped prompt's three spans cost with no thread's timing in
+the count: the runtime's hooks as the agent calls them (a request, its turn, the turn's
+store call; 8 sessions in turn) and the export thread's pass (folded, encoded; not
+posted) run in one thread, off and on (valgrind; runs of N and 6N prompts).
 
 ``--by-thread``: the instructions of an echo prompt off and on, the event loop's thread
 and the other threads' (the export thread, the metrics thread, the store's executor)
@@ -143,6 +148,44 @@ def hook():
 n = 200000
 per = min(timeit.repeat(hook, number=n, repeat=5)) / n
 print(calls[0] / 1000, per)
+"""
+
+
+# The hooks of N echo-shaped prompts (a request, its turn, the turn's store call; 8
+# sessions in turn) in one thread, and the export thread's pass (`Batch.take`: folded,
+# encoded) run here every 128 spans, its batches not posted: what an echo prompt's spans
+# cost with no thread's timing in it (`--one-thread`)
+ONE_THREAD = """
+import sys
+pkg, n = sys.argv[1], int(sys.argv[2])
+rt = pkg + "._generated.runtime."
+observe = __import__(rt + "observe", fromlist=["turn"])
+telemetry = observe._state.on
+batch = telemetry.batch if telemetry is not None else None
+if batch is not None:  # its thread stopped: its pass runs here, every 128 spans
+    batch.stopping = True
+    batch.wake.set()
+    batch.thread.join()
+    batch.limit = batch.batch_limit = 1 << 62
+FACTS = (("acp.transport", "stdio"), ("acp.revision", 1), ("acp.replica", "bench:1"))
+
+class Connection:
+    def about(self):
+        return FACTS
+
+conn, calls, store = Connection(), ("save_turn",), None  # (the lambda is never called)
+sessions = ["sess_%032x" % i for i in range(8)]
+prompt = [{"type": "text", "text": "hi"}]
+for i in range(n):
+    sid = sessions[i % 8]
+    with observe.request("session/prompt", {"sessionId": sid, "prompt": prompt}, conn):
+        with observe.turn(sid, prompt) as span:
+            with observe.store(lambda: store.save_turn(), calls):
+                pass
+            span.set_stop_reason("end_turn")
+    if batch is not None and len(batch.queue) >= 128:
+        batch.take()
+        batch.outbox.clear()
 """
 
 
@@ -362,6 +405,38 @@ def instruction_rows(
             )
 
 
+def one_thread_rows(
+    agents: dict[str, tuple[str, dict[str, str]]], opts: argparse.Namespace, tmp: Path
+) -> None:
+    """Per echo-shaped prompt, off and on: the instructions of `ONE_THREAD` over 6N
+    prompts less over N, over 5N (`--instruction-prompts` N): the same count at every run."""
+    n = opts.instruction_prompts
+    per = {}
+    for name in ("off", "on"):
+        pkg, env = agents[name]
+        counts = []
+        for prompts in (n, 6 * n):
+            out = tmp / f"one-thread-{name}-{prompts}"
+            subprocess.run(
+                [
+                    *("valgrind", "--tool=cachegrind", "--cache-sim=no"),
+                    f"--cachegrind-out-file={out}",
+                    *(b.PY, "-c", ONE_THREAD, pkg, str(prompts)),
+                ],
+                env={**env, **SLOW},
+                capture_output=True,
+                check=True,
+            )
+            summary = [line for line in out.read_text().splitlines() if line.startswith("summary:")]
+            counts.append(int(summary[0].split()[1]))
+            out.unlink()
+        per[name] = (counts[1] - counts[0]) / (5 * n)
+    print(
+        f"one thread, an echo-shaped prompt: off {per['off']:,.0f}, on {per['on']:,.0f}"
+        f" instructions: +{per['on'] - per['off']:,.0f} (its three spans, folded and encoded)"
+    )
+
+
 def hooks_off(env: dict[str, str]) -> tuple[float, float]:
     """The hooks an echo prompt passes when telemetry is off, and one hook's CPU cost."""
     r = subprocess.run(
@@ -416,6 +491,12 @@ def main() -> int:
         default=400,
         help="N of the runs of N and 2N prompts --instructions counts (more: less of a run's"
         " start-up in the difference)",
+    )
+    ap.add_argument(
+        "--one-thread",
+        action="store_true",
+        help="only what an echo-shaped prompt's spans cost in one thread, the export pass"
+        " run in it (valgrind; no thread's timing in the count)",
     )
     ap.add_argument(
         "--by-thread",
@@ -474,6 +555,10 @@ def main() -> int:
             f"{b.commit()} against {rev}, load average {b.loadavg()} before, "
             f"median of {opts.rounds} interleaved rounds"
         )
+        if opts.one_thread:
+            one_thread_rows(agents, opts, root)
+            server.shutdown()
+            return 0
         if opts.by_thread:
             thread_rows(agents, opts, root)
             server.shutdown()

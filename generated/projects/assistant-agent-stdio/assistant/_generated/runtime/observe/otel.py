@@ -402,8 +402,8 @@ class Telemetry:
     def request(self, method: str, params: Any, conn: Any) -> spans.Span:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome):
         the trace context of its `_meta.traceparent` is its parent when it has one."""
-        # its connection's transport, revision, replica (the same tuple while they hold)
-        facts = conn.about() if conn is not None else ()
+        about = getattr(conn, "about", None)  # the agent's connections have it
+        facts = about() if about is not None else ()
         found = self.served.get((method, id(facts)))
         shape = found[1] if found is not None and found[0] is facts else self._served(method, facts)
         if type(params) is not dict:

@@ -159,8 +159,8 @@ class Span:
     API's.  `state`: the trace state's header ("": none); `peer`: the parent came from
     the peer (a traceparent).  The API's `Span` is not its base but knows it as one of
     its own (`trace.Span.register`, below: `isinstance` holds): that class has no
-    `__slots__`, and a subclass's every instance would carry a dict's values, made and
-    freed with each span (~600 instructions)."""
+    `__slots__`, and a subclass's every instance would carry a dict, made and freed with
+    each span."""
 
     __slots__ = (
         "__weakref__",  # (as the API's spans have)

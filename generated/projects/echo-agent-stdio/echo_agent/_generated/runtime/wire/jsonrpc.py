@@ -100,12 +100,6 @@ class Connection:
         # that opened or closed a session, by the frame's identity, until it reads it
         self.session_effects: dict[int, tuple[bytes, tuple[Effect, ...]]] | None = None
 
-    def about(self) -> tuple[tuple[str, Any], ...]:
-        """What a served request's span says of this connection (observe): nothing here;
-        an agent's connection (sessions.SessionConnection) says its transport, revision
-        and replica."""
-        return ()
-
     def route(self, method: str) -> Route | None:
         """The route of `method` (None: this connection has no route table)."""
         return self.routes(method) if self.routes is not None else None

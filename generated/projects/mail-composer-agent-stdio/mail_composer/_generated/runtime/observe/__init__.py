@@ -12,10 +12,10 @@ recorded as plain values and written as OTLP or Prometheus' text off the event l
 few us a span where the SDK's cost ~50).  The rest of the runtime calls:
 
 * ``with request(method, params, conn)`` (one served JSON-RPC request: the trace context
-  of its ``_meta.traceparent``, else of the HTTP request, is its parent; what ``conn.about()``
-  says of the connection is among its attributes), ``call(method,
-  params)`` (a request sent to the peer: its trace context goes into the params'
-  ``_meta``), ``turn(session, prompt)``, ``tool(name, server)`` (an MCP tool call),
+  of its ``_meta.traceparent``, else of the HTTP request, is its parent; what
+  ``conn.about()`` says of the connection, if it has that, is among its attributes),
+  ``call(method, params)`` (a request sent to the peer: its trace context goes into the
+  params' ``_meta``), ``turn(session, prompt)``, ``tool(name, server)`` (an MCP tool call),
   ``store(op, calls)`` (a session store call), ``queued()`` (a prompt waiting for its
   session's turn): the work in the block as a span, ended (and its failure recorded) as
   the block ends; the metrics of each kind are folded from its spans off the event loop;

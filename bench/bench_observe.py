@@ -316,6 +316,14 @@ def instruction_loads(opts: argparse.Namespace) -> Iterator[tuple[str, list[str]
         )
 
 
+def summary(out: Path) -> int | None:
+    """The instructions a valgrind output file counts (its `summary:` line; None: none),
+    the file removed."""
+    found = [line for line in out.read_text().splitlines() if line.startswith("summary:")]
+    out.unlink()
+    return int(found[0].split()[1]) if found else None
+
+
 def summaries(
     pkg: str, env: dict[str, str], load: list[str], tmp: Path, tool: list[str]
 ) -> list[int]:
@@ -333,12 +341,8 @@ def summaries(
         [*cmd, b.PY, "-m", pkg],
         {**env, **SLOW, "ACP_SESSION_DB": str(db)},
     )
-    totals = []
-    for part in sorted(out.parent.glob(f"{out.name}*")):  # (callgrind leaves `out` empty)
-        found = [line for line in part.read_text().splitlines() if line.startswith("summary:")]
-        totals += [int(line.split()[1]) for line in found[:1]]
-        part.unlink()
-    return totals
+    parts = sorted(out.parent.glob(f"{out.name}*"))  # (callgrind leaves `out` empty)
+    return [n for n in map(summary, parts) if n is not None]
 
 
 def instructions(pkg: str, env: dict[str, str], load: list[str], tmp: Path) -> int:
@@ -427,9 +431,9 @@ def one_thread_rows(
                 capture_output=True,
                 check=True,
             )
-            summary = [line for line in out.read_text().splitlines() if line.startswith("summary:")]
-            counts.append(int(summary[0].split()[1]))
-            out.unlink()
+            count = summary(out)
+            assert count is not None, f"valgrind counted nothing: {out}"
+            counts.append(count)
         per[name] = (counts[1] - counts[0]) / (5 * n)
     print(
         f"one thread, an echo-shaped prompt: off {per['off']:,.0f}, on {per['on']:,.0f}"

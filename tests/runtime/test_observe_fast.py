@@ -561,6 +561,7 @@ def test_another_tracers_spans_and_the_runtimes_nest_both_ways(
     taken: list[Any] = []
     with tracer.start(shape) as turn:
         assert trace.get_current_span() is turn
+        assert isinstance(turn, trace.Span)  # (registered with the API's class, not its subclass)
         with sdk.start_as_current_span("model run") as model:
             with tracer.start(leaf):
                 pass

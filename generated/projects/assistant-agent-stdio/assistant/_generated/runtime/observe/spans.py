@@ -461,7 +461,7 @@ class Tracer:
     ) -> Span:
         """A started span (a `with` block ends it).  `extra`: the span's own attributes."""
         batch = self.batch
-        if len(batch.queue) >= batch.limit:  # a batch is full (or the queue past its bound)
+        if len(batch.queue) >= batch.limit:  # a batch is full: taken (`Batch.full`)
             batch.full()
         if remote is not None:
             parent: Any = remote
@@ -472,12 +472,14 @@ class Tracer:
         else:
             parent = trace.get_current_span()
         span = _new(Span)
-        if type(parent) is Span:
+        if type(parent) is Span:  # sampled as its parent was (by this rule), unless asked
             span.tid = parent.tid
             span.psid = parent.sid
             span.state = parent.state
             span.peer = False
             flags = parent.flags
+            if self.mode == ASK:
+                flags = self._sampled(span, parent, shape, extra)
         else:
             if parent is not None and type(parent) is not SpanContext:  # another tracer's
                 parent = parent.get_span_context()
@@ -489,23 +491,19 @@ class Tracer:
                 flags = parent.trace_flags & 1
             else:  # a root: a new trace
                 parent = None
-                try:
-                    span.tid = _next(_trace_ids)[0]
-                except StopIteration:
-                    span.tid = _new_ids("_trace_ids")[0]
+                span.tid = (_next(_trace_ids, None) or _new_ids("_trace_ids"))[0]  # (drawn out)
                 span.psid = 0
                 span.state = ""
                 span.peer = False
                 flags = 1
-        mode = self.mode
-        if mode != PARENT:
-            if mode == ALWAYS:
-                flags = 1
-            elif mode == NEVER:
-                flags = 0
-            else:
-                flags, state = self._ask(parent, span.trace_id, shape, extra)
-                span.state = state.to_header() if state else ""
+            mode = self.mode
+            if mode != PARENT:
+                if mode == ALWAYS:
+                    flags = 1
+                elif mode == NEVER:
+                    flags = 0
+                else:
+                    flags = self._sampled(span, parent, shape, extra)
         span.shape = shape
         try:
             span.sid = _next(_span_ids)
@@ -520,17 +518,19 @@ class Tracer:
         span.start = _time()
         return span
 
-    def _ask(self, parent: Any, trace_id: int, shape: Shape, extra: Any) -> tuple[int, TraceState]:
+    def _sampled(self, span: Span, parent: Any, shape: Shape, extra: Any) -> int:
+        """The sampler's decision for `span` (its flags), its trace state set as it says."""
         if parent is None:
             parent = trace.INVALID_SPAN
         elif type(parent) is SpanContext:
             parent = trace.NonRecordingSpan(parent)
         attrs = dict((*shape.attrs, *(extra or ())))
         got = self.sampler.should_sample(
-            _in_context(parent), trace_id, shape.name, shape.kind, attrs, None
+            _in_context(parent), span.trace_id, shape.name, shape.kind, attrs, None
         )
-        sampled = 1 if got.decision.is_sampled() else 0
-        return sampled, got.trace_state or _NO_STATE
+        state = got.trace_state or _NO_STATE
+        span.state = state.to_header() if state else ""
+        return 1 if got.decision.is_sampled() else 0
 
 
 # ---- sinks ----------------------------------------------------------------------------

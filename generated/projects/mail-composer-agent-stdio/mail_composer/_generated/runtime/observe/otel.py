@@ -399,17 +399,28 @@ class Telemetry:
             found = self.sessions[sid] = (("acp.session_id", sid[:MAX_ID]),)
         return found
 
+    def _own(self, sid: Any) -> tuple[tuple[str, Any], ...] | None:
+        """A session id's attribute (None: not a string)."""
+        return self._session(sid) if type(sid) is str else None
+
     def request(self, method: str, params: Any, conn: Any) -> spans.Span:
         """One JSON-RPC request served (a SERVER span; its duration by method and outcome):
         the trace context of its `_meta.traceparent` is its parent when it has one."""
         about = getattr(conn, "about", None)  # the agent's connections have it
         facts = about() if about is not None else ()
-        found = self.served.get((method, id(facts)))
-        shape = found[1] if found is not None and found[0] is facts else self._served(method, facts)
+        try:
+            known, shape = self.served[method, id(facts)]
+        except KeyError:
+            known = _MISSING
+        if known is not facts:  # (none yet, or an id reused by other facts)
+            shape = self._served(method, facts)
         if type(params) is not dict:
             return self.tracer.start(shape)
-        sid = params.get("sessionId")
-        own = self.sessions.get(sid) or self._session(sid) if type(sid) is str else None
+        own: tuple[tuple[str, Any], ...] | None
+        try:  # (the session's attribute, made once)
+            own = self.sessions[params["sessionId"]]
+        except (KeyError, TypeError):
+            own = self._own(params.get("sessionId"))
         meta = params.get("_meta")
         return self.tracer.start(shape, None if meta is None else _meta_context(meta), own)
 
@@ -440,7 +451,10 @@ class Telemetry:
         if not self.models and "pydantic_ai" in sys.modules:
             self.models = True
             providers.instrument_models(self.tracer_provider, self.meter_provider, self.content)
-        own = self.sessions.get(session) or self._session(str(session))
+        try:
+            own = self.sessions[session]
+        except (KeyError, TypeError):
+            own = self._session(str(session))
         if self.content and type(prompt) is list:
             text = "".join(str(b.get("text", "")) for b in prompt if type(b) is dict)
             own = (*own, ("acp.prompt.text", text))
@@ -462,14 +476,16 @@ class Telemetry:
     def store(self, op: Any, calls: Any) -> spans.Span:
         """One session store call: its latency by operation (a commit: `save_turn`)."""
         code = getattr(op, "__code__", None)
-        found = self.stored.get(id(code))  # (a code object's hash is of all it holds)
-        if found is not None and found[0] is code:
-            return self.tracer.start(found[1])
-        name = _store_op(op, calls)
-        attrs = (("acp.store.op", name),)
-        shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, attrs, leaf=True)
-        if len(self.stored) < MAX_CACHED:
-            self.stored[id(code)] = (code, shape)  # (the code is held: its id is its own)
+        try:  # (by its id: a code object's hash is of all it holds)
+            known, shape = self.stored[id(code)]
+        except KeyError:
+            known = _MISSING
+        if known is not code:
+            name = _store_op(op, calls)
+            attrs = (("acp.store.op", name),)
+            shape = spans.Shape(f"store {name}", _CLIENT, STORE, name, attrs, leaf=True)
+            if len(self.stored) < MAX_CACHED:
+                self.stored[id(code)] = (code, shape)  # (the code is held: its id is its own)
         return self.tracer.start(shape)
 
     def queued(self) -> contextlib.AbstractContextManager[Any]:

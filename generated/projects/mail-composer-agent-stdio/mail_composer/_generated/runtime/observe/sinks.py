@@ -83,8 +83,9 @@ def taken(
     made, append, touch = _made, out.append, touched.append
     for s in batch:  # (its fields read here: each read specialized to the one Span type)
         combination = (s.shape, s.extra, s.key, s.failure, s.state, s.peer)
-        found = made.get(combination)
-        if found is None:
+        try:
+            found = made[combination]
+        except KeyError:
             found = _make(combination)
         if grouped:
             group = found[4]
@@ -146,14 +147,18 @@ class OtlpSpans(SdkSpans):
 
 
 class Batch:
-    """Ended spans queued on the event loop (a deque: no lock) and taken from a thread as
-    soon as `TAKE_AT` are queued, every `delay` seconds, and at stop: their metrics
+    """Ended spans queued where they end (the event loop: a deque, no lock) and taken there
+    as soon as `TAKE_AT` are queued (the next span's start does it: `full`): their metrics
     folded (`fold`: every span, sampled or not; a group of spans of one shape, key and
-    failure at a time), the sampled ones exported in batches (`OTEL_BSP_*`); past
-    `max_queue` the loop takes them itself (the thread is behind: a slow collector), so
-    that neither memory nor a metric is lost to a collector that does not answer.  When
-    every export posts OTLP (`OtlpSpans`), a span is encoded as it is taken, in the same
-    pass.  What reads the metrics takes what is queued first (`take`), so a scrape is
+    failure at a time), the sampled ones encoded into the outbox (`OtlpSpans`: in the same
+    pass) and exported in batches (`OTEL_BSP_*`) from a thread of its own, woken when a
+    batch is full and every `delay` seconds (what is queued then is taken there).  The
+    loop takes them itself rather than a thread: with the GIL a thread's pass would not
+    run beside the loop anyway, only cost the hand-overs of the GIL (measured: the loop's
+    share of the thread's time grew with them); the thread is for what waits on the
+    network.  Past `max_queue` in the outbox a span is dropped (a collector that does not
+    answer costs neither memory nor a metric: the metrics are folded as the spans are
+    taken).  What reads the metrics takes what is queued first (`take`), so a scrape is
     never behind."""
 
     def __init__(
@@ -170,8 +175,8 @@ class Batch:
         self.max_queue = max_queue
         self.max_batch = max_batch
         self.queue: collections.deque[Span] = collections.deque()  # appended on the loop
-        # the queue's length at which a tracer calls `full` (back to it each take)
-        self.batch_limit = self.limit = min(max_batch, max_queue + 1, TAKE_AT)
+        # the queue's length at which a tracer calls `full`
+        self.limit = min(max_batch, max_queue + 1, TAKE_AT)
         # when every export posts OTLP: the outbox holds their bytes (one a span)
         self.encoding = bool(exports) and all(
             isinstance(e, OtlpSpans) and e.client is not None for e in exports
@@ -192,13 +197,10 @@ class Batch:
             self.full()
 
     def full(self) -> None:
-        """The queue holds `TAKE_AT` (a tracer looks before each span it starts): the thread
-        is woken once, then nothing more is asked until the queue is past its bound; then
-        the thread is behind (a slow collector) and the loop takes the spans itself."""
-        if len(self.queue) > self.max_queue:
-            self.take()
-        else:
-            self.limit = self.max_queue + 1
+        """The queue holds `TAKE_AT` (a tracer looks before each span it starts): taken
+        here; the thread woken once the outbox holds a batch to export."""
+        self.take()
+        if len(self.outbox) >= self.max_batch:
             self.wake.set()
 
     def take(self) -> None:
@@ -208,7 +210,6 @@ class Batch:
         with self.lock:
             # (popped in C while the loop may append; one taker at a time: the lock)
             spans = list(starmap(queue.popleft, repeat((), len(queue))))
-            self.limit = self.batch_limit
             if not spans:
                 return
             exporting = bool(self.exports)

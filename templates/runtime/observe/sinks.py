@@ -1,7 +1,8 @@
-"""Where the runtime's ended spans go: a batch exported from a thread of its own (OTLP/HTTP,
-written by `encoded_batch` from the spans' plain values, or an SDK exporter given the SDK's
-spans), or a program's own SDK span processors at once; on the way, each span's metrics
-are folded (otel.py's `fold`)."""
+"""Where the runtime's ended spans go: a batch taken 128 at a time where they end (the
+event loop) and exported from a thread of its own (OTLP/HTTP, written by `encoded_batch`
+from the spans' plain values, or an SDK exporter given the SDK's spans), or a program's
+own SDK span processors at once; on the way, each span's metrics are folded (otel.py's
+`fold`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .spans import SCOPE, Span, readable
 
 log = logging.getLogger("acp.runtime.observe")
 _FLAGS = attrgetter("flags")
-# The queue's length at which the thread takes what is queued (folded, encoded: the spans
+# The queue's length at which the loop takes what is queued (folded, encoded: the spans
 # freed), whatever the export batch's size: a span is an object the collector tracks, and
 # a batch's 512 of them, with what a program allocates meanwhile, would start the
 # collector's young collections (and every tenth, a walk of the older objects)
@@ -37,7 +38,7 @@ def encoded(span: Span) -> bytes:
 # flags: a message's fields may come in any order, its ids and times last), packed with
 # those by one struct (`encode.spans`: the bytes and the struct's pack) for a root and
 # one for a child; and the list their metrics are folded from (one a shape, key and
-# failure: `taken`).  Made once, on the export thread.
+# failure: `taken`).  Made once, by the pass that first meets the combination.
 Made = tuple[bytes, Callable[..., bytes], bytes, Callable[..., bytes], list[Span]]
 _made: dict[tuple[Any, ...], Made] = {}
 _groups: dict[tuple[Any, ...], list[Span]] = {}
@@ -153,10 +154,10 @@ class Batch:
     failure at a time), the sampled ones encoded into the outbox (`OtlpSpans`: in the same
     pass) and exported in batches (`OTEL_BSP_*`) from a thread of its own, woken when a
     batch is full and every `delay` seconds (what is queued then is taken there).  The
-    loop takes them itself rather than a thread: with the GIL a thread's pass would not
-    run beside the loop anyway, only cost the hand-overs of the GIL (measured: the loop's
-    share of the thread's time grew with them); the thread is for what waits on the
-    network.  Past `max_queue` in the outbox a span is dropped (a collector that does not
+    loop takes them itself rather than waking the thread for it: under the GIL that pass
+    would not run beside the loop anyway (bench/README.md: the same count either way, one
+    wake-up and hand-over of the GIL fewer every 128 spans); the thread is for what
+    waits on the network.  Past `max_queue` in the outbox a span is dropped (a collector that does not
     answer costs neither memory nor a metric: the metrics are folded as the spans are
     taken).  What reads the metrics takes what is queued first (`take`), so a scrape is
     never behind."""

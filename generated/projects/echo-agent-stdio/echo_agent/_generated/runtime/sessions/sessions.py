@@ -150,13 +150,14 @@ class SessionConnection(Connection):
         self.held_idle: dict[str, bytes] = {}
         self._renewer: asyncio.Task[None] | None = None
         self._about: tuple[Any, tuple[tuple[str, Any], ...]] = (None, ())
+        self._shared = rt.session_setup.context  # (its revision: `about`, each request)
         rt.attach(self)
         self._register_routes()
 
     def about(self) -> tuple[tuple[str, Any], ...]:
         """What a served request's span says of its connection (observe): the same tuple
         while the revision holds (a new one once initialize negotiates another)."""
-        rev = self.rt.revision
+        rev = self._shared.revision
         if self._about[0] is not rev:
             facts = (
                 ("acp.transport", self.transport),

@@ -191,7 +191,7 @@ class Telemetry:
     def _tracer(self, provider: Any, exports: list[Any] | None) -> spans.Tracer:
         """Spans sampled as the provider's sampler says (none without a provider: metrics
         only), each folded into the metrics when there are any: at once into a program's
-        instruments, from a thread into the runtime's tally."""
+        instruments, 128 at a time into the runtime's tally (sinks.Batch)."""
         fold = self.fold if self.tally is not None else None
         sampler = getattr(provider, "sampler", None) if provider is not None else _NEVER
         if provider is None and fold is None:

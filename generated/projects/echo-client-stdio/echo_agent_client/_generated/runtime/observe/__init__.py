@@ -8,7 +8,7 @@ exporter (`OTEL_TRACES_EXPORTER`, `OTEL_METRICS_EXPORTER`, `OTEL_EXPORTER_OTLP_E
 to `configure` (tests: the SDK's in-memory exporters).  Only then is the SDK imported
 (`otel.py`: the hooks; `providers.py`: the SDK's providers from `OTEL_*`, for pydantic-ai
 and the MCP SDK; `spans.py`, `tally.py`, `encode.py`: the runtime's own spans and metrics,
-recorded as plain values and written as OTLP or Prometheus' text off the event loop, a
+recorded as plain values and written as OTLP or Prometheus' text in batches, a
 few us a span where the SDK's cost ~50).  The rest of the runtime calls:
 
 * ``with request(method, params, conn)`` (one served JSON-RPC request: the trace context
@@ -18,7 +18,7 @@ few us a span where the SDK's cost ~50).  The rest of the runtime calls:
   params' ``_meta``), ``turn(session, prompt)``, ``tool(name, server)`` (an MCP tool call),
   ``store(op, calls)`` (a session store call), ``queued()`` (a prompt waiting for its
   session's turn): the work in the block as a span, ended (and its failure recorded) as
-  the block ends; the metrics of each kind are folded from its spans off the event loop;
+  the block ends; the metrics of each kind are folded from its spans, 128 at a time;
 * ``metric(name, value, **labels)``: a count (`otel.INSTRUMENTS` names them all);
 * ``gauge(name, owner, read)``: a value read when metrics are collected;
 * ``parent(headers)``: a `with` block whose requests take the `traceparent` header's

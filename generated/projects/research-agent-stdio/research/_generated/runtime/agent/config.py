@@ -178,6 +178,12 @@ class SessionSetup:
         self._config = config
         self._extras = extras
 
+    @property
+    def context(self) -> AgentContext:
+        """The connection's shared state (what a connection's spans say of it: its
+        revision, read as a plain attribute)."""
+        return self._ctx
+
     def refuses_prompt(self, s: Session) -> bool:
         """The manifest declares conversation states and the session's current one
         refuses a client's message: a prompt is answered with that rule rather than

@@ -21,8 +21,8 @@ median of a difference of two noisy runs moved by +-30% from run to run).
 
 ``--one-thread``: what an echo-shaped prompt's three spans cost with no thread's timing in
 the count: the runtime's hooks as the agent calls them (a request, its turn, the turn's
-store call; 8 sessions in turn) and the export thread's pass (folded, encoded; not
-posted) run in one thread, off and on (valgrind; runs of N and 6N prompts).
+store call; 8 sessions in turn) and the pass they run every 128 spans (folded, encoded;
+not posted) in one thread, off and on (valgrind; runs of N and 6N prompts).
 
 ``--by-thread``: the instructions of an echo prompt off and on, the event loop's thread
 and the other threads' (the export thread, the metrics thread, the store's executor)
@@ -152,9 +152,9 @@ print(calls[0] / 1000, per)
 
 
 # The hooks of N echo-shaped prompts (a request, its turn, the turn's store call; 8
-# sessions in turn) in one thread, and the export thread's pass (`Batch.take`: folded,
-# encoded) run here every 128 spans, its batches not posted: what an echo prompt's spans
-# cost with no thread's timing in it (`--one-thread`)
+# sessions in turn) in one thread, with the pass they run every 128 spans (`Batch.full`:
+# folded, encoded), the export thread stopped and its batches not posted: what an echo
+# prompt's spans cost with no thread's timing in it (`--one-thread`)
 ONE_THREAD = """
 import sys
 pkg, n = sys.argv[1], int(sys.argv[2])
@@ -497,8 +497,8 @@ def main() -> int:
     ap.add_argument(
         "--one-thread",
         action="store_true",
-        help="only what an echo-shaped prompt's spans cost in one thread, the export pass"
-        " run in it (valgrind; no thread's timing in the count)",
+        help="only what an echo-shaped prompt's spans cost in one thread, their pass"
+        " included (valgrind; no thread's timing in the count)",
     )
     ap.add_argument(
         "--by-thread",

@@ -157,10 +157,10 @@ class Batch:
     loop takes them itself rather than waking the thread for it: under the GIL that pass
     would not run beside the loop anyway (bench/README.md: the same count either way, one
     wake-up and hand-over of the GIL fewer every 128 spans); the thread is for what
-    waits on the network.  Past `max_queue` in the outbox a span is dropped (a collector that does not
-    answer costs neither memory nor a metric: the metrics are folded as the spans are
-    taken).  What reads the metrics takes what is queued first (`take`), so a scrape is
-    never behind."""
+    waits on the network.  Past `max_queue` in the outbox a span is dropped (a collector
+    that does not answer costs neither memory nor a metric: the metrics are folded as
+    the spans are taken).  What reads the metrics takes what is queued first (`take`), so
+    a scrape is never behind."""
 
     def __init__(
         self,

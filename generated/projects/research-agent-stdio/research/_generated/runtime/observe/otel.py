@@ -379,17 +379,14 @@ class Telemetry:
     # Each kind starts a span (a `with` block around its work ends it: spans.Span) of a
     # shape made once per combination.
     def _served(self, method: str, facts: Any) -> spans.Shape:
-        """A served request's shape: its method and its connection's `facts` (transport,
-        revision, replica: the same tuple while they hold)."""
-        key = (method, id(facts))
-        found = self.served.get(key)
-        if found is None or found[0] is not facts:  # (an id reused by other facts)
-            attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method), *facts)
-            found = (facts, spans.Shape(method, _SERVER, REQUEST, method, attrs))
-            if len(self.served) >= MAX_CACHED:
-                self.served.clear()
-            self.served[key] = found  # the facts are held: their id is theirs
-        return found[1]
+        """A served request's shape, made (`request` found none for these `facts`: its
+        connection's transport, revision and replica, the same tuple while they hold)."""
+        attrs = (("rpc.system", "jsonrpc"), ("rpc.method", method), *facts)
+        shape = spans.Shape(method, _SERVER, REQUEST, method, attrs)
+        if len(self.served) >= MAX_CACHED:
+            self.served.clear()
+        self.served[method, id(facts)] = (facts, shape)  # the facts are held: their id is theirs
+        return shape
 
     def _session(self, sid: str) -> tuple[tuple[str, Any], ...]:
         found = self.sessions.get(sid)
@@ -432,9 +429,7 @@ class Telemetry:
             shape = spans.Shape(method, _CLIENT, CALL, method, attrs, leaf=True)
             if len(self.sent) < MAX_CACHED:
                 self.sent[method] = shape
-        own = None
-        if type(params) is dict and type(params.get("sessionId")) is str:
-            own = self._session(params["sessionId"])
+        own = self._own(params.get("sessionId")) if type(params) is dict else None
         span = self.tracer.start(shape, None, own)
         if span.flags and self.tracer.exports and type(params) is dict:  # the frame: later
             ids = f"{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"

@@ -62,7 +62,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -593,11 +593,15 @@ def test_cancel_mid_stream(cells: Any, agent: str, revision: str, transport: str
     """session/cancel after the first chunk ends the research turn `cancelled`, before its
     last step."""
     cell = cells(agent, revision, transport)
+    # a spawned agent takes its steps slowly enough that the cancel always lands before the
+    # last (the cells' 0.02 s a step: five steps end within the cancel's round trip on a
+    # loaded machine); an HTTP cell's server runs as the cells started it
+    slow = replace(cell, env={**cell.env, "RESEARCH_STEP_DELAY": "0.5"})
     with _client_package(cell) as ns:
         client = _recording_client(ns)
 
         async def main() -> str:
-            async with _connect(cell, ns, client) as conn:
+            async with _connect(cell, ns, client, slow) as conn:
                 _, _, sid = await _session(conn, client)
 
                 async def cancel_after_first_chunk() -> None:
